@@ -1,0 +1,98 @@
+"""Decide what a user's path holds and which parser reads each trace in it."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+
+from parsers import ascend
+from parsers.jsonstream import describe_json, open_binary, read_all, top_level
+from traceanalyzer.errors import TraceError
+
+_SNIFF_BYTES = 1 << 16
+_KINETO_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One rank's trace and the parser module (``parse(path) -> (events, memory, meta)``) that reads it."""
+
+    parser: str
+    path: Path
+
+    def parse(self):
+        """Run the parser on the path."""
+        return importlib.import_module(self.parser).parse(self.path)
+
+
+def units(path: Path) -> list[Unit]:
+    """The traces a path holds: a file, a run folder, or a folder of per-rank traces."""
+    if not path.exists():
+        raise TraceError(path, "does not exist")
+    found = ascend.units(path)
+    if found:
+        return found
+    if path.is_dir():
+        return _folder(path)
+    _check_file(path)
+    return [Unit("parsers.kineto", path)]
+
+
+def _folder(path: Path) -> list[Unit]:
+    for pattern in ("*", "**/*"):
+        files = sorted({f for g in _KINETO_GLOBS for f in path.glob(pattern.replace("*", "", 1) + g) if f.is_file()})
+        traces = [f for f in files if is_kineto(f)]
+        if traces:
+            return [Unit("parsers.kineto", f) for f in traces]
+    raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
+
+
+def is_kineto(path: Path) -> bool:
+    """Does the file start like a Kineto/Chrome trace object (a traceEvents key near the top)?"""
+    try:
+        with open_binary(path) as f:
+            head = f.read(_SNIFF_BYTES)
+    except (OSError, EOFError):
+        return False
+    return b'"traceEvents"' in head
+
+
+def _check_file(path: Path) -> None:
+    """Raise a TraceError saying what the file is, unless it looks like a Kineto trace."""
+    if path.stat().st_size == 0:
+        raise TraceError(path, "is empty")
+    if is_kineto(path):
+        return
+    data = read_all(path)
+    if not data.strip():
+        raise TraceError(path, "is empty")
+    raise TraceError(path, f"is not a profiler trace: it looks like {describe_document(data, path)}")
+
+
+def describe_document(data: bytes, path: Path) -> str:
+    """A few words naming what a non-trace file looks like."""
+    head = data.lstrip()[:1]
+    if head not in (b"{", b"["):
+        return "binary data" if b"\x00" in data[:1024] else "text that is not JSON"
+    if head == b"[":
+        return _describe_array(data)
+    keys = set(top_level(data, path))
+    if {"nodes", "schema"} <= keys:
+        return "a PyTorch execution trace (ExecutionTraceObserver), which has no timings; pass the Kineto trace"
+    shown = ", ".join(sorted(keys)[:6]) or "no keys"
+    return f"a JSON object with keys {shown} and no traceEvents"
+
+
+def _describe_array(data: bytes) -> str:
+    try:
+        doc = msgspec.json.decode(data)
+    except msgspec.DecodeError as e:
+        return f"broken JSON ({e})"
+    if doc and isinstance(doc[0], list) and doc[0] and all(isinstance(v, int) for v in doc[0][:8]):
+        return "a memory timeline export (profiler.export_memory_timeline), not a trace"
+    if doc and isinstance(doc[0], dict) and "ph" in doc[0]:
+        return "a Chrome trace in array form without Ascend lanes"
+    return describe_json(data)

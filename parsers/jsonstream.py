@@ -1,0 +1,237 @@
+"""Stream the ``traceEvents`` array of a Chrome-trace JSON file in chunks of typed events.
+
+Building one Python object per event is what makes trace loading slow and memory-hungry, so a
+file is decompressed a few MiB at a time, cut at event boundaries, and each chunk is decoded by
+msgspec into small structs holding only the fields the parser needs. Peak memory is then one chunk
+plus the columns built so far, not the whole document. A cut is only ever a guess until msgspec
+accepts the chunk; if a chunk does not decode, the whole document is decoded in one go instead.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from traceanalyzer.errors import TraceError
+
+CHUNK_BYTES = 8 << 20
+_HEADER_LIMIT = 64 << 20
+_EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
+_BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
+_ARRAY_END = re.compile(rb"\}\s*\]")
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+@dataclass
+class Stream:
+    """What was read besides the events: the top-level keys and any warnings."""
+
+    header: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+class _Resplit(Exception):
+    """A guessed chunk boundary did not decode; read the document whole instead."""
+
+
+def open_binary(path: Path):
+    """Open a file for reading bytes, transparently un-gzipping it."""
+    with open(path, "rb") as probe:
+        magic = probe.read(2)
+    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+
+
+def read_all(path: Path) -> bytes:
+    """The file's whole (decompressed) content, with read errors turned into TraceError."""
+    with open_binary(path) as f:
+        return _guarded(path, f.read)
+
+
+def _guarded(path: Path, read: Callable[..., bytes], *args: int) -> bytes:
+    try:
+        return read(*args)
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceError(path, f"cannot be read: {_describe_read_error(e)}") from None
+
+
+def _describe_read_error(e: Exception) -> str:
+    if isinstance(e, EOFError):
+        return "the gzip stream ends early (truncated file)"
+    if isinstance(e, gzip.BadGzipFile | zlib.error):
+        return f"broken gzip data ({e})"
+    return str(e)
+
+
+def iter_events(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
+    """Yield lists of decoded events; fill ``stream`` with the top-level keys and warnings."""
+    try:
+        yield from _iter_chunked(path, event_type, stream)
+    except _Resplit:
+        stream.warnings.clear()
+        yield from _iter_whole(path, event_type, stream)
+
+
+def _iter_chunked(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
+    decoder = _Decoders(event_type)
+    with open_binary(path) as f:
+        buf = b""
+        match = None
+        while match is None:
+            block = _guarded(path, f.read, CHUNK_BYTES)
+            buf += block
+            match = _EVENTS_KEY.search(buf)
+            if not block or (match is None and len(buf) > _HEADER_LIMIT):
+                raise _Resplit
+        header, body = buf[: match.end() - 1], buf[match.end() :]
+        eof = False
+        count = 0
+        while not eof:
+            block = _guarded(path, f.read, CHUNK_BYTES)
+            eof = not block
+            body += block
+            if eof:
+                break
+            cut = _last_boundary(body)
+            if cut is None:
+                continue
+            events = _decode_or_resplit(decoder, body[:cut])
+            count += len(events)
+            yield events
+            body = body[cut:].lstrip(b" \t\r\n,")
+    events, tail = _finish(decoder, body, path, count, stream)
+    if events:
+        yield events
+    stream.header = _decode_header(header, tail, path)
+    _warn_skipped(decoder, path, stream)
+
+
+def _warn_skipped(decoders: _Decoders, path: Path, stream: Stream) -> None:
+    if decoders.skipped:
+        stream.warnings.append(f"{path}: skipped {decoders.skipped:,} events with missing or wrongly typed fields")
+
+
+def _last_boundary(body: bytes) -> int | None:
+    """Offset just after the last ``}`` that is followed by ``, {`` (a likely event boundary)."""
+    window = max(0, len(body) - (1 << 20))
+    while True:
+        matches = list(_BETWEEN_EVENTS.finditer(body, window))
+        if matches:
+            return matches[-1].start() + 1
+        if window == 0:
+            return None
+        window = 0
+
+
+class _Decoders:
+    """Decoders for a list of events, one event, and a list of undecoded events."""
+
+    def __init__(self, event_type: type) -> None:
+        self.many = msgspec.json.Decoder(list[event_type])
+        self.one = msgspec.json.Decoder(event_type)
+        self.raw = msgspec.json.Decoder(list[msgspec.Raw])
+        self.skipped = 0
+
+    def chunk(self, piece: bytes) -> list:
+        """Decode ``[piece]``; events of the wrong shape are skipped and counted."""
+        data = b"[" + piece + b"]"
+        try:
+            return self.many.decode(data)
+        except msgspec.ValidationError:
+            return self._one_by_one(data)
+
+    def _one_by_one(self, data: bytes) -> list:
+        kept = []
+        for item in self.raw.decode(data):
+            try:
+                kept.append(self.one.decode(item))
+            except msgspec.ValidationError:
+                self.skipped += 1
+        return kept
+
+
+def _decode_or_resplit(decoders: _Decoders, piece: bytes) -> list:
+    try:
+        return decoders.chunk(piece)
+    except msgspec.DecodeError:
+        raise _Resplit from None
+
+
+def _finish(decoder, body: bytes, path: Path, count: int, stream: Stream) -> tuple[list, bytes]:
+    """Decode the last events and return them with the bytes after the array."""
+    stripped = body.lstrip()
+    if stripped.startswith(b"]"):
+        return [], stripped[1:]
+    for end in _ARRAY_END.finditer(body):
+        try:
+            return decoder.chunk(body[: end.start() + 1]), body[end.end() :]
+        except msgspec.DecodeError:
+            continue
+    return _salvage(decoder, body, path, count, stream), b""
+
+
+def _salvage(decoder, body: bytes, path: Path, count: int, stream: Stream) -> list:
+    """The array never closes: keep the complete events before the break, with a warning."""
+    cut = _last_boundary(body)
+    events = []
+    if cut is not None:
+        try:
+            events = decoder.chunk(body[:cut])
+        except msgspec.DecodeError:
+            events = []
+    if not events and not count:
+        raise TraceError(path, "is not valid JSON: the file ends before the first complete event (truncated?)")
+    stream.warnings.append(
+        f"{path}: the JSON ends early (truncated file?); analyzed the first {count + len(events):,} events"
+    )
+    return events
+
+
+def _decode_header(header: bytes, tail: bytes, path: Path) -> dict[str, Any]:
+    for closing in (tail, b"}"):
+        try:
+            doc = msgspec.json.decode(header + b"[]" + closing)
+        except msgspec.DecodeError:
+            continue
+        if isinstance(doc, dict):
+            return doc
+    raise TraceError(path, "is not valid JSON around the traceEvents array")
+
+
+def top_level(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
+    """The top-level keys of a JSON object document, values left undecoded."""
+    try:
+        doc = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+    except msgspec.ValidationError:
+        raise TraceError(path, f"is JSON but not an object: it looks like {describe_json(data)}") from None
+    except msgspec.DecodeError as e:
+        raise TraceError(path, f"is not valid JSON ({e})") from None
+    return doc
+
+
+def describe_json(data: bytes) -> str:
+    """A few words on what a non-trace JSON document looks like."""
+    head = data.lstrip()[:1]
+    return {b"[": "a JSON array", b'"': "a JSON string"}.get(head, "a JSON scalar")
+
+
+def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
+    data = read_all(path)
+    doc = top_level(data, path)
+    decoders = _Decoders(event_type)
+    raw_events = doc.pop("traceEvents", None)
+    if raw_events is None:
+        raise TraceError(path, "has no traceEvents array")
+    try:
+        events = decoders.chunk(bytes(raw_events).strip()[1:-1])
+    except msgspec.DecodeError as e:
+        raise TraceError(path, f"is not valid JSON ({e})") from None
+    stream.header = {k: msgspec.json.decode(v) for k, v in doc.items()}
+    _warn_skipped(decoders, path, stream)
+    yield events

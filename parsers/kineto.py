@@ -1,0 +1,405 @@
+"""torch.profiler (Kineto) Chrome-trace JSON → the common event and memory tables.
+
+Reads every vintage seen in the wild: 2021 legacy categories (``Operator``/``Runtime``/``Kernel``),
+2022 ``async_cpu_to_gpu`` flows, ``ac2g`` flows, µs floats with ns digits (integer ns without float
+damage), ``baseTimeNanoseconds``, ROCm, MTIA and CPU-only traces. Runtime↔device links come from
+the ``correlation`` arg, which every generation writes on both sides.
+"""
+
+from __future__ import annotations
+
+import decimal
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pandas as pd
+
+from parsers.jsonstream import Stream, iter_events
+from traceanalyzer import schema
+from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+
+_EXACT_TS_FROM = 2**43
+"""µs timestamps at or above this lose ns digits in a float64; such traces are decoded exactly."""
+
+_KIND_BY_CAT = {
+    "cpu_op": Kind.CPU_OP,
+    "operator": Kind.CPU_OP,
+    "python_function": Kind.PYTHON,
+    "user_annotation": Kind.ANNOTATION,
+    "cuda_runtime": Kind.RUNTIME,
+    "cuda_driver": Kind.RUNTIME,
+    "runtime": Kind.RUNTIME,
+    "mtia_runtime": Kind.RUNTIME,
+    "kernel": Kind.KERNEL,
+    "mtia_ccp_events": Kind.KERNEL,
+    "gpu_memcpy": Kind.MEMCPY,
+    "memcpy": Kind.MEMCPY,
+    "gpu_memset": Kind.MEMSET,
+    "memset": Kind.MEMSET,
+    "cuda_sync": Kind.SYNC,
+    "gpu_user_annotation": Kind.GPU_ANNOTATION,
+}
+_SKIPPED_CATS = frozenset({"trace"})
+_STEP_PREFIX = "ProfilerStep#"
+_MEMORY_EVENT = "[memory]"
+
+
+class Args(
+    msgspec.Struct,
+    rename={
+        "external_id": "External id",
+        "external_id_legacy": "external id",
+        "input_dims": "Input Dims",
+        "input_types": "Input type",
+        "total_allocated": "Total Allocated",
+        "total_reserved": "Total Reserved",
+        "mem_bytes": "Bytes",
+        "addr": "Addr",
+        "device_id": "Device Id",
+        "device_type": "Device Type",
+        "collective": "Collective name",
+        "in_nelems": "In msg nelems",
+        "out_nelems": "Out msg nelems",
+        "dtype": "dtype",
+        "group": "Process Group Name",
+        "group_desc": "Process Group Description",
+    },
+):
+    """The args fields the table needs; everything else in ``args`` is skipped while decoding."""
+
+    external_id: int | None = None
+    external_id_legacy: int | None = None
+    correlation: int | None = None
+    stream: int | None = None
+    device: int | None = None
+    bytes: int | None = None
+    input_dims: msgspec.Raw = msgspec.Raw(b"")
+    input_types: msgspec.Raw = msgspec.Raw(b"")
+    total_allocated: int | None = None
+    total_reserved: int | None = None
+    mem_bytes: int | None = None
+    addr: int | None = None
+    device_id: int | None = None
+    device_type: int | None = None
+    collective: str | None = None
+    in_nelems: int | None = None
+    out_nelems: int | None = None
+    dtype: str | None = None
+    group: str | None = None
+    group_desc: str | None = None
+    name: str | None = None
+
+
+_NO_ARGS = Args()
+
+
+class Event(msgspec.Struct, gc=False):
+    """One Chrome-trace event, decoded with the fields the table needs."""
+
+    ph: str = ""
+    cat: str | None = None
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: float = 0.0
+    dur: float = 0.0
+    args: Args | None = None
+
+
+class ExactEvent(Event, gc=False):
+    """An event whose ``ts`` keeps every digit (epoch-µs timestamps with ns fractions)."""
+
+    ts: int | decimal.Decimal = 0
+
+
+class _Interner:
+    """Map strings to dense integer codes across chunks, so each distinct string is stored once."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+
+    def encode(self, values: list) -> np.ndarray:
+        """Global codes of a chunk's values (str, bytes or None; None and b'' map to '')."""
+        local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        codes = self.codes
+        mapping = np.empty(len(uniques), dtype=np.int32)
+        for i, u in enumerate(uniques):
+            text = _text(u)
+            c = codes.get(text)
+            if c is None:
+                c = codes[text] = len(codes)
+            mapping[i] = c
+        return mapping[local] if len(local) else np.empty(0, dtype=np.int32)
+
+    def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
+        codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+        return pd.Categorical.from_codes(codes, categories=list(self.codes))
+
+
+def _text(value: object) -> str:
+    if value is None or value != value:  # None, or the NaN factorize uses for it
+        return ""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _ints(values: list) -> np.ndarray:
+    """Optional ints → int64 with NO_ROW for None."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except TypeError:
+        arr = np.array(values, dtype=np.float64)
+        return np.where(np.isnan(arr), NO_ROW, arr).astype(np.int64)
+
+
+_STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group")
+_MEMORY_STRINGS = ("pid", "tid")
+
+
+class _Columns:
+    """Per-chunk column arrays, concatenated at the end."""
+
+    def __init__(self, exact: bool) -> None:
+        self.exact = exact
+        self.strings = {name: _Interner() for name in _STRING_COLUMNS}
+        self.mem_strings = {name: _Interner() for name in _MEMORY_STRINGS}
+        self.parts: dict[str, list[np.ndarray]] = {}
+        self.mem_parts: dict[str, list[np.ndarray]] = {}
+        self.meta_events: list[Event] = []
+
+    def add(self, chunk: list[Event]) -> None:
+        """Turn one decoded chunk into column arrays."""
+        xs = [e for e in chunk if e.ph == "X" and (e.cat or "").lower() not in _SKIPPED_CATS]
+        args = [e.args or _NO_ARGS for e in xs]
+        raw = {
+            "ts": _ns([e.ts for e in xs], self.exact),
+            "dur": np.maximum(_ns([e.dur for e in xs], False), 0),
+            "device": _ints([a.device for a in args]),
+            "stream": _ints([a.stream for a in args]),
+            "correlation": _ints([a.correlation for a in args]),
+            "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]),
+            "bytes": _ints([_message_bytes(a) for a in args]),
+        }
+        strings = {
+            "name": [e.name for e in xs],
+            "cat": [e.cat for e in xs],
+            "pid": [e.pid for e in xs],
+            "tid": [e.tid for e in xs],
+            "input_dims": [bytes(a.input_dims) for a in args],
+            "input_types": [bytes(a.input_types) for a in args],
+            "collective": [a.collective for a in args],
+            "group": [a.group for a in args],
+        }
+        for key, values in strings.items():
+            raw[key] = self.strings[key].encode(values)
+        _append(self.parts, raw)
+        self._add_memory([e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT and e.args is not None])
+        self.meta_events.extend(e for e in chunk if e.ph == "M")
+
+    def _add_memory(self, events: list[Event]) -> None:
+        args = [e.args for e in events]
+        raw = {
+            "ts": _ns([e.ts for e in events], self.exact),
+            "device": _ints([a.device_id for a in args]),
+            "bytes": _ints([a.mem_bytes for a in args]),
+            "total_allocated": _ints([a.total_allocated for a in args]),
+            "total_reserved": _ints([a.total_reserved for a in args]),
+            "addr": _ints([a.addr for a in args]),
+            "device_type": _ints([a.device_type for a in args]),
+            "pid": self.mem_strings["pid"].encode([e.pid for e in events]),
+            "tid": self.mem_strings["tid"].encode([e.tid for e in events]),
+        }
+        _append(self.mem_parts, raw)
+
+    def column(self, key: str) -> np.ndarray:
+        return np.concatenate(self.parts.get(key) or [np.empty(0, dtype=np.int64)])
+
+    def mem_column(self, key: str) -> np.ndarray:
+        return np.concatenate(self.mem_parts.get(key) or [np.empty(0, dtype=np.int64)])
+
+
+def _append(parts: dict[str, list[np.ndarray]], arrays: dict[str, np.ndarray]) -> None:
+    for key, arr in arrays.items():
+        parts.setdefault(key, []).append(arr)
+
+
+def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
+    """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
+    stream = Stream()
+    exact = _needs_exact_ts(path)
+    cols = _Columns(exact)
+    for chunk in iter_events(path, ExactEvent if exact else Event, stream):
+        cols.add(chunk)
+    header = stream.header
+    events = _events_frame(cols)
+    memory = _memory_frame(cols)
+    if not len(events) and not len(memory):
+        raise TraceError(path, "has an empty traceEvents array (no events to analyze)")
+    meta = _meta(path, header, events, stream.warnings)
+    return events, memory, meta
+
+
+def _needs_exact_ts(path: Path) -> bool:
+    from parsers.jsonstream import open_binary
+
+    with open_binary(path) as f:
+        try:
+            head = f.read(1 << 16)
+        except (OSError, EOFError):
+            return False
+    start = head.find(b'"ts"')
+    if start < 0:
+        return False
+    text = head[start + 4 : start + 64].lstrip(b": \t\r\n").split(b",")[0].split(b"}")[0].strip()
+    whole, _, frac = text.partition(b".")
+    return bool(frac) and whole.isdigit() and int(whole) >= _EXACT_TS_FROM
+
+
+_DTYPE_BYTES = {
+    "float": 4,
+    "float32": 4,
+    "int": 4,
+    "int32": 4,
+    "double": 8,
+    "float64": 8,
+    "long": 8,
+    "int64": 8,
+    "half": 2,
+    "float16": 2,
+    "bfloat16": 2,
+    "short": 2,
+    "int16": 2,
+    "byte": 1,
+    "char": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+}
+
+
+def _message_bytes(a: Args) -> int | None:
+    if a.bytes is not None:
+        return a.bytes
+    nelems = a.in_nelems if a.in_nelems is not None else a.out_nelems
+    if nelems is None:
+        return None
+    size = _DTYPE_BYTES.get((a.dtype or "").lower().replace("c10::", ""))
+    return nelems * size if size else None
+
+
+def _ns(values: list, exact: bool = False) -> np.ndarray:
+    """µs numbers (float, int or Decimal) → integer ns, exactly where the input allows."""
+    if not values:
+        return np.empty(0, dtype=np.int64)
+    if exact:
+        return np.fromiter((int(decimal.Decimal(v) * 1000) for v in values), np.int64, len(values))
+    arr = np.asarray(values, dtype=np.float64)
+    whole = np.floor(arr)
+    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
+
+
+def _events_frame(cols: _Columns) -> pd.DataFrame:
+    kinds, step_names = _kinds(cols)
+    df = pd.DataFrame({key: cols.column(key) for key in ("ts", "dur")})
+    for key in _STRING_COLUMNS:
+        df[key] = cols.strings[key].categorical(cols.parts.get(key, []))
+    for key in ("device", "stream", "correlation", "external_id", "bytes"):
+        df[key] = cols.column(key)
+    kind = kinds[cols.column("cat").astype(np.int64)] if len(df) else np.empty(0, dtype=object)
+    kind = np.where(step_names[df["name"].cat.codes.to_numpy()] & np.isin(kind, _STEP_KINDS), Kind.STEP.value, kind)
+    df["kind"] = pd.Categorical(kind, categories=[k.value for k in Kind])
+    _fill_device_lanes(df)
+    return df
+
+
+_STEP_KINDS = [Kind.CPU_OP.value, Kind.ANNOTATION.value]
+
+
+def _kinds(cols: _Columns) -> tuple[np.ndarray, np.ndarray]:
+    """Kind by category code, and whether each name code is a step marker."""
+    cats = list(cols.strings["cat"].codes)
+    kinds = np.array([_KIND_BY_CAT.get(c.lower(), Kind.OTHER).value for c in cats], dtype=object)
+    names = list(cols.strings["name"].codes)
+    steps = np.array([n.startswith(_STEP_PREFIX) for n in names], dtype=bool)
+    return kinds, steps
+
+
+def _fill_device_lanes(df: pd.DataFrame) -> None:
+    """Device work without device/stream args (MTIA, old traces) takes them from pid/tid."""
+    device_rows = df["kind"].isin([k.value for k in schema.DEVICE_KINDS | {Kind.GPU_ANNOTATION}]).to_numpy()
+    for col, lane in (("device", "pid"), ("stream", "tid")):
+        missing = device_rows & (df[col].to_numpy() == NO_ROW)
+        if missing.any():
+            digits = df.loc[missing, lane].astype(str).str.extract(r"(\d+)\s*$")[0]
+            df.loc[missing, col] = pd.to_numeric(digits, errors="coerce").fillna(NO_ROW).astype(np.int64)
+
+
+def _memory_frame(cols: _Columns) -> pd.DataFrame:
+    df = pd.DataFrame(
+        {
+            key: cols.mem_column(key)
+            for key in ("ts", "device", "bytes", "total_allocated", "total_reserved", "addr", "device_type")
+        }
+    )
+    for key in _MEMORY_STRINGS:
+        df[key] = cols.mem_strings[key].categorical(cols.mem_parts.get(key, []))
+    return df.sort_values("ts", kind="stable").reset_index(drop=True)
+
+
+def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -> TraceMeta:
+    dist = header.get("distributedInfo") or {}
+    rank_known = isinstance(dist, dict) and "rank" in dist
+    rank = int(dist.get("rank", 0)) if rank_known else 0
+    devices = [
+        Device(
+            index=int(p.get("id", i)),
+            name=str(p.get("name", "")),
+            memory_bytes=p.get("totalGlobalMem"),
+            properties=p,
+        )
+        for i, p in enumerate(header.get("deviceProperties") or [])
+        if isinstance(p, dict)
+    ]
+    if not rank_known:
+        warnings.append(f"{path}: no distributedInfo in the trace; assuming rank 0 of 1")
+    ends = events["ts"].to_numpy() + events["dur"].to_numpy()
+    return TraceMeta(
+        platform=_platform(events, devices),
+        source_format="kineto",
+        format_version=str(header.get("schemaVersion", "")),
+        paths=[str(path)],
+        ranks=[rank],
+        world_size=int(dist.get("world_size", 1)) if isinstance(dist, dict) else 1,
+        rank_known=rank_known,
+        devices=devices,
+        base_time_ns=int(header.get("baseTimeNanoseconds") or 0),
+        start_ns=int(events["ts"].min()) if len(events) else 0,
+        end_ns=int(ends.max()) if len(events) else 0,
+        process_groups=list(dist.get("pg_config") or []) if isinstance(dist, dict) else [],
+        warnings=warnings,
+        extra={
+            k: header[k]
+            for k in ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")
+            if k in header
+        }
+        | ({"backend": dist.get("backend"), "nccl_version": dist.get("nccl_version")} if rank_known else {}),
+    )
+
+
+def _platform(events: pd.DataFrame, devices: list[Device]) -> Platform:
+    cats = set(events["cat"].cat.categories.str.lower())
+    if any(c.startswith("mtia") for c in cats):
+        return Platform.MTIA
+    names = " ".join(d.name for d in devices)
+    if "AMD" in names or "Instinct" in names or "Radeon" in names:
+        return Platform.ROCM
+    runtime = events.loc[events["kind"] == Kind.RUNTIME.value, "name"]
+    if len(runtime) and runtime.astype(str).str.startswith("hip").mean() > 0.5:
+        return Platform.ROCM
+    device_work = events["kind"].isin([k.value for k in schema.DEVICE_KINDS]).any()
+    return Platform.CUDA if device_work or devices else Platform.CPU

@@ -1,0 +1,18 @@
+"""traceanalyzer: where the time goes in PyTorch (CUDA/ROCm) and Ascend (CANN) profiler traces.
+
+import traceanalyzer as ta
+t = ta.load("run.json.gz")
+t.events          # the common event table (pandas)
+t.hotspots()      # kernels ranked by total time
+t.findings()      # what to do next, ranked by what it is worth
+"""
+
+from traceanalyzer.classify import Rule
+from traceanalyzer.errors import TraceError
+from traceanalyzer.findings import Finding
+from traceanalyzer.loading import load
+from traceanalyzer.schema import Kind, Platform
+from traceanalyzer.trace import Trace
+
+__version__ = "0.1.0"
+__all__ = ["Finding", "Kind", "Platform", "Rule", "Trace", "TraceError", "load", "__version__"]

@@ -1,0 +1,147 @@
+"""Classify device work as compute, communication, memory copy, memset or wait.
+
+Name patterns alone miss modern communication (DeepEP, symmetric memory, NVSHMEM), so a kernel is
+communication when any signal says so: its own name, collective args recorded on it, or the CPU op
+that launched it (``record_param_comms``, ``c10d::``, ``nccl:``, ``symm_mem::``, ...). Users add
+their own rules as ``Rule`` objects.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.schema import NO_ROW, Kind
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Device work whose name matches ``pattern`` (a regex, case-insensitive) becomes ``kind``."""
+
+    pattern: str
+    kind: Kind = Kind.COMMUNICATION
+
+
+COMM_KERNEL_PATTERNS: tuple[str, ...] = (
+    r"nccl",  # NCCL / RCCL device kernels (ncclDevKernel_*, ncclKernel_*)
+    r"rccl",
+    r"hccl",
+    r"dpsk::ep::|deep_ep",  # DeepEP dispatch / combine / notify
+    r"nvshmem",
+    r"multimem|symm_mem|two_shot_all_reduce|one_shot_all_reduce",  # symmetric-memory collectives
+    r"cross_device_reduce|custom_?all_?reduce|allreduce_kernel|all_reduce_kernel",
+)
+"""Kernel-name signals of communication, in the libraries we know."""
+
+COMM_OP_PATTERNS: tuple[str, ...] = (
+    r"^record_param_comms$",
+    r"^c10d::",
+    r"^c10d_functional::|^_c10d_functional::",
+    r"^nccl:",
+    r"^gloo:",
+    r"^symm_mem::",
+    r"^hcom|^hccl|^HcclAllReduce|^HcclAllGather",
+    r"^deep_ep|dpsk::ep",
+)
+"""Names of CPU ops whose device work is communication."""
+
+PEER_COPY = re.compile(r"PtoP|Peer", re.IGNORECASE)
+"""Memory copies between devices, which are communication."""
+
+_COLLECTIVE_IN_NAME = (
+    (re.compile(r"all_?reduce", re.I), "allreduce"),
+    (re.compile(r"all_?gather", re.I), "allgather"),
+    (re.compile(r"reduce_?scatter", re.I), "reduce_scatter"),
+    (re.compile(r"all_?to_?all", re.I), "alltoall"),
+    (re.compile(r"broadcast", re.I), "broadcast"),
+    (re.compile(r"send_?recv|sendrecv", re.I), "send_recv"),
+    (re.compile(r"\bsend\b|_send|send_", re.I), "send"),
+    (re.compile(r"\brecv\b|_recv|recv_", re.I), "recv"),
+    (re.compile(r"notify_dispatch", re.I), "notify_dispatch"),
+    (re.compile(r"dispatch", re.I), "dispatch"),
+    (re.compile(r"combine", re.I), "combine"),
+    (re.compile(r"\breduce\b|_reduce_", re.I), "reduce"),
+    (re.compile(r"barrier", re.I), "barrier"),
+)
+
+
+def classify(events: pd.DataFrame, rules: tuple[Rule, ...] = ()) -> pd.DataFrame:
+    """Re-kind device rows of a linked table as communication where any signal says so."""
+    kind = events["kind"].astype(str).to_numpy().copy()
+    names = events["name"]
+    is_kernel = kind == Kind.KERNEL.value
+    comm = is_kernel & (
+        _name_matches(names, COMM_KERNEL_PATTERNS) | _has_collective_args(events) | _launched_by_comm_op(events)
+    )
+    comm |= (kind == Kind.MEMCPY.value) & _name_matches(names, (PEER_COPY.pattern,))
+    kind[comm] = Kind.COMMUNICATION.value
+    device = np.isin(kind, [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
+    for rule in rules:
+        kind[device & _name_matches(names, (rule.pattern,))] = rule.kind.value
+    events = events.copy()
+    events["kind"] = pd.Categorical(kind, categories=events["kind"].cat.categories)
+    _inherit_collective_args(events)
+    return events
+
+
+def _name_matches(names: pd.Series, patterns: tuple[str, ...]) -> np.ndarray:
+    """Per row: does the name match any pattern? Evaluated once per distinct name."""
+    regex = re.compile("|".join(f"(?:{p})" for p in patterns), re.IGNORECASE)
+    categories = names.cat.categories
+    hit = np.fromiter((bool(regex.search(str(c))) for c in categories), bool, len(categories))
+    codes = names.cat.codes.to_numpy()
+    return hit[codes] & (codes >= 0)
+
+
+def _has_collective_args(events: pd.DataFrame) -> np.ndarray:
+    return (events["collective"].astype(str) != "").to_numpy()
+
+
+def _launched_by_comm_op(events: pd.DataFrame) -> np.ndarray:
+    """Device rows whose innermost or top-level causing op is a communication op."""
+    comm_op = _name_matches(events["name"], COMM_OP_PATTERNS)
+    out = np.zeros(len(events), dtype=bool)
+    for col in ("op", "top_op"):
+        link = events[col].to_numpy()
+        ok = link != NO_ROW
+        out[ok] |= comm_op[link[ok]]
+    return out
+
+
+def collective_from_name(name: str) -> str:
+    """The collective a kernel or op name implies ('' when none does)."""
+    for pattern, collective in _COLLECTIVE_IN_NAME:
+        if pattern.search(name):
+            return collective
+    return ""
+
+
+def _inherit_collective_args(events: pd.DataFrame) -> None:
+    """Communication rows take collective, group and size from the op that launched them, or the name."""
+    comm = np.flatnonzero((events["kind"] == Kind.COMMUNICATION.value).to_numpy())
+    if not len(comm):
+        return
+    op = events["op"].to_numpy()[comm]
+    collective = events["collective"].astype(str).to_numpy().copy()
+    group = events["group"].astype(str).to_numpy().copy()
+    size = events["bytes"].to_numpy().copy()
+    names = events["name"].astype(str).to_numpy()
+    new_coll = collective[comm].copy()
+    new_group = group[comm].copy()
+    new_size = size[comm].copy()
+    has_op = op != NO_ROW
+    take = has_op & (new_coll == "")
+    new_coll[take] = collective[op[take]]
+    take = has_op & (new_group == "")
+    new_group[take] = group[op[take]]
+    take = has_op & (new_size == NO_ROW)
+    new_size[take] = size[op[take]]
+    missing = new_coll == ""
+    new_coll[missing] = [collective_from_name(n) for n in names[comm[missing]]]
+    collective[comm], group[comm], size[comm] = new_coll, new_group, new_size
+    events["collective"] = pd.Categorical(collective)
+    events["group"] = pd.Categorical(group)
+    events["bytes"] = size

@@ -1,0 +1,120 @@
+"""``traceanalyze``: the terminal report, and ``traceanalyze dashboard`` for the Dash app.
+
+Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Callable, Sequence
+
+from traceanalyzer.classify import Rule
+from traceanalyzer.errors import TraceError
+
+EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def report_parser() -> argparse.ArgumentParser:
+    """Arguments of the report command."""
+    p = argparse.ArgumentParser(
+        prog="traceanalyze",
+        description="Where the time goes in a PyTorch (Kineto) or Ascend profiler trace. "
+        "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
+        "'traceanalyze dashboard PATH' opens the interactive dashboard.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--top", type=int, default=15, help="rows per hotspot table (default 15)")
+    p.add_argument("--step", type=int, help="only this step (ProfilerStep number)")
+    p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
+    p.add_argument(
+        "--comm-pattern",
+        action="append",
+        default=[],
+        metavar="REGEX",
+        help="also treat device work whose name matches REGEX as communication (repeatable)",
+    )
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "dashboard":
+        from dashboards.cli import main as dashboard_main
+
+        return dashboard_main(argv[1:])
+    args = report_parser().parse_args(argv)
+    return guarded(lambda: _report(args), debug=args.debug)
+
+
+def guarded(run: Callable[[], int], debug: bool = False) -> int:
+    """Run a command; bad input and internal errors become one line on stderr and an exit code."""
+    try:
+        return run()
+    except TraceError as e:
+        print(f"traceanalyze: error: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        print(
+            f"traceanalyze: internal error: {type(e).__name__}: {e} (rerun with --debug for details)", file=sys.stderr
+        )
+        return EXIT_INTERNAL
+
+
+def _report(args: argparse.Namespace) -> int:
+    from traceanalyzer.loading import load
+    from traceanalyzer.renderers import RENDERERS
+
+    rules = tuple(Rule(p) for p in args.comm_pattern)
+    with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = load(args.paths, rules=rules)
+        report = trace.report(top=args.top, step=args.step, rank=args.rank)
+    for w in caught:
+        print(f"traceanalyze: warning: {w.message}", file=sys.stderr)
+    for w in trace.meta.warnings:
+        print(f"traceanalyze: warning: {w}", file=sys.stderr)
+    text = RENDERERS[args.format](report)
+    if args.output:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return EXIT_OK
+
+
+class Progress:
+    """Tell the user on stderr what is happening when it takes more than a second."""
+
+    def __init__(self, what: str, after_s: float = 1.0) -> None:
+        self.what = what
+        self.after_s = after_s
+        self._done = threading.Event()
+        self._shown = False
+        self._start = 0.0
+
+    def __enter__(self) -> Progress:
+        self._start = time.monotonic()
+        threading.Thread(target=self._tick, daemon=True).start()
+        return self
+
+    def _tick(self) -> None:
+        if not self._done.wait(self.after_s):
+            self._shown = True
+            print(f"traceanalyze: {self.what} …", file=sys.stderr, flush=True)
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+        if self._shown:
+            print(f"traceanalyze: done in {time.monotonic() - self._start:.1f} s", file=sys.stderr, flush=True)

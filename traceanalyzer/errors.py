@@ -1,0 +1,12 @@
+"""The one error type a user sees for bad input: the file and the problem, on one line."""
+
+from __future__ import annotations
+
+
+class TraceError(Exception):
+    """Bad input: names the file and says what is wrong with it."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        super().__init__(f"{path}: {problem}")
+        self.path = str(path)
+        self.problem = problem

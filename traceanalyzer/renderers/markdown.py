@@ -1,0 +1,25 @@
+"""The report as Markdown (for issues, pull requests and notebooks)."""
+
+from __future__ import annotations
+
+from traceanalyzer.renderers.document import Block, layout
+
+
+def render(report: dict) -> str:
+    """Markdown text of the report."""
+    return "\n".join(line for block in layout(report) for line in _block(block)) + "\n"
+
+
+def _block(b: Block) -> list[str]:
+    if b.kind == "heading":
+        return ["", "#" * b.level + " " + b.title, ""]
+    if b.kind == "facts":
+        return [f"- **{k}**: {_escape(v)}" if k else f"- {_escape(v)}" for k, v in b.facts]
+    header = "| " + " | ".join(b.headers) + " |"
+    rule = "|" + "|".join("---" for _ in b.headers) + "|"
+    rows = ["| " + " | ".join(_escape(c) for c in r) + " |" for r in b.rows]
+    return ["", f"**{b.title}**", "", header, rule, *rows]
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")

@@ -1,0 +1,36 @@
+"""The report as aligned plain text for a terminal."""
+
+from __future__ import annotations
+
+from traceanalyzer.renderers.document import Block, layout
+
+_RULE = {1: "=", 2: "-"}
+
+
+def render(report: dict) -> str:
+    """Terminal text of the report."""
+    return "\n".join(line for block in layout(report) for line in _block(block)) + "\n"
+
+
+def _block(b: Block) -> list[str]:
+    if b.kind == "heading":
+        return ["", b.title, _RULE[b.level] * len(b.title)]
+    if b.kind == "facts":
+        width = max((len(k) for k, _ in b.facts), default=0)
+        return [f"  {k:<{width}}  {v}" if k else f"  {v}" for k, v in b.facts]
+    return ["", f"  {b.title}", *_table(b.headers, b.rows)]
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    numeric = [all(_numeric(r[i]) for r in rows) for i in range(len(headers))]
+
+    def line(cells: list[str]) -> str:
+        parts = [c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)]
+        return "  " + "  ".join(parts).rstrip()
+
+    return [line(headers), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def _numeric(cell: str) -> bool:
+    return bool(cell) and (cell[0].isdigit() or cell[0] in "-–") and len(cell) < 16

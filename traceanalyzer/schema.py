@@ -1,0 +1,169 @@
+"""The common event table: every column, unit, dtype and category, defined once.
+
+Both platforms (torch.profiler/Kineto and Ascend/CANN) fill the same tables, so every analyzer
+runs on either. Times are integer nanoseconds on one time base per rank; row labels of the event
+table are stable ids, and the link columns (``parent``, ``launch``, ``op``, ``top_op``) hold such
+labels, or ``NO_ROW`` where there is no link.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import pandas as pd
+
+NO_ROW = -1
+"""The value of a link column, or of ``device``/``stream``/``step``, where there is none."""
+
+
+class Kind(str, Enum):
+    """What an event is, on either platform."""
+
+    CPU_OP = "cpu_op"  # an operator dispatched on the host (aten::mm, MatMul, ...)
+    PYTHON = "python"  # a Python function frame (with_stack traces)
+    ANNOTATION = "annotation"  # a user annotation / record_function range on the host
+    STEP = "step"  # a step marker (ProfilerStep#N)
+    RUNTIME = "runtime"  # a runtime or driver call (cudaLaunchKernel, aclrtMemcpy, ...)
+    KERNEL = "kernel"  # device compute work
+    MEMCPY = "memcpy"  # device memory copy
+    MEMSET = "memset"  # device memory set
+    COMMUNICATION = "communication"  # a collective or point-to-point transfer on the device
+    COMM_TASK = "comm_task"  # a task inside a collective (HCCL Notify Wait, Memcpy, ...)
+    SYNC = "sync"  # device-side wait or synchronization
+    GPU_ANNOTATION = "gpu_annotation"  # a user annotation projected onto a device stream
+    OVERLAP_LANE = "overlap_lane"  # a profiler-computed overlap interval (Ascend Overlap Analysis)
+    OTHER = "other"
+
+
+DEVICE_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATION, Kind.SYNC})
+"""Kinds that occupy a device stream and count towards device busy time."""
+
+HOST_KINDS = frozenset({Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME})
+"""Kinds that run on a host thread and nest into a call tree."""
+
+
+class Platform(str, Enum):
+    """The accelerator family a trace was recorded on."""
+
+    CUDA = "cuda"
+    ROCM = "rocm"
+    MTIA = "mtia"
+    ASCEND = "ascend"
+    CPU = "cpu"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of a table: its name, dtype and meaning."""
+
+    name: str
+    dtype: str
+    doc: str
+
+
+EVENT_COLUMNS: tuple[Column, ...] = (
+    Column("ts", "int64", "start, ns, on the rank's time base"),
+    Column("dur", "int64", "duration, ns (0 for instants)"),
+    Column("name", "category", "event name (op, kernel, runtime call, ...)"),
+    Column("kind", "category", "one of Kind"),
+    Column("cat", "category", "the source's own category, kept for reference"),
+    Column("rank", "int32", "distributed rank (0 when the trace does not say)"),
+    Column("pid", "category", "process (host) or device lane id, as the source writes it"),
+    Column("tid", "category", "thread (host) or stream lane id, as the source writes it"),
+    Column("device", "int32", "device index for device work, NO_ROW on the host"),
+    Column("stream", "int64", "stream / task queue for device work, NO_ROW on the host"),
+    Column("correlation", "int64", "runtime↔device correlation id, NO_ROW if none"),
+    Column("external_id", "int64", "op↔runtime external id, NO_ROW if none"),
+    Column("step", "int32", "the step the event belongs to, NO_ROW outside steps"),
+    Column("parent", "int64", "enclosing host event on the same thread"),
+    Column("depth", "int32", "nesting depth on its thread (0 = top level)"),
+    Column("launch", "int64", "device work: the runtime call that launched it"),
+    Column("op", "int64", "innermost CPU op that caused it (device work, runtime calls and ops)"),
+    Column("top_op", "int64", "top-level CPU op that caused it"),
+    Column("input_dims", "category", "recorded input shapes, JSON text, '' if none"),
+    Column("input_types", "category", "recorded input dtypes, JSON text, '' if none"),
+    Column("bytes", "int64", "bytes moved (memcpy/memset/communication message), NO_ROW if unknown"),
+    Column("collective", "category", "collective name (allreduce, all_gather, ...) for communication"),
+    Column("group", "category", "process group / communicator name for communication"),
+    Column("core", "category", "accelerator core type (Ascend: AI_CORE, AI_CPU, ...), '' if none"),
+)
+
+MEMORY_COLUMNS: tuple[Column, ...] = (
+    Column("ts", "int64", "time of the allocation or free, ns"),
+    Column("rank", "int32", "distributed rank"),
+    Column("device", "int32", "device index (-1 = host memory)"),
+    Column("bytes", "int64", "signed change: + allocation, - free"),
+    Column("total_allocated", "int64", "allocated bytes after the change, NO_ROW if not recorded"),
+    Column("total_reserved", "int64", "reserved bytes after the change, NO_ROW if not recorded"),
+    Column("addr", "int64", "block address, NO_ROW if not recorded"),
+    Column("op", "int64", "innermost CPU op (event-table label) during which it happened"),
+    Column("step", "int32", "step it happened in"),
+)
+
+
+def column_names(columns: tuple[Column, ...]) -> list[str]:
+    """Names of the given columns, in order."""
+    return [c.name for c in columns]
+
+
+def empty_table(columns: tuple[Column, ...]) -> pd.DataFrame:
+    """A zero-row table with the given columns and dtypes."""
+    return pd.DataFrame({c.name: _empty(c.dtype) for c in columns})
+
+
+def _empty(dtype: str) -> pd.Series:
+    if dtype == "category":
+        return pd.Series(pd.Categorical([], categories=[""]))
+    return pd.Series(np.empty(0, dtype=dtype))
+
+
+def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
+    """Return df with exactly the given columns in order and dtypes; missing ones get defaults."""
+    out = {}
+    n = len(df)
+    for c in columns:
+        if c.name in df:
+            s = df[c.name]
+            out[c.name] = s.astype("category") if c.dtype == "category" else s.astype(c.dtype)
+        elif c.dtype == "category":
+            out[c.name] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""])
+        else:
+            out[c.name] = np.full(n, NO_ROW, dtype=c.dtype)
+    return pd.DataFrame(out, index=df.index)
+
+
+@dataclass
+class Device:
+    """One accelerator the trace describes."""
+
+    index: int
+    name: str
+    memory_bytes: int | None = None
+    properties: dict = field(default_factory=dict)
+
+
+@dataclass
+class TraceMeta:
+    """Facts about a loaded trace (or job of several ranks)."""
+
+    platform: Platform
+    source_format: str
+    format_version: str
+    paths: list[str]
+    ranks: list[int]
+    world_size: int
+    rank_known: bool
+    devices: list[Device] = field(default_factory=list)
+    base_time_ns: int = 0
+    start_ns: int = 0
+    end_ns: int = 0
+    process_groups: list[dict] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def span_ns(self) -> int:
+        """Length of the recorded window."""
+        return self.end_ns - self.start_ns
