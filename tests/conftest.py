@@ -1,0 +1,39 @@
+"""Shared test fixtures: real traces from ../shared/traces, skipped with a reason where absent."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import traceanalyzer as ta
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "traces"
+H200 = SHARED / "h200"
+PUBLIC_TORCH = SHARED / "public" / "torch"
+PUBLIC_ASCEND = SHARED / "public" / "ascend"
+
+
+def shared_path(*parts: str) -> Path:
+    """A path under ../shared/traces; skips the test when it is not there."""
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"real trace not available: {path} (../shared/traces is absent on this machine)")
+    return path
+
+
+_LOADED: dict = {}
+
+
+def load_shared(*parts: str) -> ta.Trace:
+    """Load a shared trace once per test session."""
+    path = shared_path(*parts)
+    if path not in _LOADED:
+        _LOADED[path] = ta.load(path)
+    return _LOADED[path]
+
+
+@pytest.fixture(scope="session")
+def gpt_train() -> ta.Trace:
+    return load_shared("h200", "gpt_train", "gpt_train.json.gz")
