@@ -69,7 +69,9 @@ def summary(trace, options: Options) -> dict:
     busy = steps.device_busy(events)
     device = by_kind[by_kind["kind"].isin(steps.DEVICE)]
     device_total = int(device["total_ns"].sum())
-    comm = int(device.loc[device["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
+    kernel_like = device[device["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    comm = int(kernel_like.loc[kernel_like["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
+    kernel_total = int(kernel_like["total_ns"].sum())
     return {
         "steps": len(table),
         "step_wall_ns_median": _median(table, "wall_ns"),
@@ -77,7 +79,7 @@ def summary(trace, options: Options) -> dict:
         "kernel_ns_per_step": _median(table, f"{Kind.KERNEL.value}_ns", extra=f"{Kind.COMMUNICATION.value}_ns"),
         "kernels_per_step": _median(table, "kernels"),
         "device_time_ns": device_total,
-        "communication_share": comm / device_total if device_total else 0.0,
+        "communication_share": comm / kernel_total if kernel_total else 0.0,
         "device_busy_share": float(busy["busy_ns"].sum() / busy["span_ns"].sum()) if busy["span_ns"].sum() else 0.0,
         "time_by_kind": records(by_kind),
     }

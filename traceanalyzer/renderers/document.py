@@ -72,7 +72,7 @@ def _summary(s: dict, steps: list[dict]) -> list[Block]:
         ("kernel time per step (median)", units.duration(s["kernel_ns_per_step"])),
         ("kernels per step (median)", units.value("kernels", s["kernels_per_step"])),
         ("device busy (whole window)", units.share(s["device_busy_share"])),
-        ("communication share of device time", units.share(s["communication_share"])),
+        ("communication share of kernel time", units.share(s["communication_share"])),
     ]
     blocks = [Block("heading", "Summary"), Block("facts", facts=facts)]
     if s["time_by_kind"]:
