@@ -9,6 +9,7 @@ the ``correlation`` arg, which every generation writes on both sides.
 from __future__ import annotations
 
 import decimal
+import functools
 from pathlib import Path
 
 import msgspec
@@ -42,6 +43,8 @@ _KIND_BY_CAT = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
 }
 _SKIPPED_CATS = frozenset({"trace"})
+_Int = int | float | str | None
+"""An integer arg as written: ROCm runtime calls write some as strings (``"bytes": "9216"``), so accept any."""
 _STEP_PREFIX = "ProfilerStep#"
 _MEMORY_EVENT = "[memory]"
 
@@ -69,23 +72,23 @@ class Args(
 ):
     """The args fields the table needs; everything else in ``args`` is skipped while decoding."""
 
-    external_id: int | None = None
-    external_id_legacy: int | None = None
-    correlation: int | None = None
-    stream: int | None = None
-    device: int | None = None
-    bytes: int | None = None
+    external_id: _Int = None
+    external_id_legacy: _Int = None
+    correlation: _Int = None
+    stream: _Int = None
+    device: _Int = None
+    bytes: _Int = None
     input_dims: msgspec.Raw = msgspec.Raw(b"")
     input_types: msgspec.Raw = msgspec.Raw(b"")
-    total_allocated: int | None = None
-    total_reserved: int | None = None
-    mem_bytes: int | None = None
-    addr: int | None = None
-    device_id: int | None = None
-    device_type: int | None = None
+    total_allocated: _Int = None
+    total_reserved: _Int = None
+    mem_bytes: _Int = None
+    addr: _Int = None
+    device_id: _Int = None
+    device_type: _Int = None
     collective: str | None = None
-    in_nelems: int | None = None
-    out_nelems: int | None = None
+    in_nelems: _Int = None
+    out_nelems: _Int = None
     dtype: str | None = None
     group: str | None = None
     group_desc: str | None = None
@@ -147,12 +150,28 @@ def _text(value: object) -> str:
 
 
 def _ints(values: list) -> np.ndarray:
-    """Optional ints → int64 with NO_ROW for None."""
+    """Optional ints (or numbers written as strings) → int64 with NO_ROW for None or non-numbers."""
     try:
         return np.array(values, dtype=np.int64)
-    except TypeError:
-        arr = np.array(values, dtype=np.float64)
-        return np.where(np.isnan(arr), NO_ROW, arr).astype(np.int64)
+    except (TypeError, ValueError, OverflowError):
+        return np.fromiter((_int_or_none(v) for v in values), np.int64, len(values))
+
+
+_int_any_base = functools.partial(int, base=0)
+
+
+def _int_or_none(value: object) -> int:
+    """An int from an int, a float or a numeric string (decimal or 0x hex); NO_ROW otherwise."""
+    if isinstance(value, str):
+        for convert in (int, float, _int_any_base):
+            try:
+                value = convert(value)
+                break
+            except ValueError:
+                continue
+    if isinstance(value, int | float) and value == value and abs(value) < 2**63:
+        return int(value)
+    return NO_ROW
 
 
 _STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group")
@@ -285,11 +304,9 @@ _DTYPE_BYTES = {
 def _message_bytes(a: Args) -> int | None:
     if a.bytes is not None:
         return a.bytes
-    nelems = a.in_nelems if a.in_nelems is not None else a.out_nelems
-    if nelems is None:
-        return None
+    nelems = _int_or_none(a.in_nelems if a.in_nelems is not None else a.out_nelems)
     size = _DTYPE_BYTES.get((a.dtype or "").lower().replace("c10::", ""))
-    return nelems * size if size else None
+    return nelems * size if size and nelems != NO_ROW else None
 
 
 def _ns(values: list, exact: bool = False) -> np.ndarray:
