@@ -1,1 +1,325 @@
-"""Placeholder until the memory analyzer lands."""
+"""Memory: timeline, peak per device and what holds it, per-op allocation, fragmentation and the leak trend.
+
+Works on ``trace.memory_events`` only (either platform). Where the source records no running totals
+(2021 Kineto traces: ``Bytes`` only) the totals are rebuilt from a running sum, relative to an unknown
+baseline; where it records no block addresses, allocations cannot be paired with frees, so the blocks
+live at the peak and the unfreed blocks are unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from traceanalyzer.analyzers import callpath
+from traceanalyzer.linking import step_table
+from traceanalyzer.schema import NO_ROW
+
+GROUP = ["rank", "device"]
+"""One memory pool: a device (or the host, device -1) of one rank."""
+
+TIMELINE_MAX_POINTS = 20_000
+"""Above this many events per pool the timeline keeps each bucket's lowest and highest point (the peak stays)."""
+
+LEAK_MIN_STEPS = 3
+LEAK_MIN_BYTES_PER_STEP = 1 << 20
+"""Growth below 1 MiB per step is allocator drift, not a leak (gpt_train drifts 512 B/step)."""
+LEAK_MIN_R2 = 0.9
+LEAK_MIN_GROWING_SHARE = 0.8
+"""Share of step-to-step changes that must grow by at least half the fitted slope: steady, not one jump."""
+
+OUTSIDE_OP = "(outside any op)"
+
+
+@dataclass
+class MemoryAnalysis:
+    """Everything the memory analysis finds; byte columns are bytes, times are ns on the trace's time base."""
+
+    timeline: pd.DataFrame  # ts, rank, device, allocated, reserved (reserved NaN where not recorded)
+    peaks: pd.DataFrame  # one row per (rank, device)
+    live_at_peak: pd.DataFrame  # blocks live at each pool's peak, largest first
+    blocks: pd.DataFrame  # every allocation, paired with its free by address
+    per_op: pd.DataFrame  # allocation statistics per op name
+    step_memory: pd.DataFrame  # allocated at each step's start and end, per pool
+    leak: pd.DataFrame  # per pool: linear fit of step-end allocation, verdict
+    unfreed: pd.DataFrame  # blocks allocated in a step and never freed, grouped by op and path
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def device_peaks(self) -> pd.DataFrame:
+        """Peaks of accelerator pools (host memory left out)."""
+        return self.peaks[self.peaks["device"] >= 0]
+
+    @property
+    def leaking(self) -> pd.DataFrame:
+        """Pools whose allocation grows steadily and significantly step after step."""
+        return self.leak[self.leak["leak"]]
+
+
+def analyze(trace) -> MemoryAnalysis:
+    """The memory analysis of a trace: timeline, peaks, live blocks at the peaks, per-op stats, leak trend."""
+    mem, notes = _prepared(trace.memory_events)
+    blocks = _blocks(mem)
+    peaks = _peaks(trace, mem)
+    live = _live_at_peaks(trace, mem, blocks, peaks)
+    peaks = _with_live_totals(peaks, live)
+    step_memory = _step_memory(trace, mem)
+    if len(mem) and not (mem["addr"] != NO_ROW).any():
+        notes.append("no block addresses recorded: allocations cannot be paired with frees")
+    return MemoryAnalysis(
+        timeline=_timeline(mem),
+        peaks=peaks,
+        live_at_peak=live,
+        blocks=blocks,
+        per_op=_per_op(trace, blocks, live),
+        step_memory=step_memory,
+        leak=_leak(step_memory, mem),
+        unfreed=_unfreed(trace, blocks),
+        notes=notes,
+    )
+
+
+def _prepared(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """Events sorted per pool with ``allocated``/``reserved`` columns and a ``baseline_known`` flag per row."""
+    mem = memory.sort_values(GROUP + ["ts"], kind="stable").reset_index(drop=True)
+    mem["pos"] = np.arange(len(mem))
+    recorded = mem["total_allocated"] != NO_ROW
+    known = recorded.groupby([mem[c] for c in GROUP]).transform("all")
+    running = mem.groupby(GROUP, sort=False)["bytes"].cumsum()
+    floor = running.groupby([mem[c] for c in GROUP]).transform("min").clip(upper=0)
+    mem["allocated"] = np.where(known, mem["total_allocated"], running - floor).astype(np.int64)
+    reserved = mem["total_reserved"].where(mem["total_reserved"] != NO_ROW).astype(float)
+    mem["reserved"] = reserved.where(reserved.groupby([mem[c] for c in GROUP]).transform("max") > 0)
+    mem["baseline_known"] = known.to_numpy()
+    notes = []
+    if len(mem) and not known.all():
+        notes.append(
+            "memory events carry no running totals (only Bytes): allocated memory is rebuilt from a running sum "
+            "starting at the lowest level seen; the baseline (memory allocated before the trace) is unknown"
+        )
+    return mem, notes
+
+
+def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
+    """Every allocation with an address, paired with the next free of the same address in the same pool."""
+    sub = mem[mem["addr"] != NO_ROW]
+    order = np.lexsort(tuple(sub[c].to_numpy() for c in ("pos", "addr", "device", "rank")))
+    s = sub.iloc[order].reset_index(drop=True)
+    key = s[GROUP + ["addr"]]
+    same_next = (key.shift(-1) == key).all(axis=1).to_numpy()
+    is_alloc = (s["bytes"] > 0).to_numpy()
+    freed = is_alloc & same_next & (s["bytes"].shift(-1) < 0).to_numpy()
+    nxt = np.minimum(np.arange(len(s)) + 1, max(len(s) - 1, 0))
+    out = s.loc[is_alloc, GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]].rename(
+        columns={"ts": "alloc_ts", "pos": "alloc_pos"}
+    )
+    out["free_ts"] = np.where(freed, s["ts"].to_numpy()[nxt], NO_ROW)[is_alloc]
+    out["free_pos"] = np.where(freed, s["pos"].to_numpy()[nxt], NO_ROW)[is_alloc]
+    return out.sort_values("alloc_pos").reset_index(drop=True)
+
+
+def _peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
+    """Per pool: peak allocated (first time reached) with its op, path, module and stack; peak reserved."""
+    g = mem.groupby(GROUP, sort=True)
+    at = mem.loc[g["allocated"].idxmax()].reset_index(drop=True)
+    where = callpath.where_many(trace.events, at["op"]).set_index("row")
+    ctx = where.reindex(at["op"].to_numpy())
+    peaks = pd.DataFrame(
+        {
+            "rank": at["rank"].to_numpy(),
+            "device": at["device"].to_numpy(),
+            "peak_allocated_bytes": at["allocated"].to_numpy(),
+            "peak_ts": at["ts"].to_numpy(),
+            "peak_step": at["step"].to_numpy(),
+            "peak_pos": at["pos"].to_numpy(),
+            "peak_op_row": at["op"].to_numpy(),
+            "op": _op_names(trace, at["op"]),
+            "path": ctx["full_path"].to_numpy(),
+            "module": ctx["module"].to_numpy(),
+            "stack": ctx["stack"].to_numpy(),
+            "alloc_bytes_at_peak": at["bytes"].to_numpy(),
+            "reserved_at_peak_bytes": at["reserved"].to_numpy(),
+            "peak_reserved_bytes": g["reserved"].max().to_numpy(),
+            "start_allocated_bytes": (g["allocated"].first() - g["bytes"].first()).to_numpy(),
+            "baseline_known": g["baseline_known"].all().to_numpy(),
+            "events": g.size().to_numpy(),
+        }
+    )
+    unused = peaks["reserved_at_peak_bytes"] - peaks["peak_allocated_bytes"]
+    peaks["unused_reserved_at_peak_bytes"] = unused.where(unused >= 0)
+    peaks["max_unused_reserved_bytes"] = _unused(mem).groupby([mem[c] for c in GROUP]).max().to_numpy()
+    peaks["capacity_bytes"] = [_capacity(trace, d) for d in peaks["device"]]
+    peaks["capacity_share"] = peaks["peak_allocated_bytes"] / peaks["capacity_bytes"]
+    return peaks
+
+
+def _unused(mem: pd.DataFrame) -> pd.Series:
+    """Reserved but unallocated bytes after each event; NaN where the pool records no caching reserve."""
+    unused = mem["reserved"] - mem["allocated"]
+    return unused.where(unused >= 0)
+
+
+def _capacity(trace, device: int) -> float:
+    sizes = [d.memory_bytes for d in trace.meta.devices if d.index == device and d.memory_bytes]
+    return float(sizes[0]) if sizes and device >= 0 else np.nan
+
+
+def _op_names(trace, rows: pd.Series) -> np.ndarray:
+    """Event names of op rows, OUTSIDE_OP where there is none."""
+    rows = np.asarray(rows, dtype=np.int64)
+    names = trace.events["name"].astype(str).to_numpy()
+    return np.where(rows != NO_ROW, names[np.clip(rows, 0, None)] if len(names) else OUTSIDE_OP, OUTSIDE_OP)
+
+
+def _live_at_peaks(trace, mem: pd.DataFrame, blocks: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
+    """Blocks allocated at or before each pool's peak and not freed before it, largest first."""
+    pos = peaks.set_index(GROUP)["peak_pos"] if len(peaks) else pd.Series(dtype=np.int64)
+    if not len(blocks) or not len(pos):
+        return _with_context(trace, blocks.iloc[:0].assign(peak_step=pd.Series(dtype=np.int32)))
+    peak_pos = pos.reindex(pd.MultiIndex.from_frame(blocks[GROUP])).to_numpy()
+    alive = (blocks["alloc_pos"] <= peak_pos) & ((blocks["free_pos"] == NO_ROW) | (blocks["free_pos"] > peak_pos))
+    live = blocks[alive.to_numpy()].copy()
+    step = peaks.set_index(GROUP)["peak_step"]
+    live["peak_step"] = step.reindex(pd.MultiIndex.from_frame(live[GROUP])).to_numpy()
+    live = live.sort_values(GROUP + ["bytes", "alloc_pos"], ascending=[True, True, False, True], kind="stable")
+    return _with_context(trace, live.reset_index(drop=True))
+
+
+def _with_context(trace, blocks: pd.DataFrame) -> pd.DataFrame:
+    """Blocks with the name, annotation path, module path and user stack of the op that allocated them."""
+    ctx = callpath.where_many(trace.events, blocks["op"]).set_index("row").reindex(blocks["op"].to_numpy())
+    out = blocks.copy()
+    out["op_name"] = _op_names(trace, blocks["op"])
+    for col in ("path", "module", "stack"):
+        out[col] = ctx[col].fillna("").to_numpy()
+    return out
+
+
+def _with_live_totals(peaks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """Peaks with the bytes of blocks seen allocated in the trace and of those allocated in the peak's step."""
+    idx = pd.MultiIndex.from_frame(peaks[GROUP].astype(np.int64))
+    total = live.groupby(GROUP)["bytes"].sum().reindex(idx, fill_value=0).to_numpy()
+    in_step = live[live["step"] == live["peak_step"]].groupby(GROUP)["bytes"].sum()
+    peaks = peaks.copy()
+    peaks["live_traced_bytes"] = total
+    peaks["live_in_peak_step_bytes"] = in_step.reindex(idx, fill_value=0).to_numpy()
+    peaks["allocated_before_trace_bytes"] = np.where(
+        peaks["baseline_known"], peaks["peak_allocated_bytes"] - total, np.nan
+    )
+    return peaks
+
+
+def _timeline(mem: pd.DataFrame) -> pd.DataFrame:
+    """Allocated and reserved over time per pool, decimated to the lowest and highest point of each bucket."""
+    cols = ["ts", "rank", "device", "allocated", "reserved"]
+    parts = [_decimated(group[cols]) for _, group in mem.groupby(GROUP, sort=True)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def _decimated(group: pd.DataFrame) -> pd.DataFrame:
+    if len(group) <= TIMELINE_MAX_POINTS:
+        return group
+    bucket = np.arange(len(group)) * (TIMELINE_MAX_POINTS // 2) // len(group)
+    by = group["allocated"].groupby(bucket)
+    keep = np.union1d(by.idxmax().to_numpy(), by.idxmin().to_numpy())
+    return group.loc[keep]
+
+
+def _per_op(trace, blocks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """Per op name: allocations, bytes allocated, largest block, bytes live at the peaks, bytes never freed."""
+    columns = ["op_name", "allocations", "allocated_bytes", "largest_bytes", "live_at_peak_bytes", "unfreed_bytes"]
+    if not len(blocks):
+        return pd.DataFrame(columns=columns)
+    frame = blocks.assign(
+        op_name=_op_names(trace, blocks["op"]), unfreed=np.where(blocks["free_pos"] == NO_ROW, blocks["bytes"], 0)
+    )
+    g = frame.groupby("op_name", sort=False)
+    table = pd.DataFrame(
+        {
+            "allocations": g.size(),
+            "allocated_bytes": g["bytes"].sum(),
+            "largest_bytes": g["bytes"].max(),
+            "live_at_peak_bytes": live.groupby("op_name")["bytes"].sum().reindex(g.size().index, fill_value=0),
+            "unfreed_bytes": g["unfreed"].sum(),
+        }
+    ).reset_index()
+    return table.sort_values(["live_at_peak_bytes", "allocated_bytes"], ascending=False).reset_index(drop=True)[columns]
+
+
+def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
+    """Per pool and step: allocated just before the step starts and when it ends."""
+    columns = GROUP + ["step", "start_ts", "end_ts", "start_bytes", "end_bytes"]
+    rows = []
+    for (rank, device), group in mem.groupby(GROUP, sort=True):
+        steps = step_table(trace.events[trace.events["rank"] == rank])
+        if not len(steps):
+            continue
+        ts = group["ts"].to_numpy()
+        level = np.concatenate(([group["allocated"].iloc[0] - group["bytes"].iloc[0]], group["allocated"].to_numpy()))
+        at_start = level[np.searchsorted(ts, steps["start"].to_numpy(), side="left")]
+        at_end = level[np.searchsorted(ts, steps["end"].to_numpy(), side="left")]
+        rows.append(
+            pd.DataFrame(
+                {
+                    "rank": rank,
+                    "device": device,
+                    "step": steps["step"].to_numpy(),
+                    "start_ts": steps["start"].to_numpy(),
+                    "end_ts": steps["end"].to_numpy(),
+                    "start_bytes": at_start,
+                    "end_bytes": at_end,
+                }
+            )
+        )
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
+
+
+def _leak(step_memory: pd.DataFrame, mem: pd.DataFrame) -> pd.DataFrame:
+    """Per pool: linear fit of allocated memory at step end against the step number, and the leak verdict."""
+    columns = GROUP + ["steps", "first_end_bytes", "last_end_bytes", "growth_per_step_bytes", "r2"]
+    columns += ["growing_share", "baseline_known", "leak"]
+    rows = []
+    known = mem.groupby(GROUP)["baseline_known"].all() if len(mem) else pd.Series(dtype=bool)
+    for (rank, device), group in step_memory.groupby(GROUP, sort=True):
+        fit = _fit(group["step"].to_numpy(), group["end_bytes"].to_numpy())
+        rows.append({"rank": rank, "device": device, **fit, "baseline_known": bool(known.get((rank, device), False))})
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _fit(step: np.ndarray, level: np.ndarray) -> dict:
+    """Slope (bytes/step), r², share of steady growth, and whether that makes a leak."""
+    fit = {"steps": len(step), "first_end_bytes": int(level[0]), "last_end_bytes": int(level[-1])}
+    if len(step) < 2 or np.ptp(level) == 0 or np.ptp(step) == 0:
+        return fit | {"growth_per_step_bytes": 0.0, "r2": 0.0, "growing_share": 0.0, "leak": False}
+    line = stats.linregress(step.astype(float), level.astype(float))
+    slope, r2 = float(line.slope), float(line.rvalue**2)
+    growing = float(np.mean(np.diff(level) >= 0.5 * slope)) if slope > 0 else 0.0
+    leak = (
+        len(step) >= LEAK_MIN_STEPS
+        and slope >= LEAK_MIN_BYTES_PER_STEP
+        and r2 >= LEAK_MIN_R2
+        and growing >= LEAK_MIN_GROWING_SHARE
+    )
+    return fit | {"growth_per_step_bytes": slope, "r2": r2, "growing_share": growing, "leak": bool(leak)}
+
+
+def _unfreed(trace, blocks: pd.DataFrame) -> pd.DataFrame:
+    """Blocks allocated inside a step and never freed, grouped by pool, op and annotation path, most bytes first."""
+    columns = GROUP + ["op_name", "path", "module", "stack", "blocks", "steps", "unfreed_bytes", "per_step_bytes"]
+    kept = blocks[(blocks["free_pos"] == NO_ROW) & (blocks["step"] != NO_ROW)]
+    if not len(kept):
+        return pd.DataFrame(columns=columns)
+    kept = _with_context(trace, kept)
+    g = kept.groupby(GROUP + ["op_name", "path"], sort=False)
+    table = g.agg(
+        module=("module", "first"),
+        stack=("stack", "first"),
+        blocks=("bytes", "size"),
+        steps=("step", "nunique"),
+        unfreed_bytes=("bytes", "sum"),
+    ).reset_index()
+    table["per_step_bytes"] = table["unfreed_bytes"] / table["steps"]
+    return table.sort_values("unfreed_bytes", ascending=False).reset_index(drop=True)[columns]
