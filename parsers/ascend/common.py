@@ -1,0 +1,227 @@
+"""Vocabulary and helpers shared by the Ascend text and database readers.
+
+Format facts (lane names, task types, units, sentinels) are from ``../shared/docs/anchors-ascend.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.classify import collective_from_name
+from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+
+PYTHON_LANE = "Python"
+GC_LANE = "Python GC"
+HOST_API_LANES = frozenset({"CANN", "AscendCL", "Runtime", "GE", "Node", "Hccl"})
+DEVICE_LANES = frozenset({"Ascend Hardware", "Task Scheduler"})
+COMM_LANES = frozenset({"HCCL", "Communication"})
+OVERLAP_LANE = "Overlap Analysis"
+OVERLAP_NAMES = ("Computing", "Communication", "Communication(Not Overlapped)", "Free")
+"""Overlap Analysis lane names, in the order of the database's ``OVERLAP_ANALYSIS.type`` codes."""
+
+COMM_OP_THREAD = re.compile(r"^Group (.+) Communication$")
+"""HCCL lane thread holding whole collectives; other HCCL threads (``Plane k``) hold their tasks."""
+
+COMPUTE_CORES = frozenset({"AI_CORE", "AI_VECTOR_CORE", "AI_CPU", "MIX_AIC", "MIX_AIV", "FFTS_PLUS", "DSA_SQE"})
+"""Task types of compute work (kernel_details ``Accelerator Core`` / trace ``Task Type``)."""
+
+HCCL_CORE = "HCCL"
+"""``core`` of collectives and their tasks."""
+
+COMM_CORES = frozenset({HCCL_CORE, "COMMUNICATION", "communication"})
+"""``Accelerator Core`` values of collectives in kernel_details / op_summary."""
+
+COMM_TASK_TYPES = frozenset({"Notify Wait", "Notify Record", "Write Value", "SDMA", "RDMA", "Reduce Inline", "Memcpy"})
+"""Device-lane task types that are the tasks of a collective (their HCCL-lane twins carry the details)."""
+
+TASK_KIND = {
+    "MEMCPY_ASYNC": Kind.MEMCPY,
+    "SDMA_SQE": Kind.MEMCPY,
+    "PCIE_DMA_SQE": Kind.MEMCPY,
+    "EVENT_RECORD_SQE": Kind.SYNC,
+    "EVENT_WAIT_SQE": Kind.SYNC,
+    "EVENT_RECORD": Kind.SYNC,
+    "EVENT_WAIT": Kind.SYNC,
+    "PLACE_HOLDER_SQE": Kind.OTHER,
+    "PROFILING_ENABLE": Kind.OTHER,
+    "PROFILING_DISABLE": Kind.OTHER,
+    "STARS_COMMON": Kind.OTHER,
+}
+"""Kind of device tasks that are neither compute nor communication, by task type (trace or DB)."""
+
+STEP_PREFIX = "ProfilerStep#"
+MISSING = frozenset({"", "N/A", "NA", "nan", "None", "4294967295", "18446744073709551615"})
+"""Values that mean 'not recorded' in Ascend CSVs and args."""
+
+HCCL_DTYPE_BYTES = {"FP32": 4, "FP16": 2, "BFP16": 2, "BF16": 2, "INT8": 1, "INT16": 2, "INT32": 4, "INT64": 8}
+HCCL_DTYPE_BYTES |= {"UINT8": 1, "UINT16": 2, "UINT32": 4, "UINT64": 8, "FP64": 8}
+
+KERNEL_DETAILS_RENAME = {
+    "Op Name": "Name",
+    "OP Type": "Type",
+    "Task Type": "Accelerator Core",
+    "Task Start Time(us)": "Start Time(us)",
+    "Task Duration(us)": "Duration(us)",
+    "Task Wait Time(us)": "Wait Time(us)",
+    "Block Dim": "Block Num",
+}
+"""msprof op_summary header → torch_npu kernel_details header (torch_npu renames them when copying)."""
+
+_UNIT = re.compile(r"\((MB|KB|B|Byte|Bytes)\)\s*$")
+_UNIT_BYTES = {"MB": 1 << 20, "KB": 1 << 10, "B": 1, "Byte": 1, "Bytes": 1}
+
+
+def us_text_to_ns(values) -> np.ndarray:
+    """µs decimal strings (epoch, ns digits, maybe a trailing tab) → int64 ns, exactly; missing → NO_ROW."""
+    out = np.full(len(values), NO_ROW, dtype=np.int64)
+    for i, v in enumerate(values):
+        text = str(v).strip()
+        if text in MISSING:
+            continue
+        whole, _, frac = text.partition(".")
+        sign = -1 if whole.startswith("-") else 1
+        out[i] = int(whole) * 1000 + sign * int((frac + "000")[:3])
+    return out
+
+
+def us_float_to_ns(values) -> np.ndarray:
+    """µs durations (numbers or strings, small) → int64 ns, rounded; missing → 0."""
+    arr = pd.to_numeric(pd.Series(values, dtype=object).astype(str).str.strip(), errors="coerce").to_numpy(float)
+    return np.where(np.isnan(arr), 0, np.rint(arr * 1000)).astype(np.int64)
+
+
+def int_or_none(value) -> int:
+    """An int from an arg or CSV cell; NO_ROW for sentinels and blanks."""
+    text = str(value).strip() if value is not None else ""
+    if text in MISSING:
+        return NO_ROW
+    try:
+        return int(float(text)) if "." in text else int(text)
+    except ValueError:
+        return NO_ROW
+
+
+def read_csv(path: Path) -> pd.DataFrame:
+    """A profiler CSV as stripped strings, columns by header name (CRLF, tabs and quotes handled)."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+        raise TraceError(path, f"is not a readable CSV ({type(e).__name__}: {e})") from None
+    frame.columns = [c.strip() for c in frame.columns]
+    return frame.apply(lambda s: s.str.strip())
+
+
+def kernel_details(path: Path) -> pd.DataFrame:
+    """kernel_details.csv or op_summary_*.csv with torch_npu's header names, ts/dur as int ns."""
+    frame = read_csv(path).rename(columns=KERNEL_DETAILS_RENAME)
+    for need in ("Name", "Start Time(us)", "Duration(us)"):
+        if need not in frame:
+            raise TraceError(path, f"has no '{need}' column; not a kernel_details/op_summary table")
+    frame["ts"] = us_text_to_ns(frame["Start Time(us)"].to_numpy())
+    frame["dur"] = us_float_to_ns(frame["Duration(us)"].to_numpy())
+    core = frame.get("Accelerator Core", pd.Series("", index=frame.index))
+    frame["core"] = core.where(~core.isin(MISSING), "")
+    return frame
+
+
+def shapes_json(text: str) -> str:
+    """An Ascend shape list (``"32,3,224,224";"64"`` or ``;\\r\\n``-joined) as JSON text, '' if empty."""
+    text = (text or "").strip().strip('"')
+    if text in MISSING:
+        return ""
+    parts = [p.strip().strip('"') for p in re.split(r";\s*", text)]
+    return json.dumps([[int(x) for x in p.split(",") if x.strip().lstrip("-").isdigit()] for p in parts])
+
+
+def unit_bytes(header: str) -> int:
+    """Bytes per unit of a column whose header ends with (MB), (KB) or (B)."""
+    m = _UNIT.search(header)
+    return _UNIT_BYTES[m.group(1)] if m else 1
+
+
+def device_of(text: str) -> int:
+    """Device index from 'NPU:0', 'NPU 1', '0' ...; NO_ROW when none."""
+    m = re.search(r"(\d+)\s*$", str(text))
+    return int(m.group(1)) if m else NO_ROW
+
+
+def collective_and_bytes(name: str, dtype: str | None, count) -> tuple[str, int]:
+    """The collective an hcom op name implies, and its message size from count × dtype."""
+    size = HCCL_DTYPE_BYTES.get(str(dtype or "").upper())
+    n = int_or_none(count)
+    return collective_from_name(name), (n * size if size and n != NO_ROW else NO_ROW)
+
+
+def memory_frame(ts, device, total_allocated, total_reserved) -> pd.DataFrame:
+    """Allocator snapshots → memory rows; ``bytes`` is the change of allocated bytes since the last one."""
+    alloc = np.asarray(total_allocated, dtype=np.int64)
+    frame = pd.DataFrame(
+        {
+            "ts": np.asarray(ts, dtype=np.int64),
+            "device": np.asarray(device, dtype=np.int64),
+            "total_allocated": alloc,
+            "total_reserved": np.asarray(total_reserved, dtype=np.int64),
+        }
+    ).sort_values("ts", kind="stable")
+    valid = frame["total_allocated"].where(frame["total_allocated"] != NO_ROW)
+    frame["bytes"] = valid.groupby(frame["device"]).diff().fillna(0).astype(np.int64).to_numpy()
+    frame["addr"] = NO_ROW
+    frame["pid"] = pd.Categorical([""] * len(frame))
+    frame["tid"] = pd.Categorical([""] * len(frame))
+    return frame.reset_index(drop=True)
+
+
+def empty_memory() -> pd.DataFrame:
+    """A memory frame with no rows."""
+    return memory_frame([], [], [], [])
+
+
+def profiler_info(run_dir: Path | None) -> dict:
+    """The run's profiler_info[_rank].json (config, rank), {} when absent or unreadable."""
+    if run_dir is None:
+        return {}
+    for f in sorted(run_dir.glob("profiler_info*.json")):
+        try:
+            return json.loads(f.read_text())
+        except (OSError, ValueError):
+            return {}
+    return {}
+
+
+def rank_from(info: dict, path: Path) -> int | None:
+    """Rank from profiler_info (``rank_id``) or a ``profiler_info_{rank}.json`` / ``*_{rank}.db`` name."""
+    rank = info.get("rank_id")
+    if isinstance(rank, int) and rank >= 0:
+        return rank
+    m = re.search(r"_(\d+)\.db$", path.name)
+    return int(m.group(1)) if m else None
+
+
+def make_meta(
+    path: Path, events: pd.DataFrame, source_format: str, rank: int | None, info: dict, warnings: list[str]
+) -> TraceMeta:
+    """TraceMeta of one Ascend rank."""
+    ends = events["ts"].to_numpy() + events["dur"].to_numpy()
+    config = (info.get("config") or {}).get("experimental_config") or {}
+    device = events.loc[events["device"] != NO_ROW, "device"]
+    index = int(device.iloc[0]) if len(device) else 0
+    return TraceMeta(
+        platform=Platform.ASCEND,
+        source_format=source_format,
+        format_version=str(info.get("torch_npu_version") or info.get("cann_version") or ""),
+        paths=[str(path)],
+        ranks=[rank if rank is not None else 0],
+        world_size=1,
+        rank_known=rank is not None,
+        devices=[Device(index=index, name="Ascend NPU")],
+        start_ns=int(events["ts"].min()) if len(events) else 0,
+        end_ns=int(ends.max()) if len(events) else 0,
+        warnings=warnings,
+        extra={"profiler_level": config.get("_profiler_level", ""), "aic_metrics": config.get("_aic_metrics", "")},
+    )

@@ -1,0 +1,274 @@
+"""torch_npu ``ascend_pytorch_profiler_{rank}.db`` and CANN ``msprof_*.db`` (SQLite, ns / bytes) → the tables.
+
+Device tasks are ``TASK`` rows: compute when a ``COMPUTE_TASK_INFO`` row shares the globalTaskId, tasks of a
+collective when a ``COMMUNICATION_TASK_INFO`` row does; whole collectives are ``COMMUNICATION_OP``. Host side:
+``CANN_API`` (runtime), ``PYTORCH_API`` (ops, queue, Python frames), ``STEP_TIME``. The file is opened read-only.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from parsers.ascend import common as c
+from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import NO_ROW, Kind
+
+REQUIRED = ("STRING_IDS", "TASK")
+API_KIND = {50001: Kind.CPU_OP, 50002: Kind.ANNOTATION, 50003: Kind.PYTHON, 50004: Kind.ANNOTATION}
+"""PYTORCH_API.type (ENUM_API_TYPE: op, queue, trace, mstx) → kind."""
+_DEQUEUE = "Dequeue@"
+_MEMORY_COMPONENT = "PTA"
+
+
+def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
+    """Parse one rank's profiler database without links."""
+    with _connect(path) as con:
+        tables = _tables(path, con)
+        strings = _strings(con)
+        parts = [_tasks(con, strings, tables), _comm_ops(con, strings, tables), _cann(con, strings, tables)]
+        parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
+        memory = _memory(con, strings, tables)
+    events = pd.concat([p for p in parts if len(p)], ignore_index=True)
+    if not len(events):
+        raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
+    events = _categorize(events)
+    info = c.profiler_info(path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None)
+    fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
+    warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
+    return events, memory, c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+
+
+class _connect:
+    """A read-only SQLite connection that is always closed, with bad files reported as TraceError."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def __enter__(self) -> sqlite3.Connection:
+        try:
+            self.con = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True)
+            self.con.execute("select count(*) from sqlite_master").fetchone()
+        except sqlite3.DatabaseError as e:
+            raise TraceError(self.path, f"is not a readable SQLite database ({e})") from None
+        return self.con
+
+    def __exit__(self, *exc) -> None:
+        self.con.close()
+        if exc[0] is not None and issubclass(exc[0], sqlite3.DatabaseError):
+            raise TraceError(self.path, f"is a corrupt or unexpected profiler database ({exc[1]})") from None
+
+
+def _tables(path: Path, con: sqlite3.Connection) -> set[str]:
+    tables = {r[0] for r in con.execute("select name from sqlite_master where type='table'")}
+    missing = [t for t in REQUIRED if t not in tables]
+    if missing:
+        shown = ", ".join(sorted(tables)[:8]) or "no tables"
+        raise TraceError(path, f"is not an Ascend profiler database: no {', '.join(missing)} table (has {shown})")
+    return tables
+
+
+def _strings(con: sqlite3.Connection) -> dict[int, str]:
+    return dict(con.execute("select id, value from STRING_IDS"))
+
+
+def _sql(con: sqlite3.Connection, query: str) -> pd.DataFrame:
+    return pd.read_sql_query(query, con)
+
+
+def _names(ids: pd.Series, strings: dict[int, str]) -> np.ndarray:
+    return np.array([strings.get(int(i), "") if pd.notna(i) else "" for i in ids], dtype=object)
+
+
+def _columns(con: sqlite3.Connection, table: str) -> set[str]:
+    return {r[1] for r in con.execute(f"pragma table_info({table})")}
+
+
+def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    compute = "COMPUTE_TASK_INFO" in tables
+    comm = "COMMUNICATION_TASK_INFO" in tables
+    shapes = compute and "inputShapes" in _columns(con, "COMPUTE_TASK_INFO")
+    query = (
+        "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
+        + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
+        + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
+        + ("m.taskType as ctask, m.size as csize " if comm else "null as ctask, null as csize ")
+        + "from TASK t "
+        + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
+        + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")
+    )
+    t = _sql(con, query)
+    task_type = _names(t["taskType"], strings)
+    is_kernel = t["kname"].notna().to_numpy()
+    is_comm = t["ctask"].notna().to_numpy() & ~is_kernel
+    kind = np.array([c.TASK_KIND.get(x, Kind.OTHER).value for x in task_type], dtype=object)
+    kind[is_kernel] = Kind.KERNEL.value
+    kind[is_comm] = Kind.COMM_TASK.value
+    name = task_type.copy()
+    name[is_kernel] = _names(t["kname"][is_kernel], strings)
+    name[is_comm] = _names(t["ctask"][is_comm], strings)
+    core = np.where(is_kernel, _names(t["core"], strings), "")
+    core[is_comm] = c.HCCL_CORE
+    return pd.DataFrame(
+        {
+            "ts": t["startNs"].astype(np.int64),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "name": name,
+            "kind": kind,
+            "cat": task_type,
+            "pid": "device",
+            "tid": t["streamId"].astype(str),
+            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
+            "stream": t["streamId"].fillna(NO_ROW).astype(np.int64),
+            "correlation": np.where(is_comm, NO_ROW, t["connectionId"].fillna(NO_ROW)).astype(np.int64),
+            "bytes": np.where(is_comm, t["csize"].fillna(NO_ROW), NO_ROW).astype(np.int64),
+            "core": core,
+            "input_dims": [c.shapes_json(s) for s in _names(t["inputShapes"], strings)],
+            "input_types": _names(t["inputDataTypes"], strings),
+        }
+    )
+
+
+def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    if "COMMUNICATION_OP" not in tables:
+        return pd.DataFrame()
+    t = _sql(con, "select * from COMMUNICATION_OP")
+    names = _names(t["opName"], strings)
+    dtypes = _names(t["dataType"], strings) if "dataType" in t else [""] * len(t)
+    coll = [
+        c.collective_and_bytes(n, d, k) for n, d, k in zip(names, dtypes, t.get("count", [None] * len(t)), strict=True)
+    ]
+    return pd.DataFrame(
+        {
+            "ts": t["startNs"].astype(np.int64),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "name": names,
+            "kind": Kind.COMMUNICATION.value,
+            "cat": _names(t["algType"], strings) if "algType" in t else "",
+            "pid": "device",
+            "tid": "communication",
+            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64) if "deviceId" in t else NO_ROW,
+            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+            "collective": [x[0] for x in coll],
+            "bytes": np.array([x[1] for x in coll], dtype=np.int64),
+            "group": _names(t["groupName"], strings),
+            "core": c.HCCL_CORE,
+        }
+    )
+
+
+def _lanes(global_tid: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """globalTid = pid << 32 | tid → (pid, tid) strings."""
+    g = global_tid.fillna(0).astype(np.int64).to_numpy()
+    return (g >> 32).astype(str), (g & 0xFFFFFFFF).astype(str)
+
+
+def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    if "CANN_API" not in tables:
+        return pd.DataFrame()
+    t = _sql(con, "select startNs, endNs, type, globalTid, connectionId, name from CANN_API")
+    pid, tid = _lanes(t["globalTid"])
+    return pd.DataFrame(
+        {
+            "ts": t["startNs"].astype(np.int64),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "name": _names(t["name"], strings),
+            "kind": Kind.RUNTIME.value,
+            "cat": t["type"].astype(str),
+            "pid": pid,
+            "tid": tid,
+            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+        }
+    )
+
+
+def _pytorch(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    if "PYTORCH_API" not in tables:
+        return pd.DataFrame()
+    t = _sql(con, "select startNs, endNs, globalTid, name, inputDtypes, inputShapes, type from PYTORCH_API")
+    # PYTORCH_API times are TEXT holding integer ns
+    start = np.array([int(v) for v in t["startNs"]], dtype=np.int64)
+    end = np.array([int(v) for v in t["endNs"]], dtype=np.int64)
+    names = _names(t["name"], strings)
+    kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in t["type"]], dtype=object)
+    kind[[n.startswith(_DEQUEUE) for n in names]] = Kind.CPU_OP.value
+    kind[[n.startswith(c.STEP_PREFIX) for n in names]] = Kind.STEP.value
+    pid, tid = _lanes(t["globalTid"])
+    return pd.DataFrame(
+        {
+            "ts": start,
+            "dur": np.maximum(end - start, 0),
+            "name": names,
+            "kind": kind,
+            "cat": t["type"].astype(str),
+            "pid": pid,
+            "tid": tid,
+            "input_dims": [c.shapes_json(s.replace("\r\n", "")) for s in _names(t["inputShapes"], strings)],
+            "input_types": _names(t["inputDtypes"], strings),
+        }
+    )
+
+
+def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    """STEP_TIME rows, only when PYTORCH_API has no ProfilerStep markers of its own (msprof DBs)."""
+    if "STEP_TIME" not in tables or "PYTORCH_API" in tables:
+        return pd.DataFrame()
+    t = _sql(con, "select id, startNs, endNs from STEP_TIME")
+    return pd.DataFrame(
+        {
+            "ts": t["startNs"].astype(np.int64),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "name": [f"{c.STEP_PREFIX}{i}" for i in t["id"]],
+            "kind": Kind.STEP.value,
+            "pid": "steps",
+            "tid": "STEP_TIME",
+        }
+    )
+
+
+def _overlap(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    if "OVERLAP_ANALYSIS" not in tables:
+        return pd.DataFrame()
+    t = _sql(con, "select deviceId, startNs, endNs, type from OVERLAP_ANALYSIS")
+    names = [c.OVERLAP_NAMES[int(x)] if 0 <= int(x) < len(c.OVERLAP_NAMES) else str(x) for x in t["type"]]
+    return pd.DataFrame(
+        {
+            "ts": t["startNs"].astype(np.int64),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "name": names,
+            "kind": Kind.OVERLAP_LANE.value,
+            "cat": c.OVERLAP_LANE,
+            "pid": c.OVERLAP_LANE,
+            "tid": names,
+            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
+        }
+    )
+
+
+def _memory(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    if "MEMORY_RECORD" not in tables:
+        return c.empty_memory()
+    t = _sql(con, "select component, timestamp, totalAllocated, totalReserved, deviceId from MEMORY_RECORD")
+    t = t[_names(t["component"], strings) == _MEMORY_COMPONENT]
+    return c.memory_frame(
+        t["timestamp"].astype(np.int64),
+        t["deviceId"].fillna(NO_ROW).astype(np.int64),
+        t["totalAllocated"].fillna(NO_ROW).astype(np.int64),
+        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+    )
+
+
+_STRING_COLS = ("name", "kind", "cat", "pid", "tid", "collective", "group", "core", "input_dims", "input_types")
+
+
+def _categorize(events: pd.DataFrame) -> pd.DataFrame:
+    for col in _STRING_COLS:
+        if col not in events:
+            events[col] = ""
+        events[col] = events[col].fillna("").astype(str).astype("category")
+    for col in ("device", "stream", "correlation", "bytes"):
+        events[col] = events[col].fillna(NO_ROW).astype(np.int64) if col in events else NO_ROW
+    return events.sort_values("ts", kind="stable").reset_index(drop=True)

@@ -1,0 +1,196 @@
+"""Ascend-only analyses: core-type breakdown, AI_CPU fallbacks, dynamic shapes, msprof-style overlap per step.
+
+Overlap follows msprof's OverlapAnalysis (anchors-ascend.md §13): Computing = ∪ compute kernels, Communication =
+∪ whole collectives, Communication(Not Overlapped) = Communication \\ Computing, Free = the span of both minus their
+union; each clipped to the step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import intervals
+from traceanalyzer.findings import Finding, make
+from traceanalyzer.schema import Kind, Platform
+
+CORE_GROUPS = {
+    "AI_CORE": "cube",
+    "MIX_AIC": "cube",
+    "AI_VECTOR_CORE": "vector",
+    "MIX_AIV": "vector",
+    "AI_CPU": "ai_cpu",
+    "HCCL": "communication",
+}
+"""Core type → the group the breakdown reports (others, e.g. DSA_SQE, FFTS_PLUS, are 'other')."""
+
+AI_CPU = "AI_CPU"
+AI_CPU_SLOW_NS = 20_000
+"""msprof-analyze's AICPU rule flags AI_CPU tasks longer than 20 µs."""
+DYNAMIC_SHAPES_MIN = 4
+"""A kernel name seen with at least this many distinct input shapes is treated as dynamic-shape."""
+COMPILE_CALL = "Compile"
+"""Substring of the CANN calls that compile ops at run time (AscendCL@aclopCompileAndExecute)."""
+
+
+def is_ascend(trace) -> bool:
+    """Was the trace recorded on Ascend?"""
+    return trace.meta.platform == Platform.ASCEND
+
+
+def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
+    """Device time by core group (cube, vector, ai_cpu, communication, other): count, total and share."""
+    device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    group = device["core"].astype(str).map(CORE_GROUPS).fillna("other")
+    group = group.where(device["kind"] != Kind.COMMUNICATION.value, "communication")
+    table = device.groupby(group.to_numpy())["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["core_group", "count", "total_ns"]
+    whole = table["total_ns"].sum()
+    table["share"] = table["total_ns"] / whole if whole else 0.0
+    return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
+
+
+def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
+    """AI_CPU kernels by name: count, total, max, and how many ran longer than 20 µs."""
+    ops = events[(events["kind"] == Kind.KERNEL.value) & (events["core"] == AI_CPU)]
+    g = ops.assign(slow=ops["dur"] > AI_CPU_SLOW_NS).groupby(ops["name"].astype(str))
+    table = pd.DataFrame(
+        {"count": g.size(), "total_ns": g["dur"].sum(), "max_ns": g["dur"].max(), "slow": g["slow"].sum()}
+    )
+    return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
+
+
+def dynamic_shape_ops(events: pd.DataFrame) -> pd.DataFrame:
+    """Kernel names recorded with many distinct input shapes: count, distinct shapes, total time."""
+    kernels = events[(events["kind"] == Kind.KERNEL.value) & (events["input_dims"] != "")]
+    g = kernels.groupby(kernels["name"].astype(str))
+    table = pd.DataFrame({"count": g.size(), "shapes": g["input_dims"].nunique(), "total_ns": g["dur"].sum()})
+    table = table[table["shapes"] >= DYNAMIC_SHAPES_MIN]
+    return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
+
+
+def overlap(trace) -> pd.DataFrame:
+    """Per rank and step: msprof-style computing / communication / not-overlapped / free (ns), ours and the trace's."""
+    ev = trace.events
+    rows = []
+    steps = ev[ev["kind"] == Kind.STEP.value]
+    for (rank, step), marker in steps.groupby(["rank", "step"], sort=True):
+        lo, hi = int(marker["ts"].min()), int((marker["ts"] + marker["dur"]).max())
+        mine = ev[ev["rank"] == rank]
+        rows.append({"rank": int(rank), "step": int(step)} | _step_overlap(mine, lo, hi) | _lane_sums(mine, lo, hi))
+    return pd.DataFrame(rows)
+
+
+def _union(events: pd.DataFrame, kind: str, lo: int, hi: int) -> intervals.Intervals:
+    rows = events[events["kind"] == kind]
+    ts = rows["ts"].to_numpy()
+    return intervals.clip(intervals.union(ts, ts + rows["dur"].to_numpy()), lo, hi)
+
+
+def _step_overlap(events: pd.DataFrame, lo: int, hi: int) -> dict:
+    compute = _union(events, Kind.KERNEL.value, lo, hi)
+    comm = _union(events, Kind.COMMUNICATION.value, lo, hi)
+    both = intervals.union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
+    span = int(both[1].max() - both[0].min()) if len(both[0]) else 0
+    computing = intervals.length(compute)
+    return {
+        "computing_ns": computing,
+        "communication_ns": intervals.length(comm),
+        "communication_not_overlapped_ns": intervals.length(intervals.subtract(comm, compute)),
+        "free_ns": span - intervals.length(both),
+        "e2e_ns": span,
+    }
+
+
+def _lane_sums(events: pd.DataFrame, lo: int, hi: int) -> dict:
+    """The trace's own Overlap Analysis lanes summed over the step (lanes that start inside it)."""
+    lanes = events[(events["kind"] == Kind.OVERLAP_LANE.value) & (events["ts"] >= lo) & (events["ts"] < hi)]
+    sums = lanes.groupby(lanes["name"].astype(str))["dur"].sum()
+    names = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped", "Free": "free"}
+    return {f"trace_{key}_ns": int(sums[name]) if name in sums else None for name, key in names.items()}
+
+
+def _step_time(trace) -> int:
+    steps = trace.steps()
+    return int(steps["wall_ns"].sum()) if len(steps) else int(trace.meta.span_ns)
+
+
+def findings(trace) -> list[Finding]:
+    """AI_CPU fallbacks over 20 µs, and dynamic-shape ops (recompiles), on Ascend traces only."""
+    if not is_ascend(trace):
+        return []
+    return _aicpu_finding(trace) + _dynamic_finding(trace)
+
+
+def _aicpu_finding(trace) -> list[Finding]:
+    ops = aicpu_ops(trace.events)
+    slow = ops[ops["slow"] > 0]
+    if not len(slow):
+        return []
+    names = ", ".join(slow["name"].head(5))
+    return [
+        make(
+            "ascend",
+            f"{int(slow['slow'].sum())} AI_CPU task(s) over 20 µs ({len(slow)} op(s): {names})",
+            "These ops fell back to the AI CPU. Check their dtypes (e.g. int64/double inputs often force AI_CPU: "
+            "cast to int32/float32), replace index/nonzero/argmin-style ops with AI Core-supported formulations, "
+            "or move them off the hot path.",
+            int(slow["total_ns"].sum()),
+            _step_time(trace),
+            where={"ops": slow["name"].head(10).tolist()},
+            evidence={"tasks_over_20us": int(slow["slow"].sum()), "ai_cpu_ns": int(ops["total_ns"].sum())},
+        )
+    ]
+
+
+def _dynamic_finding(trace) -> list[Finding]:
+    ops = dynamic_shape_ops(trace.events)
+    if not len(ops):
+        return []
+    ev = trace.events
+    compile_calls = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].astype(str).str.contains(COMPILE_CALL)]
+    return [
+        make(
+            "ascend",
+            f"{len(ops)} kernel(s) run with {DYNAMIC_SHAPES_MIN}+ distinct input shapes (dynamic shapes)",
+            "Changing shapes make CANN compile or select kernels at run time. Pad or bucket inputs to a few fixed "
+            "shapes, and call torch_npu.npu.set_compile_mode(jit_compile=False) to use prebuilt binary kernels.",
+            int(compile_calls["dur"].sum()),
+            _step_time(trace),
+            where={"ops": ops["name"].head(10).tolist()},
+            evidence={
+                "distinct_shapes": dict(zip(ops["name"].head(10), ops["shapes"].head(10).astype(int), strict=True))
+            },
+            estimated=True,
+        )
+    ]
+
+
+def section(trace, options) -> dict | None:
+    """The Ascend section: core-type breakdown, msprof-style overlap per step, AI_CPU and dynamic-shape ops."""
+    if not is_ascend(trace):
+        return None
+    events = trace.select(step=options.step, rank=options.rank)
+    cores = core_breakdown(events)
+    by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
+    share = dict(zip(cores["core_group"], cores["share"], strict=True))
+    facts = {"profiler_level": trace.meta.extra.get("profiler_level", "")}
+    for group in ("cube", "vector", "ai_cpu", "communication"):
+        facts[f"{group}_ns"] = int(by_group.get(group, 0))
+        facts[f"{group}_share"] = float(share.get(group, 0.0))
+    return {
+        "title": "Ascend: core types, overlap, AI_CPU and dynamic shapes",
+        "facts": facts,
+        "tables": {
+            "core_breakdown": _records(cores),
+            "overlap": _records(overlap(trace)),
+            "ai_cpu_ops": _records(aicpu_ops(events).head(options.top)),
+            "dynamic_shape_ops": _records(dynamic_shape_ops(events).head(options.top)),
+        },
+    }
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    from traceanalyzer.report import records
+
+    return records(frame)
