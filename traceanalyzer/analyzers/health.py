@@ -1,1 +1,560 @@
-"""Placeholder until the health analyzer lands."""
+"""What an expert checks next: GPU idle gaps, launch-bound loops, host syncs, fp32 GEMMs, dynamic shapes.
+
+Each check is a function of the Trace returning a DataFrame; ``findings`` turns them into advice with
+evidence, and ``section`` into the report's health section.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer import intervals
+from traceanalyzer.analyzers.attribution import (
+    BUSY_KINDS,
+    busy_intervals,
+    describe,
+    host_activity,
+    in_steps,
+    locate,
+    step_time_ns,
+    steps_count,
+)
+from traceanalyzer.findings import Finding
+from traceanalyzer.schema import NO_ROW, Kind
+
+ANALYZER = "health"
+
+LARGE_GAP_NS = 100_000
+"""Idle gaps longer than this (100 µs) are counted and shown one by one; shorter ones are launch latency."""
+
+LARGEST_GAPS = 10
+"""How many of the largest gaps the section lists, with what the host was doing."""
+
+SYNC_CALLS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "aclrtSynchronizeStream",
+        "aclrtSynchronizeDevice",
+        "aclrtSynchronizeEvent",
+    }
+)
+"""Runtime calls that block the host until device work finishes (stream-to-stream waits are not host stalls)."""
+
+DTOH_COPY = re.compile(r"DtoH|D2H|Device -> (?:Pinned|Pageable)", re.IGNORECASE)
+"""Device-to-host copy names: the host needs the result, so it waits for it."""
+
+PAGEABLE_COPY = re.compile(r"Pageable", re.IGNORECASE)
+"""Copies into pageable host memory, which are synchronous even when issued async."""
+
+LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+    }
+)
+"""Runtime calls that launch one kernel."""
+
+TINY_KERNEL_NS = 10_000
+"""A kernel shorter than this (10 µs) is tiny: its launch costs about as much as the work."""
+
+LAUNCH_BOUND_BUSY_SHARE = 0.5
+"""A place full of tiny kernels is launch-bound when the GPU is busy less than this share of its span."""
+
+LAUNCH_BOUND_MIN_KERNELS = 100
+"""Fewest tiny kernels per step from one place before it is reported as a launch-bound loop."""
+
+FP32_GEMM_KERNEL = re.compile(r"simt_sgemm|(?:^|_)sgemm|_ffma_|f32f32_f32f32_f32|Cijk_Ai?lk_Bl?jk_S_")
+"""GEMM kernels that run fp32 math on the SIMT cores (no tensor cores): cuBLAS/CUTLASS sgemm, xmma ffma."""
+
+TENSOR_CORE_KERNEL = re.compile(r"tf32|bf16|f16|h884|h1688|s1688|s16816|tensorop|nvjet|hmma|wgmma", re.IGNORECASE)
+"""GEMM kernel names that show tensor-core math."""
+
+GEMM_OPS = frozenset({"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::linear"})
+"""CPU ops that run a matrix multiplication."""
+
+FP32_TYPE = re.compile(r'"(?:float|float32)"')
+"""A recorded fp32 input type (``Input type`` args)."""
+
+REDUCED_TYPE = re.compile(r"BFloat16|Half|float16|bfloat16|Float8|int8", re.IGNORECASE)
+"""A recorded reduced-precision input type."""
+
+TF32_SPEEDUP = 4.0
+"""Conservative speedup of TF32 tensor cores over fp32 SIMT GEMMs (the peak ratio is ~8× on A100/H100-class GPUs)."""
+
+FP32_GEMM_MIN_SHARE = 0.01
+"""fp32 GEMM time below this share of step time is left alone (e.g. RoPE's deliberate fp32 matmul)."""
+
+DYNAMIC_SHAPE_MIN = 3
+"""Fewest distinct input shapes of one op, some first seen after the first step, for it to count as dynamic."""
+
+
+# ---------------------------------------------------------------- idle gaps
+
+
+def device_busy(trace) -> pd.DataFrame:
+    """Per rank and device: span, busy, busy share, idle, gap counts, large gaps (> 100 µs) and the largest."""
+    rows = []
+    for (rank, device), work in _busy_work(trace.events).groupby(["rank", "device"], sort=True):
+        starts, ends = busy_intervals(work)
+        gaps = starts[1:] - ends[:-1]
+        large = gaps[gaps > LARGE_GAP_NS]
+        span = int(ends.max() - starts.min())
+        busy = intervals.length((starts, ends))
+        rows.append(
+            {
+                "rank": int(rank),
+                "device": int(device),
+                "span_ns": span,
+                "busy_ns": busy,
+                "busy_share": busy / span if span else 0.0,
+                "idle_ns": span - busy,
+                "gaps": len(gaps),
+                "large_gaps": len(large),
+                "large_gap_ns": int(large.sum()),
+                "largest_gap_ns": int(gaps.max()) if len(gaps) else 0,
+            }
+        )
+    columns = ["rank", "device", "span_ns", "busy_ns", "busy_share", "idle_ns", "gaps", "large_gaps"]
+    return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns"])
+
+
+def idle_gaps(trace, top: int = LARGEST_GAPS) -> pd.DataFrame:
+    """The largest idle gaps per rank and device, with what the host was doing during each."""
+    frames = []
+    events = trace.events
+    for (rank, device), work in _busy_work(events).groupby(["rank", "device"], sort=True):
+        starts, ends = busy_intervals(work)
+        gap_start, gap_end = ends[:-1], starts[1:]
+        order = np.argsort(gap_start - gap_end, kind="stable")[:top]
+        table = pd.DataFrame(
+            {
+                "rank": int(rank),
+                "device": int(device),
+                "start_ns": gap_start[order],
+                "dur_ns": (gap_end - gap_start)[order],
+            }
+        )
+        table["resumed_by"] = describe(events, _launch_at(work, gap_end[order]))
+        activity = host_activity(events, int(rank), gap_start[order], gap_end[order])
+        frames.append(pd.concat([table, activity], axis=1))
+    if not frames:
+        return pd.DataFrame(columns=["rank", "device", "start_ns", "dur_ns"])
+    return pd.concat(frames, ignore_index=True).sort_values("dur_ns", ascending=False, kind="stable")
+
+
+def _launch_at(work: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """The launching runtime call of the device work that starts at each time (NO_ROW if none)."""
+    first = work.sort_values("ts", kind="stable").drop_duplicates("ts")
+    return first.set_index("ts")["launch"].reindex(times, fill_value=NO_ROW).to_numpy()
+
+
+def _busy_work(events: pd.DataFrame) -> pd.DataFrame:
+    return events[events["kind"].isin(BUSY_KINDS)]
+
+
+def _gap_findings(trace, step_ns: int) -> list[Finding]:
+    busy = device_busy(trace)
+    gaps = idle_gaps(trace, top=1)
+    out = []
+    for row in busy[busy["large_gaps"] > 0].itertuples(index=False):
+        largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
+        host = _host_phrase(largest.iloc[0]) if len(largest) else "unknown"
+        out.append(
+            fnd.make(
+                ANALYZER,
+                f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its busy span "
+                f"({row.large_gaps} gaps > 100 µs)",
+                f"The GPU waits for the host. During the largest gap the host was in {host}. "
+                "Move that work off the critical path (DataLoader workers and pin_memory for input, "
+                "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
+                "it with device work. See the idle-gap table for the other large gaps.",
+                row.idle_ns,
+                step_ns,
+                where={"rank": row.rank, "device": row.device},
+                evidence={k: getattr(row, k) for k in busy.columns if k not in ("rank", "device")},
+            )
+        )
+    return out
+
+
+def _host_phrase(gap: pd.Series) -> str:
+    """What the host did in one gap, in words."""
+    during = gap["host_during"] or gap["host_at_start"] or "nothing the profiler recorded"
+    resumed = f"; work resumed with {gap['resumed_by']}" if gap["resumed_by"] else ""
+    return f"{during}{resumed}"
+
+
+# ---------------------------------------------------------------- launch-bound loops
+
+
+def launch_bound(trace) -> pd.DataFrame:
+    """Per rank and place (annotation, Python frame): tiny kernels, their launch time, and GPU busy share there."""
+    events = trace.events
+    kernels = in_steps(trace, events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)])
+    launch = kernels["launch"].to_numpy()
+    place = locate(events, launch)
+    frame = pd.DataFrame(
+        {
+            "rank": kernels["rank"].to_numpy(),
+            "step": kernels["step"].to_numpy(),
+            "annotation": place["annotation"].to_numpy(),
+            "frame": place["frame"].to_numpy(),
+            "ts": kernels["ts"].to_numpy(),
+            "end": (kernels["ts"] + kernels["dur"]).to_numpy(),
+            "kernel_ns": kernels["dur"].to_numpy(),
+            "launch_ns": events["dur"].to_numpy()[launch],
+            "launch_call": events["name"].astype(str).to_numpy()[launch],
+        }
+    )
+    frame["tiny"] = (frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])
+    rows = [_place_row(key, group, events) for key, group in frame.groupby(["rank", "annotation", "frame"], sort=False)]
+    columns = ["rank", "annotation", "frame", "kernels", "tiny_kernels", "kernel_ns", "launch_ns", "launch_calls"]
+    table = pd.DataFrame(rows, columns=columns + ["kernel_ns_median", "launch_ns_median", "span_ns", "busy_share"])
+    return table.sort_values("tiny_kernels", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _place_row(key: tuple, group: pd.DataFrame, events: pd.DataFrame) -> dict:
+    rank, annotation, frame = key
+    tiny = group[group["tiny"]]
+    spans = tiny.groupby("step")[["ts", "end"]].agg({"ts": "min", "end": "max"})
+    work = _busy_work(events[events["rank"] == rank])
+    covered = intervals.covered_within(busy_intervals(work), spans["ts"].to_numpy(), spans["end"].to_numpy())
+    span = int((spans["end"] - spans["ts"]).sum())
+    return {
+        "rank": int(rank),
+        "annotation": annotation,
+        "frame": frame,
+        "kernels": len(group),
+        "tiny_kernels": len(tiny),
+        "kernel_ns": int(tiny["kernel_ns"].sum()),
+        "launch_ns": int(tiny["launch_ns"].sum()),
+        "launch_calls": int(tiny["launch_call"].isin(LAUNCH_CALLS).sum()),
+        "kernel_ns_median": float(tiny["kernel_ns"].median()) if len(tiny) else 0.0,
+        "launch_ns_median": float(tiny["launch_ns"].median()) if len(tiny) else 0.0,
+        "span_ns": span,
+        "busy_share": float(covered.sum() / span) if span else 0.0,
+    }
+
+
+def _launch_findings(trace, step_ns: int) -> list[Finding]:
+    table = launch_bound(trace)
+    steps = steps_count(trace)
+    hit = table[
+        (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
+    ]
+    out = []
+    for row in hit.itertuples(index=False):
+        place = _place(row.annotation, row.frame)
+        idle = int(row.span_ns * (1 - row.busy_share))
+        out.append(
+            fnd.make(
+                ANALYZER,
+                f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
+                f"GPU busy {row.busy_share:.0%} there",
+                f"Each kernel runs ~{row.kernel_ns_median / 1e3:.1f} µs but its launch takes "
+                f"~{row.launch_ns_median / 1e3:.1f} µs, so the GPU waits for the CPU. Capture the loop in a CUDA graph "
+                '(torch.cuda.graphs or torch.compile(mode="reduce-overhead")), let torch.compile fuse the elementwise '
+                "ops, or batch the iterations into larger tensor ops.",
+                idle,
+                step_ns,
+                where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame},
+                evidence={k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame")},
+                estimated=True,
+            )
+        )
+    return out
+
+
+def _place(annotation: str, frame: str) -> str:
+    return " › ".join(p for p in (annotation, frame) if p) or "(no annotation or Python frame)"
+
+
+# ---------------------------------------------------------------- synchronization stalls
+
+
+def sync_stalls(trace) -> pd.DataFrame:
+    """Every blocking host sync call: where it was, how long the host waited, and the GPU idle right after it."""
+    events = trace.events
+    calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].astype(str).isin(SYNC_CALLS)]
+    place = locate(events, calls.index.to_numpy())
+    table = pd.DataFrame(
+        {
+            "rank": calls["rank"].to_numpy(),
+            "step": calls["step"].to_numpy(),
+            "name": calls["name"].astype(str).to_numpy(),
+            "ts": calls["ts"].to_numpy(),
+            "sync_ns": calls["dur"].to_numpy(),
+            "annotation": place["annotation"].to_numpy(),
+            "frame": place["frame"].to_numpy(),
+            "op": _linked(events, calls["op"].to_numpy(), "name"),
+        },
+        index=calls.index,
+    )
+    table["idle_after_ns"] = _idle_after(events, table)
+    return table
+
+
+def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
+    """GPU idle of the gap each call ends in, charged to the first call ending in it (0 if the GPU is busy then)."""
+    out = np.zeros(len(calls), dtype=np.int64)
+    done = (calls["ts"] + calls["sync_ns"]).to_numpy()
+    for rank in calls["rank"].unique():
+        starts, ends = busy_intervals(events[events["rank"] == rank])
+        if len(starts) < 2:
+            continue
+        mine = np.flatnonzero((calls["rank"] == rank).to_numpy())
+        mine = mine[np.argsort(done[mine], kind="stable")]
+        nxt = np.clip(np.searchsorted(starts, done[mine], side="right"), 1, len(starts) - 1)
+        inside = (ends[nxt - 1] <= done[mine]) & (starts[nxt] > done[mine])
+        first = inside & ~pd.Series(np.where(inside, nxt, -1)).duplicated().to_numpy()
+        out[mine[first]] = (starts[nxt] - ends[nxt - 1])[first]
+    return out
+
+
+def dtoh_copies(trace) -> pd.DataFrame:
+    """Device-to-host copies per rank and name (pageable ones flagged)."""
+    events = trace.events
+    copies = events[(events["kind"] == Kind.MEMCPY.value) & _matches(events["name"].astype(str).to_numpy(), DTOH_COPY)]
+    table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "name", "count", "total_ns"]
+    table["name"] = table["name"].astype(str)
+    table["pageable"] = table["name"].str.contains(PAGEABLE_COPY)
+    return table
+
+
+def sync_places(trace) -> pd.DataFrame:
+    """In-step syncs grouped by rank and place: count, host wait, GPU idle after, and the ops that synced."""
+    stalls = in_steps(trace, sync_stalls(trace))  # a sync outside every step is the profiler's own flush
+    grouped = stalls.groupby(["rank", "annotation", "frame"], sort=False)
+    table = grouped.agg(
+        syncs=("name", "size"),
+        sync_ns=("sync_ns", "sum"),
+        idle_after_ns=("idle_after_ns", "sum"),
+        calls=("name", lambda s: ", ".join(sorted(set(s)))),
+        ops=("op", lambda s: ", ".join(sorted(set(s) - {""}))),
+    ).reset_index()
+    return table.sort_values(["idle_after_ns", "sync_ns"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _sync_findings(trace, step_ns: int) -> list[Finding]:
+    places = sync_places(trace)
+    if not len(places):
+        return []
+    steps = steps_count(trace)
+    copies = dtoh_copies(trace)
+    top = places.iloc[0]
+    total = int(places["syncs"].sum())
+    pageable = int(copies.loc[copies["pageable"], "count"].sum())
+    advice = (
+        f"Each sync drains the GPU queue; the GPU then idles until the host launches again. Most are at "
+        f"{_place(top['annotation'], top['frame'])} ({top['syncs']} syncs, from {top['ops'] or top['calls']}). "
+        "Keep values on the device (accumulate norms/losses in a tensor and call .item() once per step or every N "
+        "steps), use torch.nn.utils.clip_grad_norm_/foreach norms instead of per-parameter .item(), and copy to "
+        "pinned memory with non_blocking=True."
+    )
+    if pageable:
+        advice += f" {pageable} device-to-host copies go to pageable memory, which is synchronous: pin the buffer."
+    return [
+        fnd.make(
+            ANALYZER,
+            f"{total / steps:g} host syncs per step stall the GPU (most at {_place(top['annotation'], top['frame'])})",
+            advice,
+            int(places["idle_after_ns"].sum()),
+            step_ns,
+            where={"rank": int(top["rank"]), "annotation": top["annotation"], "frame": top["frame"]},
+            evidence={
+                "syncs": total,
+                "syncs_per_step": total / steps,
+                "sync_ns": int(places["sync_ns"].sum()),
+                "idle_after_ns": int(places["idle_after_ns"].sum()),
+                "dtoh_copies": {r["name"]: int(r["count"]) for r in copies.to_dict(orient="records")},
+                "places": places.head(LARGEST_GAPS).to_dict(orient="records"),
+            },
+        )
+    ]
+
+
+# ---------------------------------------------------------------- fp32 matrix work
+
+
+def fp32_gemms(trace) -> pd.DataFrame:
+    """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
+    events = trace.events
+    kernels = in_steps(trace, events[events["kind"] == Kind.KERNEL.value])
+    names = kernels["name"].astype(str).to_numpy()
+    op_names = _linked(events, kernels["op"].to_numpy(), "name")
+    op_types = _linked(events, kernels["op"].to_numpy(), "input_types")
+    fp32_op = np.isin(op_names, list(GEMM_OPS)) & _matches(op_types, FP32_TYPE) & ~_matches(op_types, REDUCED_TYPE)
+    picked = _matches(names, FP32_GEMM_KERNEL) | (fp32_op & ~_matches(names, TENSOR_CORE_KERNEL))
+    frame = pd.DataFrame(
+        {
+            "rank": kernels["rank"].to_numpy()[picked],
+            "name": names[picked],
+            "op": op_names[picked],
+            "dur": kernels["dur"].to_numpy()[picked],
+        }
+    )
+    table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "name", "op", "count", "total_ns"]
+    return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> np.ndarray:
+    """A text column of linked rows ('' where the link is NO_ROW)."""
+    values = events[column].astype(str).to_numpy()
+    return np.where(rows != NO_ROW, values[np.maximum(rows, 0)], "")
+
+
+def _matches(texts: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    """Per text: does the pattern occur in it? Evaluated once per distinct text."""
+    distinct, inverse = np.unique(texts, return_inverse=True)
+    hit = np.fromiter((bool(pattern.search(t)) for t in distinct), bool, len(distinct))
+    return hit[inverse]
+
+
+def _fp32_findings(trace, step_ns: int) -> list[Finding]:
+    table = fp32_gemms(trace)
+    total = int(table["total_ns"].sum())
+    if not total or total < FP32_GEMM_MIN_SHARE * step_ns:
+        return []
+    steps = steps_count(trace)
+    device = int(in_steps(trace, _busy_work(trace.events))["dur"].sum())
+    saving = int(total * (1 - 1 / TF32_SPEEDUP))
+    ops = sorted(set(table["op"]) - {""})
+    return [
+        fnd.make(
+            ANALYZER,
+            f"fp32 matrix multiplies run without tensor cores: {total / steps / 1e6:.1f} ms of GPU time per step",
+            f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
+            "Enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True or torch.set_float32_matmul_precision('high')) "
+            "for several times the throughput, or run the model under torch.autocast(dtype=torch.bfloat16) / in bf16 "
+            "for more; keep fp32 master weights if accuracy needs them.",
+            saving,
+            step_ns,
+            where={"ops": ops, "kernels": table["name"].head(5).tolist()},
+            evidence={
+                "fp32_gemm_ns": total,
+                "fp32_gemm_ns_per_step": total / steps,
+                "kernels": int(table["count"].sum()),
+                "device_time_share": total / device if device else 0.0,
+                "assumed_tf32_speedup": TF32_SPEEDUP,
+            },
+            estimated=True,
+        )
+    ]
+
+
+# ---------------------------------------------------------------- dynamic shapes
+
+
+def dynamic_shapes(trace) -> pd.DataFrame:
+    """Ops called with input shapes that keep changing across steps: distinct shapes and how many came after step 1."""
+    events = trace.events
+    ops = events[(events["kind"] == Kind.CPU_OP.value) & (events["step"] != NO_ROW)]
+    ops = ops[ops["input_dims"].astype(str).str.len() > 0]
+    frame = pd.DataFrame(
+        {
+            "rank": ops["rank"].to_numpy(),
+            "name": ops["name"].astype(str).to_numpy(),
+            "shape": ops["input_dims"].astype(str).to_numpy(),
+            "step": ops["step"].to_numpy(),
+        }
+    )
+    first_step = frame.groupby("rank")["step"].transform("min")
+    first_seen = frame.groupby(["rank", "name", "shape"])["step"].transform("min")
+    frame["late"] = first_seen > first_step
+    frame["first"] = ~frame.duplicated(["rank", "name", "shape"])
+    table = (
+        frame.groupby(["rank", "name"], sort=False)
+        .agg(
+            calls=("shape", "size"),
+            shapes=("first", "sum"),
+            new_shapes=("late", lambda s: int(s[frame.loc[s.index, "first"]].sum())),
+            steps=("step", "nunique"),
+        )
+        .reset_index()
+    )
+    hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
+    return table[hit].sort_values("new_shapes", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _shape_findings(trace, step_ns: int) -> list[Finding]:
+    table = dynamic_shapes(trace)
+    if not len(table):
+        return []
+    names = table["name"].drop_duplicates().head(5).tolist()
+    finding = fnd.make(
+        ANALYZER,
+        f"Dynamic shapes: {len(table)} ops see new input shapes in later steps ({', '.join(names)})",
+        "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn the "
+        "caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the dimension "
+        "dynamic (torch._dynamo.mark_dynamic) when compiling.",
+        0,
+        step_ns,
+        where={"ops": names},
+        evidence={"ops": table.head(LARGEST_GAPS).to_dict(orient="records")},
+    )
+    return [dataclasses.replace(finding, severity=fnd.Severity.INFO)]
+
+
+# ---------------------------------------------------------------- findings and section
+
+
+_CHECKS = (_gap_findings, _launch_findings, _sync_findings, _fp32_findings, _shape_findings)
+
+
+def findings(trace) -> list[Finding]:
+    """Idle-gap, launch-bound, sync-stall, fp32-GEMM and dynamic-shape findings, cost against total step time."""
+    step_ns = step_time_ns(trace)
+    return [f for check in _CHECKS for f in check(trace, step_ns)]
+
+
+def section(trace, options) -> dict | None:
+    """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs."""
+    busy = device_busy(trace)
+    if not len(busy):
+        return None
+    from traceanalyzer.report import records
+
+    launch = launch_bound(trace)
+    return {
+        "title": "GPU idle, launch overhead, syncs and precision",
+        "facts": {
+            "device_busy_share": float(busy["busy_ns"].sum() / busy["span_ns"].sum()) if busy["span_ns"].sum() else 0,
+            "idle_ns": int(busy["idle_ns"].sum()),
+            "large_gaps": int(busy["large_gaps"].sum()),
+            "large_gap_ns": int(busy["large_gap_ns"].sum()),
+            "largest_gap_ns": int(busy["largest_gap_ns"].max()),
+            "host_syncs": int(sync_places(trace)["syncs"].sum()),
+            "fp32_gemm_ns": int(fp32_gemms(trace)["total_ns"].sum()),
+        },
+        "tables": {
+            "device_busy": records(busy),
+            "largest_gaps": records(idle_gaps(trace, top=options.top)),
+            "sync_places": records(sync_places(trace).head(options.top)),
+            "dtoh_copies": records(dtoh_copies(trace)),
+            "launch_places": records(launch[launch["tiny_kernels"] > 0].head(options.top)),
+            "fp32_gemms": records(fp32_gemms(trace).head(options.top)),
+            "dynamic_shapes": records(dynamic_shapes(trace).head(options.top)),
+        },
+    }

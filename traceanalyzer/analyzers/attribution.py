@@ -1,0 +1,130 @@
+"""Shared helpers for findings: total step time, device busy intervals, and where host events came from."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import intervals
+from traceanalyzer.schema import NO_ROW, Kind
+
+BUSY_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value)
+"""Device work that makes a device busy: kernels (communication kernels included), copies and sets."""
+
+LIBRARY_FRAME = re.compile(
+    r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
+)
+"""Python frames that belong to libraries, not to the user's code."""
+
+HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.value, Kind.RUNTIME.value)
+"""Host event kinds that describe what the host was doing at a moment."""
+
+
+def step_time_ns(trace) -> int:
+    """Total step time over ranks: each step from its start to its marker's end or its last device work, if later.
+
+    Without step markers, the recorded window of each rank.
+    """
+    table = trace.steps()
+    if not len(table):
+        return int(trace.meta.span_ns) * max(len(trace.meta.ranks), 1)
+    events = trace.events
+    work = events[events["kind"].isin(BUSY_KINDS) & (events["step"] != NO_ROW)]
+    device_end = (work["ts"] + work["dur"]).groupby([work["rank"], work["step"]]).max()
+    key = pd.MultiIndex.from_arrays([table["rank"], table["step"]])
+    end = np.maximum(table["start_ns"] + table["wall_ns"], device_end.reindex(key).fillna(0).to_numpy())
+    return int((end - table["start_ns"]).sum())
+
+
+def steps_count(trace) -> int:
+    """Number of distinct steps (1 when the trace has no step markers)."""
+    table = trace.steps()
+    return max(int(table["step"].nunique()), 1) if len(table) else 1
+
+
+def in_steps(trace, rows: pd.DataFrame) -> pd.DataFrame:
+    """The rows that belong to a step; all rows when the trace has no steps."""
+    return rows[rows["step"] != NO_ROW] if len(trace.steps()) else rows
+
+
+def busy_intervals(events: pd.DataFrame) -> intervals.Intervals:
+    """Union of the busy device work among ``events``."""
+    work = events[events["kind"].isin(BUSY_KINDS)]
+    ts = work["ts"].to_numpy()
+    return intervals.union(ts, ts + work["dur"].to_numpy())
+
+
+def locate(events: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """For host rows of ``events`` (labels = positions): innermost enclosing annotation and user Python frame."""
+    rows = np.asarray(rows, dtype=np.int64)
+    parent = events["parent"].to_numpy()
+    names = events["name"].astype(str).to_numpy()
+    is_annotation = (events["kind"] == Kind.ANNOTATION.value).to_numpy()
+    is_frame = _user_frames(events)
+    annotation = np.full(len(rows), NO_ROW, dtype=np.int64)
+    frame = np.full(len(rows), NO_ROW, dtype=np.int64)
+    cur = rows.copy()
+    while True:
+        open_ = (cur != NO_ROW) & ((annotation == NO_ROW) | (frame == NO_ROW))
+        if not open_.any():
+            break
+        idx = np.flatnonzero(open_)
+        here = cur[idx]
+        take = (annotation[idx] == NO_ROW) & is_annotation[here]
+        annotation[idx[take]] = here[take]
+        take = (frame[idx] == NO_ROW) & is_frame[here]
+        frame[idx[take]] = here[take]
+        cur[idx] = parent[here]
+    return pd.DataFrame(
+        {
+            "annotation": np.where(annotation != NO_ROW, names[np.maximum(annotation, 0)], ""),
+            "frame": np.where(frame != NO_ROW, names[np.maximum(frame, 0)], ""),
+        },
+        index=rows,
+    )
+
+
+def _user_frames(events: pd.DataFrame) -> np.ndarray:
+    """Per row: is it a Python frame of the user's code?"""
+    names = events["name"]
+    categories = names.cat.categories
+    user = np.fromiter((not LIBRARY_FRAME.search(str(c)) for c in categories), bool, len(categories))
+    codes = names.cat.codes.to_numpy()
+    return (events["kind"] == Kind.PYTHON.value).to_numpy() & user[codes] & (codes >= 0)
+
+
+def describe(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
+    """'annotation › op › call' for host rows (labels = positions); '' for NO_ROW."""
+    rows = np.asarray(rows, dtype=np.int64)
+    ok = rows != NO_ROW
+    place = locate(events, rows[ok])
+    names = events["name"].astype(str).to_numpy()
+    ops = events["op"].to_numpy()[rows[ok]]
+    out = [""] * len(rows)
+    for i, row, op, annotation in zip(np.flatnonzero(ok), rows[ok], ops, place["annotation"], strict=True):
+        parts = [annotation, names[op] if op != NO_ROW else "", names[row]]
+        out[i] = " › ".join(dict.fromkeys(p for p in parts if p))
+    return out
+
+
+def host_activity(events: pd.DataFrame, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+    """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
+    host = events[(events["rank"] == rank) & events["kind"].isin(HOST_ACTIVITY_KINDS)]
+    ts = host["ts"].to_numpy()
+    end = ts + host["dur"].to_numpy()
+    depth = host["depth"].to_numpy()
+    labels = host.index.to_numpy()
+    at_start, during = [], []
+    for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        at_start.append(_deepest(labels, depth, (ts <= lo) & (end > lo)))
+        covered = np.minimum(end, hi) - np.maximum(ts, lo)
+        during.append(_deepest(labels, depth, covered * 2 >= hi - lo))
+    return pd.DataFrame({"host_at_start": describe(events, at_start), "host_during": describe(events, during)})
+
+
+def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:
+    """Label of the deepest event among mask (NO_ROW if none)."""
+    hit = np.flatnonzero(mask)
+    return int(labels[hit[np.argmax(depth[hit])]]) if len(hit) else NO_ROW
