@@ -1,0 +1,180 @@
+"""Plotly figures of analyzer data. Names from traces are escaped, so plotly shows them as text."""
+
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+
+from dashboards.timeline import CATEGORY
+from traceanalyzer.renderers import units
+
+COLOURS = {
+    "compute": "#1f77b4",
+    "communication": "#d62728",
+    "memory copy/set": "#2ca02c",
+    "sync/wait": "#ff7f0e",
+    "cpu op": "#9467bd",
+    "python": "#8c564b",
+    "annotation/step": "#7f7f7f",
+    "runtime call": "#e377c2",
+    "other": "#bcbd22",
+}
+"""Colour of each timeline category (communication red, compute blue)."""
+
+BAR_TOP = 20
+LANE_PX = 26
+LABEL_CHARS = 60
+
+
+def text(name: object, limit: int | None = None) -> str:
+    """A trace-supplied name made safe for plotly labels (which read a subset of HTML)."""
+    s = str(name)
+    if limit and len(s) > limit:
+        s = s[: limit - 1] + "…"
+    return html.escape(s)
+
+
+def empty(message: str) -> go.Figure:
+    """A figure that only says why it is empty."""
+    fig = go.Figure()
+    fig.add_annotation(text=text(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    fig.update_layout(xaxis_visible=False, yaxis_visible=False, height=200)
+    return fig
+
+
+def hotspot_bars(table: pd.DataFrame) -> go.Figure:
+    """Top entries of a hotspot table as horizontal bars of total time (ms)."""
+    if not len(table):
+        return empty("no events match the filter")
+    top = table.head(BAR_TOP).iloc[::-1]
+    fig = go.Figure(
+        go.Bar(
+            x=top["total_ns"] / 1e6,
+            y=[f"{i}. {text(n, LABEL_CHARS)}" for i, n in zip(range(len(top), 0, -1), top["name"], strict=True)],
+            orientation="h",
+            customdata=top["name"],
+            hovertext=[f"{text(n)}<br>{units.duration(t)} · {units.share(s)}" for n, t, s in _cols(top, "total_ns")],
+            hoverinfo="text",
+            marker_color=COLOURS["compute"],
+        )
+    )
+    fig.update_layout(height=140 + 22 * len(top), margin={"l": 10, "r": 10, "t": 30, "b": 40}, xaxis_title="total (ms)")
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def _cols(table: pd.DataFrame, value: str):
+    return zip(table["name"], table[value], table["share"], strict=True)
+
+
+def step_bars(steps: list[dict]) -> go.Figure:
+    """Per (rank, step): wall time next to device busy time."""
+    if not steps:
+        return empty("the trace has no step markers")
+    frame = pd.DataFrame(steps)
+    labels = [f"rank {r} · step {s}" for r, s in zip(frame["rank"], frame["step"], strict=True)]
+    fig = go.Figure(
+        [
+            go.Bar(name="step wall time", x=labels, y=frame["wall_ns"] / 1e6, marker_color=COLOURS["annotation/step"]),
+            go.Bar(name="device busy", x=labels, y=frame["device_busy_ns"] / 1e6, marker_color=COLOURS["compute"]),
+        ]
+    )
+    fig.update_layout(barmode="group", height=300, yaxis_title="ms", margin={"t": 30, "b": 40})
+    return fig
+
+
+def gantt(segments: pd.DataFrame) -> go.Figure:
+    """Timeline segments as one WebGL line trace per colour category (zoomable, hover shows names)."""
+    if not len(segments):
+        return empty("no events in this step")
+    lanes = sorted(segments["lane"].unique(), key=_lane_order)
+    fig = go.Figure()
+    for category in dict.fromkeys([*CATEGORY.values(), "other"]):
+        mine = segments[segments["category"] == category]
+        if len(mine):
+            fig.add_trace(_gantt_trace(category, mine))
+    fig.update_layout(
+        height=120 + LANE_PX * len(lanes),
+        hovermode="closest",
+        xaxis_title="ms from step start",
+        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+    )
+    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], automargin=True)
+    return fig
+
+
+def _lane_order(lane: str) -> tuple:
+    return (not lane.startswith("device"), lane)
+
+
+def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Scattergl:
+    n = len(seg)
+    x = np.empty(3 * n)
+    x[0::3] = seg["start_ns"].to_numpy() / 1e6
+    x[1::3] = seg["end_ns"].to_numpy() / 1e6
+    x[2::3] = np.nan
+    y = np.repeat(seg["lane"].to_numpy(), 3).astype(object)
+    y[2::3] = None
+    labels = [
+        f"{text(name, 120)}<br>{units.duration(e - s)}" + (f" · {c} events merged" if c > 1 else "")
+        for name, s, e, c in zip(seg["name"], seg["start_ns"], seg["end_ns"], seg["count"], strict=True)
+    ]
+    return go.Scattergl(
+        x=x,
+        y=y,
+        mode="lines",
+        name=category,
+        line={"width": LANE_PX * 0.6, "color": COLOURS.get(category, COLOURS["other"])},
+        hovertext=np.repeat(labels, 3),
+        hoverinfo="text",
+        connectgaps=False,
+    )
+
+
+def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
+    """A rank × step heatmap of one column (ms)."""
+    grid = frame.pivot_table(index="rank", columns="step", values=value, aggfunc="sum")
+    fig = go.Figure(
+        go.Heatmap(
+            z=grid.to_numpy() / 1e6,
+            x=[f"step {s}" for s in grid.columns],
+            y=[f"rank {r}" for r in grid.index],
+            colorscale="Reds",
+            colorbar={"title": "ms"},
+            texttemplate="%{z:.1f}",
+        )
+    )
+    fig.update_layout(title=text(title), height=160 + 40 * len(grid), margin={"t": 50, "b": 40})
+    return fig
+
+
+def memory_lines(timeline: pd.DataFrame, peak: dict) -> go.Figure:
+    """Allocated and reserved memory over time (GiB), with the peak marked."""
+    fig = go.Figure()
+    t0 = timeline["ts"].min()
+    for col, colour in (("total_allocated", COLOURS["compute"]), ("total_reserved", COLOURS["annotation/step"])):
+        if col in timeline and (timeline[col] >= 0).any():
+            ok = timeline[timeline[col] >= 0]
+            fig.add_trace(
+                go.Scattergl(
+                    x=(ok["ts"] - t0) / 1e6, y=ok[col] / (1 << 30), name=col.replace("_", " "), line_color=colour
+                )
+            )
+    if peak.get("ts") is not None and peak.get("bytes") is not None:
+        fig.add_trace(
+            go.Scatter(
+                x=[(peak["ts"] - t0) / 1e6],
+                y=[peak["bytes"] / (1 << 30)],
+                mode="markers+text",
+                marker={"size": 12, "color": COLOURS["communication"], "symbol": "x"},
+                text=[f"peak {units.size(peak['bytes'])}"],
+                textposition="top center",
+                name="peak",
+            )
+        )
+    fig.update_layout(height=360, xaxis_title="ms from first memory event", yaxis_title="GiB", margin={"t": 30})
+    return fig

@@ -1,0 +1,334 @@
+"""Page layouts. Each page formats and draws the analyzers' data of one View; nothing here computes a finding."""
+
+from __future__ import annotations
+
+import pandas as pd
+from dash import dcc, html
+
+from dashboards import figures, tables
+from dashboards.views import View
+from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.renderers import units
+
+PAGES = {
+    "/": "Overview",
+    "/hotspots": "Hotspots",
+    "/timeline": "Timeline",
+    "/distributed": "Distributed",
+    "/fusion": "Fusion",
+    "/memory": "Memory",
+    "/compare": "Compare",
+}
+"""URL path → page title, in menu order."""
+
+FINDING_PAGE = {
+    "hotspots": "/hotspots",
+    "health": "/timeline",
+    "distributed": "/distributed",
+    "fusion": "/fusion",
+    "memory": "/memory",
+}
+"""Which page shows the evidence of an analyzer's findings."""
+
+ALL = "all"
+COMPARE_TOP = 15
+FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
+
+
+def render(path: str, views: list[View], view: View | None) -> list:
+    """The content of one page for the selected trace."""
+    if view is None:
+        return [html.P("No trace loaded yet: open one above.", id="no-trace")]
+    if path == "/compare":
+        return compare(views, view)
+    builder = _BUILDERS.get(path, overview)
+    return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view)]
+
+
+def unavailable(what: str, reason: str) -> html.Div:
+    """The notice a page shows when an analysis has nothing for this trace."""
+    return html.Div(
+        [html.B(f"{what}: not available for this trace."), html.Span(f" ({reason})" if reason else "")],
+        className="unavailable",
+    )
+
+
+def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
+    """Facts as a definition list."""
+    items = []
+    for key, value in tables.facts(pairs):
+        items += [html.Dt(key), html.Dd(value)]
+    return html.Dl(items, id=list_id or "", className="facts")
+
+
+def overview(view: View) -> list:
+    """Trace facts, the headline numbers, steps and the ranked findings."""
+    report = view.report()
+    t, s = report["trace"], report["summary"]
+    trace_facts = {
+        "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
+        "ranks": ", ".join(map(str, t["ranks"])),
+        "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
+        "window_ns": t["span_ns"],
+        "events": t["events"],
+    }
+    return [
+        html.Div([facts_list(trace_facts, "trace-facts"), facts_list(headline(view), "headline")], className="row"),
+        html.H3("Steps"),
+        dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
+        html.H3("Findings, ranked by what they are worth"),
+        findings_table(report["findings"]),
+        *[html.P(f"warning: {w}", className="warning") for w in t["warnings"]],
+        html.P(f"device time by kind: {_kinds(s['time_by_kind'])}"),
+    ]
+
+
+def headline(view: View) -> dict:
+    """Step time, device busy, exposed communication and peak memory, as the analyzers give them."""
+    s = view.report()["summary"]
+    out = {
+        "steps": s["steps"],
+        "step_wall_ns_median": s["step_wall_ns_median"],
+        "device_busy_share": s["device_busy_share"],
+        "kernel_ns_per_step": s["kernel_ns_per_step"],
+        "communication_share": s["communication_share"],
+    }
+    overlap = view.optional("overlap").data
+    exposed = _column_like(overlap, "exposed", "comm")
+    if exposed:
+        out["exposed_communication_ns"] = int(overlap[exposed].sum())
+    peak = memory_peak(view)
+    out["peak_memory_bytes"] = peak.get("bytes") if peak else None
+    return out
+
+
+def _kinds(rows: list[dict]) -> str:
+    return ", ".join(f"{r['kind']} {units.duration(r['total_ns'])}" for r in rows) or "–"
+
+
+def findings_table(findings: list[dict]) -> html.Table | html.P:
+    """Findings with their worth, advice and a link to the page with the evidence."""
+    if not findings:
+        return html.P("No findings.", id="findings")
+    header = html.Tr([html.Th(units.label(c)) for c in FINDING_COLUMNS] + [html.Th("details")])
+    rows = [
+        html.Tr(
+            [html.Td(units.value(c, f.get(c))) for c in FINDING_COLUMNS]
+            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=FINDING_PAGE.get(f["analyzer"], "/")))],
+            className=f"severity-{f['severity']}",
+        )
+        for f in findings
+    ]
+    return html.Table([html.Thead(header), html.Tbody(rows)], id="findings", className="findings")
+
+
+def hotspots(view: View) -> list:
+    """Filters, the hotspot table and chart, and the selected op's kernels, shapes and call stack."""
+    return [
+        html.Div(
+            [
+                _dropdown("hs-level", [lv.value for lv in Level], Level.KERNEL.value, "level"),
+                _dropdown("hs-step", [ALL, *view.steps()], ALL, "step"),
+                _dropdown("hs-rank", [ALL, *view.ranks()], ALL, "rank"),
+                _dropdown("hs-kind", [ALL, *view.kinds()], ALL, "kind"),
+                html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
+            ],
+            className="controls",
+        ),
+        html.Div(
+            [
+                html.Div(dcc.Loading(html.Div(id="hs-table-box")), className="col-wide"),
+                html.Div(dcc.Graph(id="hs-bars"), className="col-narrow"),
+            ],
+            className="row",
+        ),
+        html.H3("Selected (click a row)"),
+        dcc.Loading(html.Div(id="hs-details", children=html.P("Click a name in the table or a bar in the chart."))),
+    ]
+
+
+def _dropdown(dropdown_id: str, values: list, value: object, label: str) -> html.Label:
+    return html.Label(
+        [
+            label,
+            dcc.Dropdown(
+                id=dropdown_id, options=[{"label": str(v), "value": v} for v in values], value=value, clearable=False
+            ),
+        ],
+        className="control",
+    )
+
+
+def hotspot_filter(value: object) -> object:
+    """A dropdown value as an analyzer argument (``all`` → None)."""
+    return None if value in (None, ALL) else value
+
+
+def details(info: dict) -> list:
+    """A selected op or kernel: the kernels it runs, the ops that launch it, its shapes and call stack."""
+    stack = [html.Li(f"[{f['kind']}] {f['name']} ({units.duration(f['dur_ns'])})") for f in info["stack"]]
+    return [
+        html.H4(info["name"], id="selected-name"),
+        html.Div(
+            [
+                html.Div(
+                    [html.H5("Kernels"), tables.table("det-kernels", info["kernels"], page_size=10)], className="col"
+                ),
+                html.Div([html.H5("CPU ops"), tables.table("det-ops", info["ops"], page_size=10)], className="col"),
+            ],
+            className="row",
+        ),
+        html.H5("Input shapes"),
+        tables.table("det-shapes", info["shapes"], page_size=10) if info["shapes"] else html.P("no shapes recorded"),
+        html.H5("Call stack of the longest instance (outermost first)"),
+        html.Ol(stack, id="det-stack") if stack else html.P("no host frames linked"),
+    ]
+
+
+def timeline(view: View) -> list:
+    """Step and rank pickers and the Gantt chart of that step."""
+    steps = view.steps()
+    if not steps:
+        return [unavailable("Timeline", "the trace has no step markers")]
+    return [
+        html.Div(
+            [
+                _dropdown("tl-rank", view.ranks(), view.ranks()[0], "rank"),
+                _dropdown("tl-step", steps, steps[0], "step"),
+            ],
+            className="controls",
+        ),
+        html.P(id="tl-note"),
+        dcc.Loading(dcc.Graph(id="tl-graph", config={"scrollZoom": True})),
+    ]
+
+
+def distributed(view: View) -> list:
+    """Exposed communication per rank and step, the collectives with wait vs transfer, and the late rank."""
+    overlap, collectives = view.optional("overlap"), view.optional("collectives")
+    out: list = [*_section(view, "distributed")]
+    if overlap.data is None:
+        out.append(unavailable("Overlap", overlap.reason))
+    else:
+        col = _column_like(overlap.data, "exposed", "comm") or _time_column(overlap.data)
+        if col:
+            out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, col, col)))
+        out += [html.H3("Overlap per rank and step"), tables.table("overlap-table", overlap.data)]
+    if collectives.data is None:
+        out.append(unavailable("Collectives", collectives.reason))
+    else:
+        out += [html.H3("Collectives"), tables.table("collectives-table", collectives.data)]
+    return out
+
+
+def fusion(view: View) -> list:
+    """Fusion opportunities ranked by estimated saving."""
+    found = view.optional("fusion")
+    if found.data is None:
+        return [*_section(view, "fusion"), unavailable("Fusion", found.reason)]
+    return [*_section(view, "fusion"), html.H3("Opportunities"), tables.table("fusion-table", found.data)]
+
+
+def memory(view: View) -> list:
+    """Allocated/reserved over time with the peak, live blocks at the peak, and the leak trend."""
+    found = view.optional("memory")
+    if found.data is None:
+        return [*_section(view, "memory"), unavailable("Memory", found.reason)]
+    result = found.data
+    out = [*_section(view, "memory")]
+    frame = _attr(result, "timeline")
+    if isinstance(frame, pd.DataFrame) and len(frame):
+        out.append(dcc.Graph(id="memory-graph", figure=figures.memory_lines(frame, memory_peak(view))))
+    for name in ("live_at_peak", "per_op", "leak", "leak_trend"):
+        value = _attr(result, name)
+        if isinstance(value, pd.DataFrame) and len(value):
+            out += [html.H3(name.replace("_", " ")), tables.table(f"memory-{name}", value)]
+    return out
+
+
+def memory_peak(view: View) -> dict:
+    """The memory analyzer's peak as {'bytes', 'ts'} (empty when there is none)."""
+    result = view.optional("memory").data
+    peak = _attr(result, "peak")
+    if peak is None:
+        return {}
+    if isinstance(peak, dict):
+        return {"bytes": peak.get("bytes"), "ts": peak.get("ts")}
+    return {"bytes": _attr(peak, "bytes"), "ts": _attr(peak, "ts")}
+
+
+def _attr(obj: object, name: str) -> object:
+    if obj is None:
+        return None
+    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
+
+
+def _section(view: View, name: str) -> list:
+    """An analyzer's report section: its facts and tables, formatted generically."""
+    section = view.report().get(name)
+    if not section:
+        return []
+    out: list = [facts_list(section.get("facts", {}), f"{name}-facts")]
+    for key, rows in section.get("tables", {}).items():
+        if rows:
+            out += [html.H3(key.replace("_", " ")), tables.table(f"{name}-section-{key}", rows)]
+    return out
+
+
+def _column_like(frame: object, *words: str) -> str | None:
+    if not isinstance(frame, pd.DataFrame):
+        return None
+    return next((c for c in frame.columns if all(w in c for w in words) and c.endswith("_ns")), None)
+
+
+def _time_column(frame: pd.DataFrame) -> str | None:
+    return next((c for c in frame.columns if c.endswith("_ns") and c not in ("start_ns", "ts_ns")), None)
+
+
+def compare(views: list[View], view: View) -> list:
+    """Pickers for two loaded traces; the comparison fills in below."""
+    options = [{"label": v.label, "value": i} for i, v in enumerate(views)]
+    other = next((i for i, v in enumerate(views) if v is not view), 0)
+    return [
+        html.H2("Compare", className="page-title"),
+        html.Div(
+            [
+                html.Label(
+                    ["left", dcc.Dropdown(id="cmp-a", options=options, value=views.index(view))], className="control"
+                ),
+                html.Label(["right", dcc.Dropdown(id="cmp-b", options=options, value=other)], className="control"),
+            ],
+            className="controls",
+        ),
+        html.Div(id="cmp-body"),
+    ]
+
+
+def comparison(left: View, right: View) -> list:
+    """Step summaries and top kernels of two traces side by side."""
+    return [
+        html.Div(
+            [html.Div(_compared(v, side), className="col") for v, side in ((left, "a"), (right, "b"))], className="row"
+        )
+    ]
+
+
+def _compared(view: View, side: str) -> list:
+    return [
+        html.H3(view.label),
+        facts_list(headline(view), f"cmp-{side}-facts"),
+        html.H4("Top kernels"),
+        tables.table(f"cmp-{side}-kernels", view.hotspots(Level.KERNEL.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
+        html.H4("Top CPU ops (self time)"),
+        tables.table(f"cmp-{side}-ops", view.hotspots(Level.CPU_OP.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
+    ]
+
+
+_BUILDERS = {
+    "/": overview,
+    "/hotspots": hotspots,
+    "/timeline": timeline,
+    "/distributed": distributed,
+    "/fusion": fusion,
+    "/memory": memory,
+}

@@ -1,0 +1,79 @@
+"""Analyzer rows as sortable, filterable Dash tables: units chosen by the report's key-suffix conventions."""
+
+from __future__ import annotations
+
+import math
+from numbers import Number
+
+import pandas as pd
+from dash import dash_table
+from dash.dash_table.Format import Format, Scheme
+
+from traceanalyzer.renderers import units
+
+MS_PER_NS = 1e-6
+MIB_PER_BYTE = 1 / (1 << 20)
+NAME_COLUMN_WIDTH = "420px"
+
+
+def _unit(key: str) -> tuple[str, float, Format | None]:
+    """Header suffix, scale and number format for a column key (the renderers' conventions)."""
+    if key.endswith("_ns") or key.endswith("_ns_per_step") or key.endswith("_ns_mean"):
+        return " (ms)", MS_PER_NS, Format(precision=3, scheme=Scheme.fixed)
+    if key.endswith("share") or key.endswith("_pct"):
+        return " (%)", 100.0, Format(precision=1, scheme=Scheme.fixed)
+    if key.endswith("bytes"):
+        return " (MiB)", MIB_PER_BYTE, Format(precision=2, scheme=Scheme.fixed)
+    return "", 1.0, None
+
+
+def rows_of(data: pd.DataFrame | list[dict]) -> list[dict]:
+    """Table rows as plain dicts."""
+    if isinstance(data, pd.DataFrame):
+        return data.to_dict(orient="records")
+    return list(data)
+
+
+def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[str] | None = None, page_size: int = 25):
+    """A sortable, filterable DataTable; every cell is shown as text (never as HTML)."""
+    rows = rows_of(data)
+    columns = columns or (list(rows[0]) if rows else [])
+    return dash_table.DataTable(
+        id=table_id,
+        columns=[_column(c, rows) for c in columns],
+        data=[{c: _cell(c, r.get(c)) for c in columns} for r in rows],
+        sort_action="native",
+        filter_action="native",
+        page_action="native",
+        page_size=page_size,
+        style_table={"overflowX": "auto"},
+        style_cell={"fontFamily": "monospace", "fontSize": "13px", "textAlign": "left", "maxWidth": NAME_COLUMN_WIDTH},
+        style_cell_conditional=[{"if": {"column_id": "name"}, "whiteSpace": "normal", "wordBreak": "break-all"}],
+        style_header={"fontWeight": "bold"},
+    )
+
+
+def _column(key: str, rows: list[dict]) -> dict:
+    suffix, _, fmt = _unit(key)
+    numeric = any(isinstance(r.get(key), Number) and not isinstance(r.get(key), bool) for r in rows)
+    col = {"name": units.label(key) + suffix, "id": key, "type": "numeric" if numeric else "text"}
+    if numeric and fmt is not None:
+        col["format"] = fmt
+    return col
+
+
+def _cell(key: str, value: object) -> object:
+    """A cell value: numbers scaled to the column unit, everything else as text."""
+    if isinstance(value, bool) or value is None:
+        return "" if value is None else str(value)
+    if isinstance(value, Number):
+        v = float(value)
+        if math.isnan(v):
+            return None
+        return v * _unit(key)[1] if _unit(key)[2] is not None else value
+    return str(value)
+
+
+def facts(pairs: dict) -> list[tuple[str, str]]:
+    """Key/value facts formatted for reading."""
+    return [(units.label(k), units.value(k, v)) for k, v in pairs.items() if not isinstance(v, list | dict)]

@@ -1,0 +1,106 @@
+"""One step of one rank as Gantt lanes (device streams, host threads), decimated to a browser-sized set of segments."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, Kind
+
+MAX_SEGMENTS = 40_000
+"""The most segments one timeline sends to the browser."""
+
+RESOLUTION = 4_000
+"""Intervals closer than span / RESOLUTION on one lane (and of one colour) are drawn as one."""
+
+MAX_HOST_DEPTH = 3
+"""Host call-tree levels shown per thread (0 = top level)."""
+
+CATEGORY = {
+    Kind.KERNEL.value: "compute",
+    Kind.COMMUNICATION.value: "communication",
+    Kind.COMM_TASK.value: "communication",
+    Kind.MEMCPY.value: "memory copy/set",
+    Kind.MEMSET.value: "memory copy/set",
+    Kind.SYNC.value: "sync/wait",
+    Kind.CPU_OP.value: "cpu op",
+    Kind.PYTHON.value: "python",
+    Kind.ANNOTATION.value: "annotation/step",
+    Kind.STEP.value: "annotation/step",
+    Kind.RUNTIME.value: "runtime call",
+}
+"""Colour group of each event kind on the timeline."""
+
+_DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
+_HOST = [k.value for k in HOST_KINDS]
+SEGMENT_COLUMNS = ["lane", "category", "start_ns", "end_ns", "count", "name"]
+
+
+def step_segments(events: pd.DataFrame, rank: int, step: int) -> pd.DataFrame:
+    """Segments of one (rank, step): lane, colour category, start/end (ns from step start), events merged, name."""
+    mine = events[(events["rank"] == rank) & (events["step"] == step)]
+    device = mine[mine["kind"].isin(_DEVICE)]
+    host = mine[mine["kind"].isin(_HOST) & (mine["depth"] <= MAX_HOST_DEPTH)]
+    lanes = pd.concat([_device_lanes(device), _host_lanes(host)])
+    if not len(lanes):
+        return pd.DataFrame(columns=SEGMENT_COLUMNS)
+    origin = int(lanes["start_ns"].min())
+    lanes["start_ns"] -= origin
+    lanes["end_ns"] -= origin
+    return decimate(lanes)
+
+
+def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "lane": lane.to_numpy(),
+            "category": rows["kind"].astype(str).map(CATEGORY).fillna("other").to_numpy(),
+            "start_ns": rows["ts"].to_numpy(),
+            "end_ns": (rows["ts"] + rows["dur"]).to_numpy(),
+            "name": rows["name"].astype(str).to_numpy(),
+        }
+    )
+
+
+def _device_lanes(device: pd.DataFrame) -> pd.DataFrame:
+    lane = "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)
+    return _frame(device, lane)
+
+
+def _host_lanes(host: pd.DataFrame) -> pd.DataFrame:
+    lane = "thread " + host["tid"].astype(str) + " · depth " + host["depth"].astype(str)
+    return _frame(host, lane)
+
+
+def decimate(segments: pd.DataFrame, max_segments: int = MAX_SEGMENTS) -> pd.DataFrame:
+    """Merge near-adjacent segments of one lane and colour until at most max_segments remain."""
+    span = max(int(segments["end_ns"].max() - segments["start_ns"].min()), 1)
+    resolution = span / RESOLUTION
+    seg = segments.sort_values(["lane", "category", "start_ns"], kind="stable").reset_index(drop=True)
+    while True:
+        merged = _merge(seg, resolution)
+        if len(merged) <= max_segments:
+            return merged
+        resolution *= 2
+
+
+def _merge(seg: pd.DataFrame, resolution: float) -> pd.DataFrame:
+    lane = seg["lane"].to_numpy()
+    cat = seg["category"].to_numpy()
+    start = seg["start_ns"].to_numpy()
+    end = seg["end_ns"].to_numpy()
+    new = np.ones(len(seg), dtype=bool)
+    new[1:] = (lane[1:] != lane[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] - end[:-1] > resolution)
+    group = np.cumsum(new) - 1
+    g = seg.groupby(group, sort=False)
+    out = pd.DataFrame(
+        {
+            "lane": g["lane"].first(),
+            "category": g["category"].first(),
+            "start_ns": g["start_ns"].min(),
+            "end_ns": g["end_ns"].max(),
+            "count": g.size(),
+            "name": g["name"].first(),
+        }
+    )
+    return out.reset_index(drop=True)[SEGMENT_COLUMNS]

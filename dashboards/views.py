@@ -1,0 +1,132 @@
+"""Per-trace data the pages show, computed once by the analyzers and cached (the UI never recomputes a finding)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+
+import pandas as pd
+
+from dashboards import timeline
+from traceanalyzer.analyzers.hotspots import DEVICE, Level
+from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.trace import Trace
+
+OPTIONAL = ("overlap", "collectives", "fusion", "memory")
+"""Trace analyses that may be missing for a trace (or not yet implemented); pages show what they return."""
+
+STACK_DEPTH = 40
+"""Most call-stack frames shown for a selected op."""
+
+
+@dataclass
+class Optional:
+    """An optional analysis: its data, or why there is none."""
+
+    data: object = None
+    reason: str = ""
+
+
+class View:
+    """A loaded trace plus everything the pages need from it, cached per argument set."""
+
+    def __init__(self, trace: Trace, label: str) -> None:
+        self.trace = trace
+        self.label = label
+        self.hotspots = lru_cache(maxsize=256)(self._hotspots)
+        self.segments = lru_cache(maxsize=64)(self._segments)
+        self.details = lru_cache(maxsize=256)(self._details)
+        self.optional = lru_cache(maxsize=None)(self._optional)
+        self._report: dict | None = None
+
+    def warm(self) -> None:
+        """Precompute what the first visit of each page needs."""
+        self.report()
+        for level in Level:
+            self.hotspots(level.value)
+        for name in OPTIONAL:
+            self.optional(name)
+        if self.steps():
+            self.segments(self.ranks()[0], self.steps()[0])
+
+    def report(self) -> dict:
+        """The analyzers' report (summary, findings, sections), with analyzer warnings suppressed."""
+        if self._report is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                self._report = self.trace.report()
+        return self._report
+
+    def ranks(self) -> list[int]:
+        """Ranks of the trace."""
+        return list(self.trace.meta.ranks)
+
+    def steps(self) -> list[int]:
+        """Profiled step numbers."""
+        table = self.trace.steps()
+        return sorted(int(s) for s in table["step"].unique()) if len(table) else []
+
+    def kinds(self) -> list[str]:
+        """Device kinds present in the trace (hotspot kind filter)."""
+        present = set(self.trace.events["kind"].astype(str).unique())
+        return [k for k in DEVICE if k in present]
+
+    def _hotspots(self, level: str, step: int | None = None, rank: int | None = None, kind: str | None = None):
+        return self.trace.hotspots(level, step=step, rank=rank, kind=kind)
+
+    def _segments(self, rank: int, step: int) -> pd.DataFrame:
+        return timeline.step_segments(self.trace.events, rank, step)
+
+    def _optional(self, name: str) -> Optional:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                data = getattr(self.trace, name)()
+        except Exception as e:  # an analyzer that is missing or fails on this trace: say so, keep the page
+            return Optional(reason=f"{type(e).__name__}: {e}")
+        if data is None or (isinstance(data, pd.DataFrame) and data.empty):
+            return Optional(reason="the analyzer found nothing in this trace")
+        return Optional(data=data)
+
+    def _details(self, level: str, name: str) -> dict:
+        ev = self.trace.events
+        named = ev[ev["name"] == name]
+        if level == Level.KERNEL.value:
+            kernels = named[named["kind"].isin(DEVICE)]
+            ops = ev.reindex(kernels.loc[kernels["op"] != NO_ROW, "op"].unique())
+        else:
+            ops = named[named["kind"] == Kind.CPU_OP.value]
+            kernels = ev[ev["kind"].isin(DEVICE) & ev["op"].isin(ops.index)]
+        slowest = kernels["dur"].idxmax() if len(kernels) else (ops["dur"].idxmax() if len(ops) else None)
+        return {
+            "name": name,
+            "kernels": _counted(kernels, "name"),
+            "ops": _counted(ops, "name"),
+            "shapes": _counted(ops[ops["input_dims"].astype(str) != ""], "input_dims"),
+            "stack": self._stack(slowest),
+        }
+
+    def _stack(self, row: int | None) -> list[dict]:
+        """Host frames enclosing an event (its launching op for device work), outermost first."""
+        if row is None:
+            return []
+        ev = self.trace.events
+        launch = int(ev.at[row, "launch"])
+        row = launch if launch != NO_ROW else row
+        frames = []
+        while row != NO_ROW and len(frames) < STACK_DEPTH:
+            frames.append(
+                {"kind": str(ev.at[row, "kind"]), "name": str(ev.at[row, "name"]), "dur_ns": int(ev.at[row, "dur"])}
+            )
+            row = int(ev.at[row, "parent"])
+        return frames[::-1]
+
+
+def _counted(rows: pd.DataFrame, col: str, top: int = 15) -> list[dict]:
+    """Distinct values of a column with count and total time, longest first."""
+    if not len(rows):
+        return []
+    g = rows.groupby(rows[col].astype(str), sort=False)["dur"].agg(["size", "sum"])
+    g = g.sort_values("sum", ascending=False).head(top)
+    return [{col: k, "count": int(r["size"]), "total_ns": int(r["sum"])} for k, r in g.iterrows()]
