@@ -1,0 +1,152 @@
+"""Memory analysis on real traces: peaks, what holds them, leaks, and the legacy / Ascend formats."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import H200, load_shared, shared_path
+
+from traceanalyzer.analyzers import memory
+from traceanalyzer.report import Options
+
+GIB2 = 2_147_483_648
+H200_WITH_MEMORY = [d.name for d in sorted(H200.iterdir()) if d.is_dir() and d.name != "big"] if H200.exists() else []
+
+
+def _device_peak(trace):
+    peaks = trace.memory().device_peaks
+    return peaks.loc[peaks["peak_allocated_bytes"].idxmax()]
+
+
+def test_memory_peak_is_the_unchunked_fp32_softmax():
+    trace = load_shared("h200", "memory_peak")
+    peak = _device_peak(trace)
+    assert peak["peak_allocated_bytes"] == 4_652_691_456
+    assert peak["path"].endswith("layer3.UNCHUNKED_FP32_ATTENTION_SCORES › aten::softmax › aten::_softmax")
+    assert peak["path"].startswith("ProfilerStep#2 › forward_eval")
+    assert peak["alloc_bytes_at_peak"] == GIB2
+    assert "HandBlock_3" in peak["module"]
+    # what the trace saw allocated on top of the starting 213 MiB equals the measured one-forward peak
+    assert peak["live_traced_bytes"] == 4_429_185_024
+    assert peak["allocated_before_trace_bytes"] == 223_506_432
+
+
+def test_memory_peak_live_blocks_put_the_planted_buffers_first():
+    live = load_shared("h200", "memory_peak").memory().live_at_peak
+    live = live[live["device"] == 0]
+    top = live.head(2)
+    assert list(top["bytes"]) == [GIB2, GIB2]
+    assert set(top["op_name"]) == {"aten::bmm", "aten::_softmax"}
+    assert all("UNCHUNKED_FP32_ATTENTION_SCORES" in p for p in top["path"])
+    assert live["bytes"].iloc[2] < GIB2 / 8
+
+
+def test_memory_peak_finding_advises_sdpa():
+    found = [f for f in memory.findings(load_shared("h200", "memory_peak")) if "temporar" in f.title]
+    assert len(found) == 1
+    assert "scaled_dot_product_attention" in found[0].advice
+    assert "UNCHUNKED_FP32_ATTENTION_SCORES" in found[0].where["path"]
+    assert found[0].evidence["held_bytes"] == 2 * GIB2
+
+
+def test_memory_leak_grows_64_mib_per_step_from_layer1_addmm():
+    m = load_shared("h200", "memory_leak").memory()
+    leak = m.leaking
+    assert len(leak) == 1 and leak.iloc[0]["device"] == 0
+    assert leak.iloc[0]["growth_per_step_bytes"] == pytest.approx(67_108_864, rel=0.02)
+    assert leak.iloc[0]["r2"] > 0.99
+    unfreed = m.unfreed[m.unfreed["device"] == 0]
+    assert len(unfreed) == 1
+    row = unfreed.iloc[0]
+    assert (row["op_name"], row["blocks"], row["steps"], row["unfreed_bytes"]) == ("aten::addmm", 6, 6, 6 * 67_108_864)
+    assert row["path"].endswith("layer1.mlp_matmul_add_relu › aten::linear › aten::addmm")
+    ends = m.step_memory[m.step_memory["device"] == 0]["end_bytes"]
+    assert ends.diff().dropna().eq(67_108_864).all()
+
+
+def test_memory_leak_finding_names_the_op_and_annotation():
+    trace = load_shared("h200", "memory_leak")
+    leaks = [f for f in memory.findings(trace) if f.title.startswith("Memory leak")]
+    assert len(leaks) == 1
+    assert leaks[0].where["op"] == "aten::addmm"
+    assert "layer1.mlp_matmul_add_relu" in leaks[0].advice
+    assert "64.00 MiB" in leaks[0].title
+
+
+def test_gpt_train_peak_in_log_softmax_backward_and_flat_baseline(gpt_train):
+    m = gpt_train.memory()
+    peak = _device_peak(gpt_train)
+    assert peak["peak_allocated_bytes"] == 18_499_920_384
+    assert peak["op"] == "aten::_log_softmax_backward_data"
+    assert "LogSoftmaxBackward0" in peak["path"]
+    fit = m.leak[m.leak["device"] == 0].iloc[0]
+    assert not fit["leak"] and abs(fit["growth_per_step_bytes"]) < 4096
+    loss = [f for f in memory.findings(gpt_train) if "temporar" in f.title]
+    assert loss and "chunk" in loss[0].advice and "cross-entropy" in loss[0].advice
+
+
+@pytest.mark.parametrize("name", H200_WITH_MEMORY)
+def test_h200_peaks_match_measured_max_memory_allocated_and_no_false_leak(name):
+    folder = shared_path("h200", name)
+    trace = load_shared("h200", name)
+    peaks = trace.memory().device_peaks.set_index("rank")
+    for meta_file in sorted(folder.glob("*.meta.json")):
+        meta = json.loads(meta_file.read_text())
+        rank = meta.get("rank", 0)
+        assert peaks.loc[rank, "peak_allocated_bytes"] == pytest.approx(
+            meta["max_memory_allocated_profiled_loop_B"], rel=0.01
+        )
+    leaking = len(trace.memory().leaking)
+    assert leaking == (1 if name == "memory_leak" else 0)
+
+
+def test_timeline_is_decimated_but_keeps_the_peak(monkeypatch):
+    trace = load_shared("h200", "memory_leak")
+    monkeypatch.setattr(memory, "TIMELINE_MAX_POINTS", 200)
+    analysis = memory.analyze(trace)
+    device = analysis.timeline[analysis.timeline["device"] == 0]
+    assert len(device) <= 200 < (trace.memory_events["device"] == 0).sum()
+    assert device["allocated"].max() == 1_833_546_752
+    assert device["ts"].is_monotonic_increasing
+
+
+def test_legacy_memory_args_trace_loads_with_peak():
+    trace = load_shared("public", "torch", "hta", "df_index_resolver")
+    assert len(trace.memory_events) == 28_010
+    peak = _device_peak(trace)
+    assert peak["peak_allocated_bytes"] > 4 << 30 and peak["baseline_known"]
+    assert peak["op"] != memory.OUTSIDE_OP
+    # this V100 run reserves ~1.9x what it allocates: the allocator advice applies
+    assert any("expandable_segments" in f.advice for f in memory.findings(trace))
+
+
+@pytest.mark.parametrize("sample", ["resnet50_num_workers_0", "resnet50_num_workers_4"])
+def test_2021_bytes_only_traces_rebuild_totals_and_say_baseline_unknown(sample):
+    trace = load_shared("public", "torch", "kineto_tb_plugin", "samples", sample)
+    m = trace.memory()
+    peak = _device_peak(trace)
+    assert peak["peak_allocated_bytes"] > 1 << 30 and not peak["baseline_known"]
+    assert any("baseline" in n for n in m.notes) and any("addresses" in n for n in m.notes)
+    assert m.live_at_peak.empty and m.leaking.empty
+    section = memory.section(trace, Options())
+    assert section["facts"]["baseline"].startswith("unknown")
+
+
+def test_section_is_plain_data_with_peak_live_blocks_and_leak_verdict():
+    trace = load_shared("h200", "memory_leak")
+    section = memory.section(trace, Options(top=5))
+    json.dumps(section)
+    assert section["facts"]["peak_allocated_bytes"] == 1_833_546_752
+    assert "64.00 MiB per step" in section["facts"]["leak"]
+    live = section["tables"]["Blocks live at the peak (largest first)"]
+    assert len(live) == 5 and live[0]["bytes"] == 67_108_864
+    flat = memory.section(load_shared("h200", "memory_peak"), Options())
+    assert flat["facts"]["leak"].startswith("none")
+
+
+def test_trace_without_memory_events_has_empty_analysis():
+    trace = load_shared("public", "torch", "tracelens", "mi300", "resnet_act_checkpoint.json.gz")
+    m = trace.memory()
+    assert m.peaks.empty and m.timeline.empty and m.leak.empty
+    assert memory.section(trace, Options()) is None and memory.findings(trace) == []
