@@ -150,7 +150,7 @@ def idle_gaps(trace, top: int = LARGEST_GAPS) -> pd.DataFrame:
             {
                 "rank": int(rank),
                 "device": int(device),
-                "start_ns": gap_start[order],
+                "offset_ns": gap_start[order] - starts.min(),
                 "dur_ns": (gap_end - gap_start)[order],
             }
         )
@@ -158,7 +158,7 @@ def idle_gaps(trace, top: int = LARGEST_GAPS) -> pd.DataFrame:
         activity = host_activity(events, int(rank), gap_start[order], gap_end[order])
         frames.append(pd.concat([table, activity], axis=1))
     if not frames:
-        return pd.DataFrame(columns=["rank", "device", "start_ns", "dur_ns"])
+        return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])
     return pd.concat(frames, ignore_index=True).sort_values("dur_ns", ascending=False, kind="stable")
 
 
@@ -175,16 +175,20 @@ def _busy_work(events: pd.DataFrame) -> pd.DataFrame:
 def _gap_findings(trace, step_ns: int) -> list[Finding]:
     busy = device_busy(trace)
     gaps = idle_gaps(trace, top=1)
+    after_sync = in_steps(trace, sync_stalls(trace)).groupby("rank")["idle_after_ns"].sum()
     out = []
     for row in busy[busy["large_gaps"] > 0].itertuples(index=False):
         largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
         host = _host_phrase(largest.iloc[0]) if len(largest) else "unknown"
+        synced = after_sync.get(row.rank, 0) / row.idle_ns
+        after = f", {synced:.0%} of the idle right after host syncs" if synced else ""
         out.append(
             fnd.make(
                 ANALYZER,
                 f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its busy span "
-                f"({row.large_gaps} gaps > 100 µs)",
+                f"({row.large_gaps} gaps > 100 µs{after})",
                 f"The GPU waits for the host. During the largest gap the host was in {host}. "
+                f"{'Remove the host syncs first (see the sync finding). ' if synced else ''}"
                 "Move that work off the critical path (DataLoader workers and pin_memory for input, "
                 "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
                 "it with device work. See the idle-gap table for the other large gaps.",

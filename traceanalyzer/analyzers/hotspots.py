@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from enum import Enum
 
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.findings import Finding, make
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 
 DEVICE = [k.value for k in DEVICE_KINDS]
@@ -101,3 +103,135 @@ def _op_device(events: pd.DataFrame) -> pd.DataFrame:
     stats["kernels"] = frame.groupby("name", sort=False).size().reindex(stats["name"]).to_numpy()
     stats["kind"] = Kind.CPU_OP.value
     return _ranked(stats)[HOTSPOT_COLUMNS[:-2] + ["kernels", "share", "cum_share"]]
+
+
+# ---------------------------------------------------------------- findings: what dominates step time
+
+HOTSPOT_FINDINGS = 5
+"""How many of the top ops (or kernels) become findings."""
+
+OP_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = (
+    ("communication", re.compile(r"nccl|rccl|hccl|c10d|record_param_comms|all_?reduce|all_?gather|reduce_?scatter")),
+    ("copy", re.compile(r"copy|::to$|_to_copy|contiguous|clone|::cat$|Memcpy|index_select|::stack$", re.I)),
+    ("attention", re.compile(r"attention|sdpa|flash|fmha", re.I)),
+    (
+        "gemm",
+        re.compile(r"::mm$|::addmm$|::bmm$|baddbmm|matmul|linear|gemm|conv|nvjet|xmma|cutlass|Cijk_|cublas", re.I),
+    ),
+    ("memset", re.compile(r"Memset|::zero_$|::fill_$", re.I)),
+    ("normalization", re.compile(r"norm|softmax", re.I)),
+    (
+        "elementwise",
+        re.compile(
+            r"elementwise|foreach|::(mul|add|sub|div|pow|sin|cos|exp|log|neg|rsqrt|sqrt|relu|gelu|silu|sigmoid|tanh"
+            r"|clamp|where|masked_fill|threshold)_?$",
+            re.I,
+        ),
+    ),
+    ("reduction", re.compile(r"reduce|::sum$|::mean$|::max$|::min$|::norm$|argmax", re.I)),
+)
+"""Op/kernel categories by name, checked in order; the first match wins."""
+
+CATEGORY_ADVICE = {
+    "gemm": "Matrix multiplies: run them on tensor cores (bf16/fp16 autocast, or TF32 for fp32), keep dimensions "
+    "multiples of 8/16, batch many small GEMMs into one (bmm, grouped GEMM), and check the achieved TFLOP/s "
+    "against the GPU's peak.",
+    "attention": "Attention: use a fused kernel (F.scaled_dot_product_attention with the flash/cuDNN backend, not the "
+    "math fallback) and check the sequence length and head dim it is given.",
+    "elementwise": "Elementwise ops: each eager op reads and writes the whole tensor. Fuse the chain with "
+    "torch.compile, use foreach/fused optimizer variants (fused=True), or a fused kernel.",
+    "normalization": "Norms and softmax: use fused implementations (torch.compile, fused RMSNorm/LayerNorm kernels) so "
+    "the surrounding elementwise ops fold into them.",
+    "reduction": "Reductions: fuse them with their producers (torch.compile) and avoid reducing the same tensor twice.",
+    "copy": "Copies: avoid .contiguous()/.clone() after transposes, keep dtypes consistent so .to()/autocast casts are "
+    "not repeated every step (cast weights once), and keep host↔device copies out of the loop.",
+    "memset": "Memsets: avoid zero-initialising buffers that are overwritten anyway (torch.empty instead of "
+    "torch.zeros, zero_grad(set_to_none=True)).",
+    "communication": "Communication: see the overlap findings; overlap it with compute (DDP buckets, FSDP prefetch), "
+    "reduce its volume (bf16 gradients, fewer larger collectives) and check rank skew.",
+    "other": "Check whether this op must run every step, and what its kernels do.",
+}
+"""Concrete advice per category."""
+
+
+def category(*names: str) -> str:
+    """The category of an op or kernel, from its name (and its main kernel's name)."""
+    for name, pattern in OP_CATEGORIES:
+        if any(pattern.search(n) for n in names if n):
+            return name
+    return "other"
+
+
+def findings(trace) -> list[Finding]:
+    """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice."""
+    from traceanalyzer.analyzers.attribution import in_steps, step_time_ns
+
+    events = in_steps(trace, trace.events)
+    table, main_kernel = _dominant(events)
+    step_ns = step_time_ns(trace)
+    device_ns = int(events.loc[events["kind"].isin(DEVICE), "dur"].sum())
+    rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
+    return [_hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns) for row in rows]
+
+
+def _dominant(events: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+    """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel."""
+    device = events[events["kind"].isin(DEVICE)]
+    linked = device[device["op"] != NO_ROW]
+    if linked["dur"].sum() * 2 < device["dur"].sum():
+        return hotspots(events, Level.KERNEL), {}
+    op_names = events["name"].astype(str).reindex(linked["op"].to_numpy()).to_numpy()
+    per_kernel = pd.DataFrame({"op": op_names, "kernel": linked["name"].astype(str).to_numpy(), "dur": linked["dur"]})
+    top = per_kernel.groupby(["op", "kernel"])["dur"].sum().sort_values(ascending=False).reset_index()
+    return hotspots(events, Level.OP_DEVICE), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
+
+
+def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int) -> Finding:
+    kind = category(row["name"], kernel)
+    count = int(row["count"])
+    return make(
+        "hotspots",
+        f"{row['name']}: {row['total_ns'] / 1e6:.2f} ms of device time in {count:,} calls "
+        f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / device_ns:.0%} of device time)",
+        CATEGORY_ADVICE[kind],
+        int(row["total_ns"]),
+        step_ns,
+        where={"name": row["name"], "category": kind},
+        evidence={
+            "count": count,
+            "total_ns": int(row["total_ns"]),
+            "mean_ns": float(row["mean_ns"]),
+            "device_share": row["total_ns"] / device_ns if device_ns else 0.0,
+            "main_kernel": kernel,
+        },
+    )
+
+
+def by_category(trace, events: pd.DataFrame) -> pd.DataFrame:
+    """Device time per op category (gemm, elementwise, copy, ...) among ``events`` of the trace, with share."""
+    device = events[events["kind"].isin(DEVICE)]
+    op = device["op"].to_numpy()
+    names = trace.events["name"].astype(str).to_numpy()
+    op_names = np.where(op != NO_ROW, names[np.maximum(op, 0)], "")
+    kernel_names = device["name"].astype(str).to_numpy()
+    pairs = pd.Series(list(zip(op_names, kernel_names, strict=True)))
+    cats = pairs.map({p: category(*p) for p in set(pairs)}).to_numpy()
+    table = pd.DataFrame({"category": cats, "dur": device["dur"].to_numpy()})
+    out = table.groupby("category")["dur"].agg(["size", "sum"]).reset_index()
+    out.columns = ["category", "count", "total_ns"]
+    return _ranked(out)[["category", "count", "total_ns", "share"]]
+
+
+def section(trace, options) -> dict | None:
+    """Device time by op category, over the selected steps and ranks."""
+    events = trace.select(step=options.step, rank=options.rank)
+    table = by_category(trace, events)
+    if not len(table):
+        return None
+    from traceanalyzer.report import records
+
+    return {
+        "title": "Device time by op category",
+        "facts": {"top_category": table["category"].iloc[0], "top_category_share": float(table["share"].iloc[0])},
+        "tables": {"by_category": records(table)},
+    }

@@ -1,0 +1,145 @@
+"""Health findings on real H200 traces: idle gaps, launch-bound loops, host syncs, fp32 GEMMs (GROUND_TRUTH.md)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+from conftest import load_shared, shared_path
+
+from traceanalyzer.analyzers import health, hotspots
+from traceanalyzer.cli import main
+from traceanalyzer.report import Options
+
+
+def _h200(name: str, file: str | None = None):
+    return load_shared("h200", name, file or f"{name}.json.gz")
+
+
+def _titles(found) -> list[str]:
+    return [f.title for f in found]
+
+
+def test_gpt_train_gpu_busy_and_gaps(gpt_train):
+    busy = health.device_busy(gpt_train).iloc[0]
+    assert busy["busy_share"] == pytest.approx(0.882, abs=0.001)
+    assert busy["large_gaps"] == 38
+    assert busy["large_gap_ns"] == pytest.approx(10.3e6, rel=0.01)
+    assert busy["largest_gap_ns"] == pytest.approx(1.98e6, rel=0.01)
+
+
+def test_largest_gaps_say_what_the_host_did(gpt_train):
+    gaps = health.idle_gaps(gpt_train, top=5)
+    assert gaps["dur_ns"].iloc[0] == pytest.approx(1.98e6, rel=0.01)
+    assert gaps["dur_ns"].is_monotonic_decreasing
+    assert (gaps["resumed_by"] != "").all() and (gaps["host_during"] != "").all()
+
+
+def test_gpt_train_has_no_sync_finding_beyond_the_profiler_flush(gpt_train):
+    stalls = health.sync_stalls(gpt_train)
+    assert list(stalls["name"]) == ["cudaDeviceSynchronize"]  # the profiler's own flush, outside every step
+    assert len(health.sync_places(gpt_train)) == 0
+    assert not [t for t in _titles(health.findings(gpt_train)) if "sync" in t]  # nor in the idle-gap finding
+
+
+def test_sync_stalls_counts_and_places():
+    trace = _h200("sync_stalls")
+    stalls = health.sync_stalls(trace)
+    assert (stalls["name"] == "cudaStreamSynchronize").sum() == 66
+    assert stalls.loc[stalls["name"] == "cudaStreamSynchronize", "sync_ns"].sum() == pytest.approx(15.96e6, rel=0.005)
+    copies = health.dtoh_copies(trace).set_index("name")["count"]
+    assert copies["Memcpy DtoH (Device -> Pinned)"] == 63
+    assert copies["Memcpy DtoH (Device -> Pageable)"] == 3
+    places = health.sync_places(trace).set_index("annotation")
+    assert places.loc["SYNC_item_grad_norm_per_param", "syncs"] == 48
+    assert places.loc["SYNC_tensor_cpu", "syncs"] == 3
+    assert (places["idle_after_ns"] > 0).all()
+    busy = health.device_busy(trace).iloc[0]
+    assert busy["busy_share"] == pytest.approx(0.676, abs=0.001)
+    assert busy["large_gaps"] == 32
+    assert busy["large_gap_ns"] == pytest.approx(10.39e6, rel=0.005)
+    assert busy["largest_gap_ns"] == pytest.approx(1.36e6, rel=0.005)
+
+
+def test_sync_finding_names_its_location():
+    found = [f for f in health.findings(_h200("sync_stalls")) if "host syncs per step" in f.title]
+    assert len(found) == 1
+    assert "22 host syncs per step" in found[0].title
+    assert found[0].where["annotation"] == "SYNC_item_grad_norm_per_param"
+    assert found[0].evidence["dtoh_copies"]["Memcpy DtoH (Device -> Pageable)"] == 3
+    assert "pageable" in found[0].advice
+
+
+def test_cli_lists_the_sync_finding_near_the_top(capsys):
+    path = shared_path("h200", "sync_stalls", "sync_stalls.json.gz")
+    assert main([str(path), "--format", "json"]) == 0
+    titles = [f["title"] for f in json.loads(capsys.readouterr().out)["findings"]]
+    top = [i for i, t in enumerate(titles) if "host syncs per step" in t]
+    assert top and top[0] < 3, titles
+    assert "SYNC_item_grad_norm_per_param" in titles[top[0]]
+
+
+def test_launch_bound_loop_is_found_with_its_annotation():
+    trace = _h200("launch_bound")
+    busy = health.device_busy(trace).iloc[0]
+    assert busy["busy_share"] == pytest.approx(0.059, abs=0.001)
+    loop = health.launch_bound(trace).iloc[0]
+    assert loop["annotation"] == "tiny_elementwise_loop"
+    assert loop["tiny_kernels"] == 3000 and loop["launch_calls"] == 3000
+    assert loop["launch_ns"] == pytest.approx(16.46e6, rel=0.005)
+    assert loop["kernel_ns_median"] < 1500 < 5000 < loop["launch_ns_median"]
+    found = [f for f in health.findings(trace) if f.title.startswith("Launch-bound")]
+    assert len(found) == 1 and "tiny_elementwise_loop" in found[0].title
+    assert "CUDA graph" in found[0].advice and "reduce-overhead" in found[0].advice
+
+
+def test_gpt_train_is_not_launch_bound(gpt_train):
+    assert not [t for t in _titles(health.findings(gpt_train)) if t.startswith("Launch-bound")]
+
+
+def test_fp32_matmul_is_flagged_and_bf16_is_not():
+    fp32 = _h200("fp32_matmul")
+    found = [f for f in health.findings(fp32) if f.title.startswith("fp32 matrix")]
+    assert len(found) == 1
+    per_step = found[0].evidence["fp32_gemm_ns_per_step"]
+    assert 55e6 < per_step < 66e6  # GROUND_TRUTH: 59.9 ms of GPU time per step, aten::mm 58.7 ms
+    assert found[0].evidence["device_time_share"] > 0.9
+    assert found[0].where["ops"] == ["aten::mm"]
+    assert "TF32" in found[0].advice and "bf16" in found[0].advice
+    gemms = health.fp32_gemms(fp32)
+    assert gemms["name"].str.contains("simt_sgemm").any() and gemms["name"].str.contains("_ffma_").any()
+    bf16 = _h200("bf16_matmul")
+    assert len(health.fp32_gemms(bf16)) == 0
+    assert not [t for t in _titles(health.findings(bf16)) if t.startswith("fp32")]
+
+
+def test_ddp_straggler_sleep_shows_as_the_largest_gaps():
+    trace = _h200("ddp_no_overlap", "ddp_no_overlap_rank1.json.gz")
+    gaps = health.idle_gaps(trace, top=3)
+    assert list((gaps["dur_ns"] / 1e5).round().astype(int)) == [515, 514, 512]
+    assert gaps["host_during"].str.contains("sleep|STRAGGLER", case=False).all(), gaps["host_during"].tolist()
+
+
+def test_no_dynamic_shapes_in_a_fixed_shape_training_loop(gpt_train):
+    assert len(health.dynamic_shapes(gpt_train)) == 0
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("public", "torch", "hta", "cpu_only"),
+        ("public", "torch", "hta", "mtia_inference_trace"),
+        ("public", "torch", "tracelens", "mi300", "gaunernst_bert-small-uncased__1016001.json.gz"),
+        ("public", "torch", "tracelens", "mi300", "resnet_act_checkpoint.json.gz"),
+        ("public", "torch", "kineto_tb_plugin", "samples", "resnet50_num_workers_0"),
+    ],
+)
+def test_findings_and_sections_never_fail_on_small_public_traces(parts):
+    trace = load_shared(*parts)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        found = health.findings(trace) + hotspots.findings(trace)
+        health.section(trace, Options())
+        hotspots.section(trace, Options())
+    assert all(f.cost_ns >= 0 for f in found)
