@@ -1,1 +1,374 @@
-"""Placeholder until the distributed analyzer lands."""
+"""Communication/compute overlap per rank and step, collective calls across ranks, stragglers, and their findings.
+
+Overlap breakdown, per rank and step. The step span is the step as the device sees it: it starts with the
+ProfilerStep, or later, when the device finishes the previous step's work, and ends where the next one starts
+(the whole device span when there are no steps). Over the step span, with C = union of compute kernels,
+M = union of communication, and X = union of memory copies and sets:
+
+* ``compute_only`` = |C \\ M|, ``comm_hidden`` = |C ∩ M|, ``comm_exposed`` = |M \\ C|,
+* ``memory_exposed`` = |X \\ (C ∪ M)|, ``idle`` = span − |C ∪ M ∪ X|; the five sum to the span.
+* ``hidden_comm_share`` = |C ∩ M| / |M| (HTA's overlap %); ``comm_exposed`` is TraceLens's exposed communication
+  and msprof's Communication(Not Overlapped); ``memory_exposed + idle`` is msprof's Free.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import intervals
+from traceanalyzer.analyzers import collective_calls
+from traceanalyzer.findings import Finding, make
+from traceanalyzer.linking import step_table
+from traceanalyzer.schema import NO_ROW, Kind
+
+PARTS = ("compute_only", "comm_hidden", "comm_exposed", "memory_exposed", "idle")
+"""The exclusive parts of a step span, in priority order."""
+
+LANES = {
+    "Computing": "lane_computing_ns",
+    "Communication": "lane_communication_ns",
+    "Communication(Not Overlapped)": "lane_comm_not_overlapped_ns",
+    "Free": "lane_free_ns",
+}
+"""Ascend ``Overlap Analysis`` lanes (the trace's own breakdown) and the columns they are reported in."""
+
+_COMPUTE = [Kind.KERNEL.value]
+_COMM = [Kind.COMMUNICATION.value]
+_MEMORY = [Kind.MEMCPY.value, Kind.MEMSET.value]
+
+
+def overlap(trace) -> pd.DataFrame:
+    """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
+    rows = []
+    for rank, events in trace.events.groupby("rank", sort=True):
+        sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", _MEMORY))}
+        lanes = events[events["kind"] == Kind.OVERLAP_LANE.value]
+        for step, start, end in _windows(events):
+            row = {"rank": int(rank), "step": step, "start_ns": start, "span_ns": end - start}
+            row.update(_breakdown(sets, start, end))
+            row.update(_lanes(lanes, start, end))
+            rows.append(row)
+    return _with_shares(pd.DataFrame(rows))
+
+
+def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
+    rows = events[events["kind"].isin(kinds)]
+    return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
+
+
+def _windows(events: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(step, start, end) per step on the device: a step starts when its ProfilerStep starts, or later, when the
+    device finishes the previous step's work; the last ends when both host and device are done with it."""
+    device = events[events["kind"].isin(_COMPUTE + _COMM + _MEMORY)]
+    steps = step_table(events)
+    if not len(steps):
+        if not len(device):
+            return []
+        return [(NO_ROW, int(device["ts"].min()), int((device["ts"] + device["dur"]).max()))]
+    device_end = (device["ts"] + device["dur"]).groupby(device["step"]).max()
+    done = device_end.reindex(steps["step"]).fillna(0).astype(np.int64).to_numpy()
+    starts = steps["start"].to_numpy().copy()
+    starts[1:] = np.maximum(starts[1:], done[:-1])
+    starts = np.maximum.accumulate(starts)
+    last = max(int(steps["end"].iloc[-1]), int(done[-1]), int(starts[-1]))
+    ends = np.append(starts[1:], last)
+    return [(int(n), int(a), int(b)) for n, a, b in zip(steps["step"], starts, ends, strict=True)]
+
+
+def _breakdown(sets: dict, start: int, end: int) -> dict:
+    c, m, x = (intervals.clip(sets[k], start, end) for k in ("c", "m", "x"))
+    compute, comm = intervals.length(c), intervals.length(m)
+    hidden = intervals.overlap_length(c, m)
+    c_or_m = intervals.length(_merged(c, m))
+    busy = intervals.length(_merged(_merged(c, m), x))
+    parts = (compute - hidden, hidden, comm - hidden, busy - c_or_m, end - start - busy)
+    out = {f"{name}_ns": int(v) for name, v in zip(PARTS, parts, strict=True)}
+    out.update({"compute_ns": compute, "comm_ns": comm})
+    return out
+
+
+def _merged(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
+    return intervals.union(np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1])))
+
+
+def _lanes(lanes: pd.DataFrame, start: int, end: int) -> dict:
+    """The trace's own overlap lanes summed over the window (Ascend); nothing when the trace has none."""
+    if not len(lanes):
+        return {}
+    names = lanes["name"].astype(str)
+    out = {}
+    for lane, column in LANES.items():
+        mine = lanes[names == lane]
+        ts = mine["ts"].to_numpy()
+        out[column] = int(np.clip(np.minimum(ts + mine["dur"].to_numpy(), end) - np.maximum(ts, start), 0, None).sum())
+    return out
+
+
+def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
+    if not len(table):
+        return pd.DataFrame(columns=["rank", "step", "start_ns", "span_ns", *[f"{p}_ns" for p in PARTS]])
+    span = table["span_ns"].where(table["span_ns"] > 0)
+    for part in PARTS:
+        table[f"{part}_share"] = table[f"{part}_ns"] / span
+    table["hidden_comm_share"] = table["comm_hidden_ns"] / table["comm_ns"].where(table["comm_ns"] > 0)
+    return table
+
+
+def collectives(trace) -> pd.DataFrame:
+    """One row per collective call per rank: exposure, phase, and across ranks wait, transfer, late rank, bandwidth."""
+    return collective_calls.calls(trace)
+
+
+def clock_offsets(trace) -> pd.DataFrame:
+    """Per rank: estimated clock offset against the lowest rank (ns), its spread and the calls it rests on."""
+    return collective_calls.clock_offsets_of(trace.collectives())
+
+
+def late_arrivals(trace) -> pd.DataFrame:
+    """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing."""
+    return collective_calls.late_arrivals(trace, trace.collectives())
+
+
+def per_rank(trace) -> pd.DataFrame:
+    """Per rank over all steps: the overlap breakdown summed, the share of communication hidden, and waits."""
+    table = trace.overlap()
+    if not len(table):
+        return pd.DataFrame()
+    sums = table.groupby("rank")[["span_ns", "compute_ns", "comm_ns", *[f"{p}_ns" for p in PARTS]]].sum()
+    sums["hidden_comm_share"] = sums["comm_hidden_ns"] / sums["comm_ns"].where(sums["comm_ns"] > 0)
+    calls = trace.collectives()
+    sums["calls"] = calls.groupby("rank").size().reindex(sums.index).fillna(0).astype(int)
+    sums["wait_ns"] = calls.groupby("rank")["wait_ns"].sum(min_count=1).reindex(sums.index)
+    return sums.reset_index()
+
+
+SMALL_MESSAGE_BYTES = 1 << 20
+"""Collectives below this size are latency-bound."""
+SMALL_MESSAGES_PER_STEP = 50
+"""More small collectives than this per step are worth coalescing."""
+LARGE_MESSAGE_BYTES = 16 << 20
+"""Only collectives at least this large are judged for bandwidth."""
+LOW_BUS_SHARE = 0.3
+"""Bus bandwidth below this fraction of the link's nominal bandwidth is low."""
+REACHABLE_BUS_SHARE = 0.8
+"""The fraction of nominal link bandwidth a large collective can reach (the basis of the saving estimate)."""
+MIN_COST_SHARE = 0.01
+"""Findings worth less than this fraction of step time are not reported."""
+GRADIENT_PHASES = ("backward", "after_backward")
+PREFETCH_PHASES = ("forward", "backward")
+ANALYZER = "distributed"
+
+_ADVICE_AFTER_BACKWARD = (
+    "These all-reduces start only after backward has finished, so no compute is left to hide them. Use "
+    "DistributedDataParallel (its bucketed all-reduce runs while backward still computes) or all-reduce from "
+    "gradient hooks in buckets; if this is DDP under no_sync(), only the accumulation micro-steps belong under "
+    "no_sync(), not the last one."
+)
+_ADVICE_IN_BACKWARD = (
+    "The last gradient buckets finish after backward compute ends. Lower DDP bucket_cap_mb (default 25) so buckets "
+    "start earlier, set gradient_as_bucket_view=True, and keep find_unused_parameters=False (static_graph=True if "
+    "the graph does not change)."
+)
+_ADVICE_PREFETCH = (
+    "Parameter all-gathers wait in the open instead of running ahead of the layer that needs them. FSDP: "
+    "forward_prefetch=True and backward_prefetch=BackwardPrefetch.BACKWARD_PRE (FSDP2: "
+    "set_modules_to_forward_prefetch / set_modules_to_backward_prefetch), and keep limit_all_gathers on."
+)
+_ADVICE_SMALL = (
+    "Each collective pays a fixed launch and latency cost whatever its size. Coalesce small tensors into one "
+    "buffer (DDP buckets do this; otherwise flatten them, e.g. torch._utils._flatten_dense_tensors, and all-reduce "
+    "once), or raise the bucket size."
+)
+_ADVICE_BANDWIDTH = (
+    "Large collectives move data well below what the link can carry. Check the NCCL algorithm/protocol "
+    "(NCCL_DEBUG=INFO; the kernel name shows e.g. RING_LL), that NVLink/NVLS is used (not PCIe or sockets), "
+    "and that the collective is not sharing the link with other traffic."
+)
+_ADVICE_LATE = {
+    "compute": "It has more device work before the collective than its peers: balance the work per rank "
+    "(uneven batch or sequence lengths, uneven pipeline or expert partitions) or check that GPU for throttling.",
+    "data_loading": "It is loading data while the others wait: raise DataLoader num_workers, use pin_memory=True, "
+    "persistent_workers=True and a larger prefetch_factor.",
+    "host": "It is busy on the host in '{detail}' while the others wait: take that work out of the training loop, "
+    "make it asynchronous, or run it on every rank at the same point.",
+    "idle": "Its device is idle and no host range explains it (maybe outside the traced window): profile that "
+    "rank with with_stack=True.",
+}
+
+
+def findings(trace) -> list[Finding]:
+    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, many small messages, low bandwidth."""
+    calls = trace.collectives()
+    if not len(calls):
+        return []
+    found = [
+        _exposed(trace, calls, "allreduce", GRADIENT_PHASES),
+        _exposed(trace, calls, "allgather", PREFETCH_PHASES),
+        _straggler(trace),
+        _small_messages(trace, calls),
+        _low_bandwidth(trace, calls),
+    ]
+    return [f for f in found if f is not None and f.step_share >= MIN_COST_SHARE]
+
+
+def _step_time(trace, rank: int) -> int:
+    table = trace.overlap()
+    return int(table.loc[table["rank"] == rank, "span_ns"].sum())
+
+
+def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
+    """Exposed time of each call beyond what it spent waiting for peers."""
+    return (calls["exposed_ns"] - calls["wait_ns"].fillna(0)).clip(lower=0)
+
+
+def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
+    mine = calls[(calls["collective"] == collective) & calls["phase"].isin(phases)]
+    if not len(mine):
+        return None
+    exposed = _exposed_transfer(mine).groupby(mine["rank"]).sum()
+    rank = int(exposed.idxmax())
+    ours = mine[mine["rank"] == rank]
+    after = (ours["phase"] == "after_backward").mean() > 0.5
+    steps = max(ours["step"].nunique(), 1)
+    if collective == "allgather":
+        title, advice = f"All-gathers exposed on rank {rank}", _ADVICE_PREFETCH
+    elif after:
+        title, advice = f"Gradient all-reduce after backward, exposed on rank {rank}", _ADVICE_AFTER_BACKWARD
+    else:
+        title, advice = f"Gradient all-reduce exposed at the end of backward on rank {rank}", _ADVICE_IN_BACKWARD
+    evidence = {
+        "calls_per_step": len(ours) / steps,
+        "exposed_ns_per_step": int(exposed[rank] / steps),
+        "hidden_share": float(ours["compute_beside_ns"].sum() / max(ours["dur_ns"].sum(), 1)),
+        "wait_excluded_ns": int(ours["wait_ns"].fillna(0).sum()),
+        "phases": ours["phase"].value_counts().to_dict(),
+    }
+    return make(
+        ANALYZER, title, advice, int(exposed[rank]), _step_time(trace, rank),
+        where={"rank": rank, "collective": collective}, evidence=evidence,
+    )  # fmt: skip
+
+
+def _straggler(trace) -> Finding | None:
+    late = late_arrivals(trace)
+    if not len(late):
+        return None
+    caused = late.groupby("late_rank")["caused_wait_ns"].sum()
+    rank = int(caused.idxmax())
+    ours = late[late["late_rank"] == rank]
+    by_cause = ours.groupby("cause")["caused_wait_ns"].sum()
+    cause = str(by_cause.idxmax())
+    detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
+    calls = trace.collectives()
+    waits = calls[calls["rank"] != rank].groupby("rank")["wait_ns"].sum()
+    victim = int(waits.idxmax()) if len(waits) else rank
+    advice = f"Rank {rank} arrives last at its collectives; the others wait. " + _ADVICE_LATE[cause].format(
+        detail=detail
+    )
+    return make(
+        ANALYZER, f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
+        int(caused[rank]), _step_time(trace, victim),
+        where={"rank": rank},
+        evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
+    )  # fmt: skip
+
+
+def _small_messages(trace, calls: pd.DataFrame) -> Finding | None:
+    small = calls[(calls["bytes"] > 0) & (calls["bytes"] < SMALL_MESSAGE_BYTES)]
+    if not len(small):
+        return None
+    per_step = small.groupby("rank").size() / calls.groupby("rank")["step"].nunique().clip(lower=1)
+    rank = int(per_step.idxmax())
+    if per_step[rank] < SMALL_MESSAGES_PER_STEP:
+        return None
+    ours = small[small["rank"] == rank]
+    cost = int(_exposed_transfer(ours).sum())
+    return make(
+        ANALYZER, f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)", _ADVICE_SMALL,
+        cost, _step_time(trace, rank),
+        where={"rank": rank},
+        evidence={"calls": len(ours), "median_bytes": int(ours["bytes"].median())},
+    )  # fmt: skip
+
+
+def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
+    large = calls[(calls["bytes"] >= LARGE_MESSAGE_BYTES) & calls["transfer_ns"].notna() & calls["link_gbps"].notna()]
+    slow = large[large["busbw_gbps"] < LOW_BUS_SHARE * large["link_gbps"]]
+    if not len(slow):
+        return None
+    reachable = slow["transfer_ns"] * slow["busbw_gbps"] / (REACHABLE_BUS_SHARE * slow["link_gbps"])
+    saving = (slow["transfer_ns"] - reachable).groupby(slow["rank"]).sum()
+    rank = int(saving.idxmax())
+    ours = slow[slow["rank"] == rank]
+    finding = make(
+        ANALYZER, f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
+        _ADVICE_BANDWIDTH, int(saving[rank]), _step_time(trace, rank),
+        where={"rank": rank},
+        evidence={"calls": len(ours), "median_busbw_gbps": float(ours["busbw_gbps"].median())},
+    )  # fmt: skip
+    finding.estimated = True
+    return finding
+
+
+TOP_COLUMNS = [
+    "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "transfer_ns",
+    "busbw_gbps", "late_rank",
+]  # fmt: skip
+STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
+
+
+def section(trace, options) -> dict | None:
+    """Overlap per rank and step, the most exposed collectives, the late rank and clock offsets."""
+    calls = trace.collectives()
+    table = trace.overlap()
+    if not len(calls) or not len(table):
+        return None
+    if options.rank is not None:
+        table = table[table["rank"] == options.rank]
+    if options.step is not None:
+        table = table[table["step"] == options.step]
+    ranks = per_rank(trace)
+    tables = {
+        "Communication by rank": _records(ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share",
+                                                 "calls", "wait_ns"]]),
+        "Overlap per rank and step": _records(table[[c for c in STEP_COLUMNS if c in table]]),
+        "Most exposed collectives": _records(_top(calls, options)[TOP_COLUMNS]),
+    }  # fmt: skip
+    facts = {
+        "ranks": len(ranks),
+        "collective_calls": len(calls),
+        "matched_across_ranks": int((calls["match"] != NO_ROW).sum()),
+        "hidden_comm_share": float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1)),
+        "comm_exposed_ns": int(ranks["comm_exposed_ns"].sum()),
+    }
+    if trace.events["rank"].nunique() > 1:
+        facts.update(_cross_rank_facts(trace, tables, options))
+    return {"title": "Distributed: communication and overlap", "facts": facts, "tables": tables}
+
+
+def _top(calls: pd.DataFrame, options) -> pd.DataFrame:
+    if options.rank is not None:
+        calls = calls[calls["rank"] == options.rank]
+    if options.step is not None:
+        calls = calls[calls["step"] == options.step]
+    return calls.nlargest(options.top, "exposed_ns")
+
+
+def _cross_rank_facts(trace, tables: dict, options) -> dict:
+    offsets = clock_offsets(trace)
+    tables["Clock offsets"] = _records(offsets)
+    late = late_arrivals(trace)
+    facts = {"max_clock_offset_ns": int(offsets["offset_ns"].abs().max())}
+    if len(late):
+        tables["Late arrivals"] = _records(late.head(options.top).drop(columns="match"))
+        caused = late.groupby("late_rank")["caused_wait_ns"].sum()
+        facts["late_rank"] = int(caused.idxmax())
+        facts["late_rank_caused_wait_ns"] = int(caused.max())
+    return facts
+
+
+def _records(frame: pd.DataFrame) -> list[dict]:
+    from traceanalyzer.report import records
+
+    return records(frame)

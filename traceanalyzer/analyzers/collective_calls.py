@@ -1,0 +1,333 @@
+"""Collective calls: one row per communication call on each rank, matched across ranks.
+
+Calls are matched by process group and sequence number within the group (order on the device), with a
+small shift search where a rank's window cut a call off. Clock offsets between ranks come from the ends
+of matched calls (a collective finishes nearly together everywhere); they are applied here, never written
+back into the event table. Wait is the part of a call beyond the shortest duration across ranks (time
+spent waiting for peers); transfer is that shortest duration.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import intervals
+from traceanalyzer.classify import collective_from_name
+from traceanalyzer.schema import NO_ROW, Kind
+
+BUS_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+}
+"""NCCL-tests bus-bandwidth factors by collective (others, e.g. broadcast and send/recv, use 1)."""
+
+LINK_GBPS = (
+    (re.compile(r"H100.*PCIe|H200 NVL", re.I), None),
+    (re.compile(r"H100|H200|H800|GH200", re.I), 450.0),
+    (re.compile(r"B200|B100|GB200", re.I), 900.0),
+    (re.compile(r"A100.*PCIe", re.I), None),
+    (re.compile(r"A100|A800", re.I), 300.0),
+    (re.compile(r"V100-SXM", re.I), 150.0),
+)
+"""Nominal per-direction NVLink bandwidth (GB/s) of a device by name; None where the interconnect varies."""
+
+OPTIMIZER_OP = re.compile(r"^Optimizer\.step")
+BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function")
+DATA_LOADING = re.compile(r"DataLoader|dataloader|_next_data|__next__")
+DTYPE_IN_NAME = re.compile(
+    r"_(bf16|f16|f32|f64|f8e4m3|f8e5m2|i8|u8|i32|u32|i64|u64|half|float|double|bfloat16|int8_t|uint8_t|int32_t|"
+    r"int64_t|uint64_t)(?=[_(]|$)"
+)
+ALL_TO_ALL = re.compile(r"all2all", re.I)
+COLLECTIVE_IN_OPS = re.compile(r"all_?to_?all|all_?gather|reduce_?scatter|all_?reduce|broadcast", re.I)
+"""Enclosing op names that say which collective a generic send/recv kernel implements (c10d::alltoall_base_)."""
+
+_ID_SPAN = 1 << 32
+"""Match ids of one group lie within ±_ID_SPAN of their own base, so groups never collide."""
+
+LATE_MIN_NS = 100_000
+"""A call whose peers waited less than this is not worth naming a late rank for."""
+LATE_EXPLAINED = 50
+"""How many of the costliest late arrivals get their cause looked up."""
+
+CALL_COLUMNS = [
+    "rank", "step", "group", "seq", "collective", "name", "dtype", "bytes", "group_size", "phase",
+    "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "match", "ranks_matched", "transfer_ns", "wait_ns",
+    "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps", "link_gbps", "row",
+]  # fmt: skip
+
+
+def calls(trace) -> pd.DataFrame:
+    """One row per communication call per rank, with exposure, phase and (when matched) wait and transfer."""
+    ev = trace.events
+    comm = ev[ev["kind"] == Kind.COMMUNICATION.value]
+    if not len(comm):
+        return pd.DataFrame(columns=CALL_COLUMNS)
+    table = _base(trace, comm)
+    table = _match(table)
+    table = _cross_rank(table, clock_offsets_of(table))
+    return _bandwidth(table, trace)[CALL_COLUMNS].reset_index(drop=True)
+
+
+def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
+    names = comm["name"].astype(str)
+    table = pd.DataFrame(
+        {
+            "rank": comm["rank"].to_numpy(),
+            "step": comm["step"].to_numpy(),
+            "group": comm["group"].astype(str).to_numpy(),
+            "collective": _collectives(trace.events, comm),
+            "name": names.to_numpy(),
+            "dtype": names.str.extract(DTYPE_IN_NAME, expand=False).fillna("").to_numpy(),
+            "bytes": comm["bytes"].to_numpy(),
+            "phase": phases(trace.events, comm),
+            "start_ns": comm["ts"].to_numpy(),
+            "dur_ns": comm["dur"].to_numpy(),
+            "row": comm.index.to_numpy(),
+        }
+    )
+    table["compute_beside_ns"] = _compute_beside(trace.events, table)
+    table["exposed_ns"] = table["dur_ns"] - table["compute_beside_ns"]
+    table = table.sort_values(["rank", "group", "start_ns"], kind="stable").reset_index(drop=True)
+    table["seq"] = table.groupby(["rank", "group"]).cumcount()
+    return table
+
+
+def _collectives(events: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
+    """The collective of each call; a generic send/recv kernel takes the collective its enclosing op names."""
+    out = comm["collective"].astype(str).to_numpy().copy()
+    generic = np.isin(out, ["", "send_recv", "send", "recv"]) & (comm["top_op"] != NO_ROW).to_numpy()
+    top_names = events["name"].astype(str).reindex(comm["top_op"].to_numpy()[generic]).to_numpy()
+    implied = np.array([_collective_in_op(n) for n in top_names], dtype=object)
+    picked = out[generic]
+    picked[implied != ""] = implied[implied != ""]
+    out[generic] = picked
+    return out
+
+
+def _collective_in_op(name: str) -> str:
+    spelled = ALL_TO_ALL.sub("alltoall", name)
+    return collective_from_name(spelled) if COLLECTIVE_IN_OPS.search(spelled) else ""
+
+
+def _compute_beside(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """For each call, how much of it runs while compute kernels run on the same rank."""
+    out = np.zeros(len(table), dtype=np.int64)
+    kernels = events[events["kind"] == Kind.KERNEL.value]
+    for rank, idx in table.groupby("rank").indices.items():
+        mine = kernels[kernels["rank"] == rank]
+        busy = intervals.union(mine["ts"].to_numpy(), (mine["ts"] + mine["dur"]).to_numpy())
+        start = table["start_ns"].to_numpy()[idx]
+        out[idx] = intervals.covered_within(busy, start, start + table["dur_ns"].to_numpy()[idx])
+    return out
+
+
+def phases(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Phase of device rows (forward, backward, after_backward, optimizer) from what launched them; '' if unknown."""
+    names = events["name"].astype(str)
+    is_optimizer = names.str.match(OPTIMIZER_OP).to_numpy()
+    is_backward = names.str.match(BACKWARD_OP).to_numpy()
+    parent = events["parent"].to_numpy()
+    launch = rows["launch"].to_numpy()
+    windows = _backward_windows(events, is_backward)
+    out = np.full(len(rows), "", dtype=object)
+    for i, row in enumerate(launch.tolist()):
+        if row != NO_ROW:
+            out[i] = _phase_of(row, parent, is_optimizer, is_backward, events, windows)
+    return out
+
+
+def _backward_windows(events: pd.DataFrame, is_backward: np.ndarray) -> dict:
+    bwd = events[is_backward]
+    g = pd.DataFrame({"rank": bwd["rank"], "step": bwd["step"], "ts": bwd["ts"], "end": bwd["ts"] + bwd["dur"]})
+    spans = g.groupby(["rank", "step"]).agg(start=("ts", "min"), end=("end", "max"))
+    return {key: (int(r.start), int(r.end)) for key, r in spans.iterrows()}
+
+
+def _phase_of(row: int, parent, is_optimizer, is_backward, events: pd.DataFrame, windows: dict) -> str:
+    up = row
+    while up != NO_ROW:
+        if is_optimizer[up]:
+            return "optimizer"
+        if is_backward[up]:
+            return "backward"
+        up = int(parent[up])
+    key = (int(events.at[row, "rank"]), int(events.at[row, "step"]))
+    ts = int(events.at[row, "ts"])
+    start, end = windows.get(key, (None, None))
+    if start is None or ts < start:
+        return "forward"
+    return "after_backward" if ts >= end else "backward"
+
+
+def _match(table: pd.DataFrame) -> pd.DataFrame:
+    """Give calls that are the same collective on several ranks a common ``match`` id (-1 if unmatched)."""
+    table["match"] = NO_ROW
+    for number, (_group, calls_in_group) in enumerate(table.groupby("group", sort=False)):
+        per_rank = {r: g for r, g in calls_in_group.groupby("rank")}
+        if len(per_rank) < 2:
+            continue
+        ref_rank = max(per_rank, key=lambda r: (len(per_rank[r]), -r))
+        ref_sig = _signature(per_rank[ref_rank])
+        for frame in per_rank.values():
+            shift = _best_shift(ref_sig, _signature(frame))
+            table.loc[frame.index, "match"] = (2 * number + 1) * _ID_SPAN + frame["seq"].to_numpy() + shift
+    counts = table.loc[table["match"] != NO_ROW].groupby("match")["rank"].transform("nunique")
+    table["ranks_matched"] = 1
+    table.loc[counts.index, "ranks_matched"] = counts
+    table.loc[table["ranks_matched"] < 2, "match"] = NO_ROW
+    return table
+
+
+def _signature(frame: pd.DataFrame) -> np.ndarray:
+    return (frame["collective"].astype(str) + ":" + frame["bytes"].astype(str)).to_numpy()
+
+
+def _best_shift(ref: np.ndarray, other: np.ndarray) -> int:
+    """Offset k such that other[i] is ref[i + k] for the most i (nearest to 0 on ties)."""
+    slack = abs(len(ref) - len(other)) + 2
+    best, best_score = 0, -1
+    for k in sorted(range(-slack, slack + 1), key=abs):
+        lo, hi = max(0, -k), min(len(other), len(ref) - k)
+        score = int((other[lo:hi] == ref[lo + k : hi + k]).sum()) if hi > lo else 0
+        if score > best_score:
+            best, best_score = k, score
+    return best
+
+
+def clock_offsets_of(table: pd.DataFrame) -> pd.DataFrame:
+    """Per rank: clock offset against the lowest rank (ns, to subtract), its spread, and how many calls it rests on."""
+    ranks = sorted(table["rank"].unique())
+    matched = table[table["match"] != NO_ROW]
+    end = matched["start_ns"] + matched["dur_ns"]
+    residual = end - end.groupby(matched["match"]).transform("median")
+    by_rank = residual.groupby(matched["rank"])
+    offset = by_rank.median().reindex(ranks)
+    offset = (offset - offset.iloc[0]).fillna(0) if len(offset) and not np.isnan(offset.iloc[0]) else offset.fillna(0)
+    spread = (residual - matched["rank"].map(by_rank.median())).abs().groupby(matched["rank"]).median()
+    return pd.DataFrame(
+        {
+            "rank": ranks,
+            "offset_ns": offset.round().astype(np.int64).to_numpy(),
+            "spread_ns": spread.reindex(ranks).fillna(0).round().astype(np.int64).to_numpy(),
+            "calls": by_rank.size().reindex(ranks).fillna(0).astype(np.int64).to_numpy(),
+            "method": np.where(by_rank.size().reindex(ranks).fillna(0) > 0, "collective ends", "none"),
+        }
+    )
+
+
+def _cross_rank(table: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
+    shift = table["rank"].map(offsets.set_index("rank")["offset_ns"]).fillna(0).astype(np.int64)
+    aligned = table["start_ns"] - shift
+    matched = table["match"] != NO_ROW
+    g = table[matched].groupby("match")
+    table["transfer_ns"] = np.nan
+    table["wait_ns"] = np.nan
+    table["arrival_skew_ns"] = np.nan
+    table["late_rank"] = NO_ROW
+    table.loc[matched, "transfer_ns"] = g["dur_ns"].transform("min")
+    table.loc[matched, "wait_ns"] = table.loc[matched, "dur_ns"] - table.loc[matched, "transfer_ns"]
+    last = aligned[matched].groupby(table.loc[matched, "match"]).transform("max")
+    table.loc[matched, "arrival_skew_ns"] = last - aligned[matched]
+    late = aligned[matched].groupby(table.loc[matched, "match"]).idxmax()
+    table.loc[matched, "late_rank"] = table.loc[matched, "match"].map(
+        table.loc[late.to_numpy(), "rank"].set_axis(late.index)
+    )
+    table["aligned_start_ns"] = aligned
+    return table
+
+
+def _bandwidth(table: pd.DataFrame, trace) -> pd.DataFrame:
+    sizes = {str(pg.get("pg_name")): int(pg.get("pg_size") or 0) for pg in trace.meta.process_groups}
+    n = table["group"].map(sizes).fillna(0).astype(int)
+    n = n.where(n > 0, np.maximum(table["ranks_matched"], trace.meta.world_size))
+    table["group_size"] = n
+    total = table["bytes"].where(table["bytes"] != NO_ROW).astype(float)
+    total = total.where(table["collective"] != "allgather", total * n)
+    duration = table["transfer_ns"].fillna(table["dur_ns"]).astype(float)
+    table["algbw_gbps"] = total / duration.where(duration > 0)
+    factor = [BUS_FACTORS.get(c, lambda k: 1.0)(max(k, 1)) for c, k in zip(table["collective"], n, strict=True)]
+    table["busbw_gbps"] = table["algbw_gbps"] * np.asarray(factor, dtype=float)
+    table["link_gbps"] = link_gbps(trace)
+    return table
+
+
+def link_gbps(trace) -> float:
+    """Nominal per-direction link bandwidth of the trace's devices (NaN when unknown)."""
+    name = trace.meta.devices[0].name if trace.meta.devices else ""
+    for pattern, gbps in LINK_GBPS:
+        if pattern.search(name):
+            return float("nan") if gbps is None else gbps
+    return float("nan")
+
+
+LATE_COLUMNS = [
+    "match", "step", "collective", "group", "late_rank", "caused_wait_ns", "window_ns", "late_compute_ns", "cause",
+    "detail",
+]  # fmt: skip
+_HOST_WORK = [Kind.ANNOTATION.value, Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value]
+_DEVICE_BUSY = [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value]
+
+
+def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
+    """The costliest matched calls that peers waited for: who arrived last, and what it did meanwhile."""
+    matched = table[(table["match"] != NO_ROW) & (table["late_rank"] != NO_ROW)]
+    if not len(matched):
+        return pd.DataFrame(columns=LATE_COLUMNS)
+    g = matched.groupby("match")
+    late = matched[matched["rank"] == matched["late_rank"]].drop_duplicates("match").set_index("match")
+    frame = pd.DataFrame(
+        {
+            "step": late["step"],
+            "collective": late["collective"],
+            "group": late["group"],
+            "late_rank": late["late_rank"],
+            "caused_wait_ns": g["wait_ns"].max().reindex(late.index),
+            "first_aligned": g["aligned_start_ns"].min().reindex(late.index),
+            "late_start": late["start_ns"],
+            "late_aligned": late["aligned_start_ns"],
+        }
+    )
+    frame = frame[frame["caused_wait_ns"] >= LATE_MIN_NS].nlargest(LATE_EXPLAINED, "caused_wait_ns")
+    frame["window_ns"] = frame["late_aligned"] - frame["first_aligned"]
+    causes = [_cause(trace.events, row) for row in frame.itertuples()]
+    frame["late_compute_ns"] = [c[0] for c in causes]
+    frame["cause"] = [c[1] for c in causes]
+    frame["detail"] = [c[2] for c in causes]
+    return frame.reset_index()[LATE_COLUMNS]
+
+
+def _cause(events: pd.DataFrame, row) -> tuple[int, str, str]:
+    """Device compute time in the late rank's window, the cause (compute, data_loading, host, idle) and detail."""
+    end = int(row.late_start)
+    start = end - int(row.window_ns)
+    mine = events[events["rank"] == row.late_rank]
+    device = mine[mine["kind"].isin(_DEVICE_BUSY)]
+    busy = intervals.clip(
+        intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy()), start, end
+    )
+    compute = intervals.length(busy)
+    detail = _dominant_host_event(mine, start, end, (end - start - compute) / 2)
+    if compute >= (end - start) / 2:
+        return compute, "compute", detail
+    if DATA_LOADING.search(detail):
+        return compute, "data_loading", detail
+    return compute, ("host" if detail else "idle"), detail
+
+
+def _dominant_host_event(events: pd.DataFrame, start: int, end: int, at_least: float) -> str:
+    """The most specific host range covering at least ``at_least`` ns of [start, end); ops over Python frames."""
+    host = events[events["kind"].isin(_HOST_WORK)]
+    ts = host["ts"].to_numpy()
+    covered = np.minimum(ts + host["dur"].to_numpy(), end) - np.maximum(ts, start)
+    picked = host[covered >= max(at_least, 1)]
+    if not len(picked):
+        return ""
+    named = picked[picked["kind"] != Kind.PYTHON.value]
+    best = (named if len(named) else picked).sort_values("depth").iloc[-1]
+    return str(best["name"])
