@@ -271,15 +271,25 @@ def _frame(rows: _Rows) -> pd.DataFrame:
 
 
 def _bind_flows(frame: pd.DataFrame, keys: list[tuple], events: list[Event]) -> None:
-    """Rows without a connection id take the id of the HostToDevice flow that starts or ends on them."""
-    row_of = {key: i for i, key in enumerate(keys)}
+    """Rows a HostToDevice flow starts or ends on (or inside) take its id; older traces' connection ids don't pair."""
+    lanes: dict[tuple, list[int]] = {}
+    for i, key in enumerate(keys):
+        lanes.setdefault(key[:2], []).append(i)
+    starts = frame["ts"].to_numpy()
+    ends = starts + frame["dur"].to_numpy()
+    order = {lane: np.asarray(sorted(rows, key=lambda r: starts[r]), dtype=np.int64) for lane, rows in lanes.items()}
     corr = frame["correlation"].to_numpy().copy()
     for e in events:
         if e.cat != _FLOW_CAT or e.ph not in ("s", "f"):
             continue
-        row = row_of.get((e.pid, e.tid, str(e.ts).strip()))
-        if row is not None and corr[row] == NO_ROW:
-            corr[row] = c.int_or_none(e.id)
+        rows = order.get((e.pid, e.tid))
+        flow_id = c.int_or_none(e.id)
+        if rows is None or not 0 <= flow_id < 2**63:
+            continue
+        t = int(c.us_text_to_ns([e.ts])[0])
+        j = int(np.searchsorted(starts[rows], t, side="right")) - 1
+        if j >= 0 and ends[rows[j]] >= t:
+            corr[rows[j]] = flow_id
     frame["correlation"] = corr
 
 
@@ -348,6 +358,8 @@ def _csv_events(kernels: pd.DataFrame) -> pd.DataFrame:
         }
     )
     frame = pd.concat([frame, _csv_steps(kernels)], ignore_index=True)
+    for col in ("device", "stream"):
+        frame[col] = frame[col].fillna(NO_ROW).astype(np.int64)
     for col in ("name", "kind", "cat", "pid", "tid", "core", "collective", "input_dims", "input_types"):
         frame[col] = frame[col].fillna("").astype(str).astype("category")
     return frame

@@ -50,6 +50,16 @@ def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
 
 
+def top_kernels(events: pd.DataFrame, top: int) -> pd.DataFrame:
+    """Compute kernels and collectives by total time, with their core type and share of that time."""
+    device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    g = device.groupby([device["name"].astype(str), device["core"].astype(str)])["dur"]
+    table = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean()}).reset_index()
+    table.columns = ["name", "core", "count", "total_ns", "mean_ns"]
+    table["share"] = table["total_ns"] / max(int(table["total_ns"].sum()), 1)
+    return table.sort_values("total_ns", ascending=False).head(top).reset_index(drop=True)
+
+
 def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
     """AI_CPU kernels by name: count, total, max, and how many ran longer than 20 µs."""
     ops = events[(events["kind"] == Kind.KERNEL.value) & (events["core"] == AI_CPU)]
@@ -183,6 +193,7 @@ def section(trace, options) -> dict | None:
         "facts": facts,
         "tables": {
             "core_breakdown": _records(cores),
+            "top_kernels": _records(top_kernels(events, options.top)),
             "overlap": _records(overlap(trace)),
             "ai_cpu_ops": _records(aicpu_ops(events).head(options.top)),
             "dynamic_shape_ops": _records(dynamic_shape_ops(events).head(options.top)),

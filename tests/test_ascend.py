@@ -1,0 +1,202 @@
+"""Ascend (torch_npu / msprof) traces: loading every real sample, totals against the profiler's own CSVs."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+import traceanalyzer as ta
+from parsers import ascend
+from parsers.ascend import common
+from tests.conftest import load_shared, shared_path
+from traceanalyzer import cli
+from traceanalyzer.analyzers import ascend as ascend_analyzer
+from traceanalyzer.schema import Kind, Platform
+
+MSINSIGHT = ("public", "ascend", "msinsight")
+LEVELS = ("level0", "level1", "level2")
+RANKS = ("rank0", "rank1")
+LOADABLE = [
+    *[("pytorch_text", lv, f"{r}_ascend_pt") for lv in LEVELS for r in RANKS],
+    *[("pytorch_db", lv, f"{r}_ascend_pt") for lv in LEVELS for r in RANKS],
+    ("pytorch_text", "level1"),
+    ("st_level2_qwen3_4rank",),
+    ("server_fixtures", "test_rank_0"),
+    ("server_fixtures", "test_rank_1"),
+    ("server_fixtures", "test_kernel_parse", "op_summary_1.csv"),
+    ("server_fixtures", "full_db", "msprof_0.db"),
+]
+ANALYZE = ("public", "ascend", "msprof-analyze", "test", "ut", "advisor")
+LOADABLE_ANALYZE = [
+    ("timeline_advice", "trace_view.json"),
+    ("compute_advice", "data", "kernel_details.csv"),
+    ("advisor_backend", "compute_advice", "kernel_details.csv"),
+]
+
+
+def _text(level: str, rank: str) -> ta.Trace:
+    return load_shared(*MSINSIGHT, "pytorch_text", level, f"{rank}_ascend_pt")
+
+
+def _output(kind: str, level: str, rank: str) -> Path:
+    return shared_path(*MSINSIGHT, kind, level, f"{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+
+
+@pytest.mark.parametrize("parts", [MSINSIGHT + p for p in LOADABLE] + [ANALYZE + p for p in LOADABLE_ANALYZE])
+def test_every_real_sample_loads(parts):
+    trace = ta.load(shared_path(*parts))
+    assert trace.meta.platform == Platform.ASCEND
+    assert (trace.events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])).sum() > 0
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        MSINSIGHT + ("pytorch_db", "level1", "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT", "analysis.db"),
+        MSINSIGHT + ("server_fixtures", "cluster_analysis_output", "cluster_communication.json"),
+    ],
+)
+def test_files_that_are_not_traces_are_clear_errors(parts):
+    with pytest.raises(ta.TraceError):
+        ta.load(shared_path(*parts))
+
+
+def test_broken_json_and_corrupt_db_are_trace_errors(tmp_path):
+    source = _output("pytorch_text", "level1", "rank0") / "trace_view.json"
+    broken = tmp_path / "trace_view.json"
+    broken.write_bytes(source.read_bytes()[:-5000] + b'}{"ph": "X"')
+    with pytest.raises(ta.TraceError, match="not valid JSON"):
+        ta.load(broken)
+    corrupt = tmp_path / "ascend_pytorch_profiler_0.db"
+    corrupt.write_bytes(b"SQLite format 3\x00" + b"\xff" * 4096)
+    with pytest.raises(ta.TraceError):
+        ta.load(corrupt)
+
+
+def test_non_ascend_paths_are_left_to_kineto():
+    kineto = shared_path("h200", "gpt_train", "gpt_train.json.gz")
+    assert ascend.units(kineto) == []
+    assert ascend.units(kineto.parent) == []
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("rank", RANKS)
+def test_kernel_totals_equal_kernel_details(level, rank):
+    table = common.kernel_details(_output("pytorch_text", level, rank) / "kernel_details.csv")
+    comm = table["core"].isin(common.COMM_CORES)
+    ev = _text(level, rank).events
+    kernels = ev[ev["kind"] == Kind.KERNEL.value]
+    collectives = ev[ev["kind"] == Kind.COMMUNICATION.value]
+    assert len(kernels) == (~comm).sum() and int(kernels["dur"].sum()) == int(table.loc[~comm, "dur"].sum())
+    assert len(collectives) == comm.sum()
+    assert abs(int(collectives["dur"].sum()) - int(table.loc[comm, "dur"].sum())) <= comm.sum()
+
+
+def _step_trace_csv(level: str, rank: str) -> dict:
+    with open(_output("pytorch_text", level, rank) / "step_trace_time.csv", newline="") as f:
+        row = next(csv.DictReader(f))
+    return {k: float(row[k]) * 1000 for k in ("Computing", "Communication(Not Overlapped)", "Free")}
+
+
+def _step_trace_db(level: str, rank: str) -> dict:
+    db = _output("pytorch_db", level, rank) / "analysis.db"
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        row = con.execute("select computing, communication_not_overlapped, free from StepTraceTime").fetchone()
+    return dict(zip(("Computing", "Communication(Not Overlapped)", "Free"), (v * 1000 for v in row), strict=True))
+
+
+def _ours(trace: ta.Trace) -> dict:
+    row = ascend_analyzer.overlap(trace).iloc[0]
+    return {
+        "Computing": row["computing_ns"],
+        "Communication(Not Overlapped)": row["communication_not_overlapped_ns"],
+        "Free": row["free_ns"],
+    }
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("rank", RANKS)
+def test_overlap_reproduces_step_trace_time(level, rank):
+    for ours, theirs in (
+        (_ours(_text(level, rank)), _step_trace_csv(level, rank)),
+        (_ours(load_shared(*MSINSIGHT, "pytorch_db", level, f"{rank}_ascend_pt")), _step_trace_db(level, rank)),
+    ):
+        for key, value in theirs.items():
+            assert ours[key] == pytest.approx(value, rel=1e-3), key
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_db_and_text_exports_agree(level):
+    """The db and text samples are two runs of the same job: same events, totals close (not identical runs)."""
+    text = _text(level, "rank0").events
+    db = load_shared(*MSINSIGHT, "pytorch_db", level, "rank0_ascend_pt").events
+    same = [Kind.KERNEL, Kind.COMMUNICATION, Kind.COMM_TASK, Kind.CPU_OP, Kind.PYTHON, Kind.STEP]
+    for kind in same:
+        assert (text["kind"] == kind.value).sum() == (db["kind"] == kind.value).sum(), kind
+    kernel_text = text.loc[text["kind"] == Kind.KERNEL.value, "dur"].sum()
+    kernel_db = db.loc[db["kind"] == Kind.KERNEL.value, "dur"].sum()
+    assert kernel_db == pytest.approx(kernel_text, rel=0.02)
+
+
+def test_level1_report_names_kernels_communication_and_ai_cpu(capsys):
+    trace = _text("level1", "rank0")
+    report = trace.report()
+    top = trace.hotspots("kernel", top=15)["name"].tolist()
+    assert any(name.startswith("hcom_allReduce") for name in top)
+    assert any(name.startswith("aclnn") for name in top)
+    assert report["summary"]["communication_share"] > 0.5
+    section = report["ascend"]
+    assert section["facts"]["communication_share"] > 0.5
+    assert section["facts"]["ai_cpu_ns"] == 0 and section["tables"]["ai_cpu_ops"] == []
+    path = shared_path(*MSINSIGHT, "pytorch_text", "level1", "rank0_ascend_pt")
+    assert cli.main([str(path)]) == 0
+    shown = capsys.readouterr().out
+    assert "hcom_allReduce" in shown and "ai cpu" in shown and "communication share" in shown
+
+
+def test_ai_cpu_fallbacks_are_findings():
+    trace = ta.load(shared_path(*ANALYZE, "advisor_backend", "compute_advice", "kernel_details.csv"))
+    titles = [f.title for f in trace.findings() if f.analyzer == "ascend"]
+    assert any("AI_CPU" in t for t in titles)
+    assert len(ascend_analyzer.aicpu_ops(trace.events)) > 0
+
+
+def test_dynamic_shapes_are_found():
+    ops = ascend_analyzer.dynamic_shape_ops(_text("level1", "rank0").events)
+    assert len(ops) and (ops["shapes"] >= ascend_analyzer.DYNAMIC_SHAPES_MIN).all()
+
+
+def test_run_folder_without_trace_warns_and_uses_csv(tmp_path):
+    out = tmp_path / "run_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(_output("pytorch_text", "level1", "rank0") / "kernel_details.csv", out)
+    trace = ta.load(tmp_path / "run_ascend_pt")
+    assert any("trace_view.json" in w for w in trace.meta.warnings)
+    assert len(trace.steps()) == 1
+
+
+def test_msprof_text_export_derived_from_sample(tmp_path):
+    """A plain msprof export: op_summary has msprof's headers (torch_npu renames them) and no Step Id."""
+    source = _output("pytorch_text", "level1", "rank0")
+    out = tmp_path / "PROF_000001_20250109_abc" / "mindstudio_profiler_output"
+    out.mkdir(parents=True)
+    shutil.copy(source / "trace_view.json", out / "msprof_20250109153000.json")
+    back = {v: k for k, v in common.KERNEL_DETAILS_RENAME.items()}
+    with open(source / "kernel_details.csv", newline="") as f:
+        rows = list(csv.reader(f))
+    keep = [i for i, h in enumerate(rows[0]) if h != "Step Id"]
+    rows = [[back.get(r[i], r[i]) if n == 0 else r[i] for i in keep] for n, r in enumerate(rows)]
+    with open(out / "op_summary_20250109153000.csv", "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    derived = ta.load(tmp_path)
+    assert derived.meta.source_format == "msprof-text"
+    text = _text("level1", "rank0").events
+    for kind in (Kind.KERNEL.value, Kind.COMMUNICATION.value):
+        assert (
+            derived.events.loc[derived.events["kind"] == kind, "dur"].sum()
+            == text.loc[text["kind"] == kind, "dur"].sum()
+        )
