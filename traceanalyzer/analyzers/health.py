@@ -185,7 +185,7 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
         out.append(
             fnd.make(
                 ANALYZER,
-                f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its busy span "
+                f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its active span "
                 f"({row.large_gaps} gaps > 100 µs{after})",
                 f"The GPU waits for the host. During the largest gap the host was in {host}. "
                 f"{'Remove the host syncs first (see the sync finding). ' if synced else ''}"
@@ -212,7 +212,11 @@ def _host_phrase(gap: pd.Series) -> str:
 
 
 def launch_bound(trace) -> pd.DataFrame:
-    """Per rank and place (annotation, Python frame): tiny kernels, their launch time, and GPU busy share there."""
+    """Per rank and place (annotation, Python frame): tiny kernels, their launches, and the GPU idle just before them.
+
+    ``idle_before_ns`` sums the gap (under 100 µs) that ends where each tiny kernel starts; larger gaps are left to
+    the idle-gap and sync findings. ``busy_share`` is kernel time over kernel time plus that idle.
+    """
     events = trace.events
     kernels = in_steps(trace, events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)])
     launch = kernels["launch"].to_numpy()
@@ -220,44 +224,45 @@ def launch_bound(trace) -> pd.DataFrame:
     frame = pd.DataFrame(
         {
             "rank": kernels["rank"].to_numpy(),
-            "step": kernels["step"].to_numpy(),
             "annotation": place["annotation"].to_numpy(),
             "frame": place["frame"].to_numpy(),
-            "ts": kernels["ts"].to_numpy(),
-            "end": (kernels["ts"] + kernels["dur"]).to_numpy(),
             "kernel_ns": kernels["dur"].to_numpy(),
             "launch_ns": events["dur"].to_numpy()[launch],
             "launch_call": events["name"].astype(str).to_numpy()[launch],
+            "idle_before_ns": _idle_before(events, kernels),
         }
     )
-    frame["tiny"] = (frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])
-    rows = [_place_row(key, group, events) for key, group in frame.groupby(["rank", "annotation", "frame"], sort=False)]
-    columns = ["rank", "annotation", "frame", "kernels", "tiny_kernels", "kernel_ns", "launch_ns", "launch_calls"]
-    table = pd.DataFrame(rows, columns=columns + ["kernel_ns_median", "launch_ns_median", "span_ns", "busy_share"])
-    return table.sort_values("tiny_kernels", ascending=False, kind="stable").reset_index(drop=True)
+    frame = frame[(frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])]
+    frame["launch_calls"] = frame["launch_call"].isin(LAUNCH_CALLS)
+    table = (
+        frame.groupby(["rank", "annotation", "frame"], sort=False)
+        .agg(
+            tiny_kernels=("kernel_ns", "size"),
+            kernel_ns=("kernel_ns", "sum"),
+            launch_ns=("launch_ns", "sum"),
+            launch_calls=("launch_calls", "sum"),
+            kernel_ns_median=("kernel_ns", "median"),
+            launch_ns_median=("launch_ns", "median"),
+            idle_before_ns=("idle_before_ns", "sum"),
+        )
+        .reset_index()
+    )
+    table["busy_share"] = table["kernel_ns"] / (table["kernel_ns"] + table["idle_before_ns"]).clip(lower=1)
+    return table.sort_values("idle_before_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _place_row(key: tuple, group: pd.DataFrame, events: pd.DataFrame) -> dict:
-    rank, annotation, frame = key
-    tiny = group[group["tiny"]]
-    spans = tiny.groupby("step")[["ts", "end"]].agg({"ts": "min", "end": "max"})
-    work = _busy_work(events[events["rank"] == rank])
-    covered = intervals.covered_within(busy_intervals(work), spans["ts"].to_numpy(), spans["end"].to_numpy())
-    span = int((spans["end"] - spans["ts"]).sum())
-    return {
-        "rank": int(rank),
-        "annotation": annotation,
-        "frame": frame,
-        "kernels": len(group),
-        "tiny_kernels": len(tiny),
-        "kernel_ns": int(tiny["kernel_ns"].sum()),
-        "launch_ns": int(tiny["launch_ns"].sum()),
-        "launch_calls": int(tiny["launch_call"].isin(LAUNCH_CALLS).sum()),
-        "kernel_ns_median": float(tiny["kernel_ns"].median()) if len(tiny) else 0.0,
-        "launch_ns_median": float(tiny["launch_ns"].median()) if len(tiny) else 0.0,
-        "span_ns": span,
-        "busy_share": float(covered.sum() / span) if span else 0.0,
-    }
+def _idle_before(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
+    """Per kernel: the device idle gap (under 100 µs) that ends where it starts, 0 if it starts while busy."""
+    out = np.zeros(len(kernels), dtype=np.int64)
+    ts = kernels["ts"].to_numpy()
+    for rank in kernels["rank"].unique():
+        mine = np.flatnonzero((kernels["rank"] == rank).to_numpy())
+        starts, ends = busy_intervals(events[events["rank"] == rank])
+        j = np.searchsorted(starts, ts[mine], side="right") - 1
+        opens = (j > 0) & (starts[np.maximum(j, 0)] == ts[mine])
+        gap = np.where(opens, starts[np.maximum(j, 0)] - ends[np.maximum(j - 1, 0)], 0)
+        out[mine] = np.where(gap < LARGE_GAP_NS, gap, 0)
+    return out
 
 
 def _launch_findings(trace, step_ns: int) -> list[Finding]:
@@ -269,7 +274,6 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
     out = []
     for row in hit.itertuples(index=False):
         place = _place(row.annotation, row.frame)
-        idle = int(row.span_ns * (1 - row.busy_share))
         out.append(
             fnd.make(
                 ANALYZER,
@@ -279,7 +283,7 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
                 f"~{row.launch_ns_median / 1e3:.1f} µs, so the GPU waits for the CPU. Capture the loop in a CUDA graph "
                 '(torch.cuda.graphs or torch.compile(mode="reduce-overhead")), let torch.compile fuse the elementwise '
                 "ops, or batch the iterations into larger tensor ops.",
-                idle,
+                row.idle_before_ns,
                 step_ns,
                 where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame},
                 evidence={k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame")},
@@ -485,17 +489,11 @@ def dynamic_shapes(trace) -> pd.DataFrame:
         }
     )
     first_step = frame.groupby("rank")["step"].transform("min")
-    first_seen = frame.groupby(["rank", "name", "shape"])["step"].transform("min")
-    frame["late"] = first_seen > first_step
     frame["first"] = ~frame.duplicated(["rank", "name", "shape"])
+    frame["new"] = frame["first"] & (frame["step"] > first_step)
     table = (
         frame.groupby(["rank", "name"], sort=False)
-        .agg(
-            calls=("shape", "size"),
-            shapes=("first", "sum"),
-            new_shapes=("late", lambda s: int(s[frame.loc[s.index, "first"]].sum())),
-            steps=("step", "nunique"),
-        )
+        .agg(calls=("shape", "size"), shapes=("first", "sum"), new_shapes=("new", "sum"), steps=("step", "nunique"))
         .reset_index()
     )
     hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
@@ -557,7 +555,7 @@ def section(trace, options) -> dict | None:
             "largest_gaps": records(idle_gaps(trace, top=options.top)),
             "sync_places": records(sync_places(trace).head(options.top)),
             "dtoh_copies": records(dtoh_copies(trace)),
-            "launch_places": records(launch[launch["tiny_kernels"] > 0].head(options.top)),
+            "launch_places": records(launch.head(options.top)),
             "fp32_gemms": records(fp32_gemms(trace).head(options.top)),
             "dynamic_shapes": records(dynamic_shapes(trace).head(options.top)),
         },
