@@ -42,8 +42,8 @@ def units(path: Path) -> list[Unit]:
 
 
 def _folder(path: Path) -> list[Unit]:
-    for pattern in ("*", "**/*"):
-        files = sorted({f for g in _KINETO_GLOBS for f in path.glob(pattern.replace("*", "", 1) + g) if f.is_file()})
+    for depth in ("", "**/"):
+        files = sorted({f for g in _KINETO_GLOBS for f in path.glob(depth + g) if f.is_file()})
         traces = [f for f in files if is_kineto(f)]
         if traces:
             return [Unit("parsers.kineto", f) for f in traces]

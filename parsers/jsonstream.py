@@ -12,7 +12,7 @@ from __future__ import annotations
 import gzip
 import re
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,10 +31,17 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 @dataclass
 class Stream:
-    """What was read besides the events: the top-level keys and any warnings."""
+    """What was read besides the events: the top-level keys, warnings, and how many events were skipped."""
 
     header: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    skipped: int = 0
+    """Events dropped for missing or wrongly typed fields (by the decoder, or by the parser, which adds its own)."""
+
+    def reset(self) -> None:
+        """Forget what a partial read found."""
+        self.warnings.clear()
+        self.skipped = 0
 
 
 class _Resplit(Exception):
@@ -51,14 +58,17 @@ def open_binary(path: Path):
 def read_all(path: Path) -> bytes:
     """The file's whole (decompressed) content, with read errors turned into TraceError."""
     with open_binary(path) as f:
-        return _guarded(path, f.read)
+        try:
+            return f.read()
+        except _READ_ERRORS as e:
+            raise _read_error(path, e) from None
 
 
-def _guarded(path: Path, read: Callable[..., bytes], *args: int) -> bytes:
-    try:
-        return read(*args)
-    except (OSError, EOFError, zlib.error) as e:
-        raise TraceError(path, f"cannot be read: {_describe_read_error(e)}") from None
+_READ_ERRORS = (OSError, EOFError, zlib.error)
+
+
+def _read_error(path: Path, e: Exception) -> TraceError:
+    return TraceError(path, f"cannot be read: {_describe_read_error(e)}")
 
 
 def _describe_read_error(e: Exception) -> str:
@@ -70,51 +80,73 @@ def _describe_read_error(e: Exception) -> str:
 
 
 def iter_events(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
-    """Yield lists of decoded events; fill ``stream`` with the top-level keys and warnings."""
+    """Yield lists of decoded events; fill ``stream`` with the top-level keys, warnings and skip count."""
     try:
         yield from _iter_chunked(path, event_type, stream)
     except _Resplit:
-        stream.warnings.clear()
+        stream.reset()
         yield from _iter_whole(path, event_type, stream)
 
 
 def _iter_chunked(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
-    decoder = _Decoders(event_type)
-    with open_binary(path) as f:
-        buf = b""
-        match = None
-        while match is None:
-            block = _guarded(path, f.read, CHUNK_BYTES)
-            buf += block
-            match = _EVENTS_KEY.search(buf)
-            if not block or (match is None and len(buf) > _HEADER_LIMIT):
-                raise _Resplit
-        header, body = buf[: match.end() - 1], buf[match.end() :]
-        eof = False
-        count = 0
-        while not eof:
-            block = _guarded(path, f.read, CHUNK_BYTES)
-            eof = not block
-            body += block
-            if eof:
-                break
-            cut = _last_boundary(body)
-            if cut is None:
-                continue
-            events = _decode_or_resplit(decoder, body[:cut])
-            count += len(events)
-            yield events
-            body = body[cut:].lstrip(b" \t\r\n,")
+    decoder = _Decoders(event_type, stream)
+    blocks = _blocks(path, stream)
+    buf = b""
+    match = None
+    while match is None:
+        block = next(blocks, b"")
+        buf += block
+        match = _EVENTS_KEY.search(buf)
+        if not block or (match is None and len(buf) > _HEADER_LIMIT):
+            raise _Resplit
+    header, body = buf[: match.end() - 1], buf[match.end() :]
+    count = 0
+    for block in blocks:
+        body += block
+        cut = _last_boundary(body)
+        if cut is None:
+            continue
+        events = _decode_or_resplit(decoder, body[:cut])
+        count += len(events)
+        yield events
+        body = body[cut:].lstrip(b" \t\r\n,")
     events, tail = _finish(decoder, body, path, count, stream)
     if events:
         yield events
     stream.header = _decode_header(header, tail, path)
-    _warn_skipped(decoder, path, stream)
+    _warn_repaired(decoder, path, stream)
 
 
-def _warn_skipped(decoders: _Decoders, path: Path, stream: Stream) -> None:
-    if decoders.skipped:
-        stream.warnings.append(f"{path}: skipped {decoders.skipped:,} events with missing or wrongly typed fields")
+def _blocks(path: Path, stream: Stream) -> Iterator[bytes]:
+    """The file's decompressed bytes, CHUNK_BYTES at a time; a gzip stream cut short yields what it holds."""
+    with open_binary(path) as f:
+        read = 0
+        while True:
+            try:
+                block = f.read(CHUNK_BYTES)
+            except EOFError:
+                stream.warnings.append(f"{path}: the gzip stream ends early (truncated file?)")
+                yield _gunzip_prefix(path)[read:]
+                return
+            except _READ_ERRORS as e:
+                raise _read_error(path, e) from None
+            if not block:
+                return
+            read += len(block)
+            yield block
+
+
+def _gunzip_prefix(path: Path) -> bytes:
+    """All a truncated gzip file's complete compressed blocks decompress to."""
+    with open(path, "rb") as f:
+        return zlib.decompressobj(wbits=31).decompress(f.read())
+
+
+def _warn_repaired(decoders: _Decoders, path: Path, stream: Stream) -> None:
+    if decoders.repaired:
+        stream.warnings.append(
+            f"{path}: replaced {decoders.repaired:,} byte sequences that are not UTF-8 (in names or args) with U+FFFD"
+        )
 
 
 def _last_boundary(body: bytes) -> int | None:
@@ -132,19 +164,26 @@ def _last_boundary(body: bytes) -> int | None:
 class _Decoders:
     """Decoders for a list of events, one event, and a list of undecoded events."""
 
-    def __init__(self, event_type: type) -> None:
+    def __init__(self, event_type: type, stream: Stream) -> None:
         self.many = msgspec.json.Decoder(list[event_type])
         self.one = msgspec.json.Decoder(event_type)
         self.raw = msgspec.json.Decoder(list[msgspec.Raw])
-        self.skipped = 0
+        self.stream = stream
+        self.repaired = 0
 
     def chunk(self, piece: bytes) -> list:
-        """Decode ``[piece]``; events of the wrong shape are skipped and counted."""
+        """Decode ``[piece]``; events of the wrong shape are skipped and counted, bytes that are not UTF-8 replaced."""
         data = b"[" + piece + b"]"
         try:
             return self.many.decode(data)
         except msgspec.ValidationError:
             return self._one_by_one(data)
+        except msgspec.DecodeError:
+            fixed = _repair_utf8(data)
+            if fixed is None:
+                raise
+            self.repaired += fixed.count(_REPLACEMENT) - data.count(_REPLACEMENT)
+            return self.chunk(fixed[1:-1])
 
     def _one_by_one(self, data: bytes) -> list:
         kept = []
@@ -152,8 +191,20 @@ class _Decoders:
             try:
                 kept.append(self.one.decode(item))
             except msgspec.ValidationError:
-                self.skipped += 1
+                self.stream.skipped += 1
         return kept
+
+
+_REPLACEMENT = "\ufffd".encode()
+
+
+def _repair_utf8(data: bytes) -> bytes | None:
+    """``data`` with invalid UTF-8 replaced by U+FFFD, or None when it was valid (so the problem is elsewhere)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8")
+    return None
 
 
 def _decode_or_resplit(decoders: _Decoders, piece: bytes) -> list:
@@ -224,7 +275,7 @@ def describe_json(data: bytes) -> str:
 def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
     data = read_all(path)
     doc = top_level(data, path)
-    decoders = _Decoders(event_type)
+    decoders = _Decoders(event_type, stream)
     raw_events = doc.pop("traceEvents", None)
     if raw_events is None:
         raise TraceError(path, "has no traceEvents array")
@@ -233,5 +284,5 @@ def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
     except msgspec.DecodeError as e:
         raise TraceError(path, f"is not valid JSON ({e})") from None
     stream.header = {k: msgspec.json.decode(v) for k, v in doc.items()}
-    _warn_skipped(decoders, path, stream)
+    _warn_repaired(decoders, path, stream)
     yield events

@@ -103,18 +103,18 @@ class Event(msgspec.Struct, gc=False):
 
     ph: str = ""
     cat: str | None = None
-    name: str = ""
+    name: str | None = None
     pid: int | str = 0
     tid: int | str = 0
-    ts: float = 0.0
-    dur: float = 0.0
+    ts: float | None = None
+    dur: float | None = None
     args: Args | None = None
 
 
 class ExactEvent(Event, gc=False):
     """An event whose ``ts`` keeps every digit (epoch-µs timestamps with ns fractions)."""
 
-    ts: int | decimal.Decimal = 0
+    ts: int | decimal.Decimal | None = None
 
 
 class _Interner:
@@ -187,15 +187,19 @@ class _Columns:
         self.mem_strings = {name: _Interner() for name in _MEMORY_STRINGS}
         self.parts: dict[str, list[np.ndarray]] = {}
         self.mem_parts: dict[str, list[np.ndarray]] = {}
-        self.meta_events: list[Event] = []
+        self.skipped = 0
+        self.negative = 0
 
     def add(self, chunk: list[Event]) -> None:
         """Turn one decoded chunk into column arrays."""
         xs = [e for e in chunk if e.ph == "X" and (e.cat or "").lower() not in _SKIPPED_CATS]
+        whole = [e for e in xs if e.ts is not None and e.dur is not None and e.name is not None]
+        self.skipped += len(xs) - len(whole)
+        xs = whole
         args = [e.args or _NO_ARGS for e in xs]
         raw = {
             "ts": _ns([e.ts for e in xs], self.exact),
-            "dur": np.maximum(_ns([e.dur for e in xs], False), 0),
+            "dur": self._durations(xs),
             "device": _ints([a.device for a in args]),
             "stream": _ints([a.stream for a in args]),
             "correlation": _ints([a.correlation for a in args]),
@@ -215,8 +219,16 @@ class _Columns:
         for key, values in strings.items():
             raw[key] = self.strings[key].encode(values)
         _append(self.parts, raw)
-        self._add_memory([e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT and e.args is not None])
-        self.meta_events.extend(e for e in chunk if e.ph == "M")
+        memory = [e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT]
+        whole = [e for e in memory if e.args is not None and e.ts is not None]
+        self.skipped += len(memory) - len(whole)
+        self._add_memory(whole)
+
+    def _durations(self, xs: list[Event]) -> np.ndarray:
+        """Durations in ns; negative ones (a broken trace) count as 0 and are counted."""
+        dur = _ns([e.dur for e in xs], False)
+        self.negative += int((dur < 0).sum())
+        return np.maximum(dur, 0)
 
     def _add_memory(self, events: list[Event]) -> None:
         args = [e.args for e in events]
@@ -252,13 +264,30 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     cols = _Columns(exact)
     for chunk in iter_events(path, ExactEvent if exact else Event, stream):
         cols.add(chunk)
-    header = stream.header
     events = _events_frame(cols)
     memory = _memory_frame(cols)
     if not len(events) and not len(memory):
-        raise TraceError(path, "has an empty traceEvents array (no events to analyze)")
-    meta = _meta(path, header, events, stream.warnings)
+        raise TraceError(path, _nothing_to_analyze(stream.skipped + cols.skipped))
+    meta = _meta(
+        path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
+    )
     return events, memory, meta
+
+
+def _nothing_to_analyze(skipped: int) -> str:
+    if skipped:
+        return f"has no usable events: all {skipped:,} had missing or wrongly typed fields"
+    return "has an empty traceEvents array (no events to analyze)"
+
+
+def _data_warnings(path: Path, skipped: int, cols: _Columns) -> list[str]:
+    """Warnings about events that were dropped or repaired while reading."""
+    out = []
+    if skipped:
+        out.append(f"{path}: skipped {skipped:,} events with missing or wrongly typed fields")
+    if cols.negative:
+        out.append(f"{path}: {cols.negative:,} events have a negative duration; counted them as 0 ns")
+    return out
 
 
 def _needs_exact_ts(path: Path) -> bool:
