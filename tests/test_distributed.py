@@ -10,6 +10,7 @@ from conftest import load_shared, shared_path
 
 from traceanalyzer import cli
 from traceanalyzer.analyzers import distributed
+from traceanalyzer.renderers import RENDERERS
 from traceanalyzer.report import Options
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -119,26 +120,36 @@ def test_single_rank_of_a_bigger_job_has_no_cross_rank_part(parts):
     assert (table[PARTS].sum(axis=1) == table["span_ns"]).all()
 
 
-def test_cli_prints_the_distributed_section(capsys):
-    path = shared_path("h200", "ddp_no_overlap")
-    assert cli.main([str(path)]) == 0
-    assert "Distributed: communication and overlap" in capsys.readouterr().out
-    assert cli.main([str(path), "--format", "json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+def test_cli_prints_the_distributed_section(tmp_path, capsys):
+    out = tmp_path / "report.json"
+    assert cli.main([str(shared_path("h200", "ddp_no_overlap")), "--format", "json", "-o", str(out)]) == 0
+    report = json.loads(out.read_text())
     assert report["distributed"]["facts"]["late_rank"] == 1
+    assert "Distributed: communication and overlap" in RENDERERS["text"](report)
 
 
 @pytest.mark.parametrize("level", ["level0", "level1", "level2"])
 def test_ascend_breakdown_reproduces_the_overlap_lanes(level):
-    base = ("public", "ascend", "msinsight", "pytorch_text", level)
-    trace = load_shared(*base, "rank0_ascend_pt")
+    trace = load_shared("public", "ascend", "msinsight", "pytorch_text", level)
     if not (trace.events["kind"] == Kind.OVERLAP_LANE.value).any():
         pytest.skip("the Ascend parser does not emit the Overlap Analysis lanes yet")
     table = trace.overlap()
+    assert sorted(table["rank"]) == [0, 1]
     pairs = [
         ("compute_ns", "lane_computing_ns"),
         ("comm_ns", "lane_communication_ns"),
         ("comm_exposed_ns", "lane_comm_not_overlapped_ns"),
+        ("device_free_ns", "lane_free_ns"),
     ]
     for ours, theirs in pairs:
         np.testing.assert_allclose(table[ours], table[theirs], rtol=0.001)
+
+
+def test_ascend_waits_for_ranks_not_loaded_are_not_called_exposed_transfer():
+    trace = load_shared("public", "ascend", "msinsight", "pytorch_text", "level1")
+    calls = trace.collectives()
+    first = calls[calls["seq"] == 0]
+    # both loaded ranks wait in Notify_Wait for the six ranks of the 8-card job that are not loaded
+    assert (first["task_wait_ns"] > 0.9 * first["dur_ns"]).all()
+    exposed = [f for f in distributed.findings(trace) if "all-reduce" in f.title]
+    assert all(f.cost_ns < 0.1 * first["dur_ns"].min() for f in exposed)

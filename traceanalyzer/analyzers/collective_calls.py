@@ -50,6 +50,9 @@ COLLECTIVE_IN_OPS = re.compile(r"all_?to_?all|all_?gather|reduce_?scatter|all_?r
 _ID_SPAN = 1 << 32
 """Match ids of one group lie within ±_ID_SPAN of their own base, so groups never collide."""
 
+WAIT_TASK = re.compile(r"Notify_?Wait", re.I)
+"""Tasks inside a collective that wait for peers (HCCL Notify_Wait)."""
+
 LATE_MIN_NS = 100_000
 """A call whose peers waited less than this is not worth naming a late rank for."""
 LATE_EXPLAINED = 50
@@ -57,8 +60,8 @@ LATE_EXPLAINED = 50
 
 CALL_COLUMNS = [
     "rank", "step", "group", "seq", "collective", "name", "dtype", "bytes", "group_size", "phase",
-    "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "match", "ranks_matched", "transfer_ns", "wait_ns",
-    "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps", "link_gbps", "row",
+    "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "task_wait_ns", "match", "ranks_matched", "transfer_ns",
+    "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps", "link_gbps", "row",
 ]  # fmt: skip
 
 
@@ -91,7 +94,8 @@ def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
             "row": comm.index.to_numpy(),
         }
     )
-    table["compute_beside_ns"] = _compute_beside(trace.events, table)
+    table["compute_beside_ns"] = _covered(trace.events, table, trace.events["kind"] == Kind.KERNEL.value)
+    table["task_wait_ns"] = _task_wait(trace.events, table)
     table["exposed_ns"] = table["dur_ns"] - table["compute_beside_ns"]
     table = table.sort_values(["rank", "group", "start_ns"], kind="stable").reset_index(drop=True)
     table["seq"] = table.groupby(["rank", "group"]).cumcount()
@@ -115,16 +119,25 @@ def _collective_in_op(name: str) -> str:
     return collective_from_name(spelled) if COLLECTIVE_IN_OPS.search(spelled) else ""
 
 
-def _compute_beside(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
-    """For each call, how much of it runs while compute kernels run on the same rank."""
+def _covered(events: pd.DataFrame, table: pd.DataFrame, selected: pd.Series) -> np.ndarray:
+    """For each call, how much of it the selected events of the same rank cover."""
     out = np.zeros(len(table), dtype=np.int64)
-    kernels = events[events["kind"] == Kind.KERNEL.value]
+    picked = events[selected]
     for rank, idx in table.groupby("rank").indices.items():
-        mine = kernels[kernels["rank"] == rank]
+        mine = picked[picked["rank"] == rank]
         busy = intervals.union(mine["ts"].to_numpy(), (mine["ts"] + mine["dur"]).to_numpy())
         start = table["start_ns"].to_numpy()[idx]
         out[idx] = intervals.covered_within(busy, start, start + table["dur_ns"].to_numpy()[idx])
     return out
+
+
+def _task_wait(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """Time inside each call spent in its peer-waiting tasks (Ascend Notify_Wait); NaN where tasks are not recorded."""
+    tasks = events["kind"] == Kind.COMM_TASK.value
+    if not tasks.any():
+        return np.full(len(table), np.nan)
+    waits = tasks & events["name"].astype(str).str.contains(WAIT_TASK).to_numpy()
+    return _covered(events, table, waits).astype(float)
 
 
 def phases(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:

@@ -8,7 +8,9 @@ M = union of communication, and X = union of memory copies and sets:
 * ``compute_only`` = |C \\ M|, ``comm_hidden`` = |C ∩ M|, ``comm_exposed`` = |M \\ C|,
 * ``memory_exposed`` = |X \\ (C ∪ M)|, ``idle`` = span − |C ∪ M ∪ X|; the five sum to the span.
 * ``hidden_comm_share`` = |C ∩ M| / |M| (HTA's overlap %); ``comm_exposed`` is TraceLens's exposed communication
-  and msprof's Communication(Not Overlapped); ``memory_exposed + idle`` is msprof's Free.
+  and msprof's Communication(Not Overlapped).
+* Beside the parts: ``preparing`` = first compute or communication − step start, and ``device_free`` = the gaps
+  of C ∪ M between its first start and last end (msprof's Preparing and Free).
 """
 
 from __future__ import annotations
@@ -80,11 +82,15 @@ def _breakdown(sets: dict, start: int, end: int) -> dict:
     c, m, x = (intervals.clip(sets[k], start, end) for k in ("c", "m", "x"))
     compute, comm = intervals.length(c), intervals.length(m)
     hidden = intervals.overlap_length(c, m)
-    c_or_m = intervals.length(_merged(c, m))
-    busy = intervals.length(_merged(_merged(c, m), x))
+    work = _merged(c, m)
+    c_or_m = intervals.length(work)
+    busy = intervals.length(_merged(work, x))
     parts = (compute - hidden, hidden, comm - hidden, busy - c_or_m, end - start - busy)
     out = {f"{name}_ns": int(v) for name, v in zip(PARTS, parts, strict=True)}
-    out.update({"compute_ns": compute, "comm_ns": comm})
+    first, last = (int(work[0][0]), int(work[1][-1])) if len(work[0]) else (end, end)
+    out.update(
+        {"compute_ns": compute, "comm_ns": comm, "preparing_ns": first - start, "device_free_ns": last - first - c_or_m}
+    )
     return out
 
 
@@ -218,8 +224,9 @@ def _step_time(trace, rank: int) -> int:
 
 
 def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
-    """Exposed time of each call beyond what it spent waiting for peers."""
-    return (calls["exposed_ns"] - calls["wait_ns"].fillna(0)).clip(lower=0)
+    """Exposed time of each call beyond what it spent waiting for peers (across ranks, or in its waiting tasks)."""
+    wait = np.fmax(calls["wait_ns"].to_numpy(dtype=float), calls["task_wait_ns"].to_numpy(dtype=float))
+    return (calls["exposed_ns"] - np.nan_to_num(wait)).clip(lower=0)
 
 
 def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
@@ -241,7 +248,7 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
         "calls_per_step": len(ours) / steps,
         "exposed_ns_per_step": int(exposed[rank] / steps),
         "hidden_share": float(ours["compute_beside_ns"].sum() / max(ours["dur_ns"].sum(), 1)),
-        "wait_excluded_ns": int(ours["wait_ns"].fillna(0).sum()),
+        "wait_excluded_ns": int((ours["exposed_ns"] - _exposed_transfer(ours)).sum()),
         "phases": ours["phase"].value_counts().to_dict(),
     }
     return make(
