@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
-from conftest import H200, load_shared, shared_path
+from conftest import H200, REPO, load_shared, shared_path
 
+import traceanalyzer as ta
 from traceanalyzer.analyzers import memory
 from traceanalyzer.report import Options
 
 GIB2 = 2_147_483_648
+# every H200 trace but big (gpt_train with 24 steps, same peak; left out to keep this file fast)
 H200_WITH_MEMORY = [d.name for d in sorted(H200.iterdir()) if d.is_dir() and d.name != "big"] if H200.exists() else []
+ASCEND_LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
 
 
 def _device_peak(trace):
@@ -88,8 +92,16 @@ def test_gpt_train_peak_in_log_softmax_backward_and_flat_baseline(gpt_train):
 
 @pytest.mark.parametrize("name", H200_WITH_MEMORY)
 def test_h200_peaks_match_measured_max_memory_allocated_and_no_false_leak(name):
-    folder = shared_path("h200", name)
-    trace = load_shared("h200", name)
+    _assert_peaks_match_meta(shared_path("h200", name), load_shared("h200", name), leaks=int(name == "memory_leak"))
+
+
+@pytest.mark.parametrize("name", ["cuda_graph", "fsdp"])
+def test_bundled_sample_traces_peaks_match_measured_values(name):
+    folder = REPO / "sample_traces" / name
+    _assert_peaks_match_meta(folder, ta.load(folder), leaks=0)
+
+
+def _assert_peaks_match_meta(folder, trace, leaks: int) -> None:
     peaks = trace.memory().device_peaks.set_index("rank")
     for meta_file in sorted(folder.glob("*.meta.json")):
         meta = json.loads(meta_file.read_text())
@@ -97,8 +109,7 @@ def test_h200_peaks_match_measured_max_memory_allocated_and_no_false_leak(name):
         assert peaks.loc[rank, "peak_allocated_bytes"] == pytest.approx(
             meta["max_memory_allocated_profiled_loop_B"], rel=0.01
         )
-    leaking = len(trace.memory().leaking)
-    assert leaking == (1 if name == "memory_leak" else 0)
+    assert len(trace.memory().leaking) == leaks
 
 
 def test_timeline_is_decimated_but_keeps_the_peak(monkeypatch):
@@ -150,3 +161,15 @@ def test_trace_without_memory_events_has_empty_analysis():
     m = trace.memory()
     assert m.peaks.empty and m.timeline.empty and m.leak.empty
     assert memory.section(trace, Options()) is None and memory.findings(trace) == []
+
+
+def test_ascend_memory_record_peak_and_op_running_at_it():
+    path = shared_path(*ASCEND_LEVEL1)
+    trace = load_shared(*ASCEND_LEVEL1)
+    record = pd.read_csv(path / "ASCEND_PROFILER_OUTPUT" / "memory_record.csv")
+    allocator = record[record["Component"] == "PTA"]
+    peak = _device_peak(trace)
+    assert peak["peak_allocated_bytes"] == pytest.approx(allocator["Total Allocated(MB)"].max() * 2**20, rel=1e-6)
+    assert peak["peak_reserved_bytes"] == pytest.approx(allocator["Total Reserved(MB)"].max() * 2**20, rel=1e-6)
+    assert peak["op"].startswith("aten::") and peak["path"].startswith("ProfilerStep#")
+    assert any("addresses" in n for n in trace.memory().notes)

@@ -19,7 +19,7 @@ from traceanalyzer.analyzers import callpath
 from traceanalyzer.findings import Finding, Severity, make
 from traceanalyzer.linking import step_table
 from traceanalyzer.renderers.units import size
-from traceanalyzer.schema import NO_ROW
+from traceanalyzer.schema import NO_ROW, Kind
 
 GROUP = ["rank", "device"]
 """One memory pool: a device (or the host, device -1) of one rank."""
@@ -128,6 +128,10 @@ def _peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
     """Per pool: peak allocated (first time reached) with its op, path, module and stack; peak reserved."""
     g = mem.groupby(GROUP, sort=True)
     at = mem.loc[g["allocated"].idxmax()].reset_index(drop=True)
+    unlinked = (g["op"].max() == NO_ROW).to_numpy()
+    if unlinked.any():
+        pairs = zip(at["rank"][unlinked], at["ts"][unlinked], strict=True)
+        at.loc[unlinked, "op"] = [_running_op(trace.events, rank, ts) for rank, ts in pairs]
     where = callpath.where_many(trace.events, at["op"]).set_index("row")
     ctx = where.reindex(at["op"].to_numpy())
     peaks = pd.DataFrame(
@@ -157,6 +161,13 @@ def _peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
     peaks["capacity_bytes"] = [_capacity(trace, d) for d in peaks["device"]]
     peaks["capacity_share"] = peaks["peak_allocated_bytes"] / peaks["capacity_bytes"]
     return peaks
+
+
+def _running_op(events: pd.DataFrame, rank: int, ts: int) -> int:
+    """Deepest CPU op of the rank running at ``ts`` on any thread: for sources whose memory records name no thread."""
+    ops = events[(events["kind"] == Kind.CPU_OP.value) & (events["rank"] == rank)]
+    running = ops[(ops["ts"] <= ts) & (ops["ts"] + ops["dur"] > ts)]
+    return int(running["depth"].idxmax()) if len(running) else NO_ROW
 
 
 def _unused(mem: pd.DataFrame) -> pd.Series:
