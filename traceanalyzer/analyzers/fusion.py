@@ -1,1 +1,474 @@
-"""Placeholder until the fusion analyzer lands."""
+"""Fusion opportunities: library patterns and discovered repeated chains, with an estimated saving each.
+
+Matching runs over the op stream of ``fusion_units`` (top-level ops per host thread, or device tasks per
+stream where no op is linked), one regex per pattern over the joined canonical tokens, as msprof-analyze
+does; kernel-less ops (views, no-op casts) may sit between the ops of a pattern. Autograd nodes of the same
+chain are matched in reverse order and added to the forward finding.
+
+Saving model, per occurrence. Measured: the device time of every kernel in the chain (``current_ns``) and
+of its GEMM/attention kernels (``kept_ns``: a fusion keeps that work). Estimated: the fused replacement of
+the memory-bound rest. Folded into a GEMM (epilogue, flash attention) it costs nothing extra; a standalone
+fused kernel still reads the chain's first input and writes its last output, at the device's peak memory
+bandwidth (``fused_ns``). ``saving_ns = current_ns - kept_ns - fused_ns``. Also estimated:
+``intermediate_bytes`` (tensors written and read back between the kernels, from recorded shapes and
+dtypes), ``traffic_ns`` (that traffic at peak bandwidth: the roofline floor of the saving) and
+``launch_ns`` (kernel launches removed × the measured median launch call, host time).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer.analyzers import fusion_units
+from traceanalyzer.analyzers.fusion_patterns import (
+    BACKWARD_SUFFIX,
+    DISCOVERY_REPLACEMENT,
+    FUSED_OPTIMIZER_OP,
+    GEMM_TOKENS,
+    KERNELLESS_SUFFIX,
+    LABELS,
+    OPTIMIZER_REPLACEMENT,
+    OPTIMIZER_STEP,
+    PATTERNS,
+    Element,
+    Pattern,
+)
+from traceanalyzer.findings import Finding
+from traceanalyzer.schema import NO_ROW, Kind, Platform
+
+ANALYZER = "fusion"
+
+GAP = r"(?:-[^-]*" + re.escape(KERNELLESS_SUFFIX) + r"-){0,8}"
+"""Between two ops of a pattern: up to 8 ops that launched nothing (views, no-op casts)."""
+
+CONSUMED = "#"
+"""Token of a unit another pattern already claimed."""
+
+MAX_CHAIN = 6
+"""Longest chain of memory-bound kernels discovery considers."""
+
+MAX_DISCOVERED = 8
+"""How many distinct repeated chains discovery reports."""
+
+FINDING_MIN_SHARE = 0.002
+"""Opportunities worth less than 0.2 % of step time stay in the table but make no finding."""
+
+OCCURRENCE_COLUMNS = [
+    "pattern",
+    "family",
+    "variant",
+    "phase",
+    "rank",
+    "step",
+    "first_row",
+    "kernels",
+    "current_ns",
+    "kept_ns",
+    "fused_ns",
+    "saving_ns",
+    "intermediate_bytes",
+    "traffic_ns",
+    "launch_ns",
+    "annotation",
+    "stack",
+    "module",
+    "first_op",
+]
+
+OPPORTUNITY_COLUMNS = [
+    "pattern",
+    "variant",
+    "per_step",
+    "backward_per_step",
+    "kernels_per_step",
+    "current_ns_per_step",
+    "kept_ns_per_step",
+    "saving_ns_per_step",
+    "intermediate_bytes_per_step",
+    "traffic_ns_per_step",
+    "launch_ns_per_step",
+    "occurrences",
+    "where",
+    "replacement",
+]
+
+
+@dataclass
+class _Context:
+    """What every estimate needs: the units, the bandwidth and the measured launch cost."""
+
+    units: pd.DataFrame
+    bandwidth: float
+    launch_ns: float
+
+
+def opportunities(trace) -> pd.DataFrame:
+    """One row per pattern variant found, ranked by estimated saving per step (ns)."""
+    occ = occurrences(trace)
+    if not len(occ):
+        return pd.DataFrame(columns=OPPORTUNITY_COLUMNS)
+    per = max(_rank_steps(trace), 1)
+    platform = "ascend" if trace.meta.platform == Platform.ASCEND else "cuda"
+    rows = [_summarize(key, group, per, platform) for key, group in occ.groupby(["family", "variant"], sort=False)]
+    table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
+    return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def occurrences(trace) -> pd.DataFrame:
+    """Every occurrence found (library, optimizer, discovered), with its measured and estimated numbers."""
+    units = fusion_units.units(trace)
+    if not len(units):
+        return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
+    bw, _ = fusion_units.bandwidth(trace)
+    ctx = _Context(units, bw, _launch_ns(trace.events))
+    tokens = units["token"].to_numpy(dtype=object).copy()
+    found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens) + _discover(ctx, tokens)
+    if not found:
+        return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
+    table = pd.DataFrame(found)
+    in_step = table["step"] != NO_ROW
+    table = table[in_step] if in_step.any() and _rank_steps(trace) else table
+    where = fusion_units.locations(trace.events, table["first_row"].to_numpy())
+    table = table.reset_index(drop=True)
+    for col in ("annotation", "stack", "module"):
+        table[col] = where[col].to_numpy()
+    table["first_op"] = trace.events["name"].astype(str).to_numpy()[table["first_row"].to_numpy()]
+    return _pair_backward(table)[OCCURRENCE_COLUMNS]
+
+
+def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
+    """Match every library pattern in priority order; a unit belongs to the first match that claims it."""
+    found = []
+    for pattern in PATTERNS:
+        for phase, alternatives in _phases(pattern):
+            for elements in alternatives:
+                found += _match(ctx, tokens, pattern, elements, phase)
+    return found
+
+
+def _phases(pattern: Pattern) -> list[tuple[str, tuple]]:
+    phases = [("forward", pattern.alternatives)]
+    if pattern.backward_alternatives:
+        phases.append(("backward", pattern.backward_alternatives))
+    elif pattern.backward:
+        phases.append(("backward", tuple(tuple(reversed(a)) for a in pattern.alternatives)))
+    return phases
+
+
+def _regex(elements: tuple[Element, ...], backward: bool) -> re.Pattern:
+    """The regex of one element sequence over the joined token text ``-a--b--c-``."""
+    parts = []
+    for el in elements:
+        names = "|".join(re.escape(t + (BACKWARD_SUFFIX if backward else "")) for t in el.tokens)
+        idle = f"(?:{re.escape(KERNELLESS_SUFFIX)})?" if (el.kernelless or backward) else ""
+        parts.append(f"(?:{GAP}-(?:{names}){idle}-){{{el.least},{el.most}}}")
+    return re.compile("".join(parts))
+
+
+def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase: str) -> list[dict]:
+    regex = _regex(elements, phase == "backward")
+    need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
+    found = []
+    lanes = ctx.units["lane"].to_numpy()
+    for lo, hi in _lane_bounds(lanes):
+        text, starts = _joined(tokens[lo:hi])
+        for m in regex.finditer(text):
+            first, last = _span(starts, m)
+            work = [lo + i for i in range(first, last + 1) if not tokens[lo + i].endswith(KERNELLESS_SUFFIX)]
+            if len(work) < need or any(tokens[w] == CONSUMED for w in work):
+                continue
+            found.append(_occurrence(ctx, pattern.key, pattern.family, _variant(pattern, tokens, work), phase, work))
+            tokens[work] = CONSUMED
+    return found
+
+
+def _lane_bounds(lanes: np.ndarray) -> list[tuple[int, int]]:
+    """(start, stop) positions of each lane's units (units are sorted by lane)."""
+    cuts = np.flatnonzero(np.diff(lanes)) + 1
+    edges = np.concatenate(([0], cuts, [len(lanes)]))
+    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+
+
+def _joined(tokens: np.ndarray) -> tuple[str, np.ndarray]:
+    """The text ``-a--b-`` of a lane's tokens and the offset where each token starts."""
+    pieces = [f"-{t}-" for t in tokens]
+    lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
+    return "".join(pieces), np.concatenate(([0], np.cumsum(lengths)[:-1]))
+
+
+def _span(starts: np.ndarray, m: re.Match) -> tuple[int, int]:
+    first = int(np.searchsorted(starts, m.start(), side="right")) - 1
+    last = int(np.searchsorted(starts, m.end() - 1, side="right")) - 1
+    return first, last
+
+
+def _variant(pattern: Pattern, tokens: np.ndarray, work: list[int]) -> str:
+    """The variant name: fixed, or the matched ops' labels in forward order (``MatMul+BiasAdd+ReLU``)."""
+    if pattern.named:
+        return pattern.named
+    names = [_base(t) for t in tokens[work]]
+    if any(t.endswith(BACKWARD_SUFFIX) for t in tokens[work]):
+        names = names[::-1]
+    labels = [LABELS.get(n, n) for n in names]
+    return "+".join(label for i, label in enumerate(labels) if i == 0 or label != labels[i - 1])
+
+
+def _base(token: str) -> str:
+    return token.removesuffix(KERNELLESS_SUFFIX).removesuffix(BACKWARD_SUFFIX)
+
+
+def _occurrence(ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int]) -> dict:
+    """Measured and estimated numbers of one occurrence (``work``: its unit positions with device work)."""
+    u = ctx.units.iloc[work]
+    gemm = np.isin([_base(t) for t in u["token"]], list(GEMM_TOKENS)) | (u["gemm_ns"].to_numpy() > 0)
+    current = int(u["device_ns"].sum())
+    kept = int(u["device_ns"].to_numpy()[gemm].sum())
+    out_bytes = u["out_bytes"].to_numpy()
+    fused = 0.0 if gemm.any() else (int(u["in_bytes"].iloc[0]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
+    removed = int(u["kernels"].to_numpy()[~gemm].sum()) - (0 if gemm.any() else 1)
+    intermediate = int(2 * out_bytes[:-1].sum())
+    return {
+        "pattern": key,
+        "family": family,
+        "variant": variant,
+        "phase": phase,
+        "rank": int(u["rank"].iloc[0]),
+        "step": int(u["step"].iloc[0]),
+        "first_row": int(u["row"].iloc[0]),
+        "ts": int(u["ts"].iloc[0]),
+        "kernels": int(u["kernels"].sum()),
+        "current_ns": current,
+        "kept_ns": kept,
+        "fused_ns": int(fused),
+        "saving_ns": max(int(current - kept - fused), 0),
+        "intermediate_bytes": intermediate,
+        "traffic_ns": int(intermediate / ctx.bandwidth * 1e9),
+        "launch_ns": int(max(removed, 0) * ctx.launch_ns),
+    }
+
+
+def _launch_ns(ev: pd.DataFrame) -> float:
+    """Measured median duration of the runtime calls that launched device work (0 when none is linked)."""
+    launch = ev["launch"].to_numpy()
+    rows = np.unique(launch[launch != NO_ROW])
+    return float(np.median(ev["dur"].to_numpy()[rows])) if len(rows) else 0.0
+
+
+def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
+    """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
+    ev = trace.events
+    steps = ev[(ev["kind"] == Kind.ANNOTATION.value) & ev["name"].astype(str).str.match(OPTIMIZER_STEP.pattern)]
+    units = ctx.units
+    found = []
+    for row, marker in steps.iterrows():
+        inside = (units["ts"] >= marker["ts"]) & (units["ts"] < marker["ts"] + marker["dur"])
+        inside &= (units["rank"] == marker["rank"]) & (units["kernels"] > 0)
+        work = np.flatnonzero(inside.to_numpy() & (tokens != CONSUMED))
+        names = ev["name"].astype(str).to_numpy()[units["row"].to_numpy()[work]]
+        if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in names):
+            continue
+        name = OPTIMIZER_STEP.match(str(marker["name"])).group(1)
+        style = "foreach" if any(tokens[w] == "foreach" for w in work) else "per-parameter loop"
+        occ = _occurrence(ctx, "optimizer", "Optimizer step", f"{name} ({style}, {len(work)} ops)", "optimizer", work)
+        occ["saving_ns"] = int(occ["current_ns"] * (1 - 2 / len(work)))
+        occ["first_row"] = int(row)
+        found.append(occ)
+        tokens[work] = CONSUMED
+    return found
+
+
+def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
+    """Repeated chains of consecutive memory-bound kernels that no library pattern claimed."""
+    work = np.flatnonzero(~pd.Series(tokens).str.endswith(KERNELLESS_SUFFIX).to_numpy())
+    units = ctx.units
+    memory_bound = (tokens[work] != CONSUMED) & (units["gemm_ns"].to_numpy()[work] == 0)
+    memory_bound &= ~np.isin([_base(t) for t in tokens[work]], list(GEMM_TOKENS))
+    run = _runs(units["lane"].to_numpy()[work], memory_bound)
+    codes = pd.factorize(tokens[work])[0]
+    min_count = max(2, units.loc[units["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
+    found = []
+    for _ in range(MAX_DISCOVERED):
+        best = _best_chain(codes, run, units["device_ns"].to_numpy()[work], min_count)
+        if best is None:
+            break
+        length, picks = best
+        for start in picks:
+            chain = work[start : start + length].tolist()
+            backward = all(t.endswith(BACKWARD_SUFFIX) for t in tokens[chain])
+            variant = ("backward: " if backward else "") + " → ".join(_base(t) for t in tokens[chain])
+            phase = "backward" if backward else "forward"
+            found.append(_occurrence(ctx, "discovered", "Repeated memory-bound chain", variant, phase, chain))
+            run[start : start + length] = -1
+            tokens[chain] = CONSUMED
+    return found
+
+
+def _runs(lanes: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    """Run id of each work unit: consecutive memory-bound units of one lane share one; -1 elsewhere."""
+    new = np.ones(len(ok), dtype=bool)
+    new[1:] = (lanes[1:] != lanes[:-1]) | ~ok[:-1]
+    ids = np.cumsum(new)
+    return np.where(ok, ids, -1)
+
+
+def _best_chain(codes: np.ndarray, run: np.ndarray, dur: np.ndarray, min_count: int):
+    """The chain (length, non-overlapping starts) worth most: summed time × (1 - 1/length) over its repeats."""
+    best, best_score = None, 0.0
+    for length in range(2, MAX_CHAIN + 1):
+        if len(codes) < length:
+            break
+        windows = np.lib.stride_tricks.sliding_window_view(codes, length)
+        runs = np.lib.stride_tricks.sliding_window_view(run, length)
+        valid = np.flatnonzero((runs[:, 0] >= 0) & (runs == runs[:, :1]).all(axis=1))
+        if len(valid) < min_count:
+            continue
+        keys, inverse = np.unique(windows[valid], axis=0, return_inverse=True)
+        times = np.convolve(dur, np.ones(length, dtype=np.int64), mode="valid")[valid]
+        score = np.bincount(inverse.ravel(), weights=times) * (1 - 1 / length)
+        score[np.bincount(inverse.ravel()) < min_count] = 0
+        top = int(np.argmax(score))
+        if score[top] > best_score:
+            picks = _non_overlapping(valid[inverse.ravel() == top], length)
+            if len(picks) >= min_count:
+                best, best_score = (length, picks), float(score[top])
+    return best
+
+
+def _non_overlapping(starts: np.ndarray, length: int) -> list[int]:
+    picks, edge = [], -1
+    for s in starts.tolist():
+        if s > edge:
+            picks.append(s)
+            edge = s + length - 1
+    return picks
+
+
+def _pair_backward(table: pd.DataFrame) -> pd.DataFrame:
+    """Give each backward occurrence the variant and location of the forward one it belongs to.
+
+    Autograd runs a step's nodes in reverse, so in each (rank, step, pattern) the i-th backward occurrence
+    belongs to the i-th forward one from the end; unpaired ones keep their own variant.
+    """
+    table = table.sort_values("ts", kind="stable")
+    library = table[table["pattern"] != "discovered"]
+    for _, group in library.groupby(["rank", "step", "pattern"], sort=False):
+        fwd = group.index[group["phase"] == "forward"][::-1]
+        bwd = group.index[group["phase"] == "backward"]
+        n = min(len(fwd), len(bwd))
+        cols = ["variant", "annotation", "stack", "module"]
+        table.loc[bwd[:n], cols] = table.loc[fwd[:n], cols].to_numpy()
+    return table.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+
+
+def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: str) -> dict:
+    family, variant = key
+    fwd = group[group["phase"] != "backward"]
+    pattern = group["pattern"].iloc[0]
+    return {
+        "pattern": family,
+        "variant": variant,
+        "per_step": len(fwd) / per,
+        "backward_per_step": (len(group) - len(fwd)) / per,
+        "kernels_per_step": group["kernels"].sum() / per,
+        "current_ns_per_step": int(group["current_ns"].sum() / per),
+        "kept_ns_per_step": int(group["kept_ns"].sum() / per),
+        "saving_ns_per_step": int(group["saving_ns"].sum() / per),
+        "intermediate_bytes_per_step": int(group["intermediate_bytes"].sum() / per),
+        "traffic_ns_per_step": int(group["traffic_ns"].sum() / per),
+        "launch_ns_per_step": int(group["launch_ns"].sum() / per),
+        "occurrences": len(group),
+        "where": _where(fwd if len(fwd) else group),
+        "replacement": _replacement(pattern, variant, platform),
+    }
+
+
+def _where(group: pd.DataFrame, most: int = 6) -> str:
+    """The distinct source locations of a pattern's occurrences, most frequent first, with counts."""
+    place = group.apply(lambda r: " | ".join(x for x in (r["annotation"], r["module"], r["stack"]) if x), axis=1)
+    counts = place.where(place != "", group["first_op"]).value_counts()
+    shown = [f"{p} ×{n}" for p, n in counts.head(most).items()]
+    return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
+
+
+def _replacement(pattern: str, variant: str, platform: str) -> str:
+    if pattern == "optimizer":
+        return OPTIMIZER_REPLACEMENT[platform].format(name=variant.split(" ")[0])
+    if pattern == "discovered":
+        return DISCOVERY_REPLACEMENT[platform]
+    return next(p.replacement[platform] for p in PATTERNS if p.key == pattern)
+
+
+def _rank_steps(trace) -> int:
+    """Number of (rank, step) pairs with a step marker."""
+    table = trace.steps()
+    return len(table)
+
+
+def findings(trace) -> list[Finding]:
+    """One finding per opportunity worth at least 0.2 % of step time, ranked by estimated saving."""
+    table = trace.fusion()
+    step_time = _step_time(trace)
+    per = max(_rank_steps(trace), 1)
+    out = []
+    for row in table.itertuples(index=False):
+        cost = int(row.saving_ns_per_step * per)
+        if step_time and cost / step_time < FINDING_MIN_SHARE:
+            continue
+        out.append(_finding(row, cost, step_time))
+    return fnd.ranked(out)
+
+
+def _finding(row, cost: int, step_time: int) -> Finding:
+    title = f"Fuse {row.pattern}: {row.variant} ({row.per_step:g}/step"
+    title += f" + {row.backward_per_step:g} backward)" if row.backward_per_step else ")"
+    advice = f"Replace with {row.replacement}. Where: {row.where}."
+    return fnd.make(
+        ANALYZER,
+        title,
+        advice,
+        cost,
+        step_time,
+        where={"locations": row.where},
+        evidence={
+            "per_step": row.per_step,
+            "kernels_per_step": row.kernels_per_step,
+            "current_ns_per_step (measured)": row.current_ns_per_step,
+            "kept_ns_per_step (measured)": row.kept_ns_per_step,
+            "saving_ns_per_step (estimated)": row.saving_ns_per_step,
+            "intermediate_bytes_per_step (estimated)": row.intermediate_bytes_per_step,
+            "traffic_ns_per_step (estimated)": row.traffic_ns_per_step,
+            "launch_ns_per_step (host, estimated)": row.launch_ns_per_step,
+        },
+        estimated=True,
+    )
+
+
+def _step_time(trace) -> int:
+    table = trace.steps()
+    return int(table["wall_ns"].sum()) if len(table) else int(trace.meta.span_ns)
+
+
+def section(trace, options) -> dict | None:
+    """The report's fusion section: the model, the bandwidth assumption and the ranked opportunities."""
+    table = trace.fusion()
+    if not len(table):
+        return None
+    _, source = fusion_units.bandwidth(trace)
+    rows = table.head(options.top) if options.top else table
+    return {
+        "title": "Fusion opportunities",
+        "facts": {
+            "estimated_saving_ns_per_step": int(table["saving_ns_per_step"].sum()),
+            "fusable_kernel_ns_per_step": int((table["current_ns_per_step"] - table["kept_ns_per_step"]).sum()),
+            "memory_bandwidth": source,
+            "model": "measured: kernel times (current, kept GEMM/attention); estimated: fused kernel = first input + "
+            "last output at peak bandwidth (0 when folded into a GEMM), intermediates from recorded shapes, "
+            "launches × measured median launch call",
+        },
+        "tables": {"opportunities": rows.to_dict("records")},
+    }

@@ -1,0 +1,119 @@
+"""Fusion opportunities on real H200 traces: planted patterns found with counts, locations and savings."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import PUBLIC_TORCH, load_shared
+
+import traceanalyzer as ta
+from traceanalyzer.analyzers import fusion
+from traceanalyzer.report import Options
+
+MEASURED_DIFFERENCE_NS = (15.54 - 6.08) * 1e6
+"""GROUND_TRUTH §4: GPU kernel time per step, unfused_ops minus fused_ops."""
+
+SMALL_TRACE_BYTES = 8_000_000
+"""Public traces up to this size are loaded by the no-crash test (keeps the suite fast)."""
+
+FUSED_IN_FUSED_OPS = ("Unfused attention", "GEMM epilogue", "Layout copy")
+"""The pattern families fused_ops replaces (SDPA, nn.Linear bias, no .contiguous())."""
+
+
+@pytest.fixture(scope="module")
+def unfused():
+    return load_shared("h200", "unfused_ops", "unfused_ops.json.gz")
+
+
+@pytest.fixture(scope="module")
+def fused():
+    return load_shared("h200", "fused_ops", "fused_ops.json.gz")
+
+
+def _row(table, pattern, variant):
+    rows = table[(table["pattern"] == pattern) & (table["variant"] == variant)]
+    assert len(rows) == 1, f"{pattern} / {variant} not found once in:\n{table[['pattern', 'variant']]}"
+    return rows.iloc[0]
+
+
+@pytest.mark.parametrize(
+    ("pattern", "variant", "per_step", "annotation"),
+    [
+        ("GEMM epilogue", "MatMul+BiasAdd+ReLU", 4, "mlp_matmul_add_relu"),
+        ("GEMM epilogue", "MatMul+BiasAdd", 12, "(?:attention|mlp_matmul_add_relu)"),
+        ("Unfused attention", "MatMul+Mul+MaskedFill+Softmax+MatMul", 4, "attention"),
+        ("Layout copy", "Transpose/permute → contiguous copy", 16, "attention"),
+        ("Residual add + norm", "Add+LayerNorm", 4, "residual_add_layernorm"),
+        ("Residual add + norm", "Add+LayerNorm+GELU", 4, "residual_add_layernorm_gelu"),
+    ],
+)
+def test_unfused_ops_planted_patterns(unfused, pattern, variant, per_step, annotation):
+    row = _row(unfused.fusion(), pattern, variant)
+    assert row["per_step"] == per_step
+    assert row["saving_ns_per_step"] > 0
+    occ = fusion.occurrences(unfused)
+    mine = occ[(occ["family"] == pattern) & (occ["variant"] == variant) & (occ["phase"] == "forward")]
+    assert mine["annotation"].str.contains(rf"layer\d\.{annotation}$").all()
+    assert mine.groupby("step").size().eq(per_step).all()
+    assert set(mine["annotation"].str.extract(r"(layer\d)")[0]) == {"layer0", "layer1", "layer2", "layer3"}
+
+
+def test_attention_has_python_stack_and_backward(unfused):
+    row = _row(unfused.fusion(), "Unfused attention", "MatMul+Mul+MaskedFill+Softmax+MatMul")
+    assert row["backward_per_step"] == 4
+    assert "attn_unfused" in row["where"]
+    assert "scaled_dot_product_attention" in row["replacement"]
+
+
+def test_estimated_saving_matches_measured_difference(unfused):
+    table = unfused.fusion()
+    saving = table[table["pattern"].isin(FUSED_IN_FUSED_OPS)]["saving_ns_per_step"].sum()
+    assert abs(saving - MEASURED_DIFFERENCE_NS) / MEASURED_DIFFERENCE_NS < 0.30
+
+
+def test_fused_ops_reports_only_what_is_still_unfused(fused):
+    table = fused.fusion()
+    assert not table["pattern"].isin(["Unfused attention", "Layout copy"]).any()
+    epilogue = table[table["pattern"] == "GEMM epilogue"]
+    assert list(epilogue["variant"]) == ["MatMul+ReLU"]
+    assert _row(table, "Residual add + norm", "Add+LayerNorm")["per_step"] == 4
+
+
+def test_gpt_train_llama_chains_named(gpt_train):
+    table = gpt_train.fusion()
+    assert _row(table, "RMSNorm", "Add+Pow+Mean+Add+Rsqrt+Mul")["per_step"] == 16
+    assert _row(table, "Rotary embedding", "RoPE (slice/neg/cat/mul/add)")["per_step"] == 16
+    assert _row(table, "Gated MLP", "SiLU+MatMul+Mul")["per_step"] == 8
+    assert (
+        "LlamaDecoderLayer_0 | transformers/models/llama/modeling_llama.py"
+        in _row(table, "RMSNorm", "Add+Pow+Mean+Add+Rsqrt+Mul")["where"]
+    )
+    assert table["saving_ns_per_step"].is_monotonic_decreasing
+
+
+def test_findings_and_section(unfused):
+    found = fusion.findings(unfused)
+    assert found and found[0].estimated and found[0].cost_ns > 0
+    assert "Unfused attention" in found[0].title
+    section = fusion.section(unfused, Options(top=5))
+    assert section["facts"]["memory_bandwidth"].startswith("NVIDIA H200: 4.80 TB/s")
+    assert len(section["tables"]["opportunities"]) == 5
+
+
+def test_never_crashes_on_public_kineto_traces():
+    paths = (
+        sorted(p for p in PUBLIC_TORCH.rglob("*.json*") if p.stat().st_size < 8_000_000)
+        if PUBLIC_TORCH.exists()
+        else []
+    )
+    if not paths:
+        pytest.skip("public torch traces not available")
+    checked = 0
+    for path in paths:
+        try:
+            trace = ta.load(path)
+        except ta.TraceError:
+            continue
+        table = trace.fusion()
+        assert list(table.columns) == fusion.OPPORTUNITY_COLUMNS
+        checked += 1
+    assert checked
