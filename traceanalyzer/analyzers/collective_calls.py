@@ -103,8 +103,9 @@ def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
 
 
 def _collectives(events: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
-    """The collective of each call; a generic send/recv kernel takes the collective its enclosing op names."""
-    out = comm["collective"].astype(str).to_numpy().copy()
+    """The collective of each call in canonical spelling (``_allgather_base`` → allgather); a generic send/recv
+    kernel takes the collective its enclosing op names."""
+    out = np.array([collective_from_name(c) or c for c in comm["collective"].astype(str)], dtype=object)
     generic = np.isin(out, ["", "send_recv", "send", "recv"]) & (comm["top_op"] != NO_ROW).to_numpy()
     top_names = events["name"].astype(str).reindex(comm["top_op"].to_numpy()[generic]).to_numpy()
     implied = np.array([_collective_in_op(n) for n in top_names], dtype=object)

@@ -349,9 +349,18 @@ def section(trace, options) -> dict | None:
         "hidden_comm_share": float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1)),
         "comm_exposed_ns": int(ranks["comm_exposed_ns"].sum()),
     }
+    link = collective_calls.link_gbps(trace)
+    if not np.isnan(link):
+        facts["link_gbps_nominal"] = link
+        facts["busbw_gbps_median_large"] = _median_large_busbw(calls)
     if trace.events["rank"].nunique() > 1:
         facts.update(_cross_rank_facts(trace, tables, options))
     return {"title": "Distributed: communication and overlap", "facts": facts, "tables": tables}
+
+
+def _median_large_busbw(calls: pd.DataFrame) -> float | None:
+    large = calls.loc[calls["bytes"] >= LARGE_MESSAGE_BYTES, "busbw_gbps"].dropna()
+    return float(large.median()) if len(large) else None
 
 
 def _top(calls: pd.DataFrame, options) -> pd.DataFrame:
@@ -359,7 +368,10 @@ def _top(calls: pd.DataFrame, options) -> pd.DataFrame:
         calls = calls[calls["rank"] == options.rank]
     if options.step is not None:
         calls = calls[calls["step"] == options.step]
-    return calls.nlargest(options.top, "exposed_ns")
+    top = calls.nlargest(options.top, "exposed_ns").copy()
+    for col in ("bytes", "late_rank"):
+        top[col] = top[col].astype(object).where(top[col] != NO_ROW, None)
+    return top
 
 
 def _cross_rank_facts(trace, tables: dict, options) -> dict:
