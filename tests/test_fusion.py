@@ -12,7 +12,7 @@ from traceanalyzer.report import Options
 MEASURED_DIFFERENCE_NS = (15.54 - 6.08) * 1e6
 """GROUND_TRUTH §4: GPU kernel time per step, unfused_ops minus fused_ops."""
 
-SMALL_TRACE_BYTES = 8_000_000
+SMALL_TRACE_BYTES = 1_000_000
 """Public traces up to this size are loaded by the no-crash test (keeps the suite fast)."""
 
 FUSED_IN_FUSED_OPS = ("Unfused attention", "GEMM epilogue", "Layout copy")

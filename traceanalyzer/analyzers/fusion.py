@@ -18,7 +18,7 @@ dtypes), ``traffic_ns`` (that traffic at peak bandwidth: the roofline floor of t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -105,6 +105,13 @@ class _Context:
     units: pd.DataFrame
     bandwidth: float
     launch_ns: float
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+    gemm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+
+    def __post_init__(self) -> None:
+        self.cols = {c: self.units[c].to_numpy() for c in self.units.columns}
+        base = [_base(t) for t in self.cols["token"]]
+        self.gemm = np.isin(base, list(GEMM_TOKENS)) | (self.cols["gemm_ns"] > 0)
 
 
 def opportunities(trace) -> pd.DataFrame:
@@ -224,24 +231,25 @@ def _base(token: str) -> str:
 
 def _occurrence(ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int]) -> dict:
     """Measured and estimated numbers of one occurrence (``work``: its unit positions with device work)."""
-    u = ctx.units.iloc[work]
-    gemm = np.isin([_base(t) for t in u["token"]], list(GEMM_TOKENS)) | (u["gemm_ns"].to_numpy() > 0)
-    current = int(u["device_ns"].sum())
-    kept = int(u["device_ns"].to_numpy()[gemm].sum())
-    out_bytes = u["out_bytes"].to_numpy()
-    fused = 0.0 if gemm.any() else (int(u["in_bytes"].iloc[0]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
-    removed = int(u["kernels"].to_numpy()[~gemm].sum()) - (0 if gemm.any() else 1)
+    c, idx = ctx.cols, np.asarray(work)
+    gemm = ctx.gemm[idx]
+    dur = c["device_ns"][idx]
+    current, kept = int(dur.sum()), int(dur[gemm].sum())
+    out_bytes = c["out_bytes"][idx]
+    fused = 0.0 if gemm.any() else (int(c["in_bytes"][idx[0]]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
+    kernels = c["kernels"][idx]
+    removed = int(kernels[~gemm].sum()) - (0 if gemm.any() else 1)
     intermediate = int(2 * out_bytes[:-1].sum())
     return {
         "pattern": key,
         "family": family,
         "variant": variant,
         "phase": phase,
-        "rank": int(u["rank"].iloc[0]),
-        "step": int(u["step"].iloc[0]),
-        "first_row": int(u["row"].iloc[0]),
-        "ts": int(u["ts"].iloc[0]),
-        "kernels": int(u["kernels"].sum()),
+        "rank": int(c["rank"][idx[0]]),
+        "step": int(c["step"][idx[0]]),
+        "first_row": int(c["row"][idx[0]]),
+        "ts": int(c["ts"][idx[0]]),
+        "kernels": int(kernels.sum()),
         "current_ns": current,
         "kept_ns": kept,
         "fused_ns": int(fused),

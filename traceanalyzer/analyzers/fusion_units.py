@@ -163,7 +163,10 @@ def _add_bytes(table: pd.DataFrame, ev: pd.DataFrame) -> None:
     types = ev["input_types"].astype(str).to_numpy()[rows]
     gemm = np.isin(table["token"].str.replace("_bwd", "", regex=False).to_numpy(), list(GEMM_TOKENS))
     cache: dict = {}
-    sizes = [cache.setdefault((d, t, g), tensor_bytes(d, t, g)) for d, t, g in zip(dims, types, gemm, strict=True)]
+    for key in zip(dims, types, gemm, strict=True):
+        if key not in cache:
+            cache[key] = tensor_bytes(*key)
+    sizes = [cache[key] for key in zip(dims, types, gemm, strict=True)]
     table["in_bytes"] = np.array([s[0] for s in sizes], dtype=np.int64)
     table["out_bytes"] = np.array([s[1] for s in sizes], dtype=np.int64)
 
