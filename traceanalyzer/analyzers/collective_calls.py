@@ -37,12 +37,17 @@ LINK_GBPS = (
 """Nominal per-direction NVLink bandwidth (GB/s) of a device by name; None where the interconnect varies."""
 
 OPTIMIZER_OP = re.compile(r"^Optimizer\.step")
+"""The optimizer's step annotation: collectives inside it are in the optimizer phase."""
 BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function")
+"""Autograd engine ops: collectives launched inside them, or between the first and last, are in backward."""
 DATA_LOADING = re.compile(r"DataLoader|dataloader|_next_data|__next__")
+"""Host ranges that load data."""
 DTYPE_IN_NAME = re.compile(
     r"_(bf16|f16|f32|f64|f8e4m3|f8e5m2|i8|u8|i32|u32|i64|u64|half|float|double|bfloat16|int8_t|uint8_t|int32_t|"
     r"int64_t|uint64_t)(?=[_(]|$)"
 )
+GENERIC_P2P = ("", "send_recv", "send", "recv")
+"""Collective names that may stand for a bigger collective built from point-to-point transfers."""
 ALL_TO_ALL = re.compile(r"all2all", re.I)
 COLLECTIVE_IN_OPS = re.compile(r"all_?to_?all|all_?gather|reduce_?scatter|all_?reduce|broadcast", re.I)
 """Enclosing op names that say which collective a generic send/recv kernel implements (c10d::alltoall_base_)."""
@@ -106,8 +111,8 @@ def _collectives(events: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
     """The collective of each call in canonical spelling (``_allgather_base`` → allgather); a generic send/recv
     kernel takes the collective its enclosing op names."""
     out = np.array([collective_from_name(c) or c for c in comm["collective"].astype(str)], dtype=object)
-    generic = np.isin(out, ["", "send_recv", "send", "recv"]) & (comm["top_op"] != NO_ROW).to_numpy()
-    top_names = events["name"].astype(str).reindex(comm["top_op"].to_numpy()[generic]).to_numpy()
+    generic = np.isin(out, GENERIC_P2P) & (comm["top_op"] != NO_ROW).to_numpy()
+    top_names = events["name"].reindex(comm["top_op"].to_numpy()[generic]).astype(str).to_numpy()
     implied = np.array([_collective_in_op(n) for n in top_names], dtype=object)
     picked = out[generic]
     picked[implied != ""] = implied[implied != ""]
@@ -137,15 +142,14 @@ def _task_wait(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
     tasks = events["kind"] == Kind.COMM_TASK.value
     if not tasks.any():
         return np.full(len(table), np.nan)
-    waits = tasks & events["name"].astype(str).str.contains(WAIT_TASK).to_numpy()
+    waits = tasks & name_matches(events, WAIT_TASK)
     return _covered(events, table, waits).astype(float)
 
 
 def phases(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     """Phase of device rows (forward, backward, after_backward, optimizer) from what launched them; '' if unknown."""
-    names = events["name"].astype(str)
-    is_optimizer = names.str.match(OPTIMIZER_OP).to_numpy()
-    is_backward = names.str.match(BACKWARD_OP).to_numpy()
+    is_optimizer = name_matches(events, OPTIMIZER_OP)
+    is_backward = name_matches(events, BACKWARD_OP)
     parent = events["parent"].to_numpy()
     launch = rows["launch"].to_numpy()
     windows = _backward_windows(events, is_backward)
@@ -154,6 +158,14 @@ def phases(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
         if row != NO_ROW:
             out[i] = _phase_of(row, parent, is_optimizer, is_backward, events, windows)
     return out
+
+
+def name_matches(events: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
+    """Per row: does the event name match (searched once per distinct name)?"""
+    names = events["name"].cat.categories
+    hit = np.fromiter((bool(pattern.search(str(n))) for n in names), bool, len(names))
+    codes = events["name"].cat.codes.to_numpy()
+    return hit[codes] & (codes >= 0)
 
 
 def _backward_windows(events: pd.DataFrame, is_backward: np.ndarray) -> dict:
@@ -309,39 +321,42 @@ def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
     )
     frame = frame[frame["caused_wait_ns"] >= LATE_MIN_NS].nlargest(LATE_EXPLAINED, "caused_wait_ns")
     frame["window_ns"] = frame["late_aligned"] - frame["first_aligned"]
-    causes = [_cause(trace.events, row) for row in frame.itertuples()]
+    ranks = {int(r): _RankActivity(trace.events[trace.events["rank"] == r]) for r in frame["late_rank"].unique()}
+    causes = [
+        ranks[int(row.late_rank)].cause(int(row.late_start) - int(row.window_ns), int(row.late_start))
+        for row in frame.itertuples()
+    ]
     frame["late_compute_ns"] = [c[0] for c in causes]
     frame["cause"] = [c[1] for c in causes]
     frame["detail"] = [c[2] for c in causes]
     return frame.reset_index()[LATE_COLUMNS]
 
 
-def _cause(events: pd.DataFrame, row) -> tuple[int, str, str]:
-    """Device compute time in the late rank's window, the cause (compute, data_loading, host, idle) and detail."""
-    end = int(row.late_start)
-    start = end - int(row.window_ns)
-    mine = events[events["rank"] == row.late_rank]
-    device = mine[mine["kind"].isin(_DEVICE_BUSY)]
-    busy = intervals.clip(
-        intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy()), start, end
-    )
-    compute = intervals.length(busy)
-    detail = _dominant_host_event(mine, start, end, (end - start - compute) / 2)
-    if compute >= (end - start) / 2:
-        return compute, "compute", detail
-    if DATA_LOADING.search(detail):
-        return compute, "data_loading", detail
-    return compute, ("host" if detail else "idle"), detail
+class _RankActivity:
+    """One rank's device busy time and host ranges, to explain what it did during a window."""
 
+    def __init__(self, events: pd.DataFrame) -> None:
+        device = events[events["kind"].isin(_DEVICE_BUSY)]
+        self.busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
+        self.host = events[events["kind"].isin(_HOST_WORK)]
 
-def _dominant_host_event(events: pd.DataFrame, start: int, end: int, at_least: float) -> str:
-    """The most specific host range covering at least ``at_least`` ns of [start, end); ops over Python frames."""
-    host = events[events["kind"].isin(_HOST_WORK)]
-    ts = host["ts"].to_numpy()
-    covered = np.minimum(ts + host["dur"].to_numpy(), end) - np.maximum(ts, start)
-    picked = host[covered >= max(at_least, 1)]
-    if not len(picked):
-        return ""
-    named = picked[picked["kind"] != Kind.PYTHON.value]
-    best = (named if len(named) else picked).sort_values("depth").iloc[-1]
-    return str(best["name"])
+    def cause(self, start: int, end: int) -> tuple[int, str, str]:
+        """Device busy time in [start, end), the cause (compute, data_loading, host, idle) and the host range."""
+        compute = intervals.length(intervals.clip(self.busy, start, end))
+        detail = self.dominant_host_range(start, end, (end - start - compute) / 2)
+        if compute >= (end - start) / 2:
+            return compute, "compute", detail
+        if DATA_LOADING.search(detail):
+            return compute, "data_loading", detail
+        return compute, ("host" if detail else "idle"), detail
+
+    def dominant_host_range(self, start: int, end: int, at_least: float) -> str:
+        """The most specific host range covering at least ``at_least`` ns of [start, end); ops over Python frames."""
+        ts = self.host["ts"].to_numpy()
+        covered = np.minimum(ts + self.host["dur"].to_numpy(), end) - np.maximum(ts, start)
+        picked = self.host[covered >= max(at_least, 1)]
+        if not len(picked):
+            return ""
+        named = picked[picked["kind"] != Kind.PYTHON.value]
+        best = (named if len(named) else picked).sort_values("depth").iloc[-1]
+        return str(best["name"])
