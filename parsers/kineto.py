@@ -8,8 +8,11 @@ the ``correlation`` arg, which every generation writes on both sides.
 
 from __future__ import annotations
 
+import contextlib
 import decimal
 import functools
+import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -51,6 +54,7 @@ _MEMORY_EVENT = "[memory]"
 
 class Args(
     msgspec.Struct,
+    gc=False,
     rename={
         "external_id": "External id",
         "external_id_legacy": "external id",
@@ -154,6 +158,11 @@ def _ints(values: list) -> np.ndarray:
     try:
         return np.array(values, dtype=np.int64)
     except (TypeError, ValueError, OverflowError):
+        pass
+    try:
+        arr = np.array(values, dtype=np.float64)  # None → NaN
+        return np.where(np.isnan(arr), NO_ROW, arr).astype(np.int64)
+    except (TypeError, ValueError):
         return np.fromiter((_int_or_none(v) for v in values), np.int64, len(values))
 
 
@@ -204,7 +213,7 @@ class _Columns:
             "stream": _ints([a.stream for a in args]),
             "correlation": _ints([a.correlation for a in args]),
             "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]),
-            "bytes": _ints([_message_bytes(a) for a in args]),
+            "bytes": _message_bytes(args),
         }
         strings = {
             "name": [e.name for e in xs],
@@ -262,8 +271,9 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     stream = Stream()
     exact = _needs_exact_ts(path)
     cols = _Columns(exact)
-    for chunk in iter_events(path, ExactEvent if exact else Event, stream):
-        cols.add(chunk)
+    with _gc_paused():
+        for chunk in iter_events(path, ExactEvent if exact else Event, stream):
+            cols.add(chunk)
     events = _events_frame(cols)
     memory = _memory_frame(cols)
     if not len(events) and not len(memory):
@@ -272,6 +282,18 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
         path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
     )
     return events, memory, meta
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of short-lived lists are built (about 10 % faster)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def _nothing_to_analyze(skipped: int) -> str:
@@ -330,12 +352,19 @@ _DTYPE_BYTES = {
 }
 
 
-def _message_bytes(a: Args) -> int | None:
-    if a.bytes is not None:
-        return a.bytes
+def _message_bytes(args: list[Args]) -> np.ndarray:
+    """Bytes moved: the ``bytes`` arg, else a collective's element count times its dtype's size."""
+    out = _ints([a.bytes for a in args])
+    for i in [i for i, a in enumerate(args) if a.dtype is not None]:
+        if out[i] == NO_ROW:
+            out[i] = _collective_bytes(args[i])
+    return out
+
+
+def _collective_bytes(a: Args) -> int:
     nelems = _int_or_none(a.in_nelems if a.in_nelems is not None else a.out_nelems)
     size = _DTYPE_BYTES.get((a.dtype or "").lower().replace("c10::", ""))
-    return nelems * size if size and nelems != NO_ROW else None
+    return nelems * size if size and nelems != NO_ROW else NO_ROW
 
 
 def _ns(values: list, exact: bool = False) -> np.ndarray:
