@@ -100,7 +100,7 @@ def test_gpt_train_is_not_launch_bound(gpt_train):
 
 def test_fp32_matmul_is_flagged_and_bf16_is_not():
     fp32 = _h200("fp32_matmul")
-    found = [f for f in health.findings(fp32) if f.title.startswith("fp32 matrix")]
+    found = [f for f in health.findings(fp32) if f.title.startswith("fp32 matrix multiplies")]
     assert len(found) == 1
     per_step = found[0].evidence["fp32_gemm_ns_per_step"]
     assert 55e6 < per_step < 66e6  # GROUND_TRUTH: 59.9 ms of GPU time per step, aten::mm 58.7 ms

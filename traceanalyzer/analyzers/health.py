@@ -35,6 +35,9 @@ LARGE_GAP_NS = 100_000
 LARGEST_GAPS = 10
 """How many of the largest gaps the section lists, with what the host was doing."""
 
+SYNC_IDLE_MENTION = 0.1
+"""An idle-gap finding points at host syncs when at least this share of the idle follows them."""
+
 SYNC_CALLS = frozenset(
     {
         "cudaStreamSynchronize",
@@ -86,6 +89,9 @@ LAUNCH_BOUND_MIN_KERNELS = 100
 FP32_GEMM_KERNEL = re.compile(r"simt_sgemm|(?:^|_)sgemm|_ffma_|f32f32_f32f32_f32|Cijk_Ai?lk_Bl?jk_S_")
 """GEMM kernels that run fp32 math on the SIMT cores (no tensor cores): cuBLAS/CUTLASS sgemm, xmma ffma."""
 
+GEMM_KERNEL = re.compile(r"gemm|Cijk_|cutlass|xmma|matmul", re.IGNORECASE)
+"""Kernel names of matrix-multiply kernels (any precision)."""
+
 TENSOR_CORE_KERNEL = re.compile(r"tf32|bf16|f16|h884|h1688|s1688|s16816|tensorop|nvjet|hmma|wgmma", re.IGNORECASE)
 """GEMM kernel names that show tensor-core math."""
 
@@ -100,6 +106,16 @@ REDUCED_TYPE = re.compile(r"BFloat16|Half|float16|bfloat16|Float8|int8", re.IGNO
 
 TF32_SPEEDUP = 4.0
 """Conservative speedup of TF32 tensor cores over fp32 SIMT GEMMs (the peak ratio is ~8× on A100/H100-class GPUs)."""
+
+TF32_ADVICE = (
+    "Enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True, torch.backends.cudnn.allow_tf32 = True, or "
+    "torch.set_float32_matmul_precision('high')) for several times the throughput, or run the model under "
+    "torch.autocast(dtype=torch.bfloat16) / in bf16 for more; keep fp32 master weights if accuracy needs them."
+)
+PRE_AMPERE_ADVICE = (
+    "This GPU has no TF32 (compute capability < 8): run the model under torch.autocast(dtype=torch.float16) with a "
+    "GradScaler so these GEMMs/convolutions use the fp16 tensor cores (and channels_last for convolutions)."
+)
 
 FP32_GEMM_MIN_SHARE = 0.01
 """fp32 GEMM time below this share of step time is left alone (e.g. RoPE's deliberate fp32 matmul)."""
@@ -181,14 +197,14 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
         largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
         host = _host_phrase(largest.iloc[0]) if len(largest) else "unknown"
         synced = after_sync.get(row.rank, 0) / row.idle_ns
-        after = f", {synced:.0%} of the idle right after host syncs" if synced else ""
+        after = f", {synced:.0%} of the idle right after host syncs" if synced >= SYNC_IDLE_MENTION else ""
         out.append(
             fnd.make(
                 ANALYZER,
                 f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its active span "
                 f"({row.large_gaps} gaps > 100 µs{after})",
                 f"The GPU waits for the host. During the largest gap the host was in {host}. "
-                f"{'Remove the host syncs first (see the sync finding). ' if synced else ''}"
+                f"{'Remove the host syncs first (see the sync finding). ' if after else ''}"
                 "Move that work off the critical path (DataLoader workers and pin_memory for input, "
                 "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
                 "it with device work. See the idle-gap table for the other large gaps.",
@@ -230,6 +246,7 @@ def launch_bound(trace) -> pd.DataFrame:
             "launch_ns": events["dur"].to_numpy()[launch],
             "launch_call": events["name"].astype(str).to_numpy()[launch],
             "idle_before_ns": _idle_before(events, kernels),
+            "top_op": _linked(events, kernels["top_op"].to_numpy(), "name"),
         }
     )
     frame = frame[(frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])]
@@ -244,11 +261,17 @@ def launch_bound(trace) -> pd.DataFrame:
             kernel_ns_median=("kernel_ns", "median"),
             launch_ns_median=("launch_ns", "median"),
             idle_before_ns=("idle_before_ns", "sum"),
+            top_ops=("top_op", _most_common),
         )
         .reset_index()
     )
     table["busy_share"] = table["kernel_ns"] / (table["kernel_ns"] + table["idle_before_ns"]).clip(lower=1)
     return table.sort_values("idle_before_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _most_common(names: pd.Series, n: int = 3) -> str:
+    """The n most frequent non-empty names, comma-separated."""
+    return ", ".join(names[names != ""].value_counts().head(n).index)
 
 
 def _idle_before(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
@@ -273,7 +296,7 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
     ]
     out = []
     for row in hit.itertuples(index=False):
-        place = _place(row.annotation, row.frame)
+        place = _place(row.annotation, row.frame) if row.annotation or row.frame else f"ops {row.top_ops}"
         out.append(
             fnd.make(
                 ANALYZER,
@@ -285,8 +308,10 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
                 "ops, or batch the iterations into larger tensor ops.",
                 row.idle_before_ns,
                 step_ns,
-                where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame},
-                evidence={k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame")},
+                where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame, "ops": row.top_ops},
+                evidence={
+                    k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame", "top_ops")
+                },
                 estimated=True,
             )
         )
@@ -413,7 +438,8 @@ def fp32_gemms(trace) -> pd.DataFrame:
     op_names = _linked(events, kernels["op"].to_numpy(), "name")
     op_types = _linked(events, kernels["op"].to_numpy(), "input_types")
     fp32_op = np.isin(op_names, list(GEMM_OPS)) & _matches(op_types, FP32_TYPE) & ~_matches(op_types, REDUCED_TYPE)
-    picked = _matches(names, FP32_GEMM_KERNEL) | (fp32_op & ~_matches(names, TENSOR_CORE_KERNEL))
+    gemm_like = _matches(names, GEMM_KERNEL) & ~_matches(names, TENSOR_CORE_KERNEL)
+    picked = _matches(names, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
     frame = pd.DataFrame(
         {
             "rank": kernels["rank"].to_numpy()[picked],
@@ -452,11 +478,10 @@ def _fp32_findings(trace, step_ns: int) -> list[Finding]:
     return [
         fnd.make(
             ANALYZER,
-            f"fp32 matrix multiplies run without tensor cores: {total / steps / 1e6:.1f} ms of GPU time per step",
+            f"fp32 matrix multiplies/convolutions run without tensor cores: {total / steps / 1e6:.1f} ms of GPU time "
+            "per step",
             f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
-            "Enable TF32 (torch.backends.cuda.matmul.allow_tf32 = True or torch.set_float32_matmul_precision('high')) "
-            "for several times the throughput, or run the model under torch.autocast(dtype=torch.bfloat16) / in bf16 "
-            "for more; keep fp32 master weights if accuracy needs them.",
+            + (TF32_ADVICE if _tf32_capable(trace) else PRE_AMPERE_ADVICE),
             saving,
             step_ns,
             where={"ops": ops, "kernels": table["name"].head(5).tolist()},
@@ -470,6 +495,12 @@ def _fp32_findings(trace, step_ns: int) -> list[Finding]:
             estimated=True,
         )
     ]
+
+
+def _tf32_capable(trace) -> bool:
+    """False only when every device's compute capability is known and below 8 (pre-Ampere)."""
+    majors = [d.properties.get("computeMajor") for d in trace.meta.devices]
+    return not majors or any(m is None or m >= 8 for m in majors)
 
 
 # ---------------------------------------------------------------- dynamic shapes
