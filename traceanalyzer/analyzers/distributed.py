@@ -319,8 +319,8 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
 
 
 TOP_COLUMNS = [
-    "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "transfer_ns",
-    "busbw_gbps", "late_rank",
+    "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "task_wait_ns",
+    "transfer_ns", "busbw_gbps", "late_rank",
 ]  # fmt: skip
 STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
 
@@ -340,7 +340,7 @@ def section(trace, options) -> dict | None:
         "Communication by rank": _records(ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share",
                                                  "calls", "wait_ns"]]),
         "Overlap per rank and step": _records(table[[c for c in STEP_COLUMNS if c in table]]),
-        "Most exposed collectives": _records(_top(calls, options)[TOP_COLUMNS]),
+        "Most exposed collectives": _records(_top(calls, options)[TOP_COLUMNS].dropna(axis=1, how="all")),
     }  # fmt: skip
     facts = {
         "ranks": len(ranks),
