@@ -88,7 +88,7 @@ def test_launch_bound_loop_is_found_with_its_annotation():
     assert loop["annotation"] == "tiny_elementwise_loop"
     assert loop["tiny_kernels"] == 3000 and loop["launch_calls"] == 3000
     assert loop["launch_ns"] == pytest.approx(16.46e6, rel=0.005)
-    assert loop["kernel_ns_median"] < 1500 < 5000 < loop["launch_ns_median"]
+    assert loop["median_kernel_ns"] < 1500 < 5000 < loop["median_launch_ns"]
     found = [f for f in health.findings(trace) if f.title.startswith("Launch-bound")]
     assert len(found) == 1 and "tiny_elementwise_loop" in found[0].title
     assert "CUDA graph" in found[0].advice and "reduce-overhead" in found[0].advice

@@ -258,8 +258,8 @@ def launch_bound(trace) -> pd.DataFrame:
             kernel_ns=("kernel_ns", "sum"),
             launch_ns=("launch_ns", "sum"),
             launch_calls=("launch_calls", "sum"),
-            kernel_ns_median=("kernel_ns", "median"),
-            launch_ns_median=("launch_ns", "median"),
+            median_kernel_ns=("kernel_ns", "median"),
+            median_launch_ns=("launch_ns", "median"),
             idle_before_ns=("idle_before_ns", "sum"),
             top_ops=("top_op", _most_common),
         )
@@ -302,8 +302,8 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
                 ANALYZER,
                 f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
                 f"GPU busy {row.busy_share:.0%} there",
-                f"Each kernel runs ~{row.kernel_ns_median / 1e3:.1f} µs but its launch takes "
-                f"~{row.launch_ns_median / 1e3:.1f} µs, so the GPU waits for the CPU. Capture the loop in a CUDA graph "
+                f"Each kernel runs ~{row.median_kernel_ns / 1e3:.1f} µs but its launch takes "
+                f"~{row.median_launch_ns / 1e3:.1f} µs, so the GPU waits for the CPU. Capture the loop in a CUDA graph "
                 '(torch.cuda.graphs or torch.compile(mode="reduce-overhead")), let torch.compile fuse the elementwise '
                 "ops, or batch the iterations into larger tensor ops.",
                 row.idle_before_ns,
@@ -383,10 +383,15 @@ def sync_places(trace) -> pd.DataFrame:
         syncs=("name", "size"),
         sync_ns=("sync_ns", "sum"),
         idle_after_ns=("idle_after_ns", "sum"),
-        calls=("name", lambda s: ", ".join(sorted(set(s)))),
-        ops=("op", lambda s: ", ".join(sorted(set(s) - {""}))),
+        calls=("name", _joined),
+        ops=("op", _joined),
     ).reset_index()
     return table.sort_values(["idle_after_ns", "sync_ns"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _joined(names: pd.Series) -> str:
+    """The distinct non-empty names, sorted and comma-separated."""
+    return ", ".join(sorted(set(names) - {""}))
 
 
 def _sync_findings(trace, step_ns: int) -> list[Finding]:
@@ -564,30 +569,37 @@ def findings(trace) -> list[Finding]:
 
 def section(trace, options) -> dict | None:
     """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs."""
-    busy = device_busy(trace)
+    busy = _for_rank(device_busy(trace), options)
     if not len(busy):
         return None
     from traceanalyzer.report import records
 
-    launch = launch_bound(trace)
+    syncs = _for_rank(sync_places(trace), options)
+    gemms = _for_rank(fp32_gemms(trace), options)
+    tables = {
+        "device_busy": busy,
+        "largest_gaps": idle_gaps(trace, top=options.top),
+        "sync_places": syncs,
+        "dtoh_copies": dtoh_copies(trace),
+        "launch_places": launch_bound(trace),
+        "fp32_gemms": gemms,
+        "dynamic_shapes": dynamic_shapes(trace),
+    }
     return {
         "title": "GPU idle, launch overhead, syncs and precision",
         "facts": {
-            "device_busy_share": float(busy["busy_ns"].sum() / busy["span_ns"].sum()) if busy["span_ns"].sum() else 0,
+            "device_busy_share": float(busy["busy_ns"].sum() / max(busy["span_ns"].sum(), 1)),
             "idle_ns": int(busy["idle_ns"].sum()),
             "large_gaps": int(busy["large_gaps"].sum()),
             "large_gap_ns": int(busy["large_gap_ns"].sum()),
             "largest_gap_ns": int(busy["largest_gap_ns"].max()),
-            "host_syncs": int(sync_places(trace)["syncs"].sum()),
-            "fp32_gemm_ns": int(fp32_gemms(trace)["total_ns"].sum()),
+            "host_syncs": int(syncs["syncs"].sum()),
+            "fp32_gemm_ns": int(gemms["total_ns"].sum()),
         },
-        "tables": {
-            "device_busy": records(busy),
-            "largest_gaps": records(idle_gaps(trace, top=options.top)),
-            "sync_places": records(sync_places(trace).head(options.top)),
-            "dtoh_copies": records(dtoh_copies(trace)),
-            "launch_places": records(launch.head(options.top)),
-            "fp32_gemms": records(fp32_gemms(trace).head(options.top)),
-            "dynamic_shapes": records(dynamic_shapes(trace).head(options.top)),
-        },
+        "tables": {name: records(_for_rank(table, options).head(options.top)) for name, table in tables.items()},
     }
+
+
+def _for_rank(table: pd.DataFrame, options) -> pd.DataFrame:
+    """The rows of the rank the user asked for (all when none)."""
+    return table if options.rank is None else table[table["rank"] == options.rank]
