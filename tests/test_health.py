@@ -143,3 +143,10 @@ def test_findings_and_sections_never_fail_on_small_public_traces(parts):
         health.section(trace, Options())
         hotspots.section(trace, Options())
     assert all(f.cost_ns >= 0 for f in found)
+
+
+def test_big_trace_busy_and_gaps():
+    busy = health.device_busy(_h200("big")).iloc[0]
+    assert busy["busy_share"] == pytest.approx(0.700, abs=0.001)
+    assert busy["large_gaps"] == 1271
+    assert busy["largest_gap_ns"] == pytest.approx(9.0e6, rel=0.01)
