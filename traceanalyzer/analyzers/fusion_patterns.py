@@ -36,6 +36,7 @@ ALIASES: dict[str, str] = {
     "group_norm": "group_norm native_group_norm groupnorm",
     "pow": "pow square",
     "mean": "mean reducemean reducemeand",
+    "sum": "sum reducesum reducesumd",
     "rsqrt": "rsqrt",
     "neg": "neg",
     "cat": "cat concat concatd concatv2 pack",
@@ -278,6 +279,9 @@ DISCOVERY_REPLACEMENT: dict[str, str] = {
 """Replacement for a discovered repeated chain of memory-bound kernels."""
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_ASCEND_QUEUE = re.compile(r"^(?:Dequeue|Enqueue)@")
+_ACLNN = re.compile(r"^aclnn(?:Inplace)?([A-Za-z0-9]+?)\d*(?:_.*)?$")
+_TRANS = re.compile(r"^trans_([A-Za-z]+)_\d+$")
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function:\s*(?:torch::autograd::)?")
 _BACKWARD = re.compile(r"^(\w+?)Backward\d*$")
 _PREFIX = re.compile(r"^(?:aten|c10d|npu|torch_npu|prims|triton|at)::")
@@ -285,11 +289,18 @@ _PREFIX = re.compile(r"^(?:aten|c10d|npu|torch_npu|prims|triton|at)::")
 
 def canonical(name: str) -> str:
     """The canonical token of an op or kernel name (backward nodes get ``_bwd``); unknown names lower-cased."""
-    name = _AUTOGRAD.sub("", name.strip())
+    name = _ascend_op(_AUTOGRAD.sub("", name.strip()))
     backward = _BACKWARD.match(name)
     if backward:
         return _canonical_op(_CAMEL.sub("_", backward.group(1)).lower()) + BACKWARD_SUFFIX
     return _canonical_op(name)
+
+
+def _ascend_op(name: str) -> str:
+    """The CANN op type in torch_npu task names: ``Dequeue@aclnnInplaceMuls`` / ``aclnnMuls_MulAiCore_Mul`` → Muls."""
+    name = _ASCEND_QUEUE.sub("", name)
+    m = _ACLNN.match(name) or _TRANS.match(name)
+    return m.group(1) if m else name
 
 
 def _canonical_op(name: str) -> str:
@@ -297,7 +308,8 @@ def _canonical_op(name: str) -> str:
     if base.startswith("foreach_"):
         return "foreach"
     plain = base.replace("_", "")
-    return CANONICAL.get(base) or CANONICAL.get(plain) or re.sub(r"[^a-z0-9_]", "", base)[:40] or "op"
+    known = CANONICAL.get(base) or CANONICAL.get(plain) or CANONICAL.get(plain.rstrip("0123456789"))
+    return known or re.sub(r"[^a-z0-9_]", "", base)[:40] or "op"
 
 
 BANDWIDTH: tuple[tuple[str, float], ...] = (
