@@ -36,7 +36,8 @@ def build(trace, options: Options) -> dict:
         "findings": [f.to_dict() for f in trace.findings()],
         "steps": records(_filtered_steps(trace, options)),
     }
-    report.update(analyzers.sections(trace, options))
+    for name, section in analyzers.sections(trace, options).items():
+        report[f"{name}_section" if name in report else name] = section  # a section never replaces a core key
     return report
 
 
