@@ -122,27 +122,22 @@ class ExactEvent(Event, gc=False):
 
 
 class _Interner:
-    """Map strings to dense integer codes across chunks, so each distinct string is stored once."""
+    """Map values to dense integer codes across chunks, so each distinct value is stored once."""
 
     def __init__(self) -> None:
-        self.codes: dict[str, int] = {"": 0}
+        self.codes: dict = {}
 
     def encode(self, values: list) -> np.ndarray:
-        """Global codes of a chunk's values (str, bytes or None; None and b'' map to '')."""
-        local, uniques = pd.factorize(np.asarray(values, dtype=object), use_na_sentinel=False)
+        """Codes of a chunk's values (str, int, bytes or None), in the order first seen."""
         codes = self.codes
-        mapping = np.empty(len(uniques), dtype=np.int32)
-        for i, u in enumerate(uniques):
-            text = _text(u)
-            c = codes.get(text)
-            if c is None:
-                c = codes[text] = len(codes)
-            mapping[i] = c
-        return mapping[local] if len(local) else np.empty(0, dtype=np.int32)
+        return np.array([codes.setdefault(v, len(codes)) for v in values], dtype=np.int32)
 
     def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
+        """The coded values as text (None and b'' become ''; 7 and '7' become one category)."""
         codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-        return pd.Categorical.from_codes(codes, categories=list(self.codes))
+        texts = np.asarray([_text(k) for k in self.codes] + [""], dtype=object)
+        remap, categories = pd.factorize(texts)
+        return pd.Categorical.from_codes(remap[codes], categories=categories)
 
 
 def _text(value: object) -> str:
@@ -379,13 +374,13 @@ def _ns(values: list, exact: bool = False) -> np.ndarray:
 
 
 def _events_frame(cols: _Columns) -> pd.DataFrame:
-    kinds, step_names = _kinds(cols)
     df = pd.DataFrame({key: cols.column(key) for key in ("ts", "dur")})
     for key in _STRING_COLUMNS:
         df[key] = cols.strings[key].categorical(cols.parts.get(key, []))
     for key in ("device", "stream", "correlation", "external_id", "bytes"):
         df[key] = cols.column(key)
-    kind = kinds[cols.column("cat").astype(np.int64)] if len(df) else np.empty(0, dtype=object)
+    kinds, step_names = _kinds(df)
+    kind = kinds[df["cat"].cat.codes.to_numpy()]
     kind = np.where(step_names[df["name"].cat.codes.to_numpy()] & np.isin(kind, _STEP_KINDS), Kind.STEP.value, kind)
     df["kind"] = pd.Categorical(kind, categories=[k.value for k in Kind])
     _fill_device_lanes(df)
@@ -395,12 +390,11 @@ def _events_frame(cols: _Columns) -> pd.DataFrame:
 _STEP_KINDS = [Kind.CPU_OP.value, Kind.ANNOTATION.value]
 
 
-def _kinds(cols: _Columns) -> tuple[np.ndarray, np.ndarray]:
-    """Kind by category code, and whether each name code is a step marker."""
-    cats = list(cols.strings["cat"].codes)
+def _kinds(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Kind by ``cat`` category code, and whether each ``name`` category is a step marker."""
+    cats = df["cat"].cat.categories
     kinds = np.array([_KIND_BY_CAT.get(c.lower(), Kind.OTHER).value for c in cats], dtype=object)
-    names = list(cols.strings["name"].codes)
-    steps = np.array([n.startswith(_STEP_PREFIX) for n in names], dtype=bool)
+    steps = np.array([n.startswith(_STEP_PREFIX) for n in df["name"].cat.categories], dtype=bool)
     return kinds, steps
 
 
