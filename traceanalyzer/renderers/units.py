@@ -42,8 +42,10 @@ def value(key: str, v: object) -> str:
         return share(v)
     if key.endswith("bytes") or key.endswith("_B"):
         return size(v)
-    if isinstance(v, float):
+    if isinstance(v, float) and not v.is_integer():
         return f"{v:,.2f}"
+    if isinstance(v, float):
+        v = int(v)
     return f"{v:,}"
 
 
