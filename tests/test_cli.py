@@ -69,7 +69,7 @@ def test_json_report_has_every_documented_key_with_its_type(gpt_report):
     assert_typed(gpt_report, documented("Top-level keys"), "report")
     assert_typed(gpt_report["trace"], documented("`trace`"), "trace")
     assert_typed(gpt_report["summary"], documented("`summary`"), "summary")
-    assert set(gpt_report["hotspots"]) == {"kernel", "cpu_op", "op_device"}
+    assert set(gpt_report["hotspots"]) == {"kernel", "cpu_op", "op_device", "category"}
     for level, rows in gpt_report["hotspots"].items():
         assert rows, level
         for row in rows:

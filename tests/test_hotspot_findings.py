@@ -7,7 +7,6 @@ from conftest import load_shared
 
 from traceanalyzer.analyzers import hotspots
 from traceanalyzer.findings import PUSH_THRESHOLD, Severity
-from traceanalyzer.report import Options
 
 
 def test_gpt_train_top_ops_match_key_averages(gpt_train):
@@ -42,7 +41,7 @@ def test_many_tiny_calls_rank_by_total():
     assert [f.cost_ns for f in found] == sorted((f.cost_ns for f in found), reverse=True)
 
 
-def test_category_section(gpt_train):
-    table = {row["category"]: row for row in hotspots.section(gpt_train, Options())["tables"]["by_category"]}
+def test_category_hotspots(gpt_train):
+    table = {row["name"]: row for row in gpt_train.hotspots("category").to_dict(orient="records")}
     assert {"gemm", "elementwise", "copy", "attention"} <= set(table)
     assert sum(row["share"] for row in table.values()) == pytest.approx(1.0)

@@ -31,13 +31,13 @@ def build(trace, options: Options) -> dict:
         "summary": summary(trace, options),
         "hotspots": {
             level: records(trace.hotspots(level, step=options.step, rank=options.rank, top=options.top))
-            for level in ("kernel", "cpu_op", "op_device")
+            for level in ("kernel", "cpu_op", "op_device", "category")
         },
         "findings": [f.to_dict() for f in trace.findings()],
         "steps": records(_filtered_steps(trace, options)),
     }
     for name, section in analyzers.sections(trace, options).items():
-        report[f"{name}_section" if name in report else name] = section  # a section never replaces a core key
+        report[name] = section
     return report
 
 

@@ -48,10 +48,10 @@ class Trace:
         kind: str | Iterable[str] | None = None,
         top: int | None = None,
     ) -> pd.DataFrame:
-        """Ops or kernels ranked by total time (level: 'kernel', 'cpu_op' or 'op_device')."""
+        """Ranked by total time; level: 'kernel', 'cpu_op', 'op_device' (device time per launching op) or 'category'."""
         from traceanalyzer.analyzers import hotspots
 
-        return hotspots.hotspots(self.select(step, rank, kind), level, top)
+        return hotspots.hotspots(self.select(step, rank, kind), level, top, table=self.events)
 
     def steps(self) -> pd.DataFrame:
         """Per (rank, step): wall time, device busy time and device time by kind, in ns."""

@@ -20,16 +20,23 @@ class Level(str, Enum):
     KERNEL = "kernel"  # device kernels, copies, sets and collectives, by name
     CPU_OP = "cpu_op"  # CPU ops by name: self and inclusive host time, and the device time they caused
     OP_DEVICE = "op_device"  # device time per launching (innermost) CPU op
+    CATEGORY = "category"  # device time per op category (gemm, elementwise, copy, ...)
 
 
 HOTSPOT_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]
 
 
-def hotspots(events: pd.DataFrame, level: Level | str = Level.KERNEL, top: int | None = None) -> pd.DataFrame:
-    """Rank by total time at one level; ``events`` may already be filtered by step, rank or kind."""
+def hotspots(
+    events: pd.DataFrame, level: Level | str = Level.KERNEL, top: int | None = None, table: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """Rank by total time at one level; ``events`` may be filtered by step, rank or kind, ``table`` is the whole
+    event table that link columns point into (defaults to ``events``)."""
     level = Level(level)
-    table = {Level.KERNEL: _kernels, Level.CPU_OP: _cpu_ops, Level.OP_DEVICE: _op_device}[level](events)
-    return table.head(top).reset_index(drop=True) if top else table.reset_index(drop=True)
+    table = events if table is None else table
+    ranked = {Level.KERNEL: _kernels, Level.CPU_OP: _cpu_ops, Level.OP_DEVICE: _op_device, Level.CATEGORY: _category}[
+        level
+    ](events, table)
+    return ranked.head(top).reset_index(drop=True) if top else ranked.reset_index(drop=True)
 
 
 def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
@@ -47,7 +54,7 @@ def _stats(frame: pd.DataFrame, by: str | list[str], value: str = "dur") -> pd.D
     )
 
 
-def _kernels(events: pd.DataFrame) -> pd.DataFrame:
+def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device = events[events["kind"].isin(DEVICE)]
     stats = _stats(device, ["name", "kind"]).reset_index()
     stats["name"] = stats["name"].astype(str)
@@ -55,9 +62,9 @@ def _kernels(events: pd.DataFrame) -> pd.DataFrame:
     return _ranked(stats)[HOTSPOT_COLUMNS]
 
 
-def _cpu_ops(events: pd.DataFrame) -> pd.DataFrame:
+def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     ops = events[events["kind"] == Kind.CPU_OP.value]
-    self_ns = ops["dur"].to_numpy() - _child_op_time(events, ops)
+    self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)
     device = events[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW)]
     device_by_op = device.groupby("op")["dur"].sum()
     frame = pd.DataFrame(
@@ -94,9 +101,9 @@ def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     return child.reindex(ops.index, fill_value=0).to_numpy()
 
 
-def _op_device(events: pd.DataFrame) -> pd.DataFrame:
+def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device = events[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW)]
-    op_names = events["name"].astype(str).reindex(device["op"].to_numpy()).to_numpy()
+    op_names = table["name"].astype(str).reindex(device["op"].to_numpy()).to_numpy()
     frame = pd.DataFrame({"name": op_names, "op": device["op"].to_numpy(), "dur": device["dur"].to_numpy()})
     per_call = frame.groupby(["name", "op"], sort=False)["dur"].sum().reset_index()
     stats = _stats(per_call, "name").reset_index()
@@ -167,23 +174,23 @@ def findings(trace) -> list[Finding]:
     from traceanalyzer.analyzers.attribution import in_steps, step_time_ns
 
     events = in_steps(trace, trace.events)
-    table, main_kernel = _dominant(events)
+    table, main_kernel = _dominant(events, trace.events)
     step_ns = step_time_ns(trace)
     device_ns = int(events.loc[events["kind"].isin(DEVICE), "dur"].sum())
     rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
     return [_hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns) for row in rows]
 
 
-def _dominant(events: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel."""
     device = events[events["kind"].isin(DEVICE)]
     linked = device[device["op"] != NO_ROW]
     if linked["dur"].sum() * 2 < device["dur"].sum():
-        return hotspots(events, Level.KERNEL), {}
-    op_names = events["name"].astype(str).reindex(linked["op"].to_numpy()).to_numpy()
+        return hotspots(events, Level.KERNEL, table=whole), {}
+    op_names = whole["name"].astype(str).reindex(linked["op"].to_numpy()).to_numpy()
     per_kernel = pd.DataFrame({"op": op_names, "kernel": linked["name"].astype(str).to_numpy(), "dur": linked["dur"]})
     top = per_kernel.groupby(["op", "kernel"])["dur"].sum().sort_values(ascending=False).reset_index()
-    return hotspots(events, Level.OP_DEVICE), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
+    return hotspots(events, Level.OP_DEVICE, table=whole), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
 
 
 def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int) -> Finding:
@@ -207,31 +214,15 @@ def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int) -> Fi
     )
 
 
-def by_category(trace, events: pd.DataFrame) -> pd.DataFrame:
-    """Device time per op category (gemm, elementwise, copy, ...) among ``events`` of the trace, with share."""
+def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Device time per op category (gemm, elementwise, copy, ...), from the causing op's and the kernel's names."""
     device = events[events["kind"].isin(DEVICE)]
     op = device["op"].to_numpy()
-    names = trace.events["name"].astype(str).to_numpy()
-    op_names = np.where(op != NO_ROW, names[np.maximum(op, 0)], "")
+    names = table["name"].astype(str).reindex(np.maximum(op, 0)).to_numpy()
+    op_names = np.where(op != NO_ROW, names, "")
     kernel_names = device["name"].astype(str).to_numpy()
-    pairs = pd.Series(list(zip(op_names, kernel_names, strict=True)))
+    pairs = pd.Series(list(zip(op_names, kernel_names, strict=True)), dtype=object)
     cats = pairs.map({p: category(*p) for p in set(pairs)}).to_numpy()
-    table = pd.DataFrame({"category": cats, "dur": device["dur"].to_numpy()})
-    out = table.groupby("category")["dur"].agg(["size", "sum"]).reset_index()
-    out.columns = ["category", "count", "total_ns"]
-    return _ranked(out)[["category", "count", "total_ns", "share"]]
-
-
-def section(trace, options) -> dict | None:
-    """Device time by op category, over the selected steps and ranks."""
-    events = trace.select(step=options.step, rank=options.rank)
-    table = by_category(trace, events)
-    if not len(table):
-        return None
-    from traceanalyzer.report import records
-
-    return {
-        "title": "Device time by op category",
-        "facts": {"top_category": table["category"].iloc[0], "top_category_share": float(table["share"].iloc[0])},
-        "tables": {"by_category": records(table)},
-    }
+    stats = _stats(pd.DataFrame({"name": cats, "dur": device["dur"].to_numpy()}), "name").reset_index()
+    stats["kind"] = ""
+    return _ranked(stats)[HOTSPOT_COLUMNS]

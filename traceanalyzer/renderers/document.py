@@ -15,6 +15,7 @@ _HOTSPOT_TITLES = {
         ["name", "count", "total_ns", "inclusive_ns", "device_self_ns", "share", "cum_share"],
     ),
     "op_device": ("Device time by launching op", ["name", "count", "kernels", "total_ns", "mean_ns", "share"]),
+    "category": ("Device time by op category", ["name", "count", "total_ns", "share"]),
 }
 
 
