@@ -155,6 +155,7 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
     @app.callback(
         Output("hs-table-box", "children"),
         Output("hs-bars", "figure"),
+        Output("hs-kind", "disabled"),
         Input("hs-level", "value"),
         Input("hs-step", "value"),
         Input("hs-rank", "value"),
@@ -164,10 +165,11 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
     def hotspot_table(level, step, rank, kind, key):
         view = store.view(key)
         if view is None:
-            return no_update, no_update
+            return no_update, no_update, no_update
         f = pages.hotspot_filter
-        table = view.hotspots(level, f(step), f(rank), f(kind))
-        return pages.tables.table("hs-table", table), figures.hotspot_bars(table)
+        kind = f(kind) if level == pages.Level.KERNEL.value else None
+        table = view.hotspots(level, f(step), f(rank), kind)
+        return pages.tables.table("hs-table", table), figures.hotspot_bars(table), level != pages.Level.KERNEL.value
 
     @app.callback(
         Output("hs-details", "children"),

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from dashboards.timeline import CATEGORY
-from traceanalyzer.renderers import units
+from traceanalyzer import units
 
 COLOURS = {
     "compute": "#1f77b4",
@@ -27,6 +27,7 @@ COLOURS = {
 BAR_TOP = 20
 LANE_PX = 26
 LABEL_CHARS = 60
+GIB = 1 << 30
 
 
 def text(name: object, limit: int | None = None) -> str:
@@ -152,29 +153,29 @@ def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
     return fig
 
 
-def memory_lines(timeline: pd.DataFrame, peak: dict) -> go.Figure:
-    """Allocated and reserved memory over time (GiB), with the peak marked."""
-    fig = go.Figure()
+def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
+    """Allocated and reserved memory per device over time (GiB), each device's peak marked."""
+    pools = peaks[peaks["device"] >= 0] if (peaks["device"] >= 0).any() else peaks
     t0 = timeline["ts"].min()
-    for col, colour in (("total_allocated", COLOURS["compute"]), ("total_reserved", COLOURS["annotation/step"])):
-        if col in timeline and (timeline[col] >= 0).any():
-            ok = timeline[timeline[col] >= 0]
-            fig.add_trace(
-                go.Scattergl(
-                    x=(ok["ts"] - t0) / 1e6, y=ok[col] / (1 << 30), name=col.replace("_", " "), line_color=colour
-                )
-            )
-    if peak.get("ts") is not None and peak.get("bytes") is not None:
+    fig = go.Figure()
+    for _, peak in pools.iterrows():
+        mine = timeline[(timeline["rank"] == peak["rank"]) & (timeline["device"] == peak["device"])]
+        pool = f"rank {peak['rank']} device {peak['device']}"
+        for col, colour in (("allocated", COLOURS["compute"]), ("reserved", COLOURS["annotation/step"])):
+            ok = mine[mine[col].notna()]
+            if len(ok):
+                x, y = (ok["ts"] - t0) / 1e6, ok[col] / GIB
+                fig.add_trace(go.Scattergl(x=x, y=y, name=f"{pool} {col}", line={"color": colour, "shape": "hv"}))
         fig.add_trace(
             go.Scatter(
-                x=[(peak["ts"] - t0) / 1e6],
-                y=[peak["bytes"] / (1 << 30)],
+                x=[(peak["peak_ts"] - t0) / 1e6],
+                y=[peak["peak_allocated_bytes"] / GIB],
                 mode="markers+text",
                 marker={"size": 12, "color": COLOURS["communication"], "symbol": "x"},
-                text=[f"peak {units.size(peak['bytes'])}"],
+                text=[f"peak {units.size(peak['peak_allocated_bytes'])}"],
                 textposition="top center",
-                name="peak",
+                name=f"{pool} peak",
             )
         )
-    fig.update_layout(height=360, xaxis_title="ms from first memory event", yaxis_title="GiB", margin={"t": 30})
+    fig.update_layout(height=380, xaxis_title="ms from first memory event", yaxis_title="GiB", margin={"t": 30})
     return fig

@@ -7,8 +7,8 @@ from dash import dcc, html
 
 from dashboards import figures, tables
 from dashboards.views import View
+from traceanalyzer import units
 from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.renderers import units
 
 PAGES = {
     "/": "Overview",
@@ -33,6 +33,22 @@ FINDING_PAGE = {
 ALL = "all"
 COMPARE_TOP = 15
 FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
+EXPOSED_COMM = "comm_exposed_ns"
+COLLECTIVE_COLUMNS = [
+    "rank",
+    "step",
+    "collective",
+    "name",
+    "bytes",
+    "phase",
+    "dur_ns",
+    "exposed_ns",
+    "wait_ns",
+    "transfer_ns",
+    "late_rank",
+    "busbw_gbps",
+]
+"""Columns of the collectives table the Distributed page shows."""
 
 
 def render(path: str, views: list[View], view: View | None) -> list:
@@ -84,22 +100,22 @@ def overview(view: View) -> list:
 
 
 def headline(view: View) -> dict:
-    """Step time, device busy, exposed communication and peak memory, as the analyzers give them."""
-    s = view.report()["summary"]
-    out = {
+    """Step time, device busy, exposed communication and peak memory, as the analyzers report them."""
+    report = view.report()
+    s = report["summary"]
+    return {
         "steps": s["steps"],
-        "step_wall_ns_median": s["step_wall_ns_median"],
+        "step_wall_median_ns": s["step_wall_ns_median"],
         "device_busy_share": s["device_busy_share"],
         "kernel_ns_per_step": s["kernel_ns_per_step"],
         "communication_share": s["communication_share"],
+        "exposed_communication_ns": _fact(report, "distributed", "comm_exposed_ns"),
+        "peak_allocated_bytes": _fact(report, "memory", "peak_allocated_bytes"),
     }
-    overlap = view.optional("overlap").data
-    exposed = _column_like(overlap, "exposed", "comm")
-    if exposed:
-        out["exposed_communication_ns"] = int(overlap[exposed].sum())
-    peak = memory_peak(view)
-    out["peak_memory_bytes"] = peak.get("bytes") if peak else None
-    return out
+
+
+def _fact(report: dict, section: str, key: str) -> object:
+    return (report.get(section) or {}).get("facts", {}).get(key)
 
 
 def _kinds(rows: list[dict]) -> str:
@@ -130,7 +146,7 @@ def hotspots(view: View) -> list:
                 _dropdown("hs-level", [lv.value for lv in Level], Level.KERNEL.value, "level"),
                 _dropdown("hs-step", [ALL, *view.steps()], ALL, "step"),
                 _dropdown("hs-rank", [ALL, *view.ranks()], ALL, "rank"),
-                _dropdown("hs-kind", [ALL, *view.kinds()], ALL, "kind"),
+                _dropdown("hs-kind", [ALL, *view.kinds()], ALL, "kind (kernel level)"),
                 html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
             ],
             className="controls",
@@ -204,85 +220,72 @@ def timeline(view: View) -> list:
 
 
 def distributed(view: View) -> list:
-    """Exposed communication per rank and step, the collectives with wait vs transfer, and the late rank."""
+    """Exposed communication per rank and step, the late rank, and every collective with wait vs transfer."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
-    out: list = [*_section(view, "distributed")]
+    out: list = [_late_rank(view)]
     if overlap.data is None:
         out.append(unavailable("Overlap", overlap.reason))
     else:
-        col = _column_like(overlap.data, "exposed", "comm") or _time_column(overlap.data)
-        if col:
-            out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, col, col)))
-        out += [html.H3("Overlap per rank and step"), tables.table("overlap-table", overlap.data)]
+        title = "Exposed communication per rank and step (ms)"
+        out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, EXPOSED_COMM, title)))
+    out += _section(view, "distributed")
     if collectives.data is None:
         out.append(unavailable("Collectives", collectives.reason))
     else:
-        out += [html.H3("Collectives"), tables.table("collectives-table", collectives.data)]
+        calls = collectives.data[[c for c in COLLECTIVE_COLUMNS if c in collectives.data]]
+        out += [html.H3("Every collective call"), tables.table("collectives-table", calls, page_size=15)]
     return out
+
+
+def _late_rank(view: View) -> html.Div:
+    """The rank the others waited for, as the distributed analyzer names it."""
+    facts = (view.report().get("distributed") or {}).get("facts", {})
+    if facts.get("late_rank") is None:
+        return html.Div()
+    late = view.optional("late_arrivals").data
+    cause = ""
+    if isinstance(late, pd.DataFrame) and len(late):
+        worst = late.iloc[0]
+        cause = f"; longest wait in step {worst['step']}: {worst['cause']} ({worst['detail']})"
+    wait = units.duration(facts.get("late_rank_caused_wait_ns"))
+    return html.Div(
+        f"Late rank: rank {facts['late_rank']}, its peers waited {wait} for it{cause}",
+        id="late-rank",
+        className="callout",
+    )
 
 
 def fusion(view: View) -> list:
     """Fusion opportunities ranked by estimated saving."""
     found = view.optional("fusion")
+    facts = _section(view, "fusion", with_tables=False)
     if found.data is None:
-        return [*_section(view, "fusion"), unavailable("Fusion", found.reason)]
-    return [*_section(view, "fusion"), html.H3("Opportunities"), tables.table("fusion-table", found.data)]
+        return [*facts, unavailable("Fusion", found.reason)]
+    return [*facts, html.H3("Opportunities"), tables.table("fusion-table", found.data)]
 
 
 def memory(view: View) -> list:
-    """Allocated/reserved over time with the peak, live blocks at the peak, and the leak trend."""
+    """Allocated/reserved over time with the peak marked, blocks live at the peak, per-op stats and leak trend."""
     found = view.optional("memory")
     if found.data is None:
-        return [*_section(view, "memory"), unavailable("Memory", found.reason)]
+        return [unavailable("Memory", found.reason)]
     result = found.data
-    out = [*_section(view, "memory")]
-    frame = _attr(result, "timeline")
-    if isinstance(frame, pd.DataFrame) and len(frame):
-        out.append(dcc.Graph(id="memory-graph", figure=figures.memory_lines(frame, memory_peak(view))))
-    for name in ("live_at_peak", "per_op", "leak", "leak_trend"):
-        value = _attr(result, name)
-        if isinstance(value, pd.DataFrame) and len(value):
-            out += [html.H3(name.replace("_", " ")), tables.table(f"memory-{name}", value)]
-    return out
+    return [
+        dcc.Graph(id="memory-graph", figure=figures.memory_lines(result.timeline, result.peaks)),
+        *_section(view, "memory"),
+    ]
 
 
-def memory_peak(view: View) -> dict:
-    """The memory analyzer's peak as {'bytes', 'ts'} (empty when there is none)."""
-    result = view.optional("memory").data
-    peak = _attr(result, "peak")
-    if peak is None:
-        return {}
-    if isinstance(peak, dict):
-        return {"bytes": peak.get("bytes"), "ts": peak.get("ts")}
-    return {"bytes": _attr(peak, "bytes"), "ts": _attr(peak, "ts")}
-
-
-def _attr(obj: object, name: str) -> object:
-    if obj is None:
-        return None
-    return obj.get(name) if isinstance(obj, dict) else getattr(obj, name, None)
-
-
-def _section(view: View, name: str) -> list:
-    """An analyzer's report section: its facts and tables, formatted generically."""
+def _section(view: View, name: str, with_tables: bool = True) -> list:
+    """An analyzer's report section: its facts and (optionally) tables, formatted generically."""
     section = view.report().get(name)
     if not section:
         return []
     out: list = [facts_list(section.get("facts", {}), f"{name}-facts")]
-    for key, rows in section.get("tables", {}).items():
+    for i, (key, rows) in enumerate(section.get("tables", {}).items() if with_tables else ()):
         if rows:
-            out += [html.H3(key.replace("_", " ")), tables.table(f"{name}-section-{key}", rows)]
+            out += [html.H3(key), tables.table(f"{name}-section-{i}", rows, page_size=10)]
     return out
-
-
-def _column_like(frame: object, *words: str) -> str | None:
-    if not isinstance(frame, pd.DataFrame):
-        return None
-    return next((c for c in frame.columns if all(w in c for w in words) and c.endswith("_ns")), None)
-
-
-def _time_column(frame: pd.DataFrame) -> str | None:
-    return next((c for c in frame.columns if c.endswith("_ns") and c not in ("start_ns", "ts_ns")), None)
 
 
 def compare(views: list[View], view: View) -> list:
@@ -290,7 +293,7 @@ def compare(views: list[View], view: View) -> list:
     options = [{"label": v.label, "value": i} for i, v in enumerate(views)]
     other = next((i for i, v in enumerate(views) if v is not view), 0)
     return [
-        html.H2("Compare", className="page-title"),
+        html.H2(f"Compare · {view.label}", className="page-title"),
         html.Div(
             [
                 html.Label(

@@ -9,11 +9,13 @@ import pandas as pd
 from dash import dash_table
 from dash.dash_table.Format import Format, Scheme
 
-from traceanalyzer.renderers import units
+from traceanalyzer import units
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
-NAME_COLUMN_WIDTH = "420px"
+TEXT_WIDTH = "460px"
+LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
+"""Columns cut to one line; the full text shows on hover."""
 
 
 def _unit(key: str) -> tuple[str, float, Format | None]:
@@ -38,17 +40,23 @@ def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[s
     """A sortable, filterable DataTable; every cell is shown as text (never as HTML)."""
     rows = rows_of(data)
     columns = columns or (list(rows[0]) if rows else [])
+    long_text = [c for c in columns if c in LONG_TEXT]
     return dash_table.DataTable(
         id=table_id,
         columns=[_column(c, rows) for c in columns],
         data=[{c: _cell(c, r.get(c)) for c in columns} for r in rows],
+        tooltip_data=[{c: str(r.get(c)) for c in long_text} for r in rows] if long_text else None,
+        tooltip_duration=None,
         sort_action="native",
         filter_action="native",
         page_action="native",
         page_size=page_size,
         style_table={"overflowX": "auto"},
-        style_cell={"fontFamily": "monospace", "fontSize": "13px", "textAlign": "left", "maxWidth": NAME_COLUMN_WIDTH},
-        style_cell_conditional=[{"if": {"column_id": "name"}, "whiteSpace": "normal", "wordBreak": "break-all"}],
+        style_cell={"fontFamily": "monospace", "fontSize": "12px", "textAlign": "left", "padding": "2px 6px"},
+        style_cell_conditional=[
+            {"if": {"column_id": c}, "maxWidth": TEXT_WIDTH, "overflow": "hidden", "textOverflow": "ellipsis"}
+            for c in long_text
+        ],
         style_header={"fontWeight": "bold"},
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -13,8 +14,14 @@ from traceanalyzer.analyzers.hotspots import DEVICE, Level
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
-OPTIONAL = ("overlap", "collectives", "fusion", "memory")
-"""Trace analyses that may be missing for a trace (or not yet implemented); pages show what they return."""
+OPTIONAL = {
+    "overlap": lambda trace: trace.overlap(),
+    "collectives": lambda trace: trace.collectives(),
+    "late_arrivals": lambda trace: _analyzer("distributed").late_arrivals(trace),
+    "fusion": lambda trace: trace.fusion(),
+    "memory": lambda trace: trace.memory(),
+}
+"""Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
 STACK_DEPTH = 40
 """Most call-stack frames shown for a selected op."""
@@ -82,7 +89,7 @@ class View:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                data = getattr(self.trace, name)()
+                data = OPTIONAL[name](self.trace)
         except Exception as e:  # an analyzer that is missing or fails on this trace: say so, keep the page
             return Optional(reason=f"{type(e).__name__}: {e}")
         if data is None or (isinstance(data, pd.DataFrame) and data.empty):
@@ -130,3 +137,7 @@ def _counted(rows: pd.DataFrame, col: str, top: int = 15) -> list[dict]:
     g = rows.groupby(rows[col].astype(str), sort=False)["dur"].agg(["size", "sum"])
     g = g.sort_values("sum", ascending=False).head(top)
     return [{col: k, "count": int(r["size"]), "total_ns": int(r["sum"])} for k, r in g.iterrows()]
+
+
+def _analyzer(name: str):
+    return importlib.import_module(f"traceanalyzer.analyzers.{name}")

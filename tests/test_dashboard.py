@@ -6,6 +6,7 @@ import gzip
 import json
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,7 +27,8 @@ CHROMIUM_FLAGS = (
     "--window-size=1500,1100",
 )
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
-WAIT_S = 60
+WAIT_S = 30
+LOAD_S = 180
 XSS = "<script>alert(1)</script>"
 
 
@@ -85,6 +87,10 @@ def app_url(crafted):
         "memory_peak": store.open([str(shared_path("h200", "memory_peak", "memory_peak.json.gz"))]),
         "crafted": store.open([str(crafted)]),
     }
+    deadline = time.monotonic() + LOAD_S
+    while store.busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [j.state for j in store.jobs()] == ["ready"] * len(keys), [j.message for j in store.jobs()]
     server = serve(store, "127.0.0.1", 0)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}", store, keys
@@ -178,7 +184,8 @@ def test_distributed_names_the_late_rank(browser, app_url):
     if "not available for this trace" in body:
         pytest.skip(f"distributed analyzer not available yet: {body[:200]}")
     _wait(browser, "#overlap-heatmap .main-svg")
-    assert "rank 1" in body
+    assert "Late rank: rank 1," in _wait(browser, "#late-rank").text
+    _wait(browser, "#collectives-table td[data-dash-column=collective]", "allreduce")
     _shot(browser, "distributed")
 
 
@@ -187,7 +194,8 @@ def test_memory_page_marks_the_peak(browser, app_url):
     body = _wait(browser, "#page").text
     if "not available for this trace" in body:
         pytest.skip(f"memory analyzer not available yet: {body[:200]}")
-    assert "4.33 GiB" in body
+    assert "4.33 GiB" in _wait(browser, "#memory-facts").text
+    _wait(browser, "#memory-graph .main-svg")
     _shot(browser, "memory")
 
 
