@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, make
 from traceanalyzer.schema import Kind, Platform
 
@@ -120,11 +121,6 @@ def _lane_sums(events: pd.DataFrame, lo: int, hi: int) -> dict:
     return {f"trace_{key}_ns": int(sums[name]) if name in sums else None for name, key in names.items()}
 
 
-def _step_time(trace) -> int:
-    steps = trace.steps()
-    return int(steps["wall_ns"].sum()) if len(steps) else int(trace.meta.span_ns)
-
-
 def findings(trace) -> list[Finding]:
     """AI_CPU fallbacks over 20 µs, and dynamic-shape ops (recompiles), on Ascend traces only."""
     if not is_ascend(trace):
@@ -146,7 +142,7 @@ def _aicpu_finding(trace) -> list[Finding]:
             "cast to int32/float32), replace index/nonzero/argmin-style ops with AI Core-supported formulations, "
             "or move them off the hot path.",
             int(slow["total_ns"].sum()),
-            _step_time(trace),
+            step_time_ns(trace),
             where={"ops": slow["name"].head(10).tolist()},
             evidence={"tasks_over_20us": int(slow["slow"].sum()), "ai_cpu_ns": int(ops["total_ns"].sum())},
         )
@@ -166,7 +162,7 @@ def _dynamic_finding(trace) -> list[Finding]:
             "Changing shapes make CANN compile or select kernels at run time. Pad or bucket inputs to a few fixed "
             "shapes, and call torch_npu.npu.set_compile_mode(jit_compile=False) to use prebuilt binary kernels.",
             int(compile_calls["dur"].sum()),
-            _step_time(trace),
+            step_time_ns(trace),
             where={"ops": ops["name"].head(10).tolist()},
             evidence={
                 "distinct_shapes": dict(zip(ops["name"].head(10), ops["shapes"].head(10).astype(int), strict=True))

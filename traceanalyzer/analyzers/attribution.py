@@ -1,4 +1,4 @@
-"""Shared helpers for findings: total step time, device busy intervals, and where host events came from."""
+"""Shared helpers for findings: device busy intervals, and where host events came from."""
 
 from __future__ import annotations
 
@@ -8,10 +8,8 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers.steps import BUSY_KINDS
 from traceanalyzer.schema import NO_ROW, Kind
-
-BUSY_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value)
-"""Device work that makes a device busy: kernels (communication kernels included), copies and sets."""
 
 LIBRARY_FRAME = re.compile(
     r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
@@ -20,22 +18,6 @@ LIBRARY_FRAME = re.compile(
 
 HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.value, Kind.RUNTIME.value)
 """Host event kinds that describe what the host was doing at a moment."""
-
-
-def step_time_ns(trace) -> int:
-    """Total step time over ranks: each step from its start to its marker's end or its last device work, if later.
-
-    Without step markers, the recorded window of each rank.
-    """
-    table = trace.steps()
-    if not len(table):
-        return int(trace.meta.span_ns) * max(len(trace.meta.ranks), 1)
-    events = trace.events
-    work = events[events["kind"].isin(BUSY_KINDS) & (events["step"] != NO_ROW)]
-    device_end = (work["ts"] + work["dur"]).groupby([work["rank"], work["step"]]).max()
-    key = pd.MultiIndex.from_arrays([table["rank"], table["step"]])
-    end = np.maximum(table["start_ns"] + table["wall_ns"], device_end.reindex(key).fillna(0).to_numpy())
-    return int((end - table["start_ns"]).sum())
 
 
 def steps_count(trace) -> int:

@@ -20,6 +20,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import collective_calls
+from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, make
 from traceanalyzer.linking import step_table
 from traceanalyzer.schema import NO_ROW, Kind
@@ -218,11 +219,6 @@ def findings(trace) -> list[Finding]:
     return [f for f in found if f is not None and f.step_share >= MIN_COST_SHARE]
 
 
-def _step_time(trace, rank: int) -> int:
-    table = trace.overlap()
-    return int(table.loc[table["rank"] == rank, "span_ns"].sum())
-
-
 def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
     """Exposed time of each call beyond what it spent waiting for peers (across ranks, or in its waiting tasks)."""
     wait = np.fmax(calls["wait_ns"].to_numpy(dtype=float), calls["task_wait_ns"].to_numpy(dtype=float))
@@ -252,7 +248,7 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
         "phases": ours["phase"].value_counts().to_dict(),
     }
     return make(
-        ANALYZER, title, advice, int(exposed[rank]), _step_time(trace, rank),
+        ANALYZER, title, advice, int(exposed[rank]), step_time_ns(trace, rank),
         where={"rank": rank, "collective": collective}, evidence=evidence,
     )  # fmt: skip
 
@@ -275,7 +271,7 @@ def _straggler(trace) -> Finding | None:
     )
     return make(
         ANALYZER, f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
-        int(caused[rank]), _step_time(trace, victim),
+        int(caused[rank]), step_time_ns(trace, victim),
         where={"rank": rank},
         evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
     )  # fmt: skip
@@ -293,7 +289,7 @@ def _small_messages(trace, calls: pd.DataFrame) -> Finding | None:
     cost = int(_exposed_transfer(ours).sum())
     return make(
         ANALYZER, f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)", _ADVICE_SMALL,
-        cost, _step_time(trace, rank),
+        cost, step_time_ns(trace, rank),
         where={"rank": rank},
         evidence={"calls": len(ours), "median_bytes": int(ours["bytes"].median())},
     )  # fmt: skip
@@ -310,7 +306,7 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
     ours = slow[slow["rank"] == rank]
     finding = make(
         ANALYZER, f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
-        _ADVICE_BANDWIDTH, int(saving[rank]), _step_time(trace, rank),
+        _ADVICE_BANDWIDTH, int(saving[rank]), step_time_ns(trace, rank),
         where={"rank": rank},
         evidence={"calls": len(ours), "median_busbw_gbps": float(ours["busbw_gbps"].median())},
     )  # fmt: skip

@@ -21,9 +21,9 @@ from traceanalyzer.analyzers.attribution import (
     host_activity,
     in_steps,
     locate,
-    step_time_ns,
     steps_count,
 )
+from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import NO_ROW, Kind
 

@@ -171,7 +171,8 @@ def category(*names: str) -> str:
 
 def findings(trace) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice."""
-    from traceanalyzer.analyzers.attribution import in_steps, step_time_ns
+    from traceanalyzer.analyzers.attribution import in_steps
+    from traceanalyzer.analyzers.steps import step_time_ns
 
     events = in_steps(trace, trace.events)
     table, main_kernel = _dominant(events, trace.events)

@@ -16,10 +16,11 @@ import pandas as pd
 from scipy import stats
 
 from traceanalyzer.analyzers import callpath
+from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, Severity, make
 from traceanalyzer.linking import step_table
-from traceanalyzer.renderers.units import size
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.units import size
 
 GROUP = ["rank", "device"]
 """One memory pool: a device (or the host, device -1) of one rank."""
@@ -394,7 +395,7 @@ def findings(trace) -> list[Finding]:
     if not len(trace.memory_events):
         return []
     analysis = trace.memory()
-    step_ns = int(trace.steps()["wall_ns"].sum()) if len(trace.steps()) else trace.meta.span_ns
+    step_ns = step_time_ns(trace)
     found = []
     for _, peak in analysis.device_peaks.iterrows():
         live = _pool(analysis.live_at_peak, peak)

@@ -9,6 +9,8 @@ from traceanalyzer import intervals
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 
 DEVICE = [k.value for k in DEVICE_KINDS]
+BUSY_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value)
+"""Device work that makes a device busy: kernels (communication kernels included), copies and sets."""
 
 
 def step_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -64,3 +66,19 @@ def time_by_kind(events: pd.DataFrame) -> pd.DataFrame:
     device_total = table.loc[table["kind"].isin(DEVICE), "total_ns"].sum()
     table["device_share"] = np.where(table["kind"].isin(DEVICE), table["total_ns"] / max(device_total, 1), np.nan)
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
+
+
+def step_time_ns(trace, rank: int | None = None) -> int:
+    """Total step time of one rank (or all): each step from its start to its marker's end or its last device work,
+    whichever is later; without step markers, the recorded window of each rank. Findings are costed against it."""
+    table = trace.steps()
+    if rank is not None:
+        table = table[table["rank"] == rank]
+    if not len(table):
+        return int(trace.meta.span_ns) * (1 if rank is not None else max(len(trace.meta.ranks), 1))
+    events = trace.events
+    work = events[events["kind"].isin(BUSY_KINDS) & (events["step"] != NO_ROW)]
+    device_end = (work["ts"] + work["dur"]).groupby([work["rank"], work["step"]]).max()
+    key = pd.MultiIndex.from_arrays([table["rank"], table["step"]])
+    end = np.maximum(table["start_ns"] + table["wall_ns"], device_end.reindex(key).fillna(0).to_numpy())
+    return int((end - table["start_ns"]).sum())

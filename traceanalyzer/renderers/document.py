@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from traceanalyzer.renderers import units
+from traceanalyzer import units
 
 NAME_WIDTH = 70
 _CORE_KEYS = {"schema_version", "trace", "summary", "hotspots", "findings", "steps"}

@@ -1,4 +1,4 @@
-"""Human formatting of report values, chosen by the column-name conventions of the report data."""
+"""Human formatting of report values (durations, sizes, shares), chosen by the column-name conventions of the data."""
 
 from __future__ import annotations
 
