@@ -38,6 +38,7 @@ from traceanalyzer.analyzers.fusion_patterns import (
     Element,
     Pattern,
 )
+from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import NO_ROW, Kind, Platform
 
@@ -420,7 +421,7 @@ def _rank_steps(trace) -> int:
 def findings(trace) -> list[Finding]:
     """One finding per opportunity worth at least 0.2 % of step time, ranked by estimated saving."""
     table = trace.fusion()
-    step_time = _step_time(trace)
+    step_time = step_time_ns(trace)
     per = max(_rank_steps(trace), 1)
     out = []
     for row in table.itertuples(index=False):
@@ -454,11 +455,6 @@ def _finding(row, cost: int, step_time: int) -> Finding:
         },
         estimated=True,
     )
-
-
-def _step_time(trace) -> int:
-    table = trace.steps()
-    return int(table["wall_ns"].sum()) if len(table) else int(trace.meta.span_ns)
 
 
 def section(trace, options) -> dict | None:
