@@ -38,7 +38,10 @@ class Kind(str, Enum):
 
 
 DEVICE_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATION, Kind.SYNC})
-"""Kinds that occupy a device stream and count towards device busy time."""
+"""Kinds that occupy a device stream."""
+
+BUSY_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATION})
+"""Device work that makes a device busy: waits (Kind.SYNC, e.g. a stream waiting on an event) do not."""
 
 HOST_KINDS = frozenset({Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME})
 """Kinds that run on a host thread and nest into a call tree."""

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.findings import Finding, make
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
 
 DEVICE = [k.value for k in DEVICE_KINDS]
+BUSY = [k.value for k in BUSY_KINDS]
 
 
 class Level(str, Enum):
@@ -118,7 +119,10 @@ HOTSPOT_FINDINGS = 5
 """How many of the top ops (or kernels) become findings."""
 
 OP_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = (
-    ("communication", re.compile(r"nccl|rccl|hccl|c10d|record_param_comms|all_?reduce|all_?gather|reduce_?scatter")),
+    (
+        "communication",
+        re.compile(r"nccl|rccl|hccl|hcom|c10d|record_param_comms|all_?reduce|all_?gather|reduce_?scatter", re.I),
+    ),
     ("copy", re.compile(r"copy|::to$|_to_copy|contiguous|clone|::cat$|Memcpy|index_select|::stack$", re.I)),
     ("attention", re.compile(r"attention|sdpa|flash|fmha", re.I)),
     (
@@ -177,14 +181,16 @@ def findings(trace) -> list[Finding]:
     events = in_steps(trace, trace.events)
     table, main_kernel = _dominant(events, trace.events)
     step_ns = step_time_ns(trace)
-    device_ns = int(events.loc[events["kind"].isin(DEVICE), "dur"].sum())
+    device_ns = int(events.loc[events["kind"].isin(BUSY), "dur"].sum())
     rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
     return [_hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns) for row in rows]
 
 
 def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
-    """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel."""
-    device = events[events["kind"].isin(DEVICE)]
+    """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel.
+    Waits are left out: a stream waiting on an event is not a hotspot."""
+    events = events[~events["kind"].isin([Kind.SYNC.value])]
+    device = events[events["kind"].isin(BUSY)]
     linked = device[device["op"] != NO_ROW]
     if linked["dur"].sum() * 2 < device["dur"].sum():
         return hotspots(events, Level.KERNEL, table=whole), {}
@@ -224,6 +230,9 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     kernel_names = device["name"].astype(str).to_numpy()
     pairs = pd.Series(list(zip(op_names, kernel_names, strict=True)), dtype=object)
     cats = pairs.map({p: category(*p) for p in set(pairs)}).to_numpy()
+    kind = device["kind"].to_numpy()
+    cats = np.where(kind == Kind.COMMUNICATION.value, "communication", cats)
+    cats = np.where(kind == Kind.SYNC.value, "wait", cats)
     stats = _stats(pd.DataFrame({"name": cats, "dur": device["dur"].to_numpy()}), "name").reset_index()
     stats["kind"] = ""
     return _ranked(stats)[HOTSPOT_COLUMNS]

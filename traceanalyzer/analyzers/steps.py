@@ -6,11 +6,11 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.schema import BUSY_KINDS as _BUSY
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 
 DEVICE = [k.value for k in DEVICE_KINDS]
-BUSY_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value)
-"""Device work that makes a device busy: kernels (communication kernels included), copies and sets."""
+BUSY_KINDS = tuple(k.value for k in _BUSY)
 
 
 def step_table(events: pd.DataFrame) -> pd.DataFrame:
@@ -28,7 +28,8 @@ def step_table(events: pd.DataFrame) -> pd.DataFrame:
 def _step_row(rank: int, step: int, marker: pd.DataFrame, device: pd.DataFrame) -> dict:
     start = int(marker["ts"].min())
     wall = int((marker["ts"] + marker["dur"]).max()) - start
-    busy = intervals.length(intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy()))
+    work = device[device["kind"].isin(BUSY_KINDS)]
+    busy = intervals.length(intervals.union(work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy()))
     by_kind = device.groupby("kind", observed=True)["dur"].sum()
     row = {
         "rank": rank,
@@ -47,7 +48,7 @@ def _step_row(rank: int, step: int, marker: pd.DataFrame, device: pd.DataFrame) 
 def device_busy(events: pd.DataFrame) -> pd.DataFrame:
     """Per rank: busy and idle device time over the span from the first to the last device event."""
     rows = []
-    for rank, group in events[events["kind"].isin(DEVICE)].groupby("rank", sort=True):
+    for rank, group in events[events["kind"].isin(BUSY_KINDS)].groupby("rank", sort=True):
         ts = group["ts"].to_numpy()
         end = ts + group["dur"].to_numpy()
         busy = intervals.length(intervals.union(ts, end))
