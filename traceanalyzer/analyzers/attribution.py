@@ -9,7 +9,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.steps import BUSY_KINDS
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, Platform
 
 LIBRARY_FRAME = re.compile(
     r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
@@ -110,3 +110,8 @@ def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:
     """Label of the deepest event among mask (NO_ROW if none)."""
     hit = np.flatnonzero(mask)
     return int(labels[hit[np.argmax(depth[hit])]]) if len(hit) else NO_ROW
+
+
+def accelerator(trace) -> str:
+    """What to call the trace's devices in a sentence: NPU on Ascend, GPU elsewhere."""
+    return "NPU" if trace.meta.platform == Platform.ASCEND else "GPU"

@@ -16,6 +16,7 @@ from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.attribution import (
     BUSY_KINDS,
+    accelerator,
     busy_intervals,
     describe,
     host_activity,
@@ -201,9 +202,9 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
         out.append(
             fnd.make(
                 ANALYZER,
-                f"GPU {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its active span "
-                f"({row.large_gaps} gaps > 100 µs{after})",
-                f"The GPU waits for the host. During the largest gap the host was in {host}. "
+                f"{accelerator(trace)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
+                f"active span ({row.large_gaps} gaps > 100 µs{after})",
+                f"The {accelerator(trace)} waits for the host. During the largest gap the host was in {host}. "
                 f"{'Remove the host syncs first (see the sync finding). ' if after else ''}"
                 "Move that work off the critical path (DataLoader workers and pin_memory for input, "
                 "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
