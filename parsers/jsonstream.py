@@ -9,17 +9,30 @@ accepts the chunk; if a chunk does not decode, the whole document is decoded in 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import gzip
+import multiprocessing
+import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 
 from traceanalyzer.errors import TraceError
+
+try:  # ISA-L inflates gzip 3.5x faster than zlib (0.20 -> 0.06 s CPU on a 172 MB trace); optional
+    from isal import igzip as _gzip
+    from isal.isal_zlib import error as _InflateError
+except ImportError:
+    _gzip = gzip
+    _InflateError = zlib.error
 
 CHUNK_BYTES = 2 << 20
 """Measured on a 172 MB trace: 2 MiB chunks peak 40 MB lower than 8 MiB ones, at the same speed."""
@@ -28,6 +41,7 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _GZIP_MAGIC = b"\x1f\x8b"
+T = TypeVar("T")
 
 
 @dataclass
@@ -50,10 +64,10 @@ class _Resplit(Exception):
 
 
 def open_binary(path: Path):
-    """Open a file for reading bytes, transparently un-gzipping it."""
+    """Open a file for reading bytes, transparently un-gzipping it (with ISA-L when installed: 3.5x faster)."""
     with open(path, "rb") as probe:
         magic = probe.read(2)
-    return gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
+    return _gzip.open(path, "rb") if magic == _GZIP_MAGIC else open(path, "rb")
 
 
 def read_all(path: Path) -> bytes:
@@ -65,7 +79,7 @@ def read_all(path: Path) -> bytes:
             raise _read_error(path, e) from None
 
 
-_READ_ERRORS = (OSError, EOFError, zlib.error)
+_READ_ERRORS = (OSError, EOFError, zlib.error, _InflateError)
 
 
 def _read_error(path: Path, e: Exception) -> TraceError:
@@ -75,23 +89,59 @@ def _read_error(path: Path, e: Exception) -> TraceError:
 def _describe_read_error(e: Exception) -> str:
     if isinstance(e, EOFError):
         return "the gzip stream ends early (truncated file)"
-    if isinstance(e, gzip.BadGzipFile | zlib.error):
+    if isinstance(e, gzip.BadGzipFile | zlib.error | _InflateError):
         return f"broken gzip data ({e})"
     return str(e)
 
 
-def iter_events(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
-    """Yield lists of decoded events; fill ``stream`` with the top-level keys, warnings and skip count."""
-    try:
-        yield from _iter_chunked(path, event_type, stream)
-    except _Resplit:
-        stream.reset()
-        yield from _iter_whole(path, event_type, stream)
+def map_chunks(path: Path, event_type: type, stream: Stream, fn: Callable[[list], T], workers: int = 1) -> list[T]:
+    """``fn`` of each chunk of decoded events, in file order; with ``workers`` > 1 chunks decode in forked processes.
+
+    ``fn`` must be a module-level function (or a partial of one) so it can be sent to a worker. Fills ``stream``
+    with the top-level keys, warnings and skip count.
+    """
+    with _gc_paused():
+        try:
+            return _map_chunked(path, event_type, stream, fn, workers)
+        except _Resplit:
+            stream.reset()
+            return [fn(events) for events in _iter_whole(path, event_type, stream)]
 
 
-def _iter_chunked(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
-    decoder = _Decoders(event_type, stream)
+def _map_chunked(path: Path, event_type: type, stream: Stream, fn: Callable[[list], T], workers: int) -> list[T]:
+    decoders = _Decoders(event_type)
     blocks = _blocks(path, stream)
+    header, body = _split_header(blocks)
+    results: list[T] = []
+    count = 0
+    with _runner(workers) as runner:
+        pending: deque[Future] = deque()
+        for block in blocks:
+            body += block
+            cut = _last_boundary(body)
+            if cut is None:
+                continue
+            pending.append(runner.submit(_decode_and_map, event_type, fn, body[:cut]))
+            body = body[cut:].lstrip(b" \t\r\n,")
+            while len(pending) > _IN_FLIGHT * workers:
+                count += _collect(pending.popleft(), results, decoders)
+        while pending:
+            count += _collect(pending.popleft(), results, decoders)
+    events, tail = _finish(decoders, body, path, count, stream)
+    if events:
+        results.append(fn(events))
+    stream.header = _decode_header(header, tail, path)
+    stream.skipped += decoders.skipped
+    _warn_repaired(decoders, path, stream)
+    return results
+
+
+_IN_FLIGHT = 2
+"""Chunks queued per worker: enough to keep workers busy, few enough that memory stays at a few chunks."""
+
+
+def _split_header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
+    """The bytes before the traceEvents array, and the first bytes inside it."""
     buf = b""
     match = None
     while match is None:
@@ -100,22 +150,84 @@ def _iter_chunked(path: Path, event_type: type, stream: Stream) -> Iterator[list
         match = _EVENTS_KEY.search(buf)
         if not block or (match is None and len(buf) > _HEADER_LIMIT):
             raise _Resplit
-    header, body = buf[: match.end() - 1], buf[match.end() :]
-    count = 0
-    for block in blocks:
-        body += block
-        cut = _last_boundary(body)
-        if cut is None:
-            continue
-        events = _decode_or_resplit(decoder, body[:cut])
-        count += len(events)
-        yield events
-        body = body[cut:].lstrip(b" \t\r\n,")
-    events, tail = _finish(decoder, body, path, count, stream)
-    if events:
-        yield events
-    stream.header = _decode_header(header, tail, path)
-    _warn_repaired(decoder, path, stream)
+    return buf[: match.end() - 1], buf[match.end() :]
+
+
+def _decode_and_map(event_type: type, fn: Callable[[list], T], piece: bytes) -> tuple[T, int, int, int]:
+    """Decode one chunk and apply ``fn``: (result, events decoded, events skipped, byte sequences repaired)."""
+    with _gc_paused():
+        decoders = _Decoders(event_type)
+        events = _decode_or_resplit(decoders, piece)
+        return fn(events), len(events), decoders.skipped, decoders.repaired
+
+
+def _collect(future: Future, results: list, decoders: _Decoders) -> int:
+    """Append a finished chunk's result; add its counts to ``decoders``; return its number of events."""
+    result, count, skipped, repaired = future.result()
+    results.append(result)
+    decoders.skipped += skipped
+    decoders.repaired += repaired
+    return count
+
+
+@contextlib.contextmanager
+def _runner(workers: int) -> Iterator[Executor]:
+    """Forked worker processes when ``workers`` > 1 and fork is available, else the calling thread."""
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        yield _Inline()
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Inline(Executor):
+    """Runs each submitted call at once, in the calling thread."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as e:  # handed to the caller through the future, like a pool would
+            future.set_exception(e)
+        return future
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of short-lived objects are built (about 10 % faster)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def worker_count(path: Path) -> int:
+    """Processes worth decoding ``path`` with: 1 for small files or inside a worker, else the usable cores."""
+    if multiprocessing.parent_process() is not None or _json_size_hint(path) < PARALLEL_FROM_BYTES:
+        return 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cores, _MAX_WORKERS)
+
+
+PARALLEL_FROM_BYTES = 16 << 20
+"""Below this much JSON, starting worker processes costs more than it saves."""
+_MAX_WORKERS = 4
+
+
+def _json_size_hint(path: Path) -> int:
+    """The JSON size: a gzip file's recorded length (mod 4 GiB, so at least its compressed size), else the file size."""
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        if f.read(2) != _GZIP_MAGIC or size < 4:
+            return size
+        f.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(f.read(4), "little"))
 
 
 def _blocks(path: Path, stream: Stream) -> Iterator[bytes]:
@@ -152,24 +264,25 @@ def _warn_repaired(decoders: _Decoders, path: Path, stream: Stream) -> None:
 
 def _last_boundary(body: bytes) -> int | None:
     """Offset just after the last ``}`` that is followed by ``, {`` (a likely event boundary)."""
-    window = max(0, len(body) - (1 << 20))
-    while True:
-        matches = list(_BETWEEN_EVENTS.finditer(body, window))
-        if matches:
-            return matches[-1].start() + 1
-        if window == 0:
-            return None
-        window = 0
+    for window in (_BOUNDARY_WINDOW, len(body)):
+        last = deque(_BETWEEN_EVENTS.finditer(body, max(0, len(body) - window)), maxlen=1)
+        if last:
+            return last[0].start() + 1
+    return None
+
+
+_BOUNDARY_WINDOW = 1 << 16
+"""Where to look for the last boundary first: events are far shorter, so it is almost always there."""
 
 
 class _Decoders:
     """Decoders for a list of events, one event, and a list of undecoded events."""
 
-    def __init__(self, event_type: type, stream: Stream) -> None:
+    def __init__(self, event_type: type) -> None:
         self.many = msgspec.json.Decoder(list[event_type])
         self.one = msgspec.json.Decoder(event_type)
         self.raw = msgspec.json.Decoder(list[msgspec.Raw])
-        self.stream = stream
+        self.skipped = 0
         self.repaired = 0
 
     def chunk(self, piece: bytes) -> list:
@@ -192,7 +305,7 @@ class _Decoders:
             try:
                 kept.append(self.one.decode(item))
             except msgspec.ValidationError:
-                self.stream.skipped += 1
+                self.skipped += 1
         return kept
 
 
@@ -276,7 +389,7 @@ def describe_json(data: bytes) -> str:
 def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
     data = read_all(path)
     doc = top_level(data, path)
-    decoders = _Decoders(event_type, stream)
+    decoders = _Decoders(event_type)
     raw_events = doc.pop("traceEvents", None)
     if raw_events is None:
         raise TraceError(path, "has no traceEvents array")
@@ -285,5 +398,6 @@ def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
     except msgspec.DecodeError as e:
         raise TraceError(path, f"is not valid JSON ({e})") from None
     stream.header = {k: msgspec.json.decode(v) for k, v in doc.items()}
+    stream.skipped += decoders.skipped
     _warn_repaired(decoders, path, stream)
     yield events

@@ -8,18 +8,17 @@ the ``correlation`` arg, which every generation writes on both sides.
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 import functools
-import gc
-from collections.abc import Iterator
+from dataclasses import dataclass
+from operator import attrgetter
 from pathlib import Path
 
 import msgspec
 import numpy as np
 import pandas as pd
 
-from parsers.jsonstream import Stream, iter_events
+from parsers.jsonstream import Stream, map_chunks, worker_count
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
@@ -127,10 +126,12 @@ class _Interner:
     def __init__(self) -> None:
         self.codes: dict = {}
 
-    def encode(self, values: list) -> np.ndarray:
-        """Codes of a chunk's values (str, int, bytes or None), in the order first seen."""
-        codes = self.codes
-        return np.array([codes.setdefault(v, len(codes)) for v in values], dtype=np.int32)
+    def merge(self, coded: _Coded) -> np.ndarray:
+        """Global codes of a chunk's locally coded values."""
+        codes, uniques = coded
+        setdefault, table = self.codes.setdefault, self.codes
+        remap = np.array([setdefault(v, len(table)) for v in uniques], dtype=np.int32)
+        return remap[codes] if len(remap) else codes
 
     def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
         """The coded values as text (None and b'' become ''; 7 and '7' become one category)."""
@@ -138,6 +139,16 @@ class _Interner:
         texts = np.asarray([_text(k) for k in self.codes] + [""], dtype=object)
         remap, categories = pd.factorize(texts)
         return pd.Categorical.from_codes(remap[codes], categories=categories)
+
+
+_Coded = tuple[np.ndarray, list]
+"""A chunk's values as (codes, distinct values in order of first appearance)."""
+
+
+def _code(values: list) -> _Coded:
+    uniques = list(dict.fromkeys(values))
+    index = dict(zip(uniques, range(len(uniques)), strict=True))
+    return np.array(list(map(index.__getitem__, values)), dtype=np.int32), uniques
 
 
 def _text(value: object) -> str:
@@ -182,72 +193,89 @@ _STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "co
 _MEMORY_STRINGS = ("pid", "tid")
 
 
-class _Columns:
-    """Per-chunk column arrays, concatenated at the end."""
+@dataclass
+class _Chunk:
+    """One chunk's columns: numeric arrays, locally coded strings, and what was dropped or repaired."""
 
-    def __init__(self, exact: bool) -> None:
-        self.exact = exact
+    numbers: dict[str, np.ndarray]
+    strings: dict[str, _Coded]
+    mem_numbers: dict[str, np.ndarray]
+    mem_strings: dict[str, _Coded]
+    skipped: int
+    negative: int
+
+
+def _chunk_columns(chunk: list[Event], exact: bool) -> _Chunk:
+    """Turn one decoded chunk into column arrays (runs in a worker process when decoding in parallel)."""
+    xs = _complete(_durations_events(chunk), ("ts", "dur", "name"))
+    skipped = len(xs[1])
+    xs = xs[0]
+    args = [e.args or _NO_ARGS for e in xs]
+    dur = _ns(_field(xs, "dur"), False)
+    numbers = {
+        "ts": _ns(_field(xs, "ts"), exact),
+        "dur": np.maximum(dur, 0),
+        "device": _ints(_field(args, "device")),
+        "stream": _ints(_field(args, "stream")),
+        "correlation": _ints(_field(args, "correlation")),
+        "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]),
+        "bytes": _message_bytes(args),
+    }
+    strings = {key: _code(_field(xs, key)) for key in ("name", "cat", "pid", "tid")}
+    strings["input_dims"] = _code(list(map(bytes, _field(args, "input_dims"))))
+    strings["input_types"] = _code(list(map(bytes, _field(args, "input_types"))))
+    strings["collective"] = _code(_field(args, "collective"))
+    strings["group"] = _code(_field(args, "group"))
+    memory, dropped = _complete([e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT], ("args", "ts"))
+    mem_numbers, mem_strings = _memory_columns(memory, exact)
+    return _Chunk(numbers, strings, mem_numbers, mem_strings, skipped + len(dropped), int((dur < 0).sum()))
+
+
+def _field(items: list, name: str) -> list:
+    return list(map(attrgetter(name), items))
+
+
+def _durations_events(chunk: list[Event]) -> list[Event]:
+    """The chunk's complete ("X") events, without the categories that are not work (the profiler's own span)."""
+    xs = [e for e in chunk if e.ph == "X"]
+    skip = {c for c in set(_field(xs, "cat")) if (c or "").lower() in _SKIPPED_CATS}
+    return [e for e in xs if e.cat not in skip] if skip else xs
+
+
+def _complete(events: list[Event], fields: tuple[str, ...]) -> tuple[list[Event], list[Event]]:
+    """(events with every field present, the others)."""
+    missing = attrgetter(*fields)
+    bad = [e for e in events if None in missing(e)]
+    return ([e for e in events if None not in missing(e)], bad) if bad else (events, bad)
+
+
+def _memory_columns(events: list[Event], exact: bool) -> tuple[dict[str, np.ndarray], dict[str, _Coded]]:
+    args = _field(events, "args")
+    numbers = {
+        "ts": _ns(_field(events, "ts"), exact),
+        "device": _ints(_field(args, "device_id")),
+        "bytes": _ints(_field(args, "mem_bytes")),
+        "total_allocated": _ints(_field(args, "total_allocated")),
+        "total_reserved": _ints(_field(args, "total_reserved")),
+        "addr": _ints(_field(args, "addr")),
+        "device_type": _ints(_field(args, "device_type")),
+    }
+    return numbers, {"pid": _code(_field(events, "pid")), "tid": _code(_field(events, "tid"))}
+
+
+class _Columns:
+    """The chunks' columns merged: numeric parts, globally coded strings, counts."""
+
+    def __init__(self, chunks: list[_Chunk]) -> None:
         self.strings = {name: _Interner() for name in _STRING_COLUMNS}
         self.mem_strings = {name: _Interner() for name in _MEMORY_STRINGS}
         self.parts: dict[str, list[np.ndarray]] = {}
         self.mem_parts: dict[str, list[np.ndarray]] = {}
-        self.skipped = 0
-        self.negative = 0
-
-    def add(self, chunk: list[Event]) -> None:
-        """Turn one decoded chunk into column arrays."""
-        xs = [e for e in chunk if e.ph == "X" and (e.cat or "").lower() not in _SKIPPED_CATS]
-        whole = [e for e in xs if e.ts is not None and e.dur is not None and e.name is not None]
-        self.skipped += len(xs) - len(whole)
-        xs = whole
-        args = [e.args or _NO_ARGS for e in xs]
-        raw = {
-            "ts": _ns([e.ts for e in xs], self.exact),
-            "dur": self._durations(xs),
-            "device": _ints([a.device for a in args]),
-            "stream": _ints([a.stream for a in args]),
-            "correlation": _ints([a.correlation for a in args]),
-            "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]),
-            "bytes": _message_bytes(args),
-        }
-        strings = {
-            "name": [e.name for e in xs],
-            "cat": [e.cat for e in xs],
-            "pid": [e.pid for e in xs],
-            "tid": [e.tid for e in xs],
-            "input_dims": [bytes(a.input_dims) for a in args],
-            "input_types": [bytes(a.input_types) for a in args],
-            "collective": [a.collective for a in args],
-            "group": [a.group for a in args],
-        }
-        for key, values in strings.items():
-            raw[key] = self.strings[key].encode(values)
-        _append(self.parts, raw)
-        memory = [e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT]
-        whole = [e for e in memory if e.args is not None and e.ts is not None]
-        self.skipped += len(memory) - len(whole)
-        self._add_memory(whole)
-
-    def _durations(self, xs: list[Event]) -> np.ndarray:
-        """Durations in ns; negative ones (a broken trace) count as 0 and are counted."""
-        dur = _ns([e.dur for e in xs], False)
-        self.negative += int((dur < 0).sum())
-        return np.maximum(dur, 0)
-
-    def _add_memory(self, events: list[Event]) -> None:
-        args = [e.args for e in events]
-        raw = {
-            "ts": _ns([e.ts for e in events], self.exact),
-            "device": _ints([a.device_id for a in args]),
-            "bytes": _ints([a.mem_bytes for a in args]),
-            "total_allocated": _ints([a.total_allocated for a in args]),
-            "total_reserved": _ints([a.total_reserved for a in args]),
-            "addr": _ints([a.addr for a in args]),
-            "device_type": _ints([a.device_type for a in args]),
-            "pid": self.mem_strings["pid"].encode([e.pid for e in events]),
-            "tid": self.mem_strings["tid"].encode([e.tid for e in events]),
-        }
-        _append(self.mem_parts, raw)
+        self.skipped = sum(c.skipped for c in chunks)
+        self.negative = sum(c.negative for c in chunks)
+        for c in chunks:
+            _append(self.parts, c.numbers | {k: self.strings[k].merge(v) for k, v in c.strings.items()})
+            _append(self.mem_parts, c.mem_numbers | {k: self.mem_strings[k].merge(v) for k, v in c.mem_strings.items()})
 
     def column(self, key: str) -> np.ndarray:
         return np.concatenate(self.parts.get(key) or [np.empty(0, dtype=np.int64)])
@@ -265,10 +293,10 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
     stream = Stream()
     exact = _needs_exact_ts(path)
-    cols = _Columns(exact)
-    with _gc_paused():
-        for chunk in iter_events(path, ExactEvent if exact else Event, stream):
-            cols.add(chunk)
+    event_type = ExactEvent if exact else Event
+    chunks = map_chunks(path, event_type, stream, functools.partial(_chunk_columns, exact=exact), worker_count(path))
+    cols = _Columns(chunks)
+    del chunks
     events = _events_frame(cols)
     memory = _memory_frame(cols)
     if not len(events) and not len(memory):
@@ -277,18 +305,6 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
         path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
     )
     return events, memory, meta
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while millions of short-lived lists are built (about 10 % faster)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _nothing_to_analyze(skipped: int) -> str:
