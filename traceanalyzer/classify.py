@@ -81,7 +81,7 @@ def classify(events: pd.DataFrame, rules: tuple[Rule, ...] = ()) -> pd.DataFrame
     device = np.isin(kind, [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
     for rule in rules:
         kind[device & _name_matches(names, (rule.pattern,))] = rule.kind.value
-    events = events.copy()
+    events = events.copy(deep=False)  # only whole columns are replaced below; a deep copy cost 0.12 s on 356k rows
     events["kind"] = pd.Categorical(kind, categories=events["kind"].cat.categories)
     _inherit_collective_args(events)
     return events

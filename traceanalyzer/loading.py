@@ -86,9 +86,9 @@ def _join(parsed: list[Parsed]) -> Trace:
     offset = 0
     for events, memory, meta in parsed:
         rank = meta.ranks[0]
-        events = events.copy()
+        events = events.copy(deep=False)  # only whole columns and the index are replaced below
         events["rank"] = rank
-        memory = memory.copy()
+        memory = memory.copy(deep=False)
         memory["rank"] = rank
         if offset:
             for col in _LINKS:
