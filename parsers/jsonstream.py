@@ -15,6 +15,7 @@ import gzip
 import multiprocessing
 import os
 import re
+import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -172,8 +173,8 @@ def _collect(future: Future, results: list, decoders: _Decoders) -> int:
 
 @contextlib.contextmanager
 def _runner(workers: int) -> Iterator[Executor]:
-    """Forked worker processes when ``workers`` > 1 and fork is available, else the calling thread."""
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+    """Forked worker processes when ``workers`` > 1 and forking is safe (no other threads), else the calling thread."""
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
         yield _Inline()
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
@@ -222,7 +223,7 @@ _MAX_WORKERS = 4
 
 def _json_size_hint(path: Path) -> int:
     """The JSON size: a gzip file's recorded length (mod 4 GiB, so at least its compressed size), else the file size."""
-    size = path.stat().st_size
+    size = os.path.getsize(path)
     with open(path, "rb") as f:
         if f.read(2) != _GZIP_MAGIC or size < 4:
             return size
