@@ -18,6 +18,8 @@ UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""
 
 POLL_MS = 700
+HOTSPOT_ROWS = 20
+NS_PER_MS = 1_000_000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _STYLE = {
     "fontFamily": "system-ui, sans-serif",
@@ -169,7 +171,11 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         f = pages.hotspot_filter
         kind = f(kind) if level == pages.Level.KERNEL.value else None
         table = view.hotspots(level, f(step), f(rank), kind)
-        return pages.tables.table("hs-table", table), figures.hotspot_bars(table), level != pages.Level.KERNEL.value
+        return (
+            pages.tables.table("hs-table", table, page_size=HOTSPOT_ROWS),
+            figures.hotspot_bars(table),
+            level != pages.Level.KERNEL.value,
+        )
 
     @app.callback(
         Output("hs-details", "children"),
@@ -192,16 +198,21 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         Output("tl-note", "children"),
         Input("tl-rank", "value"),
         Input("tl-step", "value"),
+        Input("tl-graph", "relayoutData"),
         State("trace", "value"),
     )
-    def timeline(rank, step, key):
+    def timeline(rank, step, relayout, key):
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update
-        seg = view.segments(int(rank), int(step))
+        window = zoom_window(relayout) if dash.ctx.triggered_id == "tl-graph" else None
+        if dash.ctx.triggered_id == "tl-graph" and window is None and not _reset(relayout):
+            return no_update, no_update
+        seg = view.segments(int(rank), int(step), window)
         merged = int(seg["count"].sum()) if len(seg) else 0
-        note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged)."
-        return figures.gantt(seg), note
+        note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
+        note += "; zoom in to split them)." if merged > len(seg) else ")."
+        return figures.gantt(seg, (rank, step)), note
 
     @app.callback(Output("cmp-body", "children"), Input("cmp-a", "value"), Input("cmp-b", "value"))
     def compare(a, b):
@@ -219,3 +230,15 @@ def _selected_name(cell, click, rows) -> str | None:
     if trigger == "hs-bars" and click:
         return click["points"][0].get("customdata")
     return None
+
+
+def zoom_window(relayout: dict | None) -> tuple[int, int] | None:
+    """The x range (ns) a zoom on the timeline asked for, or None when it was not a zoom."""
+    if not relayout or "xaxis.range[0]" not in relayout:
+        return None
+    lo, hi = (relayout[f"xaxis.range[{i}]"] for i in (0, 1))
+    return int(float(lo) * NS_PER_MS), int(float(hi) * NS_PER_MS)
+
+
+def _reset(relayout: dict | None) -> bool:
+    return bool(relayout) and relayout.get("xaxis.autorange") is True

@@ -28,6 +28,7 @@ BAR_TOP = 20
 LANE_PX = 26
 LABEL_CHARS = 60
 GIB = 1 << 30
+MEMORY_BUCKETS = 2_000
 
 
 def text(name: object, limit: int | None = None) -> str:
@@ -87,7 +88,7 @@ def step_bars(steps: list[dict]) -> go.Figure:
     return fig
 
 
-def gantt(segments: pd.DataFrame) -> go.Figure:
+def gantt(segments: pd.DataFrame, revision: object = None) -> go.Figure:
     """Timeline segments as one WebGL line trace per colour category (zoomable, hover shows names)."""
     if not len(segments):
         return empty("no events in this step")
@@ -103,6 +104,8 @@ def gantt(segments: pd.DataFrame) -> go.Figure:
         xaxis_title="ms from step start",
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        uirevision=str(revision),
+        showlegend=True,
     )
     fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], automargin=True)
     return fig
@@ -153,6 +156,19 @@ def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
     return fig
 
 
+def envelope(frame: pd.DataFrame, col: str, buckets: int = MEMORY_BUCKETS) -> pd.DataFrame:
+    """At most 2 × buckets rows of a time series: each bucket's lowest and highest point, so peaks stay visible."""
+    if len(frame) <= 2 * buckets:
+        return frame
+    bucket = np.arange(len(frame)) * buckets // len(frame)
+    values = frame[col].to_numpy()
+    keep = np.zeros(len(frame), dtype=bool)
+    for pick in (np.argmin, np.argmax):
+        first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        keep[[f + pick(v) for f, v in zip(first, np.split(values, first[1:]), strict=True)]] = True
+    return frame[keep]
+
+
 def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
     """Allocated and reserved memory per device over time (GiB), each device's peak marked."""
     pools = peaks[peaks["device"] >= 0] if (peaks["device"] >= 0).any() else peaks
@@ -162,7 +178,7 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
         mine = timeline[(timeline["rank"] == peak["rank"]) & (timeline["device"] == peak["device"])]
         pool = f"rank {peak['rank']} device {peak['device']}"
         for col, colour in (("allocated", COLOURS["compute"]), ("reserved", COLOURS["annotation/step"])):
-            ok = mine[mine[col].notna()]
+            ok = envelope(mine[mine[col].notna()], col)
             if len(ok):
                 x, y = (ok["ts"] - t0) / 1e6, ok[col] / GIB
                 fig.add_trace(go.Scattergl(x=x, y=y, name=f"{pool} {col}", line={"color": colour, "shape": "hv"}))

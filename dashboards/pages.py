@@ -31,6 +31,7 @@ FINDING_PAGE = {
 """Which page shows the evidence of an analyzer's findings."""
 
 ALL = "all"
+PICK_HINT = "Click a name in the table or a bar in the chart: its kernels, CPU ops, shapes and call stack show here."
 COMPARE_TOP = 15
 FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
 EXPOSED_COMM = "comm_exposed_ns"
@@ -154,12 +155,17 @@ def hotspots(view: View) -> list:
         html.Div(
             [
                 html.Div(dcc.Loading(html.Div(id="hs-table-box")), className="col-wide"),
-                html.Div(dcc.Graph(id="hs-bars"), className="col-narrow"),
+                html.Div(
+                    [
+                        dcc.Graph(id="hs-bars"),
+                        html.H3("Selected"),
+                        dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
+                    ],
+                    className="col-narrow",
+                ),
             ],
             className="row",
         ),
-        html.H3("Selected (click a row)"),
-        dcc.Loading(html.Div(id="hs-details", children=html.P("Click a name in the table or a bar in the chart."))),
     ]
 
 

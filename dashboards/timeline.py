@@ -36,8 +36,9 @@ _HOST = [k.value for k in HOST_KINDS]
 SEGMENT_COLUMNS = ["lane", "category", "start_ns", "end_ns", "count", "name"]
 
 
-def step_segments(events: pd.DataFrame, rank: int, step: int) -> pd.DataFrame:
-    """Segments of one (rank, step): lane, colour category, start/end (ns from step start), events merged, name."""
+def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Segments of one (rank, step), optionally only those in window (ns from step start): lane, colour, start/end
+    (ns from the step's first event), events merged, name; finer when the window is narrower."""
     mine = events[(events["rank"] == rank) & (events["step"] == step)]
     device = mine[mine["kind"].isin(_DEVICE)]
     host = mine[mine["kind"].isin(_HOST) & (mine["depth"] <= MAX_HOST_DEPTH)]
@@ -47,7 +48,11 @@ def step_segments(events: pd.DataFrame, rank: int, step: int) -> pd.DataFrame:
     origin = int(lanes["start_ns"].min())
     lanes["start_ns"] -= origin
     lanes["end_ns"] -= origin
-    return decimate(lanes)
+    if window:
+        lanes = lanes[(lanes["end_ns"] > window[0]) & (lanes["start_ns"] < window[1])]
+        if not len(lanes):
+            return pd.DataFrame(columns=SEGMENT_COLUMNS)
+    return decimate(lanes, span=window[1] - window[0] if window else None)
 
 
 def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
@@ -72,10 +77,10 @@ def _host_lanes(host: pd.DataFrame) -> pd.DataFrame:
     return _frame(host, lane)
 
 
-def decimate(segments: pd.DataFrame, max_segments: int = MAX_SEGMENTS) -> pd.DataFrame:
-    """Merge near-adjacent segments of one lane and colour until at most max_segments remain."""
-    span = max(int(segments["end_ns"].max() - segments["start_ns"].min()), 1)
-    resolution = span / RESOLUTION
+def decimate(segments: pd.DataFrame, span: int | None = None, max_segments: int = MAX_SEGMENTS) -> pd.DataFrame:
+    """Merge near-adjacent segments of one lane and colour (closer than span / RESOLUTION) to at most max_segments."""
+    span = span or int(segments["end_ns"].max() - segments["start_ns"].min())
+    resolution = max(span, 1) / RESOLUTION
     seg = segments.sort_values(["lane", "category", "start_ns"], kind="stable").reset_index(drop=True)
     while True:
         merged = _merge(seg, resolution)

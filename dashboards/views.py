@@ -82,8 +82,8 @@ class View:
     def _hotspots(self, level: str, step: int | None = None, rank: int | None = None, kind: str | None = None):
         return self.trace.hotspots(level, step=step, rank=rank, kind=kind)
 
-    def _segments(self, rank: int, step: int) -> pd.DataFrame:
-        return timeline.step_segments(self.trace.events, rank, step)
+    def _segments(self, rank: int, step: int, window: tuple[int, int] | None = None) -> pd.DataFrame:
+        return timeline.step_segments(self.trace.events, rank, step, window)
 
     def _optional(self, name: str) -> Optional:
         try:

@@ -120,6 +120,7 @@ def _open(browser, app_url, page: str, trace: str):
 def _pick(browser, dropdown: str, label: str):
     """Choose an option of a dcc.Dropdown by its visible label."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
     _wait(browser, dropdown).click()
@@ -127,6 +128,8 @@ def _pick(browser, dropdown: str, label: str):
         lambda b: [o for o in b.find_elements(By.CSS_SELECTOR, "[role=option]") if o.text.strip() == str(label)]
     )
     options[0].click()
+    if browser.find_elements(By.CSS_SELECTOR, "[role=option]"):
+        browser.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.ESCAPE)
 
 
 def _shot(browser, name: str):
