@@ -435,7 +435,7 @@ def findings(trace) -> list[Finding]:
 def _finding(row, cost: int, step_time: int) -> Finding:
     title = f"Fuse {row.pattern}: {row.variant} ({row.per_step:g}/step"
     title += f" + {row.backward_per_step:g} backward)" if row.backward_per_step else ")"
-    advice = f"Replace with {row.replacement}. Where: {row.where}."
+    advice = f"Replace with {row.replacement}. Where: {_first_places(row.where)}."
     return fnd.make(
         ANALYZER,
         title,
@@ -455,6 +455,12 @@ def _finding(row, cost: int, step_time: int) -> Finding:
         },
         estimated=True,
     )
+
+
+def _first_places(where: str, shown: int = 2) -> str:
+    """The first few of a '; '-separated list of places, pointing to the table for the rest."""
+    places = where.split("; ")
+    return "; ".join(places[:shown]) + ("; … (all places in the fusion table)" if len(places) > shown else "")
 
 
 def section(trace, options) -> dict | None:
