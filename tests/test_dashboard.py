@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, shared_path
+from tests.conftest import REPO, SHARED, shared_path
 
 pytestmark = pytest.mark.browser
 
@@ -30,6 +30,8 @@ SCREENSHOTS = REPO / "artifacts" / "screenshots"
 WAIT_S = 30
 LOAD_S = 180
 XSS = "<script>alert(1)</script>"
+BAR_LABELS = "return Array.from(document.querySelectorAll('#hs-bars .ytick')).map(e => e.textContent)"
+ASCEND = SHARED / "public" / "ascend" / "msinsight" / "pytorch_text" / "level1" / "rank0_ascend_pt"
 
 
 def _browser_paths() -> tuple[str, str]:
@@ -87,6 +89,8 @@ def app_url(crafted):
         "memory_peak": store.open([str(shared_path("h200", "memory_peak", "memory_peak.json.gz"))]),
         "crafted": store.open([str(crafted)]),
     }
+    if ASCEND.exists():
+        keys["ascend"] = store.open([str(ASCEND)])
     deadline = time.monotonic() + LOAD_S
     while store.busy() and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -107,6 +111,13 @@ def _wait(browser, css: str, text: str | None = None, timeout: float = WAIT_S):
         return wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)))
     wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
     return browser.find_element(By.CSS_SELECTOR, css)
+
+
+def _wait_script(browser, script: str, text: str):
+    """Wait until some string returned by script contains text (for SVG labels, which selenium's .text misses)."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, WAIT_S).until(lambda b: any(text in t for t in b.execute_script(script)))
 
 
 def _open(browser, app_url, page: str, trace: str):
@@ -212,10 +223,24 @@ def test_fusion_and_compare_pages_open(browser, app_url):
     _shot(browser, "compare")
 
 
+def test_ascend_trace_hotspots(browser, app_url):
+    _, store, keys = app_url
+    if "ascend" not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    top = str(store.view(keys["ascend"]).hotspots("kernel")["name"].iloc[0])
+    _open(browser, app_url, "/hotspots", "ascend")
+    _wait(browser, "#hs-table td[data-dash-column=name]", top)
+    assert "platform: ascend" in _wait(browser, ".platform").text
+    _open(browser, app_url, "/", "ascend")
+    assert "ascend" in _wait(browser, "#trace-facts").text
+    _shot(browser, "ascend-hotspots")
+
+
 def test_trace_names_stay_text(browser, app_url):
     _open(browser, app_url, "/hotspots", "crafted")
     _wait(browser, "#hs-table td[data-dash-column=name]", XSS)
     assert _table_names(browser, "hs-table")[0] == XSS
+    _wait_script(browser, BAR_LABELS, XSS)
     assert not browser.execute_script("return Array.from(document.scripts).some(s => s.text.includes('alert(1)'))")
     from selenium.common.exceptions import NoAlertPresentException
 
@@ -223,7 +248,7 @@ def test_trace_names_stay_text(browser, app_url):
         browser.switch_to.alert.text  # noqa: B018
 
 
-def test_bad_path_shows_an_error_and_the_app_keeps_running(browser, app_url):
+def test_bad_path_and_bad_upload_show_an_error_and_the_app_keeps_running(browser, app_url, tmp_path):
     url, _, _ = app_url
     browser.get(url)
     browser.find_element("css selector", "details summary").click()
@@ -231,4 +256,8 @@ def test_bad_path_shows_an_error_and_the_app_keeps_running(browser, app_url):
     browser.find_element("css selector", "#open-btn").click()
     error = _wait(browser, "#load-status .error", "/no/such/trace.json").text
     assert "could not open" in error
+    garbage = tmp_path / "garbage.json"
+    garbage.write_text("this is not a trace")
+    browser.find_element("css selector", "#upload input[type=file]").send_keys(str(garbage))
+    assert "could not open garbage.json (uploaded)" in _wait(browser, "#load-status", "garbage.json (uploaded)").text
     _open(browser, app_url, "/", "gpt_train")
