@@ -84,7 +84,7 @@ def step_bars(steps: list[dict]) -> go.Figure:
             go.Bar(name="device busy", x=labels, y=frame["device_busy_ns"] / 1e6, marker_color=COLOURS["compute"]),
         ]
     )
-    fig.update_layout(barmode="group", height=300, yaxis_title="ms", margin={"t": 30, "b": 40})
+    fig.update_layout(barmode="group", height=260, yaxis_title="ms", margin={"t": 30, "b": 40})
     return fig
 
 

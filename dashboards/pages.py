@@ -91,10 +91,10 @@ def overview(view: View) -> list:
     }
     return [
         html.Div([facts_list(trace_facts, "trace-facts"), facts_list(headline(view), "headline")], className="row"),
-        html.H3("Steps"),
-        dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
         html.H3("Findings, ranked by what they are worth"),
         findings_table(report["findings"]),
+        html.H3("Steps"),
+        dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
         *[html.P(f"warning: {w}", className="warning") for w in t["warnings"]],
         html.P(f"device time by kind: {_kinds(s['time_by_kind'])}"),
     ]
