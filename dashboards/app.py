@@ -191,6 +191,8 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         name = _selected_name(cell, click, rows)
         if view is None or name is None:
             return no_update
+        if level not in pages.DETAIL_LEVELS:
+            return html.P(f"{name}: pick the kernel, cpu_op or op_device level to see kernels, shapes and stacks.")
         return pages.details(view.details(level, name))
 
     @app.callback(

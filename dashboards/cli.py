@@ -48,6 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     try:
         server = serve(store, args.host, args.port)
+    except SystemExit:  # werkzeug exits when the port is taken, after saying so
+        return 2
     except OSError as e:
         print(f"traceanalyze: error: cannot listen on {args.host}:{args.port}: {e.strerror or e}", file=sys.stderr)
         return 2

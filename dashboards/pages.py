@@ -31,6 +31,8 @@ FINDING_PAGE = {
 """Which page shows the evidence of an analyzer's findings."""
 
 ALL = "all"
+DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
+"""Hotspot levels whose rows name an op or kernel (they have kernels, shapes and a call stack)."""
 PICK_HINT = "Click a name in the table or a bar in the chart: its kernels, CPU ops, shapes and call stack show here."
 COMPARE_TOP = 15
 FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
