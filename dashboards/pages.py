@@ -97,7 +97,7 @@ def overview(view: View) -> list:
         findings_table(report["findings"]),
         html.H3("Steps"),
         dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
-        *[html.P(f"warning: {w}", className="warning") for w in t["warnings"]],
+        *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
         html.P(f"device time by kind: {_kinds(s['time_by_kind'])}"),
     ]
 

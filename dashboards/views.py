@@ -46,6 +46,8 @@ class View:
         self.details = lru_cache(maxsize=256)(self._details)
         self.optional = lru_cache(maxsize=None)(self._optional)
         self._report: dict | None = None
+        self.notes: list[str] = []
+        # analyzer failures met while building the report (the rest of it still shows)
 
     def warm(self) -> None:
         """Precompute what the first visit of each page needs."""
@@ -60,9 +62,10 @@ class View:
     def report(self) -> dict:
         """The analyzers' report (summary, findings, sections), with analyzer warnings suppressed."""
         if self._report is None:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 self._report = self.trace.report()
+            self.notes = list(dict.fromkeys(str(w.message) for w in caught if "analyzer" in str(w.message)))
         return self._report
 
     def ranks(self) -> list[int]:
