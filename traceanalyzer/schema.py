@@ -2,8 +2,8 @@
 
 Both platforms (torch.profiler/Kineto and Ascend/CANN) fill the same tables, so every analyzer
 runs on either. Times are integer nanoseconds on one time base per rank; row labels of the event
-table are stable ids, and the link columns (``parent``, ``launch``, ``op``, ``top_op``) hold such
-labels, or ``NO_ROW`` where there is no link.
+table are stable ids, and the link columns (``parent``, ``launch``, ``op``, ``top_op``, ``caller``) hold
+such labels, or ``NO_ROW`` where there is no link.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("launch", "int64", "device work: the runtime call that launched it"),
     Column("op", "int64", "innermost CPU op that caused it (device work, runtime calls and ops)"),
     Column("top_op", "int64", "top-level CPU op that caused it"),
+    Column("caller", "int64", "host event on another thread that handed this one its work (Ascend task queue)"),
     Column("input_dims", "category", "recorded input shapes, JSON text, '' if none"),
     Column("input_types", "category", "recorded input dtypes, JSON text, '' if none"),
     Column("bytes", "int64", "bytes moved (memcpy/memset/communication message), NO_ROW if unknown"),
