@@ -19,7 +19,7 @@ from traceanalyzer.trace import Trace
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
-_LINKS = ("parent", "launch", "op", "top_op")
+_LINKS = ("parent", "launch", "op", "top_op", "caller")
 
 
 def load(
