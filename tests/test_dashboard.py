@@ -251,8 +251,8 @@ def test_trace_names_stay_text(browser, app_url):
 def test_bad_path_and_bad_upload_show_an_error_and_the_app_keeps_running(browser, app_url, tmp_path):
     url, _, _ = app_url
     browser.get(url)
-    browser.find_element("css selector", "details summary").click()
-    browser.find_element("css selector", "#open-path").send_keys("/no/such/trace.json")
+    _wait(browser, "details summary").click()
+    _wait(browser, "#open-path").send_keys("/no/such/trace.json")
     browser.find_element("css selector", "#open-btn").click()
     error = _wait(browser, "#load-status .error", "/no/such/trace.json").text
     assert "could not open" in error
