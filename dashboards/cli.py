@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import sys
 from collections.abc import Sequence
 
@@ -37,6 +38,7 @@ def serve(store: Store, host: str, port: int) -> BaseWSGIServer:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: start loading, print the URL, serve until interrupted."""
     args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # not one line per request (the page polls)
     store = Store()
     for path in args.paths:
         store.open([path])
