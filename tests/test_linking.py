@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.conftest import load_shared
+from tests.conftest import load_shared, shared_path
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
 
 LEAK = ("h200", "memory_leak", "memory_leak.json.gz")
@@ -55,7 +55,28 @@ def stack_walk(events: pd.DataFrame) -> pd.DataFrame:
             top = up_top if up_top != NO_ROW else (row if is_op else NO_ROW)
             out[row] = (parent, len(stack), op, top)
             stack.append((end, row, op, top))
-    return pd.DataFrame.from_dict(out, orient="index", columns=["parent", "depth", "op", "top_op"])
+    return hand_over(pd.DataFrame.from_dict(out, orient="index", columns=["parent", "depth", "op", "top_op"]), events)
+
+
+def hand_over(tree: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Reference: an event in (or being) a row with a ``caller`` takes the caller's op and top_op, unless an op of
+    its own thread lies inside that row (the innermost such row counts)."""
+    caller = events["caller"]
+    if not (caller != NO_ROW).any():
+        return tree
+    out = tree.copy()
+    for row in tree.index:
+        called = row
+        while called != NO_ROW and caller[called] == NO_ROW:
+            called = tree.at[called, "parent"]
+        if called == NO_ROW:
+            continue
+        source, own = caller[called], tree.at[row, "op"]
+        if own == NO_ROW or tree.at[own, "depth"] < tree.at[called, "depth"]:
+            out.at[row, "op"] = tree.at[source, "op"]
+        if tree.at[source, "top_op"] != NO_ROW:
+            out.at[row, "top_op"] = tree.at[source, "top_op"]
+    return out
 
 
 @pytest.mark.parametrize("parts", list(TRACES.values()), ids=list(TRACES))
@@ -86,3 +107,47 @@ def test_memory_events_take_the_innermost_op_open_at_their_time():
     assert (op["kind"] == Kind.CPU_OP.value).all()
     assert (op["ts"].to_numpy() <= linked["ts"].to_numpy()).all()
     assert (linked["ts"].to_numpy() < (op["ts"] + op["dur"]).to_numpy()).all()
+
+
+LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+LEVEL1_DB = ("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt")
+
+
+@pytest.mark.parametrize("parts", [LEVEL1, LEVEL1_DB], ids=["text", "db"])
+def test_task_queue_dequeue_is_called_by_the_enqueue_of_its_op(parts):
+    events = load_shared(*parts).events
+    names = events["name"].astype(str)
+    dequeue = events[names.str.startswith("Dequeue@")]
+    assert len(dequeue) and (dequeue["kind"] == Kind.RUNTIME.value).all()
+    assert (dequeue["caller"] != NO_ROW).all()
+    enqueue = events.loc[dequeue["caller"].to_numpy()]
+    assert (names[enqueue.index] == "Enqueue").all()
+    assert (enqueue["tid"].astype(str).to_numpy() != dequeue["tid"].astype(str).to_numpy()).all()
+    assert (enqueue["ts"].to_numpy() <= dequeue["ts"].to_numpy()).all()
+    queued_op = names[events.loc[enqueue.index, "op"]].to_numpy()
+    assert (queued_op == dequeue["name"].astype(str).str.removeprefix("Dequeue@").to_numpy()).all()
+
+
+def test_device_time_per_op_matches_torch_npu_operator_details():
+    """op_device names the op that queued the work (not Dequeue@op) with torch_npu's own Device Self Duration."""
+    ours = load_shared(*LEVEL1).hotspots("op_device").set_index("name")["total_ns"]
+    details = pd.read_csv(shared_path(*LEVEL1, "ASCEND_PROFILER_OUTPUT", "operator_details.csv"))
+    theirs = details.groupby("Name")["Device Self Duration(us)"].sum() * 1000
+    assert not ours.index.str.startswith("Dequeue@").any()
+    top = theirs[theirs > 0].sort_values(ascending=False).head(10)
+    assert set(top.index) <= set(ours.index)
+    for name, ns in top.items():
+        assert ours[name] == pytest.approx(ns, abs=50), name
+
+
+@pytest.mark.parametrize("parts", [LEVEL1, LEVEL1_DB], ids=["text", "db"])
+def test_queued_device_work_reaches_the_aten_op_the_user_called(parts):
+    trace = load_shared(*parts)
+    events = trace.events
+    names = events["name"].astype(str)
+    kernels = events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)]
+    assert (kernels["op"] != NO_ROW).all()
+    conv = kernels[names[kernels["op"]].to_numpy() == "Conv2D"]
+    assert len(conv)
+    assert set(names[events.loc[conv["op"], "parent"]]) == {"aten::_convolution"}
+    assert "Dequeue@Conv2D" not in set(trace.hotspots("cpu_op")["name"])

@@ -23,6 +23,8 @@ def link(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     """Fill the link columns of one rank's events, and ``op``/``step`` of its memory events."""
     events = events.reset_index(drop=True)
     tree = HostTree(events)
+    if "caller" in events:
+        tree.hand_over(events["caller"].to_numpy())
     events["parent"] = tree.parent
     events["depth"] = tree.depth
     launch = _launches(events)
@@ -71,12 +73,39 @@ class HostTree:
         order = np.lexsort((-end, ts, lane))
         self.rows, self.ts, self.end, self.lane = self.rows[order], ts[order], end[order], lane[order]
         is_op = (events["kind"] == Kind.CPU_OP.value).to_numpy()[self.rows]
-        depth, up = _depth_and_parent(self.ts, self.end, self.lane)
+        self.position = np.full(n, NO_ROW, dtype=np.int64)
+        self.position[self.rows] = np.arange(len(self.rows))
+        self.stop = _pop_positions(self.ts, self.end, self.lane)
+        depth, up = _depth_and_parent(self.stop)
         op, top = _propagate_ops(depth, up, is_op, self.rows)
         self.depth[self.rows] = depth
         self.parent[self.rows] = np.where(up >= 0, self.rows[np.maximum(up, 0)], NO_ROW)
         self.op[self.rows] = op
         self.top_op[self.rows] = top
+
+    def hand_over(self, caller: np.ndarray) -> None:
+        """Events inside a called event (one with a ``caller`` row) take the caller's op and top_op, unless their own
+        thread has an op inside the called event (a torch_npu task-queue thread runs what the op's Enqueue queued)."""
+        called = self.innermost(np.flatnonzero(caller != NO_ROW))
+        rows = np.flatnonzero(called != NO_ROW)
+        src = caller[called[rows]]
+        own = self.op[rows]
+        inside = (own != NO_ROW) & (self.depth[np.maximum(own, 0)] >= self.depth[called[rows]])
+        self.op[rows] = np.where(inside, own, self.op[src])
+        self.top_op[rows] = np.where(self.top_op[src] != NO_ROW, self.top_op[src], self.top_op[rows])
+
+    def innermost(self, heads: np.ndarray) -> np.ndarray:
+        """Per event, the innermost of the ``heads`` rows that it is, or is nested in (NO_ROW if none)."""
+        out = np.full(len(self.parent), NO_ROW, dtype=np.int64)
+        heads = heads[self.position[heads] != NO_ROW]
+        start = self.position[heads]
+        length = self.stop[start] - start
+        for level in np.unique(self.depth[heads]):  # outer levels first; subtrees of one level are disjoint
+            mine = self.depth[heads] == level
+            n = length[mine]
+            offset = np.repeat(start[mine] - (np.cumsum(n) - n), n)
+            out[self.rows[offset + np.arange(n.sum())]] = np.repeat(heads[mine], n)
+        return out
 
     def enclosing(self, lane: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Row of the deepest host event on ``lane`` that contains each ``ts`` (NO_ROW if none)."""
@@ -97,16 +126,16 @@ class HostTree:
         return last
 
 
-def _depth_and_parent(ts: np.ndarray, end: np.ndarray, lane: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _depth_and_parent(stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Depth and parent position of events sorted by (lane, start, -end), exactly as a stack walk gives them.
 
     The walk (pop the innermost open event while this start is at or after its end, then push) pops each event at
-    a known position (``_pop_positions``); depth = earlier events not yet popped, parent = the last earlier event
-    one level up.
+    a known position ``stop`` (``_pop_positions``); depth = earlier events not yet popped, parent = the last earlier
+    event one level up.
     """
-    n = len(ts)
+    n = len(stop)
     pos = np.arange(n, dtype=np.int64)
-    popped = np.cumsum(np.bincount(_pop_positions(ts, end, lane), minlength=n + 1))[:n]
+    popped = np.cumsum(np.bincount(stop, minlength=n + 1))[:n]
     depth = pos - popped
     key = depth * n + pos
     order = np.argsort(key, kind="stable")

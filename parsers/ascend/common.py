@@ -55,6 +55,11 @@ TASK_KIND = {
 }
 """Kind of device tasks that are neither compute nor communication, by task type (trace or DB)."""
 
+DEQUEUE_CAT = "dequeue"
+"""Category of ``Dequeue@<op>``: the task-queue thread running an op's CANN calls, a RUNTIME row (not a CPU op, so
+the op table keeps the ops the user called); its ``caller`` is the op's ``Enqueue``, so device work gets that op."""
+DEQUEUE_PREFIX = "Dequeue@"
+
 STEP_PREFIX = "ProfilerStep#"
 MISSING = frozenset({"", "N/A", "NA", "nan", "None", "4294967295", "18446744073709551615"})
 """Values that mean 'not recorded' in Ascend CSVs and args."""

@@ -18,9 +18,9 @@ from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 
 REQUIRED = ("STRING_IDS", "TASK")
-API_KIND = {50001: Kind.CPU_OP, 50002: Kind.ANNOTATION, 50003: Kind.PYTHON, 50004: Kind.ANNOTATION}
+API_QUEUE = 50002
+API_KIND = {50001: Kind.CPU_OP, API_QUEUE: Kind.ANNOTATION, 50003: Kind.PYTHON, 50004: Kind.ANNOTATION}
 """PYTORCH_API.type (ENUM_API_TYPE: op, queue, trace, mstx) → kind."""
-_DEQUEUE = "Dequeue@"
 _MEMORY_COMPONENT = "PTA"
 
 
@@ -36,6 +36,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
     events = _categorize(events)
+    events["caller"] = _callers(events)
+    events = events.drop(columns="queue", errors="ignore")
     info = c.profiler_info(path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None)
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
     warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
@@ -188,13 +190,14 @@ def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) ->
 def _pytorch(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     if "PYTORCH_API" not in tables:
         return pd.DataFrame()
-    t = _sql(con, "select startNs, endNs, globalTid, name, inputDtypes, inputShapes, type from PYTORCH_API")
+    columns = "startNs, endNs, globalTid, connectionId, name, inputDtypes, inputShapes, type"
+    t = _sql(con, f"select {columns} from PYTORCH_API")
     # PYTORCH_API times are TEXT holding integer ns
     start = np.array([int(v) for v in t["startNs"]], dtype=np.int64)
     end = np.array([int(v) for v in t["endNs"]], dtype=np.int64)
     names = _names(t["name"], strings)
     kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in t["type"]], dtype=object)
-    kind[[n.startswith(_DEQUEUE) for n in names]] = Kind.CPU_OP.value
+    kind[[n.startswith(c.DEQUEUE_PREFIX) for n in names]] = Kind.RUNTIME.value
     kind[[n.startswith(c.STEP_PREFIX) for n in names]] = Kind.STEP.value
     pid, tid = _lanes(t["globalTid"])
     return pd.DataFrame(
@@ -208,8 +211,35 @@ def _pytorch(con: sqlite3.Connection, strings: dict[int, str], tables: set[str])
             "tid": tid,
             "input_dims": [c.shapes_json(s.replace("\r\n", "")) for s in _names(t["inputShapes"], strings)],
             "input_types": _names(t["inputDtypes"], strings),
+            "queue": _queue_ids(con, t, tables),
         }
     )
+
+
+def _queue_ids(con: sqlite3.Connection, api: pd.DataFrame, tables: set[str]) -> np.ndarray:
+    """Per PYTORCH_API row, the connection id an ``Enqueue`` shares with its ``Dequeue@op`` (queue rows only)."""
+    out = np.full(len(api), NO_ROW, dtype=np.int64)
+    if "CONNECTION_IDS" not in tables:
+        return out
+    ids = _sql(con, "select id, connectionId from CONNECTION_IDS").groupby("id")["connectionId"].min()
+    queue = ((api["type"] == API_QUEUE) & api["connectionId"].notna()).to_numpy()
+    out[queue] = ids.reindex(api.loc[queue, "connectionId"].astype(np.int64)).fillna(NO_ROW).to_numpy()
+    return out
+
+
+def _callers(events: pd.DataFrame) -> np.ndarray:
+    """Per row, the ``Enqueue`` row that handed a ``Dequeue@op`` row its work (same queue connection id)."""
+    out = np.full(len(events), NO_ROW, dtype=np.int64)
+    if "queue" not in events:
+        return out
+    queue = events["queue"].fillna(NO_ROW).astype(np.int64).to_numpy()
+    dequeue = events["name"].astype(str).str.startswith(c.DEQUEUE_PREFIX).to_numpy() & (queue != NO_ROW)
+    enqueue = (queue != NO_ROW) & ~dequeue
+    by_id = pd.Series(np.flatnonzero(enqueue), index=queue[enqueue])
+    found = by_id[~by_id.index.duplicated()].reindex(queue[dequeue]).to_numpy()
+    ok = ~np.isnan(found)
+    out[np.flatnonzero(dequeue)[ok]] = found[ok].astype(np.int64)
+    return out
 
 
 def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:

@@ -27,6 +27,8 @@ KERNEL_GLOB = "op_summary_*.csv"
 MEMORY_NAMES = ("memory_record.csv",)
 MEMORY_GLOB = "memory_record_*.csv"
 _FLOW_CAT = "HostToDevice"
+_QUEUE_FLOW_CAT = "async_task_queue"
+"""Flows ``enqueue_to_dequeue``: ``Enqueue`` (Python thread, inside the op) → ``Dequeue@<op>`` (task-queue thread)."""
 _MEMORY_COMPONENT = "PTA"
 """memory_record rows of the framework caching allocator (the analogue of Kineto's [memory] events)."""
 
@@ -167,6 +169,7 @@ def _trace_events(trace: Path, kernels: pd.DataFrame | None, warnings: list[str]
     frame = _frame(rows)
     _bind_flows(frame, rows.keys, events)
     frame = _drop_task_twins(frame)
+    frame["caller"] = _callers(frame, events)
     if kernels is not None:
         _join_kernels(frame, kernels, warnings)
     return frame
@@ -201,8 +204,10 @@ def _python_kind(e: Event) -> str:
         return Kind.STEP.value
     if cat == "python_function":
         return Kind.PYTHON.value
-    if cat == "cpu_op" or cat == "dequeue":  # Dequeue@<op> runs the op on the task-queue thread
+    if cat == "cpu_op":
         return Kind.CPU_OP.value
+    if cat == c.DEQUEUE_CAT:
+        return Kind.RUNTIME.value
     return Kind.ANNOTATION.value
 
 
@@ -291,6 +296,42 @@ def _bind_flows(frame: pd.DataFrame, keys: list[tuple], events: list[Event]) -> 
         if j >= 0 and ends[rows[j]] >= t:
             corr[rows[j]] = flow_id
     frame["correlation"] = corr
+
+
+def _callers(frame: pd.DataFrame, events: list[Event]) -> np.ndarray:
+    """Per row, the row a task-queue flow starts on when the flow ends on it (``Dequeue@op`` ← its ``Enqueue``)."""
+    ends: dict = {}
+    for e in events:
+        if e.cat == _QUEUE_FLOW_CAT and e.ph in ("s", "f"):
+            ends.setdefault(e.id, {})[e.ph] = e
+    pairs = [(f["s"], f["f"]) for f in ends.values() if "s" in f and "f" in f]
+    out = np.full(len(frame), NO_ROW, dtype=np.int64)
+    if not pairs:
+        return out
+    src, dst = _slices_at(frame, [s for s, _ in pairs]), _slices_at(frame, [f for _, f in pairs])
+    ok = (src != NO_ROW) & (dst != NO_ROW)
+    out[dst[ok]] = src[ok]
+    return out
+
+
+def _slices_at(frame: pd.DataFrame, points: list[Event]) -> np.ndarray:
+    """Row of the slice on each point's (pid, tid) lane that starts last at or before it and still contains it."""
+    lanes = frame.groupby(["pid", "tid"], observed=True, sort=False).indices
+    starts = frame["ts"].to_numpy()
+    ends = starts + frame["dur"].to_numpy()
+    times = c.us_text_to_ns([e.ts for e in points])
+    keys = np.array([f"{e.pid}\0{e.tid}" for e in points])
+    out = np.full(len(points), NO_ROW, dtype=np.int64)
+    for key in set(keys.tolist()):
+        rows = lanes.get(tuple(key.split("\0")))
+        if rows is None:
+            continue
+        rows = rows[np.argsort(starts[rows], kind="stable")]
+        mine = np.flatnonzero(keys == key)
+        found = rows[np.maximum(np.searchsorted(starts[rows], times[mine], side="right") - 1, 0)]
+        ok = (starts[found] <= times[mine]) & (ends[found] >= times[mine])
+        out[mine[ok]] = found[ok]
+    return out
 
 
 def _drop_task_twins(frame: pd.DataFrame) -> pd.DataFrame:
