@@ -11,8 +11,9 @@ from pathlib import Path
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
-from dashboards import figures, pages
+from dashboards import pages
 from dashboards.store import Store
+from traceanalyzer.renderers import figures
 
 UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""

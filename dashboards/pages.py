@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 from dash import dcc, html
 
-from dashboards import figures, tables
+from dashboards import tables
 from dashboards.views import View
 from traceanalyzer import units
 from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.renderers import figures
 
 PAGES = {
     "/": "Overview",

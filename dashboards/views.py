@@ -9,8 +9,8 @@ from functools import lru_cache
 
 import pandas as pd
 
-from dashboards import timeline
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
+from traceanalyzer.renderers import timeline
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.trace import Trace
 

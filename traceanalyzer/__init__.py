@@ -15,4 +15,13 @@ from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Finding", "Kind", "Platform", "Rule", "Trace", "TraceError", "load", "__version__"]
+__all__ = ["Finding", "Kind", "Platform", "Rule", "Trace", "TraceError", "load", "plots", "__version__"]
+
+
+def __getattr__(name: str):
+    """``ta.plots`` is imported on first use, so reading a trace does not pay for Plotly."""
+    if name == "plots":
+        from traceanalyzer.renderers import plots
+
+        return plots
+    raise AttributeError(f"module 'traceanalyzer' has no attribute {name!r}")

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from dashboards.timeline import CATEGORY
 from traceanalyzer import units
+from traceanalyzer.renderers.timeline import CATEGORY
 
 COLOURS = {
     "compute": "#1f77b4",
