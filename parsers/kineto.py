@@ -450,8 +450,6 @@ def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -
         for i, p in enumerate(header.get("deviceProperties") or [])
         if isinstance(p, dict)
     ]
-    if not rank_known:
-        warnings.append(f"{path}: no distributedInfo in the trace; assuming rank 0 of 1")
     ends = events["ts"].to_numpy() + events["dur"].to_numpy()
     return TraceMeta(
         platform=_platform(events, devices),

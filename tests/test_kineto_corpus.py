@@ -19,6 +19,7 @@ import pytest
 import traceanalyzer as ta
 from tests.conftest import H200, PUBLIC_TORCH, SHARED, load_shared
 from traceanalyzer.cli import main
+from traceanalyzer.renderers import text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
 
 LARGE_BYTES = 20_000_000
@@ -89,8 +90,7 @@ def test_every_kineto_trace_loads_via_cli_and_api(path, tmp_path, capsys):
     assert (ev["dur"] >= 0).all()
     _assert_launch_links(ev)
     if not trace.meta.rank_known:
-        assert trace.meta.ranks == [0]
-        assert any("distributedInfo" in w for w in trace.meta.warnings)
+        assert trace.meta.ranks == [0] and report["trace"]["rank_known"] is False
 
 
 def _assert_launch_links(ev) -> None:
@@ -180,7 +180,7 @@ def test_trace_without_distributed_info_is_rank_zero_and_says_so():
     t = load_shared("public", "torch", "hta", "distributed_info_unavailable", "distributed_info_not_found.json.gz")
     assert (t.meta.ranks, t.meta.rank_known) == ([0], False)
     assert set(t.events["rank"]) == {0}
-    assert any("no distributedInfo" in w and "rank 0" in w for w in t.meta.warnings)
+    assert "0 of 1 (not recorded; assumed)" in text.render(t.report())
 
 
 @pytest.mark.parametrize(
