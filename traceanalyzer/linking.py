@@ -36,11 +36,12 @@ def link(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     top[has_launch] = tree.top_op[launch[has_launch]]
     events["op"] = op
     events["top_op"] = top
-    events["step"] = _steps(events, launch)
-    return events, _link_memory(memory, events, tree)
+    steps = step_table(events)
+    events["step"] = _steps(events, launch, steps)
+    return events, _link_memory(memory, events, tree, steps)
 
 
-def _link_memory(memory: pd.DataFrame, events: pd.DataFrame, tree: HostTree) -> pd.DataFrame:
+def _link_memory(memory: pd.DataFrame, events: pd.DataFrame, tree: HostTree, steps: pd.DataFrame) -> pd.DataFrame:
     memory = memory.reset_index(drop=True)
     if not len(memory):
         memory["op"] = np.empty(0, dtype=np.int64)
@@ -52,7 +53,7 @@ def _link_memory(memory: pd.DataFrame, events: pd.DataFrame, tree: HostTree) -> 
     ok = host != NO_ROW
     op[ok] = tree.op[host[ok]]
     memory["op"] = op
-    memory["step"] = assign_steps(ts, step_table(events))
+    memory["step"] = assign_steps(ts, steps)
     return memory
 
 
@@ -76,8 +77,8 @@ class HostTree:
         self.position = np.full(n, NO_ROW, dtype=np.int64)
         self.position[self.rows] = np.arange(len(self.rows))
         self.stop = _pop_positions(self.ts, self.end, self.lane)
-        depth, up = _depth_and_parent(self.stop)
-        op, top = _propagate_ops(depth, up, is_op, self.rows)
+        depth, up, by_depth = _depth_and_parent(self.stop)
+        op, top = _propagate_ops(depth, up, by_depth, is_op, self.rows)
         self.depth[self.rows] = depth
         self.parent[self.rows] = np.where(up >= 0, self.rows[np.maximum(up, 0)], NO_ROW)
         self.op[self.rows] = op
@@ -126,8 +127,9 @@ class HostTree:
         return last
 
 
-def _depth_and_parent(stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Depth and parent position of events sorted by (lane, start, -end), exactly as a stack walk gives them.
+def _depth_and_parent(stop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Depth, parent position and the order by (depth, position) of events sorted by (lane, start, -end), exactly
+    as a stack walk gives them.
 
     The walk (pop the innermost open event while this start is at or after its end, then push) pops each event at
     a known position ``stop`` (``_pop_positions``); depth = earlier events not yet popped, parent = the last earlier
@@ -141,7 +143,7 @@ def _depth_and_parent(stop: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(key, kind="stable")
     j = np.searchsorted(key[order], key - n, side="left") - 1
     up = np.where(depth > 0, order[np.maximum(j, 0)], -1)
-    return depth.astype(np.int32), up
+    return depth.astype(np.int32), up, order
 
 
 def _pop_positions(ts: np.ndarray, end: np.ndarray, lane: np.ndarray) -> np.ndarray:
@@ -169,15 +171,15 @@ def _pop_positions(ts: np.ndarray, end: np.ndarray, lane: np.ndarray) -> np.ndar
     return stop
 
 
-def _propagate_ops(depth: np.ndarray, up: np.ndarray, is_op: np.ndarray, rows: np.ndarray) -> tuple:
+def _propagate_ops(
+    depth: np.ndarray, up: np.ndarray, by_depth: np.ndarray, is_op: np.ndarray, rows: np.ndarray
+) -> tuple:
     """Innermost and top-level CPU op rows of each sorted event, one depth level at a time."""
     own = np.where(is_op, rows, NO_ROW)
     op = own.copy()
     top = own.copy()
-    order = np.argsort(depth, kind="stable")
-    cuts = np.searchsorted(depth[order], np.arange(1, int(depth.max(initial=0)) + 1), side="left")
-    for level in np.split(order, cuts)[1:]:
-        level = level[up[level] >= 0]
+    cuts = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max(initial=0)) + 1), side="left")
+    for level in np.split(by_depth, cuts)[1:]:
         parent = up[level]
         op[level] = np.where(is_op[level], own[level], op[parent])
         top[level] = np.where(top[parent] != NO_ROW, top[parent], own[level])
@@ -239,9 +241,9 @@ def assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return np.where(inside, steps["step"].to_numpy()[np.clip(i, 0, None)], NO_ROW).astype(np.int32)
 
 
-def _steps(events: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
+def _steps(events: pd.DataFrame, launch: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """Host events by their own start; device work by the start of the call that launched it."""
     ts = events["ts"].to_numpy().copy()
     has = launch != NO_ROW
     ts[has] = ts[launch[has]]
-    return assign_steps(ts, step_table(events))
+    return assign_steps(ts, steps)
