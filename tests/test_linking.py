@@ -151,3 +151,11 @@ def test_queued_device_work_reaches_the_aten_op_the_user_called(parts):
     assert len(conv)
     assert set(names[events.loc[conv["op"], "parent"]]) == {"aten::_convolution"}
     assert "Dequeue@Conv2D" not in set(trace.hotspots("cpu_op")["name"])
+
+
+def test_callers_stay_in_their_rank_when_ranks_are_joined():
+    events = load_shared(*LEVEL1[:-1]).events
+    called = events[events["caller"] != NO_ROW]
+    assert set(called["rank"]) == {0, 1}
+    assert (events.loc[called["caller"], "rank"].to_numpy() == called["rank"].to_numpy()).all()
+    assert set(events.loc[called["caller"], "name"].astype(str)) == {"Enqueue"}
