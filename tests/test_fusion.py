@@ -117,3 +117,56 @@ def test_never_crashes_on_public_kineto_traces():
         assert list(table.columns) == fusion.OPPORTUNITY_COLUMNS
         checked += 1
     assert checked
+
+
+ASCEND_CNN = ("ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+"""torch_npu Level1 text export of an AlexNet DDP step (with_stack): kernels link to the op the user called."""
+
+
+@pytest.fixture(scope="module")
+def ascend_cnn():
+    return load_shared("public", *ASCEND_CNN)
+
+
+def test_ascend_cnn_conv_relu_and_transdata(ascend_cnn):
+    table = ascend_cnn.fusion()
+    conv = _row(table, "Conv + BN + activation", "Conv+ReLU")
+    assert conv["per_step"] == 5
+    assert "ConvBatchnormFusionPass" in conv["replacement"]
+    occ = fusion.occurrences(ascend_cnn)
+    assert set(occ[occ["family"] == "Conv + BN + activation"]["first_op"]) == {"aten::conv2d"}
+    fmt = _row(table, "NPU format conversion", "TransData (layout conversion around the op)")
+    assert fmt["per_step"] >= 5 and fmt["saving_ns_per_step"] == fmt["current_ns_per_step"] > 0
+    assert "torch_npu.npu_format_cast" in fmt["replacement"]
+    assert "ConvolutionBackward0" in fmt["where"]
+
+
+def test_ascend_chains_name_ops_not_record_function_ranges(ascend_cnn):
+    table = ascend_cnn.fusion()
+    discovered = table[table["pattern"] == "Repeated memory-bound chain"]["variant"]
+    assert len(discovered) and not discovered.str.contains(r"ddp|DistributedDataParallel|\.forward").any()
+    assert discovered.str.contains("ReluBackward0").any()
+    sgd = _row(table, "Optimizer step", "SGD (foreach, 4 ops)")
+    assert sgd["replacement"] == "torch_npu.optim.NpuFusedSGD"
+
+
+@pytest.mark.parametrize("level", ["level0", "level2"])
+def test_ascend_other_levels_find_transdata(level):
+    trace = load_shared("public", "ascend", "msinsight", "pytorch_text", level, "rank0_ascend_pt")
+    table = trace.fusion()
+    assert _row(table, "NPU format conversion", "TransData (layout conversion around the op)")["per_step"] > 0
+    assert (table["replacement"].str.contains("torch_npu")).any()
+
+
+def test_ascend_db_export_matches_text_export(ascend_cnn):
+    db = load_shared("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt").fusion()
+    text = ascend_cnn.fusion()
+    for family in ("Conv + BN + activation", "NPU format conversion", "Optimizer step"):
+        assert db[db["pattern"] == family]["per_step"].tolist() == text[text["pattern"] == family]["per_step"].tolist()
+
+
+def test_ascend_qwen3_already_uses_fused_npu_ops():
+    table = load_shared("public", "ascend", "msinsight", "st_level2_qwen3_4rank", "rank_0_ascend_pt").fusion()
+    assert not table["pattern"].isin(["RMSNorm", "Rotary embedding", "Gated MLP", "Unfused attention"]).any()
+    discovered = " ".join(table[table["pattern"] == "Repeated memory-bound chain"]["variant"])
+    assert "RmsNormGrad" in discovered or "RotaryPositionEmbedding" in discovered

@@ -190,7 +190,8 @@ def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase:
             work = [lo + i for i in range(first, last + 1) if not tokens[lo + i].endswith(KERNELLESS_SUFFIX)]
             if len(work) < need or any(tokens[w] == CONSUMED for w in work):
                 continue
-            found.append(_occurrence(ctx, pattern.key, pattern.family, _variant(pattern, tokens, work), phase, work))
+            variant = _variant(pattern, tokens, work)
+            found.append(_occurrence(ctx, pattern.key, pattern.family, variant, phase, work, pattern.removable))
             tokens[work] = CONSUMED
     return found
 
@@ -230,16 +231,20 @@ def _base(token: str) -> str:
     return token.removesuffix(KERNELLESS_SUFFIX).removesuffix(BACKWARD_SUFFIX)
 
 
-def _occurrence(ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int]) -> dict:
-    """Measured and estimated numbers of one occurrence (``work``: its unit positions with device work)."""
+def _occurrence(
+    ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int], removable: bool = False
+) -> dict:
+    """Measured and estimated numbers of one occurrence (``work``: its unit positions with device work;
+    ``removable``: the fix removes the work, no fused kernel replaces it)."""
     c, idx = ctx.cols, np.asarray(work)
     gemm = ctx.gemm[idx]
     dur = c["device_ns"][idx]
     current, kept = int(dur.sum()), int(dur[gemm].sum())
     out_bytes = c["out_bytes"][idx]
-    fused = 0.0 if gemm.any() else (int(c["in_bytes"][idx[0]]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
+    replaced = gemm.any() or removable
+    fused = 0.0 if replaced else (int(c["in_bytes"][idx[0]]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
     kernels = c["kernels"][idx]
-    removed = int(kernels[~gemm].sum()) - (0 if gemm.any() else 1)
+    removed = int(kernels[~gemm].sum()) - (0 if replaced else 1)
     intermediate = int(2 * out_bytes[:-1].sum())
     return {
         "pattern": key,
@@ -271,7 +276,8 @@ def _launch_ns(ev: pd.DataFrame) -> float:
 def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
-    steps = ev[(ev["kind"] == Kind.ANNOTATION.value) & ev["name"].astype(str).str.match(OPTIMIZER_STEP.pattern)]
+    marker_kind = ev["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value])  # torch_npu: a CPU op
+    steps = ev[marker_kind & ev["name"].astype(str).str.match(OPTIMIZER_STEP.pattern)]
     units = ctx.units
     found = []
     for row, marker in steps.iterrows():
@@ -306,11 +312,12 @@ def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
         if best is None:
             break
         length, picks = best
+        first = work[picks[0] : picks[0] + length]
+        backward = all(t.endswith(BACKWARD_SUFFIX) for t in tokens[first])
+        variant = ("backward: " if backward else "") + " → ".join(ctx.cols["label"][first])
+        phase = "backward" if backward else "forward"
         for start in picks:
             chain = work[start : start + length].tolist()
-            backward = all(t.endswith(BACKWARD_SUFFIX) for t in tokens[chain])
-            variant = ("backward: " if backward else "") + " → ".join(_base(t) for t in tokens[chain])
-            phase = "backward" if backward else "forward"
             found.append(_occurrence(ctx, "discovered", "Repeated memory-bound chain", variant, phase, chain))
             run[start : start + length] = -1
             tokens[chain] = CONSUMED

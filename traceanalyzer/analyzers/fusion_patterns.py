@@ -41,7 +41,10 @@ ALIASES: dict[str, str] = {
     "neg": "neg",
     "cat": "cat concat concatd concatv2 pack",
     "slice": "slice chunk split split_with_sizes narrow stridedslice stridedsliced splitv splitd",
-    "transpose": "transpose permute t transposed transdata confusiontransposed",
+    "transpose": "transpose permute t transposed confusiontransposed",
+    "trans_data": "transdata transdataspecial npu_format_cast format_cast",
+    "conv": "conv1d conv2d conv3d convolution _convolution conv_transpose2d cudnn_convolution npu_convolution",
+    "batch_norm": "batch_norm native_batch_norm cudnn_batch_norm batchnorm bninfer bntrainingreduce bntrainingupdate",
     "contiguous": "contiguous clone copy tensormove identity",
     "view": "view reshape unsafe_view reshape_alias flatten unflatten expand unsqueeze squeeze select as_strided alias "
     "detach lift_fresh empty empty_like empty_strided",
@@ -52,7 +55,7 @@ ALIASES: dict[str, str] = {
 CANONICAL: dict[str, str] = {alias: token for token, names in ALIASES.items() for alias in names.split()}
 """Lower-case op name (``aten::``/``_``/``Backward0`` stripped, CamelCase made snake_case) → canonical token."""
 
-GEMM_TOKENS = frozenset({"matmul", "fused_attention"})
+GEMM_TOKENS = frozenset({"matmul", "fused_attention", "conv"})
 """Compute-bound tokens: a fusion keeps their work, so their time is not counted as saving."""
 
 ACTIVATIONS = ("relu", "gelu", "silu", "sigmoid", "tanh")
@@ -73,6 +76,10 @@ LABELS: dict[str, str] = {
     "sigmoid": "Sigmoid",
     "tanh": "Tanh",
     "layer_norm": "LayerNorm",
+    "rms_norm": "RMSNorm",
+    "group_norm": "GroupNorm",
+    "batch_norm": "BatchNorm",
+    "conv": "Conv",
     "pow": "Pow",
     "mean": "Mean",
     "rsqrt": "Rsqrt",
@@ -90,6 +97,9 @@ BIAS_ADD = "bias_add"
 
 BACKWARD_SUFFIX = "_bwd"
 """Suffix of the token of an autograd node (``SoftmaxBackward0`` → ``softmax_bwd``)."""
+
+FORMAT_TOKEN = "trans_data"
+"""Token of an Ascend format conversion (TransData: ND/NCHW ↔ the NPU's private NC1HWC0/FRACTAL formats)."""
 
 LAYOUT_TOKENS = frozenset({"view", "transpose", "contiguous"})
 """Tokens of layout ops; one that launched work is named after the op doing that work (a copy, or an add)."""
@@ -119,6 +129,7 @@ class Pattern:
     backward: bool = False  # also match the autograd nodes of the same chain, in reverse order
     named: str = ""  # a fixed variant name; '' names the variant after the matched ops
     backward_alternatives: tuple[tuple[Element, ...], ...] = ()
+    removable: bool = False  # True: the fix removes the work (no fused kernel replaces it)
 
 
 def _e(tokens: str, least: int = 1, most: int = 1, kernelless: bool = False) -> Element:
@@ -233,6 +244,33 @@ PATTERNS: tuple[Pattern, ...] = (
         },
     ),
     Pattern(
+        key="conv_act",
+        family="Conv + BN + activation",
+        alternatives=(
+            (_e("conv"), _e("batch_norm", 0), _e("add", 0), _e(_ACT)),
+            (_e("conv"), _e("batch_norm")),
+        ),
+        replacement={
+            "cuda": "torch.compile (Inductor folds BatchNorm/add/activation into the conv epilogue); for inference "
+            "fold BN into the conv weights (torch.ao.quantization.fuse_modules)",
+            "ascend": "graph mode (torch.compile with the torchair backend: ConvBatchnormFusionPass, TbeConvAddFusion "
+            "fuse BN, add and ReLU into Conv2D); for inference fold BN into the conv weights",
+        },
+    ),
+    Pattern(
+        key="format",
+        family="NPU format conversion",
+        alternatives=((_e("trans_data", 1, 8),),),
+        replacement={
+            "cuda": "keep tensors in the layout the kernel wants (channels_last for convolutions)",
+            "ascend": "convert once and keep the NPU format: torch_npu.npu_format_cast(weight, format) at model "
+            "setup (conv weights FRACTAL_Z, GEMM weights FRACTAL_NZ) with "
+            "torch.npu.config.allow_internal_format = True",
+        },
+        named="TransData (layout conversion around the op)",
+        removable=True,
+    ),
+    Pattern(
         key="layout",
         family="Layout copy",
         alternatives=(
@@ -283,8 +321,19 @@ _ASCEND_QUEUE = re.compile(r"^(?:Dequeue|Enqueue)@")
 _ACLNN = re.compile(r"^aclnn(?:Inplace)?([A-Za-z0-9]+?)\d*(?:_.*)?$")
 _TRANS = re.compile(r"^trans_([A-Za-z]+)_\d+$")
 _AUTOGRAD = re.compile(r"^autograd::engine::evaluate_function:\s*(?:torch::autograd::)?")
-_BACKWARD = re.compile(r"^(\w+?)Backward\d*$")
+_BACKWARD = re.compile(r"^(\w+?)(?:Backward\d*|(?<!Accumulate)Grad(?:V\d+)?)$")
 _PREFIX = re.compile(r"^(?:aten|c10d|npu|torch_npu|prims|triton|at)::")
+
+
+WRAPPER_OP = re.compile(r"^\w+(?:\.\w+)+(?:[#:]|$)")
+"""Dotted record_function labels (``DistributedDataParallel.forward``, ``Optimizer.step#SGD.step``,
+``torch.distributed.ddp.reducer::copy_bucket_to_grad``): torch_npu writes them as CPU ops; they are not ops."""
+
+
+def display_name(name: str) -> str:
+    """The name a user knows an op or kernel by: aten op, autograd node, or CANN op type (``aclnnAdd_AddAiCore_Add``
+    → Add, ``trans_TransData_3`` → TransData)."""
+    return _PREFIX.sub("", _ascend_op(_AUTOGRAD.sub("", name.strip())))
 
 
 def canonical(name: str) -> str:

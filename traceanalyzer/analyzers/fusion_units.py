@@ -21,10 +21,13 @@ from traceanalyzer.analyzers.fusion_patterns import (
     BIAS_ADD,
     DEFAULT_BANDWIDTH,
     DTYPE_BYTES,
+    FORMAT_TOKEN,
     GEMM_TOKENS,
     KERNELLESS_SUFFIX,
     LAYOUT_TOKENS,
+    WRAPPER_OP,
     canonical,
+    display_name,
 )
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -35,6 +38,10 @@ GEMM_KERNEL = re.compile(
     r"gemm|nvjet|cutlass|cublas|xmma|wgmma|hgemm|sgemm|matmul|flash|fmha|sdpa|attention|_mma|conv", re.IGNORECASE
 )
 """Kernel names of compute-bound work (GEMM, convolution, fused attention)."""
+
+FORMAT_KERNEL = re.compile(r"(?:^|_)TransData")
+"""Ascend format-conversion tasks (``trans_TransData_3``, ``aclnnMaxPool2dWithMask_TransDataSpecial_...``): split
+out of the op that ran them into a unit of their own, before it."""
 
 LIBRARY_FRAME = re.compile(
     r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
@@ -51,6 +58,7 @@ UNIT_COLUMNS = [
     "step",
     "rank",
     "token",
+    "label",
     "device_ns",
     "gemm_ns",
     "kernels",
@@ -65,7 +73,11 @@ def units(trace) -> pd.DataFrame:
     work = ev[ev["kind"].isin(WORK_KINDS)]
     linked = work[work["top_op"] != NO_ROW]
     orphans = work[(work["top_op"] == NO_ROW) & ~work["rank"].isin(linked["rank"].unique())]
-    frames = [_op_units(ev, linked), _kernel_units(orphans)]
+    unit = unit_ops(ev)
+    op = linked["op"].to_numpy()
+    owner = np.where(op != NO_ROW, unit[np.maximum(op, 0)], NO_ROW)
+    owner = np.where(owner != NO_ROW, owner, linked["top_op"].to_numpy())
+    frames = [_op_units(ev, linked, owner, unit), _kernel_units(orphans)]
     table = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
     if table is None:
         return pd.DataFrame(columns=UNIT_COLUMNS)
@@ -81,10 +93,28 @@ def units(trace) -> pd.DataFrame:
     return table[UNIT_COLUMNS + ["shape_row"]]
 
 
-def _op_units(ev: pd.DataFrame, linked: pd.DataFrame) -> pd.DataFrame:
-    """Top-level CPU ops (with or without device work), each with the device work it caused."""
-    ops = ev[(ev["kind"] == Kind.CPU_OP.value) & (ev["top_op"] == ev.index)]
-    per_op = _device_totals(linked, linked["top_op"].to_numpy())
+def unit_ops(ev: pd.DataFrame) -> np.ndarray:
+    """Per event, its unit op: the outermost CPU op at or above it that is not a record_function range
+    (``WRAPPER_OP``: torch_npu writes those as CPU ops); NO_ROW where there is none."""
+    kind, parent, depth = ev["kind"].to_numpy(), ev["parent"].to_numpy(), ev["depth"].to_numpy()
+    names = ev["name"]
+    wrapper = pd.Series([bool(WRAPPER_OP.match(str(c))) for c in names.cat.categories], dtype=bool)
+    own = (kind == Kind.CPU_OP.value) & ~wrapper.to_numpy()[names.cat.codes.to_numpy()]
+    unit = np.where(own, np.arange(len(ev)), NO_ROW)
+    nested = np.flatnonzero(parent != NO_ROW)
+    nested = nested[np.argsort(depth[nested], kind="stable")]
+    for level in np.split(nested, np.flatnonzero(np.diff(depth[nested])) + 1):
+        above = unit[parent[level]]
+        unit[level] = np.where(above != NO_ROW, above, unit[level])
+    return unit
+
+
+def _op_units(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, unit: np.ndarray) -> pd.DataFrame:
+    """Unit ops (with or without device work), each with the device work it caused (``owner``: its unit op)."""
+    rows = np.union1d(np.flatnonzero(unit == np.arange(len(ev))), owner)
+    ops = ev.iloc[rows]
+    fmt = _is_format_kernel(linked["name"])
+    per_op = _device_totals(linked[~fmt], owner[~fmt])
     names = ops["name"].astype(str)
     table = pd.DataFrame(
         {
@@ -94,11 +124,21 @@ def _op_units(ev: pd.DataFrame, linked: pd.DataFrame) -> pd.DataFrame:
             "step": ops["step"].to_numpy(),
             "rank": ops["rank"].to_numpy(),
             "token": _tokens(names),
+            "label": _labels(names),
         }
     )
     table = table.join(per_op, on="row").fillna({"device_ns": 0, "gemm_ns": 0, "kernels": 0})
-    table["shape_row"] = _shape_rows(ev, ops.index.to_numpy(), linked)
+    table["shape_row"] = _shape_rows(ev, ops.index.to_numpy(), linked.assign(top_op=owner))
+    table = pd.concat([_format_units(table, linked[fmt], owner[fmt]), table], ignore_index=True)
     return table.astype({"device_ns": np.int64, "gemm_ns": np.int64, "kernels": np.int64})
+
+
+def _format_units(table: pd.DataFrame, work: pd.DataFrame, owner: np.ndarray) -> pd.DataFrame:
+    """One unit per op for the format conversions it ran, placed just before the op (same row and start)."""
+    totals = _device_totals(work, owner)
+    units = table.drop(columns=["device_ns", "gemm_ns", "kernels"]).set_index("row", drop=False)
+    units = units.loc[totals.index].join(totals).reset_index(drop=True)
+    return units.assign(token=FORMAT_TOKEN, label="TransData")
 
 
 def _kernel_units(orphans: pd.DataFrame) -> pd.DataFrame:
@@ -113,7 +153,8 @@ def _kernel_units(orphans: pd.DataFrame) -> pd.DataFrame:
             "ts": orphans["ts"].to_numpy(),
             "step": orphans["step"].to_numpy(),
             "rank": orphans["rank"].to_numpy(),
-            "token": _tokens(orphans["name"].astype(str)),
+            "token": np.where(_is_format_kernel(orphans["name"]), FORMAT_TOKEN, _tokens(orphans["name"].astype(str))),
+            "label": _labels(orphans["name"].astype(str)),
             "device_ns": dur,
             "gemm_ns": np.where(_is_gemm_kernel(orphans["name"]), dur, 0),
             "kernels": 1,
@@ -133,8 +174,17 @@ def _device_totals(work: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
 
 
 def _is_gemm_kernel(names: pd.Series) -> np.ndarray:
+    return _name_hits(names, GEMM_KERNEL)
+
+
+def _is_format_kernel(names: pd.Series) -> np.ndarray:
+    return _name_hits(names, FORMAT_KERNEL)
+
+
+def _name_hits(names: pd.Series, regex: re.Pattern) -> np.ndarray:
+    """Per row: does the name match ``regex``? Evaluated once per distinct name."""
     cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-    hit = pd.Series([bool(GEMM_KERNEL.search(str(c))) for c in cats], index=cats, dtype=bool)
+    hit = pd.Series([bool(regex.search(str(c))) for c in cats], index=cats, dtype=bool)
     return hit.reindex(names.astype(str).to_numpy()).to_numpy()
 
 
@@ -142,6 +192,12 @@ def _tokens(names: pd.Series) -> np.ndarray:
     """Canonical token per name, computed once per distinct name."""
     distinct = pd.unique(names.to_numpy())
     table = {n: canonical(n) for n in distinct}
+    return np.array([table[n] for n in names.to_numpy()], dtype=object)
+
+
+def _labels(names: pd.Series) -> np.ndarray:
+    """Display name per op or kernel name, computed once per distinct name."""
+    table = {n: display_name(n) for n in pd.unique(names.to_numpy())}
     return np.array([table[n] for n in names.to_numpy()], dtype=object)
 
 
