@@ -52,7 +52,8 @@ def _link_memory(memory: pd.DataFrame, events: pd.DataFrame, tree: HostTree, ste
     op = np.full(len(memory), NO_ROW, dtype=np.int64)
     ok = host != NO_ROW
     op[ok] = tree.op[host[ok]]
-    memory["op"] = op
+    given = memory["op"].to_numpy() if "op" in memory else op  # a parser that names the op (Ascend operator_memory)
+    memory["op"] = np.where(given != NO_ROW, given, op)
     memory["step"] = assign_steps(ts, steps)
     return memory
 
