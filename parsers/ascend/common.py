@@ -182,6 +182,98 @@ def memory_frame(ts, device, total_allocated, total_reserved) -> pd.DataFrame:
     return frame.reset_index(drop=True)
 
 
+GE_OP_PREFIX = "cann::"
+"""operator_memory rows of the CANN graph engine's (GE) own allocator; the memory table holds torch's (PTA) one."""
+
+SAME_EVENT_NS = 5_000
+"""A snapshot and a block row of the same total this close are one event: a free's PTA snapshot is written up to
+2.4 µs before the block's Release Time (level1 sample), and the database's times differ from the text's by < 1 µs."""
+
+BLOCK_COLUMNS = ("name", "size", "alloc_ts", "release_ts", "device")
+BLOCK_COLUMNS += ("alloc_allocated", "alloc_reserved", "release_allocated", "release_reserved")
+"""operator_memory rows as both readers hand them over: bytes (size < 0: allocated before the window), ns, NO_ROW."""
+
+
+def block_memory(events: pd.DataFrame, blocks: pd.DataFrame, snapshots: pd.DataFrame) -> pd.DataFrame:
+    """PTA operator_memory rows → allocation and free rows (``addr`` = block id, ``op`` = the record's op), merged
+    with the allocator snapshots at the times no block row has (the same events otherwise: counted once)."""
+    blocks = blocks[~blocks["name"].str.startswith(GE_OP_PREFIX)].reset_index(drop=True)
+    if not len(blocks):
+        return snapshots
+    size = blocks["size"].abs().to_numpy()
+    addr = np.arange(len(blocks), dtype=np.int64)
+    op = named_ops(events, blocks["name"].to_numpy(), blocks["alloc_ts"].to_numpy())
+    allocs = _block_rows(blocks, "alloc", size, addr, op)[(blocks["size"] > 0) & (blocks["alloc_ts"] != NO_ROW)]
+    frees = _block_rows(blocks, "release", -size, addr, np.full(len(blocks), NO_ROW))[blocks["release_ts"] != NO_ROW]
+    found = pd.concat([allocs, frees], ignore_index=True)
+    rest = _unmatched(snapshots, found).assign(op=NO_ROW)
+    merged = pd.concat([found, rest[found.columns]], ignore_index=True).sort_values("ts", kind="stable")
+    change = merged.groupby("device")["total_allocated"].diff().fillna(0).astype(np.int64)
+    merged["bytes"] = np.where(merged["addr"] == NO_ROW, change, merged["bytes"])
+    merged["pid"] = pd.Categorical([""] * len(merged))
+    merged["tid"] = pd.Categorical([""] * len(merged))
+    return merged.reset_index(drop=True)
+
+
+def _unmatched(snapshots: pd.DataFrame, found: pd.DataFrame) -> pd.DataFrame:
+    """Snapshots that no block row records: none of the device's block rows within SAME_EVENT_NS has their total."""
+    keys = ["device", "total_allocated"]
+    snaps = snapshots.sort_values("ts", kind="stable").reset_index(drop=True)
+    marks = found[["ts"] + keys].sort_values("ts").assign(seen=True)
+    hit = pd.merge_asof(snaps[["ts"] + keys], marks, on="ts", by=keys, direction="nearest", tolerance=SAME_EVENT_NS)
+    return snaps[hit["seen"].isna().to_numpy()]
+
+
+def _block_rows(blocks: pd.DataFrame, when: str, size: np.ndarray, addr: np.ndarray, op: np.ndarray) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "ts": blocks[f"{when}_ts"].to_numpy(np.int64),
+            "device": blocks["device"].to_numpy(np.int64),
+            "bytes": size.astype(np.int64),
+            "total_allocated": blocks[f"{when}_allocated"].to_numpy(np.int64),
+            "total_reserved": blocks[f"{when}_reserved"].to_numpy(np.int64),
+            "addr": addr,
+            "op": op.astype(np.int64),
+        }
+    )
+
+
+def named_ops(events: pd.DataFrame, names: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per record, the position of the innermost CPU op of the record's name running at its time (NO_ROW if none)."""
+    out = np.full(len(names), NO_ROW, dtype=np.int64)
+    ops = np.flatnonzero((events["kind"].astype(str) == Kind.CPU_OP.value).to_numpy())
+    start = events["ts"].to_numpy()[ops]
+    end = start + events["dur"].to_numpy()[ops]
+    by_name = pd.Series(ops).groupby(events["name"].astype(str).to_numpy()[ops]).indices
+    for name, mine in pd.Series(np.asarray(names, dtype=str)).groupby(np.asarray(names, dtype=str)).indices.items():
+        cand = by_name.get(name)
+        if cand is None:
+            continue
+        t = ts[mine][:, None]
+        inside = (start[cand] <= t) & (end[cand] >= t)
+        latest = np.where(inside, start[cand], np.iinfo(np.int64).min).argmax(axis=1)
+        ok = inside.any(axis=1)
+        out[mine[ok]] = ops[cand[latest[ok]]]
+    return out
+
+
+MODULE_COLUMNS = ("ts", "device", "component", "reserved_bytes")
+
+
+def module_memory(ts, device, component, reserved) -> pd.DataFrame:
+    """npu_module_mem rows: reserved bytes per CANN module over time; negative values (only a release seen) dropped."""
+    frame = pd.DataFrame(
+        {
+            "ts": np.asarray(ts, dtype=np.int64),
+            "device": np.asarray(device, dtype=np.int64),
+            "component": np.asarray(component, dtype=str),
+            "reserved_bytes": np.asarray(reserved, dtype=np.int64),
+        },
+        columns=list(MODULE_COLUMNS),
+    )
+    return frame[frame["reserved_bytes"] >= 0].sort_values("ts", kind="stable").reset_index(drop=True)
+
+
 def empty_memory() -> pd.DataFrame:
     """A memory frame with no rows."""
     return memory_frame([], [], [], [])
@@ -200,9 +292,9 @@ def profiler_info(run_dir: Path | None) -> dict:
 
 
 def rank_from(info: dict, path: Path) -> int | None:
-    """Rank from profiler_info (``rank_id``) or a ``profiler_info_{rank}.json`` / ``*_{rank}.db`` name."""
-    rank = info.get("rank_id")
-    if isinstance(rank, int) and rank >= 0:
+    """Rank from profiler_info (``rank_id``, int or digits) or a ``*_{rank}.db`` name."""
+    rank = int_or_none(info.get("rank_id"))  # an int, or a string of one (torch_npu 2.7.1)
+    if rank >= 0:
         return rank
     m = re.search(r"_(\d+)\.db$", path.name)
     return int(m.group(1)) if m else None

@@ -22,6 +22,7 @@ API_QUEUE = 50002
 API_KIND = {50001: Kind.CPU_OP, API_QUEUE: Kind.ANNOTATION, 50003: Kind.PYTHON, 50004: Kind.ANNOTATION}
 """PYTORCH_API.type (ENUM_API_TYPE: op, queue, trace, mstx) → kind."""
 _MEMORY_COMPONENT = "PTA"
+_GE_COMPONENT = "GE"
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
@@ -31,7 +32,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         strings = _strings(con)
         parts = [_tasks(con, strings, tables), _comm_ops(con, strings, tables), _cann(con, strings, tables)]
         parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
-        memory = _memory(con, strings, tables)
+        records = _memory_records(con, strings, tables)
+        snapshots, blocks, modules = _memory(records), _blocks(con, strings, tables, records), _modules(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
@@ -41,7 +43,9 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     info = c.profiler_info(path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None)
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
     warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
-    return events, memory, c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    meta = c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    meta.extra["module_memory"] = modules
+    return events, c.block_memory(events, blocks, snapshots), meta
 
 
 class _connect:
@@ -278,15 +282,58 @@ def _overlap(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     )
 
 
-def _memory(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+def _memory_records(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    """MEMORY_RECORD with component names (PTA, GE, PTA+GE)."""
     if "MEMORY_RECORD" not in tables:
-        return c.empty_memory()
+        return pd.DataFrame(columns=["component", "timestamp", "totalAllocated", "totalReserved", "deviceId"])
     t = _sql(con, "select component, timestamp, totalAllocated, totalReserved, deviceId from MEMORY_RECORD")
-    t = t[_names(t["component"], strings) == _MEMORY_COMPONENT]
+    return t.assign(component=_names(t["component"], strings))
+
+
+def _memory(records: pd.DataFrame) -> pd.DataFrame:
+    t = records[records["component"] == _MEMORY_COMPONENT]
     return c.memory_frame(
         t["timestamp"].astype(np.int64),
         t["deviceId"].fillna(NO_ROW).astype(np.int64),
         t["totalAllocated"].fillna(NO_ROW).astype(np.int64),
+        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+    )
+
+
+def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], records: pd.DataFrame) -> pd.DataFrame:
+    """OP_MEMORY (≡ operator_memory.csv, ns and bytes) as c.BLOCK_COLUMNS; GE's rows (a GE snapshot at their
+    allocation time and total) named ``cann::<op>`` as the text export names them."""
+    if "OP_MEMORY" not in tables:
+        return pd.DataFrame(columns=list(c.BLOCK_COLUMNS))
+    t = _sql(con, "select * from OP_MEMORY")
+    ints = {
+        "size": "size",
+        "alloc_ts": "allocationTime",
+        "release_ts": "releaseTime",
+        "device": "deviceId",
+        "alloc_allocated": "allocationTotalAllocated",
+        "alloc_reserved": "allocationTotalReserved",
+        "release_allocated": "releaseTotalAllocated",
+        "release_reserved": "releaseTotalReserved",
+    }
+    out = {k: t[col].fillna(NO_ROW).astype(np.int64).to_numpy() for k, col in ints.items()}
+    ge = records[records["component"] == _GE_COMPONENT]
+    ge_keys = pd.MultiIndex.from_arrays([ge["timestamp"].astype(np.int64), ge["totalAllocated"].astype(np.int64)])
+    is_ge = pd.MultiIndex.from_arrays([out["alloc_ts"], out["alloc_allocated"]]).isin(ge_keys)
+    names = _names(t["name"], strings)
+    return pd.DataFrame({"name": np.where(is_ge, c.GE_OP_PREFIX + names.astype(str), names)} | out)
+
+
+def _modules(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+    """NPU_MODULE_MEM with ENUM_MODULE names: reserved bytes per CANN module over time."""
+    if "NPU_MODULE_MEM" not in tables:
+        return c.module_memory([], [], [], [])
+    t = _sql(con, "select moduleId, timestampNs, totalReserved, deviceId from NPU_MODULE_MEM")
+    names = dict(con.execute("select id, name from ENUM_MODULE")) if "ENUM_MODULE" in tables else {}
+    return c.module_memory(
+        t["timestampNs"].astype(np.int64),
+        t["deviceId"].fillna(NO_ROW).astype(np.int64),
+        [names.get(int(m), str(m)) for m in t["moduleId"]],
         t["totalReserved"].fillna(NO_ROW).astype(np.int64),
     )
 

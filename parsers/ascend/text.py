@@ -26,6 +26,10 @@ KERNEL_NAMES = ("kernel_details.csv",)
 KERNEL_GLOB = "op_summary_*.csv"
 MEMORY_NAMES = ("memory_record.csv",)
 MEMORY_GLOB = "memory_record_*.csv"
+BLOCK_NAMES = ("operator_memory.csv",)
+BLOCK_GLOB = "operator_memory_*.csv"
+MODULE_NAMES = ("npu_module_mem.csv",)
+MODULE_GLOB = "npu_module_mem_*.csv"
 _FLOW_CAT = "HostToDevice"
 _QUEUE_FLOW_CAT = "async_task_queue"
 """Flows ``enqueue_to_dequeue``: ``Enqueue`` (Python thread, inside the op) → ``Dequeue@<op>`` (task-queue thread)."""
@@ -67,11 +71,12 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         raise TraceError(path, "holds no Ascend trace (trace_view.json, msprof_*.json, kernel_details.csv, op_summary)")
     if kernels is None and trace is not None and trace.name in TRACE_NAMES:
         warnings.append(f"{folder}: no kernel_details.csv; core types come from the trace's task types")
-    memory = _memory(folder, warnings)
+    memory = c.block_memory(events, _blocks(folder, warnings), _memory(folder, warnings))
     run = _run_dir(folder)
     info = c.profiler_info(run)
     fmt = "torch_npu-text" if (trace or kernels_csv).name in TRACE_NAMES + KERNEL_NAMES else "msprof-text"
     meta = c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    meta.extra["module_memory"] = _modules(folder)
     return events, memory, meta
 
 
@@ -447,6 +452,56 @@ def _memory(folder: Path, warnings: list[str]) -> pd.DataFrame:
         device,
         _scaled(table, alloc_col),
         _scaled(table, reserved_col) if reserved_col else np.full(len(table), NO_ROW),
+    )
+
+
+def _blocks(folder: Path, warnings: list[str]) -> pd.DataFrame:
+    """operator_memory.csv (torch_npu: MB/KB; raw msprof: KB, Duration instead of Release Time) as c.BLOCK_COLUMNS."""
+    path = _first(folder, BLOCK_NAMES, BLOCK_GLOB)
+    table = c.read_csv(path) if path is not None else pd.DataFrame()
+    size_col, alloc_col = _column(table, r"^Size\("), _column(table, r"^Allocation Time\(")
+    if path is None or size_col is None or alloc_col is None or "Name" not in table:
+        if path is not None:
+            warnings.append(f"{path.name}: no Name/Size/Allocation Time columns; allocations not read")
+        return pd.DataFrame(columns=list(c.BLOCK_COLUMNS))
+    alloc = c.us_text_to_ns(table[alloc_col].to_numpy())
+    device_col = _column(table, r"^Device( Type)?$")
+    out = {
+        "name": table["Name"].to_numpy(),
+        "size": _scaled(table, size_col),
+        "alloc_ts": alloc,
+        "release_ts": _release(table, alloc),
+        "device": [c.device_of(v) for v in table[device_col]] if device_col else np.zeros(len(table), dtype=np.int64),
+    }
+    for when, label in (("alloc", "Allocation"), ("release", "Release")):
+        for total in ("Allocated", "Reserved"):
+            col = _column(table, rf"^{label} Total {total}\(")
+            out[f"{when}_{total.lower()}"] = _scaled(table, col) if col else np.full(len(table), NO_ROW)
+    return pd.DataFrame(out)
+
+
+def _release(table: pd.DataFrame, alloc: np.ndarray) -> np.ndarray:
+    """Release times in ns: the Release Time column, else (raw msprof) allocation time + Duration; NO_ROW if never."""
+    release_col, duration_col = _column(table, r"^Release Time\("), _column(table, r"^Duration\(")
+    if release_col is not None:
+        return c.us_text_to_ns(table[release_col].to_numpy())
+    if duration_col is None:
+        return np.full(len(table), NO_ROW, dtype=np.int64)
+    never = table[duration_col].isin(c.MISSING).to_numpy() | (alloc == NO_ROW)
+    return np.where(never, NO_ROW, alloc + c.us_float_to_ns(table[duration_col].to_numpy()))
+
+
+def _modules(folder: Path) -> pd.DataFrame:
+    """npu_module_mem.csv: reserved bytes per CANN module over time (torch_npu MB, raw msprof KB)."""
+    path = _first(folder, MODULE_NAMES, MODULE_GLOB)
+    table = c.read_csv(path) if path is not None else pd.DataFrame()
+    ts_col, reserved_col = _column(table, r"^Timestamp\("), _column(table, r"^Total Reserved\(")
+    if ts_col is None or reserved_col is None or "Component" not in table:
+        return c.module_memory([], [], [], [])
+    device_col = _column(table, r"^Device( Type)?$")
+    device = [c.device_of(v) for v in table[device_col]] if device_col else np.zeros(len(table), dtype=np.int64)
+    return c.module_memory(
+        c.us_text_to_ns(table[ts_col].to_numpy()), device, table["Component"], _scaled(table, reserved_col)
     )
 
 
