@@ -139,7 +139,10 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         process_groups=first.process_groups,
         warnings=[w for m in metas for w in m.warnings],
         extra={
-            "per_rank": {m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns} for m in metas}
+            "per_rank": {
+                m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns, "extra": m.extra}
+                for m in metas
+            }
         }
         | first.extra,
     )
