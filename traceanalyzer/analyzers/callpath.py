@@ -16,7 +16,7 @@ MODULE_PREFIX = "nn.Module: "
 """How torch.profiler names a Python frame that is an nn.Module call (with_modules / with_stack)."""
 
 LIBRARY_FRAME = re.compile(
-    r"^<built-in|^nn\.Module: |(^|/)(torch|transformers|accelerate|deepspeed|megatron|triton|site-packages|"
+    r"^<built-in|^nn\.Module: |(^|/)(torch|torch_npu|transformers|accelerate|deepspeed|megatron|triton|site-packages|"
     r"dist-packages|threading|contextlib|runpy|multiprocessing)/|^<frozen |^<string>|^\.\.\./"
 )
 """Python frames that belong to libraries or the interpreter, not to the user's code."""

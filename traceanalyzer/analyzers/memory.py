@@ -37,6 +37,10 @@ LEAK_MIN_GROWING_SHARE = 0.8
 
 OUTSIDE_OP = "(outside any op)"
 
+MODULE_MEMORY = "module_memory"
+"""``meta.extra`` key of a rank's reserved bytes per CANN module over time (Ascend npu_module_mem), kept apart from
+the allocator's table: ts, device, component, reserved_bytes."""
+
 
 @dataclass
 class MemoryAnalysis:
@@ -51,6 +55,7 @@ class MemoryAnalysis:
     leak: pd.DataFrame  # per pool: linear fit of step-end allocation, verdict
     unfreed: pd.DataFrame  # blocks allocated in a step and never freed, grouped by op and path
     notes: list[str] = field(default_factory=list)
+    modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # Ascend: peak reserved per CANN module
 
     @property
     def device_peaks(self) -> pd.DataFrame:
@@ -83,7 +88,25 @@ def analyze(trace) -> MemoryAnalysis:
         leak=_leak(step_memory, mem),
         unfreed=_unfreed(trace, blocks),
         notes=notes,
+        modules=module_memory(trace),
     )
+
+
+def module_memory(trace) -> pd.DataFrame:
+    """Per rank, device and CANN module: peak and last reserved bytes (modules that never reserve anything left out)."""
+    per_rank = trace.meta.extra.get("per_rank") or {trace.meta.ranks[0]: {"extra": trace.meta.extra}}
+    parts = [
+        found.assign(rank=rank)
+        for rank, info in per_rank.items()
+        if isinstance(found := info.get("extra", {}).get(MODULE_MEMORY), pd.DataFrame) and len(found)
+    ]
+    columns = GROUP + ["component", "peak_reserved_bytes", "last_reserved_bytes"]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    g = pd.concat(parts, ignore_index=True).sort_values("ts", kind="stable").groupby(GROUP + ["component"])
+    table = g["reserved_bytes"].agg(peak_reserved_bytes="max", last_reserved_bytes="last").reset_index()
+    table = table[table["peak_reserved_bytes"] > 0]
+    return table.sort_values(GROUP + ["peak_reserved_bytes"], ascending=[True, True, False]).reset_index(drop=True)
 
 
 def _prepared(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
@@ -632,6 +655,9 @@ def section(trace, options) -> dict | None:
             ]
         ),
     }
+    modules = _ranked_pools(m.modules, options)
+    if len(modules):
+        tables["CANN modules: peak reserved (npu_module_mem)"] = _rows(modules)
     return {"title": "Memory", "facts": facts, "tables": tables}
 
 
