@@ -11,15 +11,15 @@ from pathlib import Path
 import dash
 from dash import Input, Output, State, dcc, html, no_update
 
-from dashboards import pages
+from dashboards import pages, tables
 from dashboards.store import Store
+from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
 
 UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""
 
 POLL_MS = 700
-HOTSPOT_ROWS = 20
 NS_PER_MS = 1_000_000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _STYLE = {
@@ -32,7 +32,9 @@ _STYLE = {
 
 def create_app(store: Store) -> dash.Dash:
     """The dashboard app over the traces in store."""
-    app = dash.Dash(__name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None)
+    app = dash.Dash(
+        __name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None, eager_loading=True
+    )
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
     app.layout = _layout()
     _loading_callbacks(app, store)
@@ -74,7 +76,7 @@ def _layout() -> html.Div:
             ),
             open_panel,
             html.Div(id="load-status", className="status"),
-            dcc.Loading(html.Div(id="page"), delay_show=300),
+            dcc.Loading(html.Div(id="page"), delay_show=pages.LOADING_DELAY_MS),
         ],
         style=_STYLE,
     )
@@ -88,15 +90,22 @@ def _spaced(items: list) -> list:
 
 
 def _loading_callbacks(app: dash.Dash, store: Store) -> None:
-    @app.callback(Output("open-msg", "children"), Input("open-btn", "n_clicks"), State("open-path", "value"))
+    @app.callback(
+        Output("open-msg", "children"),
+        Output("poll", "disabled", allow_duplicate=True),
+        Input("open-btn", "n_clicks"),
+        State("open-path", "value"),
+        prevent_initial_call=True,
+    )
     def open_path(clicks, path):
         if not clicks or not path:
-            return no_update
+            return no_update, no_update
         store.open([path.strip()])
-        return f"opening {path.strip()} …"
+        return f"opening {path.strip()} …", False
 
     @app.callback(
         Output("open-msg", "children", allow_duplicate=True),
+        Output("poll", "disabled", allow_duplicate=True),
         Input("upload", "contents"),
         State("upload", "filename"),
         prevent_initial_call=True,
@@ -105,24 +114,26 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         try:
             path = save_upload(contents, filename)
         except ValueError as e:
-            return f"upload refused: {e}"
+            return f"upload refused: {e}", no_update
         store.open([str(path)], label=f"{Path(path).name} (uploaded)")
-        return f"opening uploaded {Path(path).name} …"
+        return f"opening uploaded {Path(path).name} …", False
 
     @app.callback(
         Output("load-status", "children"),
         Output("trace", "options"),
         Output("trace", "value"),
+        Output("poll", "disabled"),
         Input("poll", "n_intervals"),
         State("trace", "options"),
         State("trace", "value"),
     )
     def poll(_n, options, value):
+        idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
         ready = [{"label": j.label, "value": j.key} for j in store.ready()]
         status = [_status_line(j) for j in store.jobs() if j.state != "ready"]
         if ready == (options or []):
-            return status, no_update, no_update
-        return status, ready, value if value else ready[0]["value"]
+            return status, no_update, no_update, idle
+        return status, ready, value if value else ready[0]["value"], idle
 
 
 def _status_line(job) -> html.Div:
@@ -156,7 +167,8 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         return pages.render(path or "/", views(), store.view(key))
 
     @app.callback(
-        Output("hs-table-box", "children"),
+        *[Output("hs-table", prop) for prop in tables.CONTENT],
+        Output("hs-table", "page_current"),
         Output("hs-bars", "figure"),
         Output("hs-kind", "disabled"),
         Input("hs-level", "value"),
@@ -164,19 +176,16 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         Input("hs-rank", "value"),
         Input("hs-kind", "value"),
         State("trace", "value"),
+        prevent_initial_call=True,
     )
     def hotspot_table(level, step, rank, kind, key):
         view = store.view(key)
         if view is None:
-            return no_update, no_update, no_update
-        f = pages.hotspot_filter
-        kind = f(kind) if level == pages.Level.KERNEL.value else None
-        table = view.hotspots(level, f(step), f(rank), kind)
-        return (
-            pages.tables.table("hs-table", table, page_size=HOTSPOT_ROWS),
-            figures.hotspot_bars(table),
-            level != pages.Level.KERNEL.value,
-        )
+            return (no_update,) * (len(tables.CONTENT) + 3)
+        table = pages.hotspot_table(view, level, step, rank, kind)
+        content = tables.content(table)
+        first_page, bars = 0, figures.hotspot_bars(table)
+        return *(content[prop] for prop in tables.CONTENT), first_page, bars, level != Level.KERNEL.value
 
     @app.callback(
         Output("hs-details", "children"),

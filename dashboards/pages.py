@@ -36,6 +36,9 @@ DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
 """Hotspot levels whose rows name an op or kernel (they have kernels, shapes and a call stack)."""
 PICK_HINT = "Click a name in the table or a bar in the chart: its kernels, CPU ops, shapes and call stack show here."
 COMPARE_TOP = 15
+HOTSPOT_ROWS = 20
+LOADING_DELAY_MS = 300
+"""Spinners show only for updates slower than this (a quick update would only flash)."""
 FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
 EXPOSED_COMM = "comm_exposed_ns"
 COLLECTIVE_COLUMNS = [
@@ -143,7 +146,8 @@ def findings_table(findings: list[dict]) -> html.Table | html.P:
 
 
 def hotspots(view: View) -> list:
-    """Filters, the hotspot table and chart, and the selected op's kernels, shapes and call stack."""
+    """Filters, the hotspot table and chart (drawn for the default filter), and the selected op's details."""
+    table = hotspot_table(view, Level.KERNEL.value)
     return [
         html.Div(
             [
@@ -157,10 +161,13 @@ def hotspots(view: View) -> list:
         ),
         html.Div(
             [
-                html.Div(dcc.Loading(html.Div(id="hs-table-box")), className="col-wide"),
+                html.Div(
+                    dcc.Loading(tables.table("hs-table", table, page_size=HOTSPOT_ROWS), delay_show=LOADING_DELAY_MS),
+                    className="col-wide",
+                ),
                 html.Div(
                     [
-                        dcc.Graph(id="hs-bars"),
+                        dcc.Graph(id="hs-bars", figure=figures.hotspot_bars(table)),
                         html.H3("Selected"),
                         dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
                     ],
@@ -187,6 +194,12 @@ def _dropdown(dropdown_id: str, values: list, value: object, label: str) -> html
 def hotspot_filter(value: object) -> object:
     """A dropdown value as an analyzer argument (``all`` → None)."""
     return None if value in (None, ALL) else value
+
+
+def hotspot_table(view: View, level: str, step: object = ALL, rank: object = ALL, kind: object = ALL) -> pd.DataFrame:
+    """The hotspot table for the pickers' values (the kind filter applies at the kernel level only)."""
+    kind = hotspot_filter(kind) if level == Level.KERNEL.value else None
+    return view.hotspots(level, hotspot_filter(step), hotspot_filter(rank), kind)
 
 
 def details(info: dict) -> list:

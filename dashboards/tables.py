@@ -38,14 +38,9 @@ def rows_of(data: pd.DataFrame | list[dict]) -> list[dict]:
 
 def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[str] | None = None, page_size: int = 25):
     """A sortable, filterable DataTable; every cell is shown as text (never as HTML)."""
-    rows = rows_of(data)
-    columns = columns or (list(rows[0]) if rows else [])
-    long_text = [c for c in columns if c in LONG_TEXT]
     return dash_table.DataTable(
         id=table_id,
-        columns=[_column(c, rows) for c in columns],
-        data=[{c: _cell(c, r.get(c)) for c in columns} for r in rows],
-        tooltip_data=[{c: str(r.get(c)) for c in long_text} for r in rows] if long_text else None,
+        **content(data, columns),
         tooltip_duration=None,
         sort_action="native",
         filter_action="native",
@@ -53,12 +48,28 @@ def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[s
         page_size=page_size,
         style_table={"overflowX": "auto"},
         style_cell={"fontFamily": "monospace", "fontSize": "12px", "textAlign": "left", "padding": "2px 6px"},
-        style_cell_conditional=[
+        style_header={"fontWeight": "bold"},
+    )
+
+
+CONTENT = ("columns", "data", "tooltip_data", "style_cell_conditional")
+"""The DataTable props that content() fills, in order (a callback can update a table in place with them)."""
+
+
+def content(data: pd.DataFrame | list[dict], columns: list[str] | None = None) -> dict:
+    """A table's columns, cells, hover texts and long-text styles, keyed by DataTable prop (see CONTENT)."""
+    rows = rows_of(data)
+    columns = columns or (list(rows[0]) if rows else [])
+    long_text = [c for c in columns if c in LONG_TEXT]
+    return {
+        "columns": [_column(c, rows) for c in columns],
+        "data": [{c: _cell(c, r.get(c)) for c in columns} for r in rows],
+        "tooltip_data": [{c: str(r.get(c)) for c in long_text} for r in rows] if long_text else None,
+        "style_cell_conditional": [
             {"if": {"column_id": c}, "maxWidth": TEXT_WIDTH, "overflow": "hidden", "textOverflow": "ellipsis"}
             for c in long_text
         ],
-        style_header={"fontWeight": "bold"},
-    )
+    }
 
 
 def _column(key: str, rows: list[dict]) -> dict:

@@ -176,7 +176,7 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     names = _table_names(browser, "hs-table")
     assert top not in names and names
     _pick(browser, "#hs-level", "cpu_op")
-    _wait(browser, "#hs-table td[data-dash-column=name]")
+    _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")  # the table is updated in place: wait for cpu_op's
     first = _table_names(browser, "hs-table")[0]
     browser.find_element("css selector", "#hs-table td[data-dash-column=name]").click()
     _wait(browser, "#selected-name", first)
