@@ -28,7 +28,8 @@ BAR_TOP = 20
 LANE_PX = 26
 LABEL_CHARS = 60
 GIB = 1 << 30
-MEMORY_BUCKETS = 2_000
+MEMORY_BUCKETS = 800
+"""Memory lines keep each bucket's lowest and highest point: about one point per pixel of a wide chart."""
 
 
 def text(name: object, limit: int | None = None) -> str:
@@ -170,7 +171,8 @@ def envelope(frame: pd.DataFrame, col: str, buckets: int = MEMORY_BUCKETS) -> pd
 
 
 def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
-    """Allocated and reserved memory per device over time (GiB), each device's peak marked."""
+    """Allocated and reserved memory per device over time (GiB), each device's peak marked (SVG lines: at most
+    2 × MEMORY_BUCKETS points each draw faster than a WebGL context starts)."""
     pools = peaks[peaks["device"] >= 0] if (peaks["device"] >= 0).any() else peaks
     t0 = timeline["ts"].min()
     fig = go.Figure()
@@ -181,7 +183,7 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
             ok = envelope(mine[mine[col].notna()], col)
             if len(ok):
                 x, y = (ok["ts"] - t0) / 1e6, ok[col] / GIB
-                fig.add_trace(go.Scattergl(x=x, y=y, name=f"{pool} {col}", line={"color": colour, "shape": "hv"}))
+                fig.add_trace(go.Scatter(x=x, y=y, name=f"{pool} {col}", line={"color": colour, "shape": "hv"}))
         fig.add_trace(
             go.Scatter(
                 x=[(peak["peak_ts"] - t0) / 1e6],
