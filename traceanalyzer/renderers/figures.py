@@ -122,8 +122,7 @@ def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Scattergl:
     x[0::3] = seg["start_ns"].to_numpy() / 1e6
     x[1::3] = seg["end_ns"].to_numpy() / 1e6
     x[2::3] = np.nan
-    y = np.repeat(seg["lane"].to_numpy(), 3).astype(object)
-    y[2::3] = None
+    y = _gapped(seg["lane"].to_numpy())
     labels = [
         f"{text(name, 120)}<br>{units.duration(e - s)}" + (f" · {c} events merged" if c > 1 else "")
         for name, s, e, c in zip(seg["name"], seg["start_ns"], seg["end_ns"], seg["count"], strict=True)
@@ -134,10 +133,17 @@ def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Scattergl:
         mode="lines",
         name=category,
         line={"width": LANE_PX * 0.6, "color": COLOURS.get(category, COLOURS["other"])},
-        hovertext=np.repeat(labels, 3),
+        hovertext=_gapped(labels),
         hoverinfo="text",
         connectgaps=False,
     )
+
+
+def _gapped(values) -> np.ndarray:
+    """Each value twice (a segment's start and end point) and then None (the gap that ends the line)."""
+    out = np.repeat(np.asarray(values, dtype=object), 3)
+    out[2::3] = None
+    return out
 
 
 def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
