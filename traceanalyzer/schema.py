@@ -124,18 +124,19 @@ def _empty(dtype: str) -> pd.Series:
 
 
 def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
-    """Return df with exactly the given columns in order and dtypes; missing ones get defaults."""
+    """Return df with exactly the given columns in order and dtypes; missing ones get defaults. Columns that already
+    have their dtype are taken as they are, not copied."""
     out = {}
     n = len(df)
     for c in columns:
         if c.name in df:
             s = df[c.name]
-            out[c.name] = s.astype("category") if c.dtype == "category" else s.astype(c.dtype)
+            out[c.name] = s if str(s.dtype) == c.dtype else s.astype(c.dtype)
         elif c.dtype == "category":
             out[c.name] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""])
         else:
             out[c.name] = np.full(n, NO_ROW, dtype=c.dtype)
-    return pd.DataFrame(out, index=df.index)
+    return pd.DataFrame(out, index=df.index, copy=False)
 
 
 @dataclass
