@@ -205,26 +205,42 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
             return html.P(f"{name}: pick the kernel, cpu_op or op_device level to see kernels, shapes and stacks.")
         return pages.details(view.details(level, name))
 
-    @app.callback(
-        Output("tl-graph", "figure"),
-        Output("tl-note", "children"),
-        Input("tl-rank", "value"),
-        Input("tl-step", "value"),
-        Input("tl-graph", "relayoutData"),
-        State("trace", "value"),
-    )
-    def timeline(rank, step, relayout, key):
+    def draw_timeline(key, rank, step, window: tuple[int, int] | None = None):
         view = store.view(key)
         if view is None or rank is None or step is None:
-            return no_update, no_update
-        window = zoom_window(relayout) if dash.ctx.triggered_id == "tl-graph" else None
-        if dash.ctx.triggered_id == "tl-graph" and window is None and not _reset(relayout):
             return no_update, no_update
         seg = view.segments(int(rank), int(step), window)
         merged = int(seg["count"].sum()) if len(seg) else 0
         note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
         note += "; zoom in to split them)." if merged > len(seg) else ")."
         return figures.gantt(seg, (rank, step)), note
+
+    @app.callback(
+        Output("tl-graph", "figure"),
+        Output("tl-note", "children"),
+        Input("tl-rank", "value"),
+        Input("tl-step", "value"),
+        State("trace", "value"),
+    )
+    def timeline(rank, step, key):
+        return draw_timeline(key, rank, step)
+
+    # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
+    # request that draws the step.
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Output("tl-note", "children", allow_duplicate=True),
+        Input("tl-graph", "relayoutData"),
+        State("tl-rank", "value"),
+        State("tl-step", "value"),
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def timeline_zoom(relayout, rank, step, key):
+        window = zoom_window(relayout)
+        if window is None and not _reset(relayout):
+            return no_update, no_update
+        return draw_timeline(key, rank, step, window)
 
     @app.callback(Output("cmp-body", "children"), Input("cmp-a", "value"), Input("cmp-b", "value"))
     def compare(a, b):
