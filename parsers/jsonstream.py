@@ -171,10 +171,15 @@ def _collect(future: Future, results: list, decoders: _Decoders) -> int:
     return count
 
 
+def fork_is_safe() -> bool:
+    """Can this process fork workers? Only where fork exists and no other thread runs (a fork copies held locks)."""
+    return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
+
+
 @contextlib.contextmanager
 def _runner(workers: int) -> Iterator[Executor]:
     """Forked worker processes when ``workers`` > 1 and forking is safe (no other threads), else the calling thread."""
-    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods() or threading.active_count() > 1:
+    if workers < 2 or not fork_is_safe():
         yield _Inline()
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))

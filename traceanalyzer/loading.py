@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -41,10 +42,13 @@ def load(
 
 
 def _parse_all(units: list, rules: tuple[Rule, ...]) -> list[Parsed]:
-    if len(units) == 1 or (os.cpu_count() or 1) < 2:
+    """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
+    from parsers.jsonstream import fork_is_safe
+
+    if len(units) == 1 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
         return [_parse_one(u, rules) for u in units]
     workers = min(len(units), os.cpu_count() or 1)
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_parse_one, units, [rules] * len(units)))
 
 
