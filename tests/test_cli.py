@@ -136,6 +136,13 @@ def test_step_restricts_the_report_to_one_step(capsys, tmp_path):
     assert sum(kernels.values()) < sum(r["count"] for r in whole["hotspots"]["kernel"])
 
 
+def test_kind_restricts_the_kernel_table(capsys, tmp_path):
+    report = report_json(capsys, tmp_path, shared_path(*SMALL), "--kind", "memcpy")
+    kinds = {r["kind"] for r in report["hotspots"]["kernel"]}
+    assert kinds == {"memcpy"}
+    assert all(r["name"].startswith("Memcpy") for r in report["hotspots"]["kernel"])
+
+
 def test_rank_restricts_a_multi_rank_folder_to_one_rank(capsys, tmp_path):
     folder = shared_path("public", "torch", "param", "dlrm_kineto_8rank")
     report = report_json(capsys, tmp_path, folder, "--rank", "3")

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import DEVICE_KINDS
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -30,6 +31,9 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=int, default=15, help="rows per hotspot table (default 15)")
     p.add_argument("--step", type=int, help="only this step (ProfilerStep number)")
     p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument(
+        "--kind", choices=[k.value for k in DEVICE_KINDS], help="only this kind of device work in the kernel table"
+    )
     p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
     p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     p.add_argument(
@@ -80,7 +84,7 @@ def _report(args: argparse.Namespace) -> int:
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = load(args.paths, rules=rules)
-        report = trace.report(top=args.top, step=args.step, rank=args.rank)
+        report = trace.report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     for w in caught:
         print(f"traceanalyze: warning: {w.message}", file=sys.stderr)
     for w in trace.meta.warnings:

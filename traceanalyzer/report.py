@@ -21,6 +21,7 @@ class Options:
     top: int = 15
     step: int | None = None
     rank: int | None = None
+    kind: str | None = None  # restricts the kernel hotspot table to one event kind
 
 
 def build(trace, options: Options) -> dict:
@@ -30,7 +31,15 @@ def build(trace, options: Options) -> dict:
         "trace": trace_facts(trace),
         "summary": summary(trace, options),
         "hotspots": {
-            level: records(trace.hotspots(level, step=options.step, rank=options.rank, top=options.top))
+            level: records(
+                trace.hotspots(
+                    level,
+                    step=options.step,
+                    rank=options.rank,
+                    top=options.top,
+                    kind=options.kind if level == "kernel" else None,
+                )
+            )
             for level in ("kernel", "cpu_op", "op_device", "category")
         },
         "findings": [f.to_dict() for f in trace.findings()],

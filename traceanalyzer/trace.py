@@ -95,11 +95,11 @@ class Trace:
 
         return self._cached("memory", lambda: memory.analyze(self))
 
-    def report(self, top: int = 15, step: int | None = None, rank: int | None = None) -> dict:
-        """The whole report as plain data (the JSON the CLI writes)."""
+    def report(self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None) -> dict:
+        """The whole report as plain data (the JSON the CLI writes); ``kind`` filters the kernel hotspot table."""
         from traceanalyzer.report import Options, build
 
-        return build(self, Options(top=top, step=step, rank=rank))
+        return build(self, Options(top=top, step=step, rank=rank, kind=kind))
 
     def _cached(self, key: str, compute):
         if key not in self._cache:
