@@ -13,7 +13,7 @@ import warnings
 
 from traceanalyzer.findings import Finding, ranked
 
-MODULES = ("hotspots", "health", "distributed", "fusion", "memory", "ascend")
+MODULES = ("hotspots", "gemm", "health", "distributed", "fusion", "memory", "ascend")
 """Analyzer modules, in report order; each may define ``findings`` and ``section``."""
 
 
