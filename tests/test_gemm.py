@@ -27,7 +27,7 @@ def test_fp32_gemms_run_near_the_simt_rate_and_bf16_near_the_tensor_core_peak():
     fp32 = _row(load_shared("h200", "fp32_matmul", "fp32_matmul.json.gz"))
     bf16 = _row(load_shared("h200", "bf16_matmul", "bf16_matmul.json.gz"))
     assert fp32["dtype"] == "fp32" and fp32["tflops"] == pytest.approx(51.5, rel=0.05)  # 176.15 ms for 33 GEMMs
-    assert bf16["dtype"] == "bf16" and bf16["share_of_peak"] > 0.7
+    assert bf16["dtype"] == "bf16" and bf16["peak_share"] > 0.7
     assert bf16["tflops"] > 10 * fp32["tflops"]
 
 

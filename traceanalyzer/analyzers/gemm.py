@@ -34,7 +34,7 @@ PEAK_TFLOPS = {
 DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
 """Recorded input type → dtype key."""
 
-COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "share_of_peak"]
+COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share"]
 
 
 def gemm_throughput(trace) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def gemm_throughput(trace) -> pd.DataFrame:
     table["tflops"] = table["flops"] / table["device_ns"] / 1e3
     peaks = _peaks(trace)
     table["peak_tflops"] = [peaks.get(d, np.nan) for d in table["dtype"]]
-    table["share_of_peak"] = table["tflops"] / table["peak_tflops"]
+    table["peak_share"] = table["tflops"] / table["peak_tflops"]
     return table.sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
 
 
