@@ -35,3 +35,10 @@ def test_report_section_lists_the_gemm_ops(gpt_train):
     report = gpt_train.report()
     rows = report["gemm"]["tables"]["gemm throughput"]
     assert rows[0]["op"] == "aten::mm" and rows[0]["peak_tflops"] == 989.0
+
+
+def test_gemm_hotspot_finding_quotes_the_achieved_rate(gpt_train):
+    from traceanalyzer.analyzers import hotspots
+
+    mm = next(f for f in hotspots.findings(gpt_train) if f.where["name"] == "aten::mm")
+    assert mm.advice.startswith("It runs at 755 TFLOP/s (bf16), 76% of the device's dense bf16 peak.")

@@ -183,7 +183,19 @@ def findings(trace) -> list[Finding]:
     step_ns = step_time_ns(trace)
     device_ns = int(events.loc[events["kind"].isin(BUSY), "dur"].sum())
     rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
-    return [_hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns) for row in rows]
+    rates = _gemm_rates(trace)
+    return [
+        _hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns, rates.get(row["name"]))
+        for row in rows
+    ]
+
+
+def _gemm_rates(trace) -> dict[str, dict]:
+    """Achieved throughput of each GEMM op name (its dtype with the most device time)."""
+    from traceanalyzer.analyzers.gemm import gemm_throughput
+
+    table = gemm_throughput(trace).drop_duplicates("op")
+    return {row["op"]: row for row in table.to_dict(orient="records")}
 
 
 def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
@@ -200,14 +212,14 @@ def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, 
     return hotspots(events, Level.OP_DEVICE, table=whole), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
 
 
-def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int) -> Finding:
+def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int, rate: dict | None = None) -> Finding:
     kind = category(row["name"], kernel)
     count = int(row["count"])
     return make(
         "hotspots",
         f"{row['name']}: {row['total_ns'] / 1e6:.2f} ms of device time in {count:,} calls "
         f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / device_ns:.0%} of device time)",
-        CATEGORY_ADVICE[kind],
+        _rate_sentence(rate) + CATEGORY_ADVICE[kind],
         int(row["total_ns"]),
         step_ns,
         where={"name": row["name"], "category": kind},
@@ -219,6 +231,16 @@ def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int) -> Fi
             "main_kernel": kernel,
         },
     )
+
+
+def _rate_sentence(rate: dict | None) -> str:
+    """What the GEMM achieves, against the device's peak for its dtype, as the advice's first sentence."""
+    if not rate:
+        return ""
+    text = f"It runs at {rate['tflops']:.0f} TFLOP/s ({rate['dtype']})"
+    if rate["peak_tflops"] == rate["peak_tflops"]:  # not NaN: the device family is known
+        text += f", {rate['peak_share']:.0%} of the device's dense {rate['dtype']} peak"
+    return text + ". "
 
 
 def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
