@@ -513,7 +513,7 @@ def _tf32_capable(trace) -> bool:
 
 
 def dynamic_shapes(trace) -> pd.DataFrame:
-    """Ops called with input shapes that keep changing across steps: distinct shapes and how many came after step 1."""
+    """Ops whose input shapes keep changing across steps: distinct shapes, those first seen later, device time first."""
     events = trace.events
     ops = events[(events["kind"] == Kind.CPU_OP.value) & (events["step"] != NO_ROW)]
     ops = ops[ops["input_dims"].astype(str).str.len() > 0]
@@ -523,18 +523,32 @@ def dynamic_shapes(trace) -> pd.DataFrame:
             "name": ops["name"].astype(str).to_numpy(),
             "shape": ops["input_dims"].astype(str).to_numpy(),
             "step": ops["step"].to_numpy(),
+            "device_ns": _device_ns(events, ops.index),
         }
     )
-    first_step = frame.groupby("rank")["step"].transform("min")
-    frame["first"] = ~frame.duplicated(["rank", "name", "shape"])
-    frame["new"] = frame["first"] & (frame["step"] > first_step)
+    keys = ["rank", "name"]
+    per_shape = (
+        frame.groupby(keys + ["shape"], sort=False)
+        .agg(calls=("step", "size"), since=("step", "min"), device_ns=("device_ns", "sum"))
+        .reset_index()
+    )
+    per_shape["new"] = per_shape["since"] > per_shape.groupby("rank")["since"].transform("min")
     table = (
-        frame.groupby(["rank", "name"], sort=False)
-        .agg(calls=("shape", "size"), shapes=("first", "sum"), new_shapes=("new", "sum"), steps=("step", "nunique"))
+        per_shape.groupby(keys, sort=False)
+        .agg(
+            calls=("calls", "sum"), shapes=("shape", "size"), new_shapes=("new", "sum"), device_ns=("device_ns", "sum")
+        )
+        .join(frame.groupby(keys)["step"].nunique().rename("steps"))
         .reset_index()
     )
     hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
-    return table[hit].sort_values("new_shapes", ascending=False, kind="stable").reset_index(drop=True)
+    return table[hit].sort_values(["device_ns", "new_shapes"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _device_ns(events: pd.DataFrame, ops: pd.Index) -> np.ndarray:
+    """Per op row: the busy device time of the work it launched itself (as the innermost op)."""
+    work = _busy_work(events)
+    return work[work["op"] != NO_ROW].groupby("op")["dur"].sum().reindex(ops, fill_value=0).to_numpy()
 
 
 def _shape_findings(trace, step_ns: int) -> list[Finding]:
@@ -544,14 +558,18 @@ def _shape_findings(trace, step_ns: int) -> list[Finding]:
     names = table["name"].drop_duplicates().head(5).tolist()
     finding = fnd.make(
         ANALYZER,
-        f"Dynamic shapes: {len(table)} ops see new input shapes in later steps ({', '.join(names)})",
+        f"Dynamic shapes: {table['name'].nunique()} ops see new input shapes in later steps ({', '.join(names)})",
         "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn the "
         "caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the dimension "
         "dynamic (torch._dynamo.mark_dynamic) when compiling.",
         0,
         step_ns,
         where={"ops": names},
-        evidence={"ops": table.head(LARGEST_GAPS).to_dict(orient="records")},
+        evidence={
+            "ops_with_device_work": int(table.loc[table["device_ns"] > 0, "name"].nunique()),
+            "device_ns": int(table["device_ns"].sum()),
+            "ops": table.to_dict(orient="records"),
+        },
     )
     return [dataclasses.replace(finding, severity=fnd.Severity.INFO)]
 
