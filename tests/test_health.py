@@ -6,8 +6,9 @@ import json
 import warnings
 
 import pytest
-from conftest import load_shared, shared_path
+from conftest import REPO, load_shared, shared_path
 
+import traceanalyzer as ta
 from traceanalyzer.analyzers import health, hotspots
 from traceanalyzer.cli import main
 from traceanalyzer.report import Options
@@ -150,3 +151,84 @@ def test_big_trace_busy_and_gaps():
     assert busy["busy_share"] == pytest.approx(0.700, abs=0.001)
     assert busy["large_gaps"] == 1271
     assert busy["largest_gap_ns"] == pytest.approx(9.0e6, rel=0.01)
+
+
+# ---------------------------------------------------------------- dynamic shapes on a recorded trace
+
+DYNAMIC = REPO / "sample_traces" / "dynamic_shapes"
+TENSOR_LIST_OPS = {"aten::cat", "aten::stack"}
+"""key_averages(group_by_input_shape=True) keys a TensorList input as no shape; the trace records each tensor's dims."""
+
+
+@pytest.fixture(scope="module")
+def dynamic() -> tuple[ta.Trace, dict]:
+    meta = json.loads((DYNAMIC / "dynamic_shapes.meta.json").read_text())
+    return ta.load(DYNAMIC / "dynamic_shapes.json.gz"), meta
+
+
+def _shape_finding(trace):
+    found = [f for f in health.findings(trace) if f.title.startswith("Dynamic shapes")]
+    assert len(found) <= 1
+    return found[0] if found else None
+
+
+def test_dynamic_shapes_finding_names_the_sequence_length_gemms(dynamic):
+    trace, meta = dynamic
+    assert len(trace.steps()) == len(meta["seq_len_per_traced_step"]) == 8
+    finding = _shape_finding(trace)
+    assert finding is not None and finding.severity.value == "info"
+    assert finding.where["ops"][:2] == ["aten::mm", "aten::bmm"]  # the ops with the most device time come first
+    assert "aten::addmm" in finding.where["ops"] and "aten::mm, aten::bmm" in finding.title
+    assert "bucket" in finding.advice and "mark_dynamic" in finding.advice
+
+
+def test_dynamic_shapes_lists_exactly_the_ops_torch_saw_new_shapes_for_in_every_later_step(dynamic):
+    trace, meta = dynamic
+    later_steps = len(meta["seq_len_per_traced_step"]) - 1
+    truth = meta["aten_input_shapes_by_step"]
+    changing = {
+        op
+        for op, seen in truth.items()
+        if seen["distinct_shapes"] >= health.DYNAMIC_SHAPE_MIN and len(seen["new_shapes_by_step"]) == later_steps + 1
+    }
+    listed = {op["name"] for op in _shape_finding(trace).evidence["ops"]}
+    assert {op for op in listed if op.startswith("aten::")} == changing | TENSOR_LIST_OPS
+    assert {"aten::mm", "aten::addmm", "aten::bmm", "aten::_softmax", "aten::native_layer_norm"} <= listed
+
+
+def test_dynamic_shapes_counts_equal_key_averages(dynamic):
+    trace, meta = dynamic
+    grouped = meta["distinct_input_shapes_key_averages"]
+    truth = meta["aten_input_shapes_by_step"]
+    table = health.dynamic_shapes(trace).set_index("name")
+    counted = table.drop(index=list(TENSOR_LIST_OPS))
+    assert (counted["shapes"] == [grouped[op] for op in counted.index]).all()
+    aten = counted[counted.index.str.startswith("aten::")]
+    assert (aten["new_shapes"] == [truth[op]["new_shapes_after_first_step"] for op in aten.index]).all()
+    assert table.loc["aten::mm", "shapes"] == 67 and table.loc["aten::mm", "new_shapes"] == 56
+    assert (table.loc[list(TENSOR_LIST_OPS), "shapes"] == len(meta["seq_len_per_traced_step"])).all()
+
+
+def test_dynamic_shapes_leaves_the_constant_shape_pooler_and_optimizer_out(dynamic):
+    trace, meta = dynamic
+    truth = meta["aten_input_shapes_by_step"]
+    constant = {op for op, seen in truth.items() if seen["distinct_shapes"] == 1} - TENSOR_LIST_OPS
+    assert {"aten::tanh", "aten::tanh_backward", "aten::_foreach_mul_"} <= constant
+    assert not set(health.dynamic_shapes(trace)["name"]) & constant
+
+
+def test_cli_reports_the_dynamic_shapes_finding(capsys):
+    assert main([str(DYNAMIC / "dynamic_shapes.json.gz"), "--format", "json"]) == 0
+    titles = [f["title"] for f in json.loads(capsys.readouterr().out)["findings"]]
+    assert [t for t in titles if t.startswith("Dynamic shapes") and "aten::mm" in t], titles
+
+
+def test_no_dynamic_shapes_in_the_fixed_shape_sample():
+    trace = ta.load(REPO / "sample_traces" / "unfused_ops.json.gz")
+    assert len(health.dynamic_shapes(trace)) == 0
+    assert _shape_finding(trace) is None
+
+
+@pytest.mark.parametrize("name", ["fused_ops", "memory_leak", "big"])
+def test_no_dynamic_shapes_in_fixed_shape_h200_traces(name):
+    assert len(health.dynamic_shapes(_h200(name))) == 0
