@@ -1,10 +1,9 @@
-"""Stream the ``traceEvents`` array of a Chrome-trace JSON file in chunks of typed events.
+"""Stream the ``traceEvents`` array of a Chrome-trace JSON file in chunks of columns.
 
-Building one Python object per event is what makes trace loading slow and memory-hungry, so a
-file is decompressed a few MiB at a time, cut at event boundaries, and each chunk is decoded by
-msgspec into small structs holding only the fields the parser needs. Peak memory is then one chunk
-plus the columns built so far, not the whole document. A cut is only ever a guess until msgspec
-accepts the chunk; if a chunk does not decode, the whole document is decoded in one go instead.
+A file is decompressed a few MiB at a time, cut at event boundaries, and each chunk is read into
+columns of only the fields the parser needs (``parsers.columns``). Peak memory is then one chunk
+plus the columns built so far, not the whole document. A cut is only ever a guess until the reader
+accepts the chunk; if a chunk does not read, the whole document is read in one go instead.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from typing import Any, TypeVar
 
 import msgspec
 
+from parsers.columns import Columns, MalformedJSON
 from traceanalyzer.errors import TraceError
 
 try:  # ISA-L inflates gzip 3.5x faster than zlib (0.20 -> 0.06 s CPU on a 172 MB trace); optional
@@ -52,12 +52,22 @@ class Stream:
     header: dict[str, Any] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     skipped: int = 0
-    """Events dropped for missing or wrongly typed fields (by the decoder, or by the parser, which adds its own)."""
+    """Events dropped for wrongly typed fields by the reader (the parser counts its own drops)."""
+    repaired: int = 0
+    """Byte sequences that are not UTF-8, replaced with U+FFFD."""
+    events: int = 0
+    """Events read."""
 
     def reset(self) -> None:
         """Forget what a partial read found."""
         self.warnings.clear()
-        self.skipped = 0
+        self.skipped = self.repaired = self.events = 0
+
+    def count(self, cols: Columns) -> None:
+        """Add a chunk's counts."""
+        self.skipped += cols.skipped
+        self.repaired += cols.repaired
+        self.events += cols.rows
 
 
 class _Resplit(Exception):
@@ -95,26 +105,28 @@ def _describe_read_error(e: Exception) -> str:
     return str(e)
 
 
-def map_chunks(path: Path, event_type: type, stream: Stream, fn: Callable[[list], T], workers: int = 1) -> list[T]:
-    """``fn`` of each chunk of decoded events, in file order; with ``workers`` > 1 chunks decode in forked processes.
+Read = Callable[[bytes], Columns]
+"""Reads a piece of the events array into columns (``parsers.columns.Reader``); raises MalformedJSON."""
 
-    ``fn`` must be a module-level function (or a partial of one) so it can be sent to a worker. Fills ``stream``
-    with the top-level keys, warnings and skip count.
+
+def map_chunks(path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int = 1) -> list[T]:
+    """``fn`` of each chunk's columns, in file order; with ``workers`` > 1 chunks are read in forked processes.
+
+    ``read`` and ``fn`` must be picklable (module-level functions, partials, or a Reader) to reach a worker.
+    Fills ``stream`` with the top-level keys, warnings and counts.
     """
     with _gc_paused():
         try:
-            return _map_chunked(path, event_type, stream, fn, workers)
+            return _map_chunked(path, read, stream, fn, workers)
         except _Resplit:
             stream.reset()
-            return [fn(events) for events in _iter_whole(path, event_type, stream)]
+            return [fn(cols) for cols in _read_whole(path, read, stream)]
 
 
-def _map_chunked(path: Path, event_type: type, stream: Stream, fn: Callable[[list], T], workers: int) -> list[T]:
-    decoders = _Decoders(event_type)
+def _map_chunked(path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int) -> list[T]:
     blocks = _blocks(path, stream)
     header, body = _split_header(blocks)
     results: list[T] = []
-    count = 0
     with _runner(workers) as runner:
         pending: deque[Future] = deque()
         for block in blocks:
@@ -122,18 +134,18 @@ def _map_chunked(path: Path, event_type: type, stream: Stream, fn: Callable[[lis
             cut = _last_boundary(body)
             if cut is None:
                 continue
-            pending.append(runner.submit(_decode_and_map, event_type, fn, body[:cut]))
+            pending.append(runner.submit(_read_and_map, read, fn, body[:cut]))
             body = body[cut:].lstrip(b" \t\r\n,")
             while len(pending) > _IN_FLIGHT * workers:
-                count += _collect(pending.popleft(), results, decoders)
+                results.append(_collect(pending.popleft(), stream))
         while pending:
-            count += _collect(pending.popleft(), results, decoders)
-    events, tail = _finish(decoders, body, path, count, stream)
-    if events:
-        results.append(fn(events))
+            results.append(_collect(pending.popleft(), stream))
+    last, tail = _finish(read, body, path, stream)
+    if last is not None:
+        stream.count(last)
+        results.append(fn(last))
     stream.header = _decode_header(header, tail, path)
-    stream.skipped += decoders.skipped
-    _warn_repaired(decoders, path, stream)
+    _warn_repaired(path, stream)
     return results
 
 
@@ -154,21 +166,23 @@ def _split_header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
     return buf[: match.end() - 1], buf[match.end() :]
 
 
-def _decode_and_map(event_type: type, fn: Callable[[list], T], piece: bytes) -> tuple[T, int, int, int]:
-    """Decode one chunk and apply ``fn``: (result, events decoded, events skipped, byte sequences repaired)."""
+def _read_and_map(read: Read, fn: Callable[[Columns], T], piece: bytes) -> tuple[T, Columns]:
+    """Read one chunk and apply ``fn``: (result, the columns emptied of values, kept for their counts)."""
     with _gc_paused():
-        decoders = _Decoders(event_type)
-        events = _decode_or_resplit(decoders, piece)
-        return fn(events), len(events), decoders.skipped, decoders.repaired
+        try:
+            cols = read(piece)
+        except MalformedJSON:
+            raise _Resplit from None
+        result = fn(cols)
+        cols.values = {}
+        return result, cols
 
 
-def _collect(future: Future, results: list, decoders: _Decoders) -> int:
-    """Append a finished chunk's result; add its counts to ``decoders``; return its number of events."""
-    result, count, skipped, repaired = future.result()
-    results.append(result)
-    decoders.skipped += skipped
-    decoders.repaired += repaired
-    return count
+def _collect(future: Future, stream: Stream) -> T:
+    """A finished chunk's result, its counts added to ``stream``."""
+    result, cols = future.result()
+    stream.count(cols)
+    return result
 
 
 def fork_is_safe() -> bool:
@@ -261,10 +275,10 @@ def _gunzip_prefix(path: Path) -> bytes:
         return zlib.decompressobj(wbits=31).decompress(f.read())
 
 
-def _warn_repaired(decoders: _Decoders, path: Path, stream: Stream) -> None:
-    if decoders.repaired:
+def _warn_repaired(path: Path, stream: Stream) -> None:
+    if stream.repaired:
         stream.warnings.append(
-            f"{path}: replaced {decoders.repaired:,} byte sequences that are not UTF-8 (in names or args) with U+FFFD"
+            f"{path}: replaced {stream.repaired:,} byte sequences that are not UTF-8 (in names or args) with U+FFFD"
         )
 
 
@@ -281,87 +295,31 @@ _BOUNDARY_WINDOW = 1 << 16
 """Where to look for the last boundary first: events are far shorter, so it is almost always there."""
 
 
-class _Decoders:
-    """Decoders for a list of events, one event, and a list of undecoded events."""
-
-    def __init__(self, event_type: type) -> None:
-        self.many = msgspec.json.Decoder(list[event_type])
-        self.one = msgspec.json.Decoder(event_type)
-        self.raw = msgspec.json.Decoder(list[msgspec.Raw])
-        self.skipped = 0
-        self.repaired = 0
-
-    def chunk(self, piece: bytes) -> list:
-        """Decode ``[piece]``; events of the wrong shape are skipped and counted, bytes that are not UTF-8 replaced."""
-        data = b"[" + piece + b"]"
-        try:
-            return self.many.decode(data)
-        except msgspec.ValidationError:
-            return self._one_by_one(data)
-        except msgspec.DecodeError:
-            fixed = _repair_utf8(data)
-            if fixed is None:
-                raise
-            self.repaired += fixed.count(_REPLACEMENT) - data.count(_REPLACEMENT)
-            return self.chunk(fixed[1:-1])
-
-    def _one_by_one(self, data: bytes) -> list:
-        kept = []
-        for item in self.raw.decode(data):
-            try:
-                kept.append(self.one.decode(item))
-            except msgspec.ValidationError:
-                self.skipped += 1
-        return kept
-
-
-_REPLACEMENT = "\ufffd".encode()
-
-
-def _repair_utf8(data: bytes) -> bytes | None:
-    """``data`` with invalid UTF-8 replaced by U+FFFD, or None when it was valid (so the problem is elsewhere)."""
-    try:
-        data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data.decode("utf-8", "replace").encode("utf-8")
-    return None
-
-
-def _decode_or_resplit(decoders: _Decoders, piece: bytes) -> list:
-    try:
-        return decoders.chunk(piece)
-    except msgspec.DecodeError:
-        raise _Resplit from None
-
-
-def _finish(decoder, body: bytes, path: Path, count: int, stream: Stream) -> tuple[list, bytes]:
-    """Decode the last events and return them with the bytes after the array."""
+def _finish(read: Read, body: bytes, path: Path, stream: Stream) -> tuple[Columns | None, bytes]:
+    """Read the last events and return them with the bytes after the array."""
     stripped = body.lstrip()
     if stripped.startswith(b"]"):
-        return [], stripped[1:]
+        return None, stripped[1:]
     for end in _ARRAY_END.finditer(body):
         try:
-            return decoder.chunk(body[: end.start() + 1]), body[end.end() :]
-        except msgspec.DecodeError:
+            return read(body[: end.start() + 1]), body[end.end() :]
+        except MalformedJSON:
             continue
-    return _salvage(decoder, body, path, count, stream), b""
+    return _salvage(read, body, path, stream), b""
 
 
-def _salvage(decoder, body: bytes, path: Path, count: int, stream: Stream) -> list:
+def _salvage(read: Read, body: bytes, path: Path, stream: Stream) -> Columns | None:
     """The array never closes: keep the complete events before the break, with a warning."""
     cut = _last_boundary(body)
-    events = []
+    cols = None
     if cut is not None:
-        try:
-            events = decoder.chunk(body[:cut])
-        except msgspec.DecodeError:
-            events = []
-    if not events and not count:
+        with contextlib.suppress(MalformedJSON):
+            cols = read(body[:cut])
+    found = stream.events + (cols.rows if cols else 0)
+    if not found:
         raise TraceError(path, "is not valid JSON: the file ends before the first complete event (truncated?)")
-    stream.warnings.append(
-        f"{path}: the JSON ends early (truncated file?); analyzed the first {count + len(events):,} events"
-    )
-    return events
+    stream.warnings.append(f"{path}: the JSON ends early (truncated file?); analyzed the first {found:,} events")
+    return cols
 
 
 def _decode_header(header: bytes, tail: bytes, path: Path) -> dict[str, Any]:
@@ -392,18 +350,20 @@ def describe_json(data: bytes) -> str:
     return {b"[": "a JSON array", b'"': "a JSON string"}.get(head, "a JSON scalar")
 
 
-def _iter_whole(path: Path, event_type: type, stream: Stream) -> Iterator[list]:
+def _read_whole(path: Path, read: Read, stream: Stream) -> Iterator[Columns]:
     data = read_all(path)
     doc = top_level(data, path)
-    decoders = _Decoders(event_type)
     raw_events = doc.pop("traceEvents", None)
     if raw_events is None:
         raise TraceError(path, "has no traceEvents array")
+    events = bytes(raw_events).strip()
+    if not events.startswith(b"["):
+        raise TraceError(path, "has a traceEvents value that is not an array")
     try:
-        events = decoders.chunk(bytes(raw_events).strip()[1:-1])
-    except msgspec.DecodeError as e:
+        cols = read(events[1:-1])
+    except MalformedJSON as e:
         raise TraceError(path, f"is not valid JSON ({e})") from None
     stream.header = {k: msgspec.json.decode(v) for k, v in doc.items()}
-    stream.skipped += decoders.skipped
-    _warn_repaired(decoders, path, stream)
-    yield events
+    stream.count(cols)
+    _warn_repaired(path, stream)
+    yield cols

@@ -8,16 +8,13 @@ the ``correlation`` arg, which every generation writes on both sides.
 
 from __future__ import annotations
 
-import decimal
-import functools
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
 
-import msgspec
 import numpy as np
 import pandas as pd
 
+from parsers.columns import ABSENT, Coded, Columns, Field, Read, Reader
 from parsers.jsonstream import Stream, map_chunks, worker_count
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
@@ -45,222 +42,135 @@ _KIND_BY_CAT = {
     "gpu_user_annotation": Kind.GPU_ANNOTATION,
 }
 _SKIPPED_CATS = frozenset({"trace"})
-_Int = int | float | str | None
-"""An integer arg as written: ROCm runtime calls write some as strings (``"bytes": "9216"``), so accept any."""
 _STEP_PREFIX = "ProfilerStep#"
 _MEMORY_EVENT = "[memory]"
 
 
-class Args(
-    msgspec.Struct,
-    gc=False,
-    rename={
-        "external_id": "External id",
-        "external_id_legacy": "external id",
-        "input_dims": "Input Dims",
-        "input_types": "Input type",
-        "total_allocated": "Total Allocated",
-        "total_reserved": "Total Reserved",
-        "mem_bytes": "Bytes",
-        "addr": "Addr",
-        "device_id": "Device Id",
-        "device_type": "Device Type",
-        "collective": "Collective name",
-        "in_nelems": "In msg nelems",
-        "out_nelems": "Out msg nelems",
-        "dtype": "dtype",
-        "group": "Process Group Name",
-        "group_desc": "Process Group Description",
-    },
-):
-    """The args fields the table needs; everything else in ``args`` is skipped while decoding."""
-
-    external_id: _Int = None
-    external_id_legacy: _Int = None
-    correlation: _Int = None
-    stream: _Int = None
-    device: _Int = None
-    bytes: _Int = None
-    input_dims: msgspec.Raw = msgspec.Raw(b"")
-    input_types: msgspec.Raw = msgspec.Raw(b"")
-    total_allocated: _Int = None
-    total_reserved: _Int = None
-    mem_bytes: _Int = None
-    addr: _Int = None
-    device_id: _Int = None
-    device_type: _Int = None
-    collective: str | None = None
-    in_nelems: _Int = None
-    out_nelems: _Int = None
-    dtype: str | None = None
-    group: str | None = None
-    group_desc: str | None = None
-    name: str | None = None
+def _fields(exact: bool) -> tuple[Field, ...]:
+    """What the table needs from each event; ``exact`` keeps every digit of epoch-µs timestamps with ns fractions."""
+    return (
+        Field("ph", ("ph",), Read.TEXT, default=""),
+        Field("cat", ("cat",), Read.TEXT, nullable=True),
+        Field("name", ("name",), Read.TEXT, nullable=True),
+        Field("pid", ("pid",), Read.ID, default="0"),
+        Field("tid", ("tid",), Read.ID, default="0"),
+        Field("ts", ("ts",), Read.EXACT_NS if exact else Read.NS, nullable=True),
+        Field("dur", ("dur",), Read.NS, nullable=True),
+        Field("args", ("args",), Read.OBJECT, nullable=True),
+        *(Field(name, ("args", key), Read.INT, nullable=True) for name, key in _INT_ARGS.items()),
+        *(Field(name, ("args", key), Read.RAW) for name, key in _RAW_ARGS.items()),
+        *(Field(name, ("args", key), Read.TEXT, nullable=True) for name, key in _TEXT_ARGS.items()),
+    )
 
 
-_NO_ARGS = Args()
-
-
-class Event(msgspec.Struct, gc=False):
-    """One Chrome-trace event, decoded with the fields the table needs."""
-
-    ph: str = ""
-    cat: str | None = None
-    name: str | None = None
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: float | None = None
-    dur: float | None = None
-    args: Args | None = None
-
-
-class ExactEvent(Event, gc=False):
-    """An event whose ``ts`` keeps every digit (epoch-µs timestamps with ns fractions)."""
-
-    ts: int | decimal.Decimal | None = None
+_INT_ARGS = {
+    "external_id": "External id",
+    "external_id_legacy": "external id",
+    "correlation": "correlation",
+    "stream": "stream",
+    "device": "device",
+    "bytes": "bytes",
+    "total_allocated": "Total Allocated",
+    "total_reserved": "Total Reserved",
+    "mem_bytes": "Bytes",
+    "addr": "Addr",
+    "device_id": "Device Id",
+    "device_type": "Device Type",
+    "in_nelems": "In msg nelems",
+    "out_nelems": "Out msg nelems",
+}
+"""Integer args (ROCm writes some as strings, ``"bytes": "9216"``, so any number or numeric string is read)."""
+_RAW_ARGS = {"input_dims": "Input Dims", "input_types": "Input type"}
+_TEXT_ARGS = {"collective": "Collective name", "dtype": "dtype", "group": "Process Group Name"}
 
 
 class _Interner:
     """Map values to dense integer codes across chunks, so each distinct value is stored once."""
 
     def __init__(self) -> None:
-        self.codes: dict = {}
+        self.codes: dict[str, int] = {"": 0}
 
-    def merge(self, coded: _Coded) -> np.ndarray:
-        """Global codes of a chunk's locally coded values."""
+    def merge(self, coded: Coded) -> np.ndarray:
+        """Global codes of a chunk's locally coded values (absent, code -1, becomes '')."""
         codes, uniques = coded
         setdefault, table = self.codes.setdefault, self.codes
-        remap = np.array([setdefault(v, len(table)) for v in uniques], dtype=np.int32)
-        return remap[codes] if len(remap) else codes
+        remap = np.array([setdefault(v, len(table)) for v in uniques] + [0], dtype=np.int32)
+        return remap[codes]  # code -1 takes the last entry: ''
 
     def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
-        """The coded values as text (None and b'' become ''; 7 and '7' become one category)."""
+        """The coded values as text, with only the categories in use, in order of first appearance."""
         codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-        texts = np.asarray([_text(k) for k in self.codes] + [""], dtype=object)
-        remap, categories = pd.factorize(texts)
-        return pd.Categorical.from_codes(remap[codes], categories=categories)
-
-
-_Coded = tuple[np.ndarray, list]
-"""A chunk's values as (codes, distinct values in order of first appearance)."""
-
-
-def _code(values: list) -> _Coded:
-    uniques = list(dict.fromkeys(values))
-    index = dict(zip(uniques, range(len(uniques)), strict=True))
-    return np.array(list(map(index.__getitem__, values)), dtype=np.int32), uniques
-
-
-def _text(value: object) -> str:
-    if value is None or value != value:  # None, or the NaN factorize uses for it
-        return ""
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return str(value)
-
-
-def _ints(values: list) -> np.ndarray:
-    """Optional ints (or numbers written as strings) → int64 with NO_ROW for None or non-numbers."""
-    try:
-        return np.array(values, dtype=np.int64)
-    except (TypeError, ValueError, OverflowError):
-        pass
-    try:
-        arr = np.array(values, dtype=np.float64)  # None → NaN
-        return np.where(np.isnan(arr), NO_ROW, arr).astype(np.int64)
-    except (TypeError, ValueError):
-        return np.fromiter((_int_or_none(v) for v in values), np.int64, len(values))
-
-
-_int_any_base = functools.partial(int, base=0)
-
-
-def _int_or_none(value: object) -> int:
-    """An int from an int, a float or a numeric string (decimal or 0x hex); NO_ROW otherwise."""
-    if isinstance(value, str):
-        for convert in (int, float, _int_any_base):
-            try:
-                value = convert(value)
-                break
-            except ValueError:
-                continue
-    if isinstance(value, int | float) and value == value and abs(value) < 2**63:
-        return int(value)
-    return NO_ROW
+        used = np.bincount(codes, minlength=len(self.codes)) > 0
+        remap = np.cumsum(used, dtype=np.int32) - 1
+        categories = np.asarray(list(self.codes), dtype=object)[used]
+        return pd.Categorical.from_codes(remap[codes], categories=pd.Index(categories, dtype=object))
 
 
 _STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group")
 _MEMORY_STRINGS = ("pid", "tid")
+_MEMORY_NUMBERS = ("ts", "device_id", "mem_bytes", "total_allocated", "total_reserved", "addr", "device_type")
+_MEMORY_RENAMES = {"device_id": "device", "mem_bytes": "bytes"}
 
 
 @dataclass
 class _Chunk:
-    """One chunk's columns: numeric arrays, locally coded strings, and what was dropped or repaired."""
+    """One chunk's columns: numeric arrays, locally coded strings, and what was dropped."""
 
     numbers: dict[str, np.ndarray]
-    strings: dict[str, _Coded]
+    strings: dict[str, Coded]
     mem_numbers: dict[str, np.ndarray]
-    mem_strings: dict[str, _Coded]
+    mem_strings: dict[str, Coded]
     skipped: int
     negative: int
 
 
-def _chunk_columns(chunk: list[Event], exact: bool) -> _Chunk:
-    """Turn one decoded chunk into column arrays (runs in a worker process when decoding in parallel)."""
-    xs = _complete(_durations_events(chunk), ("ts", "dur", "name"))
-    skipped = len(xs[1])
-    xs = xs[0]
-    args = [e.args or _NO_ARGS for e in xs]
-    dur = _ns(_field(xs, "dur"), False)
+def _chunk_columns(cols: Columns) -> _Chunk:
+    """One chunk's work events and memory events as table columns (runs in a worker when reading in parallel)."""
+    v = cols.values
+    ph = _texts_equal(v["ph"], {"X"})
+    work = ph & ~_texts_equal(v["cat"], _SKIPPED_CATS, str.lower)
+    complete = (v["ts"] != ABSENT) & (v["dur"] != ABSENT) & (v["name"][0] >= 0)
+    memory = _texts_equal(v["ph"], {"i"}) & _texts_equal(v["name"], {_MEMORY_EVENT})
+    mem_complete = (v["args"] == 1) & (v["ts"] != ABSENT)
+    keep, mem_keep = work & complete, memory & mem_complete
+    dur = v["dur"][keep]
     numbers = {
-        "ts": _ns(_field(xs, "ts"), exact),
+        "ts": v["ts"][keep],
         "dur": np.maximum(dur, 0),
-        "device": _ints(_field(args, "device")),
-        "stream": _ints(_field(args, "stream")),
-        "correlation": _ints(_field(args, "correlation")),
-        "external_id": _ints([a.external_id if a.external_id is not None else a.external_id_legacy for a in args]),
-        "bytes": _message_bytes(args),
+        "device": _no_row(v["device"][keep]),
+        "stream": _no_row(v["stream"][keep]),
+        "correlation": _no_row(v["correlation"][keep]),
+        "external_id": _no_row(_first_present(v["external_id"], v["external_id_legacy"])[keep]),
+        "bytes": _message_bytes(v, keep),
     }
-    strings = {key: _code(_field(xs, key)) for key in ("name", "cat", "pid", "tid")}
-    strings["input_dims"] = _code(list(map(bytes, _field(args, "input_dims"))))
-    strings["input_types"] = _code(list(map(bytes, _field(args, "input_types"))))
-    strings["collective"] = _code(_field(args, "collective"))
-    strings["group"] = _code(_field(args, "group"))
-    memory, dropped = _complete([e for e in chunk if e.ph == "i" and e.name == _MEMORY_EVENT], ("args", "ts"))
-    mem_numbers, mem_strings = _memory_columns(memory, exact)
-    return _Chunk(numbers, strings, mem_numbers, mem_strings, skipped + len(dropped), int((dur < 0).sum()))
+    mem_numbers = {_MEMORY_RENAMES.get(k, k): _no_row(v[k][mem_keep]) for k in _MEMORY_NUMBERS}
+    return _Chunk(
+        numbers,
+        {key: _subset(v[key], keep) for key in _STRING_COLUMNS},
+        mem_numbers,
+        {key: _subset(v[key], mem_keep) for key in _MEMORY_STRINGS},
+        int((work & ~complete).sum() + (memory & ~mem_complete).sum()),
+        int((dur < 0).sum()),
+    )
 
 
-def _field(items: list, name: str) -> list:
-    return list(map(attrgetter(name), items))
+def _texts_equal(coded: Coded, texts: set[str] | frozenset[str], fold=None) -> np.ndarray:
+    """Rows whose text is one of ``texts`` (after ``fold``)."""
+    codes, uniques = coded
+    hits = [i for i, u in enumerate(uniques) if (fold(u) if fold else u) in texts]
+    return np.isin(codes, hits) if hits else np.zeros(len(codes), dtype=bool)
 
 
-def _durations_events(chunk: list[Event]) -> list[Event]:
-    """The chunk's complete ("X") events, without the categories that are not work (the profiler's own span)."""
-    xs = [e for e in chunk if e.ph == "X"]
-    skip = {c for c in set(_field(xs, "cat")) if (c or "").lower() in _SKIPPED_CATS}
-    return [e for e in xs if e.cat not in skip] if skip else xs
+def _subset(coded: Coded, rows: np.ndarray) -> Coded:
+    return coded[0][rows], coded[1]
 
 
-def _complete(events: list[Event], fields: tuple[str, ...]) -> tuple[list[Event], list[Event]]:
-    """(events with every field present, the others)."""
-    missing = attrgetter(*fields)
-    bad = [e for e in events if None in missing(e)]
-    return ([e for e in events if None not in missing(e)], bad) if bad else (events, bad)
+def _no_row(values: np.ndarray) -> np.ndarray:
+    return np.where(values == ABSENT, NO_ROW, values)
 
 
-def _memory_columns(events: list[Event], exact: bool) -> tuple[dict[str, np.ndarray], dict[str, _Coded]]:
-    args = _field(events, "args")
-    numbers = {
-        "ts": _ns(_field(events, "ts"), exact),
-        "device": _ints(_field(args, "device_id")),
-        "bytes": _ints(_field(args, "mem_bytes")),
-        "total_allocated": _ints(_field(args, "total_allocated")),
-        "total_reserved": _ints(_field(args, "total_reserved")),
-        "addr": _ints(_field(args, "addr")),
-        "device_type": _ints(_field(args, "device_type")),
-    }
-    return numbers, {"pid": _code(_field(events, "pid")), "tid": _code(_field(events, "tid"))}
+def _first_present(first: np.ndarray, second: np.ndarray) -> np.ndarray:
+    return np.where(first != ABSENT, first, second)
 
 
 class _Columns:
@@ -292,9 +202,8 @@ def _append(parts: dict[str, list[np.ndarray]], arrays: dict[str, np.ndarray]) -
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
     stream = Stream()
-    exact = _needs_exact_ts(path)
-    event_type = ExactEvent if exact else Event
-    chunks = map_chunks(path, event_type, stream, functools.partial(_chunk_columns, exact=exact), worker_count(path))
+    read = Reader(_fields(_needs_exact_ts(path)))
+    chunks = map_chunks(path, read, stream, _chunk_columns, 1 if read.native else worker_count(path))
     cols = _Columns(chunks)
     del chunks
     events = _events_frame(cols)
@@ -363,30 +272,15 @@ _DTYPE_BYTES = {
 }
 
 
-def _message_bytes(args: list[Args]) -> np.ndarray:
+def _message_bytes(v: dict, rows: np.ndarray) -> np.ndarray:
     """Bytes moved: the ``bytes`` arg, else a collective's element count times its dtype's size."""
-    out = _ints([a.bytes for a in args])
-    for i in [i for i, a in enumerate(args) if a.dtype is not None]:
-        if out[i] == NO_ROW:
-            out[i] = _collective_bytes(args[i])
-    return out
-
-
-def _collective_bytes(a: Args) -> int:
-    nelems = _int_or_none(a.in_nelems if a.in_nelems is not None else a.out_nelems)
-    size = _DTYPE_BYTES.get((a.dtype or "").lower().replace("c10::", ""))
-    return nelems * size if size and nelems != NO_ROW else NO_ROW
-
-
-def _ns(values: list, exact: bool = False) -> np.ndarray:
-    """µs numbers (float, int or Decimal) → integer ns, exactly where the input allows."""
-    if not values:
-        return np.empty(0, dtype=np.int64)
-    if exact:
-        return np.fromiter((int(decimal.Decimal(v) * 1000) for v in values), np.int64, len(values))
-    arr = np.asarray(values, dtype=np.float64)
-    whole = np.floor(arr)
-    return whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
+    codes, dtypes = v["dtype"]
+    sizes = np.array([_DTYPE_BYTES.get(d.lower().replace("c10::", ""), 0) for d in dtypes] + [0], dtype=np.int64)
+    size = sizes[codes[rows]]
+    nelems = _first_present(v["in_nelems"], v["out_nelems"])[rows]
+    moved = _no_row(v["bytes"][rows])
+    derived = (moved == NO_ROW) & (size > 0) & (nelems != ABSENT) & (nelems != NO_ROW)
+    return np.where(derived, nelems * size, moved)
 
 
 def _events_frame(cols: _Columns) -> pd.DataFrame:

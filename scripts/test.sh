@@ -2,10 +2,15 @@
 # Install what the tests need on a fresh Debian machine (Chromium for the browser tests), then run them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v chromedriver >/dev/null 2>&1; then
+# Chromium for the browser tests; a C compiler for the native trace reader (parsers/_scan.c), whose tests
+# compare it with the pure-Python reader.
+PACKAGES=()
+command -v chromedriver >/dev/null 2>&1 || PACKAGES+=(chromium chromium-driver)
+command -v cc >/dev/null 2>&1 || PACKAGES+=(gcc)
+if [ ${#PACKAGES[@]} -gt 0 ]; then
   SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo sudo)
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium chromium-driver >/dev/null
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${PACKAGES[@]}" >/dev/null
 fi
 python3 -m pip install -q -e ".[test,dashboard]"
 python3 -m pytest -q "$@"

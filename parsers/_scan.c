@@ -1,0 +1,912 @@
+/* Columns straight from a JSON array of objects: the native fast path of parsers/columns.py.
+ *
+ * scan(data, fields, to_int) reads `data`, the comma-separated elements of a JSON array (without the
+ * brackets), and returns (rows, skipped, repaired, columns). Each field of `fields` is a tuple
+ * (key path, kind, default) naming a top-level key or a key of a nested object (a path of two keys);
+ * each element that is an object with valid field types becomes one row, every other element is
+ * skipped and counted. A column is bytes holding int64 values for numeric kinds, or (bytes of int32
+ * codes, list of distinct str values) for text kinds, code -1 meaning absent. Python objects are made
+ * only for distinct values, which is why this is several times faster than decoding events into
+ * objects. Malformed JSON raises ValueError naming the byte offset. */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    K_TEXT = 0,     /* string; null allowed with NULLABLE */
+    K_ID = 1,       /* string or integer, as text */
+    K_RAW = 2,      /* any value, its JSON text */
+    K_NS = 3,       /* µs number -> int64 ns through float64, as numpy does */
+    K_EXACT_NS = 4, /* µs number -> int64 ns from its decimal digits, truncated */
+    K_INT = 5,      /* integer, number (truncated) or numeric string */
+    K_OBJECT = 6,   /* a nested object: 1 when present, else the default */
+    K_KIND_MASK = 15,
+    NULLABLE = 16,
+};
+
+#define IS_DIGIT(c) ((unsigned char)(c) - (unsigned)'0' < 10u)
+#define IS_HEX(c) (IS_DIGIT(c) || ((unsigned char)(c) | 0x20u) - (unsigned)'a' < 6u)
+
+#define MAX_FIELDS 64
+#define MAX_KEYS 64
+#define MAX_DEPTH 512
+
+typedef struct Table Table;
+
+typedef struct {
+    const char *key;
+    Py_ssize_t len;
+    int field;     /* column index, or -1 */
+    Table *child;  /* keys wanted inside this key's object, or NULL */
+} Entry;
+
+struct Table {
+    Entry entries[MAX_KEYS];
+    int count;
+};
+
+typedef struct {
+    const char *ptr; /* into the input, or into the arena when unescaped */
+    Py_ssize_t len;
+    uint64_t hash;
+    Py_ssize_t uses;
+} Unique;
+
+typedef struct {
+    Unique *items;
+    Py_ssize_t count, cap;
+    int32_t *slots; /* open addressing: index + 1, 0 = empty */
+    Py_ssize_t nslots;
+} Interner;
+
+typedef struct {
+    int kind, nullable;
+    int64_t default_num;
+    PyObject *default_text; /* str or NULL */
+    void *data;             /* int64_t* or int32_t* */
+    Interner interner;
+    /* the current row's pending value */
+    int seen;
+    int64_t num;
+    const char *span;
+    Py_ssize_t span_len;
+    int escaped;
+    int is_string;
+} Column;
+
+typedef struct {
+    const char *start, *p, *end;
+    Column cols[MAX_FIELDS];
+    int ncols;
+    Table top;
+    Table children[MAX_FIELDS];
+    int nchildren;
+    Py_ssize_t rows, cap, skipped, repaired;
+    char *arena;
+    Py_ssize_t arena_len, arena_cap;
+    PyObject *to_int;
+    const char *error;
+    Py_ssize_t error_at;
+    int pyerror; /* a Python exception is set */
+} Scan;
+
+/* ------------------------------------------------------------------ lexing */
+
+static inline void skip_ws(Scan *s) {
+    while (s->p < s->end && (*s->p == ' ' || *s->p == '\n' || *s->p == '\r' || *s->p == '\t')) s->p++;
+}
+
+static int fail(Scan *s, const char *what) {
+    if (!s->error) {
+        s->error = what;
+        s->error_at = s->p - s->start;
+    }
+    return -1;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* Whether any of 8 bytes is '"', '\\' or a control character (the classic "has byte less than" bit trick). */
+static inline int special8(const char *p) {
+    uint64_t v, q, b;
+    memcpy(&v, p, 8);
+    q = v ^ (ONES * '"');
+    b = v ^ (ONES * '\\');
+    return (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((v - ONES * 0x20) & ~v)) & HIGHS ? 1 : 0;
+}
+
+/* A string at s->p (on its opening quote): its content span and whether it has escapes. */
+static int lex_string(Scan *s, const char **out, Py_ssize_t *len, int *escaped) {
+    const char *p = s->p + 1;
+    *escaped = 0;
+    for (;;) {
+        while (s->end - p >= 8 && !special8(p)) p += 8;
+        while (p < s->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
+        if (p >= s->end) {
+            s->p = p;
+            return fail(s, "unterminated string");
+        }
+        if (*p == '"') break;
+        if (*p != '\\') {
+            s->p = p;
+            return fail(s, "control character in a string");
+        }
+        *escaped = 1;
+        if (p + 1 >= s->end) {
+            s->p = p;
+            return fail(s, "unterminated string");
+        }
+        char c = p[1];
+        if (c == 'u') {
+            for (int i = 2; i < 6; i++) {
+                if (p + i >= s->end || !IS_HEX(p[i])) {
+                    s->p = p;
+                    return fail(s, "bad \\u escape");
+                }
+            }
+            p += 6;
+        } else if (strchr("\"\\/bfnrt", c) && c) {
+            p += 2;
+        } else {
+            s->p = p;
+            return fail(s, "bad escape");
+        }
+    }
+    *out = s->p + 1;
+    *len = p - (s->p + 1);
+    s->p = p + 1;
+    return 0;
+}
+
+typedef struct {
+    const char *start;
+    Py_ssize_t len;
+    int integer; /* no fraction, no exponent */
+} Number;
+
+static int lex_number(Scan *s, Number *n) {
+    const char *p = s->p;
+    n->start = p;
+    n->integer = 1;
+    if (p < s->end && *p == '-') p++;
+    if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
+    if (*p == '0') p++;
+    else
+        while (p < s->end && IS_DIGIT(*p)) p++;
+    if (p < s->end && *p == '.') {
+        n->integer = 0;
+        p++;
+        if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
+        while (p < s->end && IS_DIGIT(*p)) p++;
+    }
+    if (p < s->end && (*p == 'e' || *p == 'E')) {
+        n->integer = 0;
+        p++;
+        if (p < s->end && (*p == '+' || *p == '-')) p++;
+        if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
+        while (p < s->end && IS_DIGIT(*p)) p++;
+    }
+    n->len = p - n->start;
+    s->p = p;
+    return 0;
+}
+
+static int lex_literal(Scan *s, const char *word, Py_ssize_t len) {
+    if (s->end - s->p < len || memcmp(s->p, word, len) != 0) return fail(s, "unexpected character");
+    s->p += len;
+    return 0;
+}
+
+static int skip_value(Scan *s, int depth);
+
+static int skip_container(Scan *s, int depth, char close, int keyed) {
+    if (depth > MAX_DEPTH) return fail(s, "nested too deeply");
+    s->p++;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == close) {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        skip_ws(s);
+        if (keyed) {
+            const char *k;
+            Py_ssize_t kl;
+            int esc;
+            if (s->p >= s->end || *s->p != '"') return fail(s, "expected a key");
+            if (lex_string(s, &k, &kl, &esc)) return -1;
+            skip_ws(s);
+            if (s->p >= s->end || *s->p != ':') return fail(s, "expected ':'");
+            s->p++;
+            skip_ws(s);
+        }
+        if (skip_value(s, depth + 1)) return -1;
+        skip_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (s->p < s->end && *s->p == close) {
+            s->p++;
+            return 0;
+        }
+        return fail(s, "expected ',' or a closing bracket");
+    }
+}
+
+static int skip_value(Scan *s, int depth) {
+    if (s->p >= s->end) return fail(s, "unexpected end");
+    const char *k;
+    Py_ssize_t kl;
+    int esc;
+    Number n;
+    switch (*s->p) {
+        case '"': return lex_string(s, &k, &kl, &esc);
+        case '{': return skip_container(s, depth, '}', 1);
+        case '[': return skip_container(s, depth, ']', 0);
+        case 't': return lex_literal(s, "true", 4);
+        case 'f': return lex_literal(s, "false", 5);
+        case 'n': return lex_literal(s, "null", 4);
+        default: return lex_number(s, &n);
+    }
+}
+
+/* ------------------------------------------------------------------ numbers */
+
+static const double POW10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+/* The correctly rounded double of a JSON number (Clinger's fast path, else Python's own parser). */
+static int number_to_double(Scan *s, const Number *n, double *out) {
+    const char *p = n->start, *e = n->start + n->len;
+    int neg = 0;
+    if (*p == '-') {
+        neg = 1;
+        p++;
+    }
+    uint64_t mant = 0;
+    int digits = 0, scale = 0, exp = 0;
+    for (; p < e && IS_DIGIT(*p); p++) {
+        if (mant || *p != '0') digits++;
+        mant = mant * 10 + (uint64_t)(*p - '0');
+        if (digits > 19) goto slow;
+    }
+    if (p < e && *p == '.') {
+        for (p++; p < e && IS_DIGIT(*p); p++) {
+            if (mant || *p != '0') digits++;
+            mant = mant * 10 + (uint64_t)(*p - '0');
+            scale++;
+            if (digits > 19) goto slow;
+        }
+    }
+    if (p < e) {
+        p++; /* e or E */
+        int eneg = 0;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        for (; p < e; p++) {
+            exp = exp * 10 + (*p - '0');
+            if (exp > 400) goto slow;
+        }
+        if (eneg) exp = -exp;
+    }
+    exp -= scale;
+    if (mant <= (1ULL << 53) && exp >= -22 && exp <= 22) {
+        double v = (double)mant;
+        v = exp < 0 ? v / POW10[-exp] : v * POW10[exp];
+        *out = neg ? -v : v;
+        return 0;
+    }
+slow : {
+    char buf[512];
+    if (n->len >= (Py_ssize_t)sizeof buf) return fail(s, "number too long");
+    memcpy(buf, n->start, n->len);
+    buf[n->len] = 0;
+    *out = PyOS_string_to_double(buf, NULL, NULL);
+    if (*out == -1.0 && PyErr_Occurred()) {
+        s->pyerror = 1;
+        return -1;
+    }
+    return 0;
+}
+}
+
+/* An integer literal as int64; 0 on success, 1 when it does not fit. */
+static int integer_literal(const Number *n, int64_t *out) {
+    const char *p = n->start, *e = n->start + n->len;
+    int neg = *p == '-';
+    if (neg) p++;
+    uint64_t v = 0;
+    for (; p < e; p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10) return 1;
+        v = v * 10 + d;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX) return 1;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return 0;
+}
+
+/* µs → ns the way numpy computes it from float64: floor(v) * 1000 + rint(frac * 1000). */
+static int float_ns(double v, int64_t *out) {
+    if (!isfinite(v) || fabs(v) >= 9.2e15) return 1;
+    double whole = floor(v);
+    *out = (int64_t)whole * 1000 + (int64_t)rint((v - whole) * 1000.0);
+    return 0;
+}
+
+/* µs → ns from the decimal digits, truncated toward zero (as int(Decimal(v) * 1000)). */
+static int exact_ns(const Number *n, int64_t *out) {
+    const char *p = n->start, *e = n->start + n->len;
+    int neg = *p == '-';
+    if (neg) p++;
+    char digits[64];
+    int nd = 0, point = -1, exp = 0;
+    for (; p < e && (IS_DIGIT(*p) || *p == '.'); p++) {
+        if (*p == '.') {
+            point = nd;
+            continue;
+        }
+        if (nd == 0 && *p == '0' && point < 0) continue; /* leading zeros of the integer part */
+        if (nd >= (int)sizeof digits) return 1;
+        digits[nd++] = *p;
+    }
+    if (point < 0) point = nd;
+    if (p < e) {
+        p++;
+        int eneg = 0;
+        if (*p == '+' || *p == '-') eneg = *p++ == '-';
+        for (; p < e; p++) {
+            exp = exp * 10 + (*p - '0');
+            if (exp > 100) return 1;
+        }
+        if (eneg) exp = -exp;
+    }
+    int keep = point + exp + 3; /* digits left of the ns point */
+    uint64_t v = 0;
+    for (int i = 0; i < keep; i++) {
+        uint64_t d = i < nd ? (uint64_t)(digits[i] - '0') : 0;
+        if (v > (UINT64_MAX - d) / 10) return 1;
+        v = v * 10 + d;
+    }
+    if (v > (uint64_t)INT64_MAX) return 1;
+    *out = neg ? -(int64_t)v : (int64_t)v;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ strings */
+
+static char *arena_alloc(Scan *s, Py_ssize_t n) {
+    if (s->arena_len + n > s->arena_cap) {
+        return NULL;
+    }
+    char *out = s->arena + s->arena_len;
+    s->arena_len += n;
+    return out;
+}
+
+static void put_utf8(char **o, uint32_t c) {
+    char *q = *o;
+    if (c < 0x80) *q++ = (char)c;
+    else if (c < 0x800) {
+        *q++ = (char)(0xC0 | (c >> 6));
+        *q++ = (char)(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        *q++ = (char)(0xE0 | (c >> 12));
+        *q++ = (char)(0x80 | ((c >> 6) & 0x3F));
+        *q++ = (char)(0x80 | (c & 0x3F));
+    } else {
+        *q++ = (char)(0xF0 | (c >> 18));
+        *q++ = (char)(0x80 | ((c >> 12) & 0x3F));
+        *q++ = (char)(0x80 | ((c >> 6) & 0x3F));
+        *q++ = (char)(0x80 | (c & 0x3F));
+    }
+    *o = q;
+}
+
+static uint32_t hex4(const char *p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v = v * 16 + (uint32_t)(c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10);
+    }
+    return v;
+}
+
+/* A string's content with escapes resolved, in the arena (lone surrogates become U+FFFD). */
+static int unescape(Scan *s, const char *src, Py_ssize_t len, const char **out, Py_ssize_t *out_len) {
+    char *dst = arena_alloc(s, len);
+    if (!dst) return -2;
+    char *q = dst;
+    const char *p = src, *e = src + len;
+    while (p < e) {
+        if (*p != '\\') {
+            *q++ = *p++;
+            continue;
+        }
+        char c = p[1];
+        p += 2;
+        switch (c) {
+            case 'b': *q++ = '\b'; break;
+            case 'f': *q++ = '\f'; break;
+            case 'n': *q++ = '\n'; break;
+            case 'r': *q++ = '\r'; break;
+            case 't': *q++ = '\t'; break;
+            case 'u': {
+                uint32_t cp = hex4(p);
+                p += 4;
+                if (cp >= 0xD800 && cp < 0xDC00 && e - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+                    uint32_t lo = hex4(p + 2);
+                    if (lo >= 0xDC00 && lo < 0xE000) {
+                        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                        p += 6;
+                    }
+                }
+                if (cp >= 0xD800 && cp < 0xE000) cp = 0xFFFD;
+                put_utf8(&q, cp);
+                break;
+            }
+            default: *q++ = c;
+        }
+    }
+    *out = dst;
+    *out_len = q - dst;
+    return 0;
+}
+
+static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h;
+}
+
+static int interner_grow(Interner *t) {
+    Py_ssize_t nslots = t->nslots ? t->nslots * 2 : 64;
+    int32_t *slots = calloc(nslots, sizeof *slots);
+    if (!slots) return -1;
+    for (Py_ssize_t i = 0; i < t->count; i++) {
+        Py_ssize_t j = t->items[i].hash & (nslots - 1);
+        while (slots[j]) j = (j + 1) & (nslots - 1);
+        slots[j] = (int32_t)(i + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->nslots = nslots;
+    return 0;
+}
+
+/* The code of a byte string, adding it when new; -1 on memory exhaustion. */
+static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
+    if ((t->count + 1) * 2 > t->nslots && interner_grow(t)) return -1;
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t j = h & (t->nslots - 1);
+    while (t->slots[j]) {
+        Unique *u = &t->items[t->slots[j] - 1];
+        if (u->hash == h && u->len == n && memcmp(u->ptr, p, n) == 0) {
+            u->uses++;
+            return t->slots[j] - 1;
+        }
+        j = (j + 1) & (t->nslots - 1);
+    }
+    if (t->count == t->cap) {
+        Py_ssize_t cap = t->cap ? t->cap * 2 : 64;
+        Unique *items = realloc(t->items, cap * sizeof *items);
+        if (!items) return -1;
+        t->items = items;
+        t->cap = cap;
+    }
+    t->items[t->count] = (Unique){p, n, h, 1};
+    t->slots[j] = (int32_t)(t->count + 1);
+    return (int32_t)t->count++;
+}
+
+/* ------------------------------------------------------------------ fields */
+
+static Entry *find_key(Table *t, const char *k, Py_ssize_t n) {
+    for (int i = 0; i < t->count; i++) {
+        Entry *e = &t->entries[i];
+        if (e->len == n && memcmp(e->key, k, n) == 0) return e;
+    }
+    return NULL;
+}
+
+/* Read one field's value into its column's pending slot; 1 when the type is wrong for the field. */
+static int read_field(Scan *s, Column *c) {
+    char ch = *s->p;
+    const char *vstart = s->p;
+    Number n;
+    c->seen = 1;
+    c->is_string = 0;
+    if (ch == 'n' && c->kind != K_RAW) {
+        if (lex_literal(s, "null", 4)) return -1;
+        c->seen = 0;
+        return c->nullable ? 0 : 1;
+    }
+    switch (c->kind) {
+        case K_RAW:
+            if (skip_value(s, 0)) return -1;
+            c->span = vstart;
+            c->span_len = s->p - vstart;
+            c->escaped = 0;
+            return 0;
+        case K_TEXT:
+        case K_ID:
+            if (ch == '"') {
+                c->is_string = 1;
+                return lex_string(s, &c->span, &c->span_len, &c->escaped);
+            }
+            if (skip_value(s, 0)) return -1;
+            if (c->kind == K_ID && (ch == '-' || IS_DIGIT(ch))) {
+                n.start = vstart;
+                n.len = s->p - vstart;
+                if (memchr(vstart, '.', n.len) || memchr(vstart, 'e', n.len) || memchr(vstart, 'E', n.len)) return 1;
+                c->span = vstart;
+                c->span_len = n.len;
+                c->escaped = 0;
+                return 0;
+            }
+            return 1;
+        case K_NS:
+        case K_EXACT_NS:
+        case K_INT:
+            if (ch == '-' || IS_DIGIT(ch)) {
+                if (lex_number(s, &n)) return -1;
+                if (c->kind == K_EXACT_NS) return exact_ns(&n, &c->num) ? 1 : 0;
+                if (c->kind == K_INT && n.integer && !integer_literal(&n, &c->num)) return 0;
+                double v;
+                if (number_to_double(s, &n, &v)) return -1;
+                if (c->kind == K_NS) return float_ns(v, &c->num);
+                if (!isfinite(v) || fabs(v) >= 9.2e18) c->num = c->default_num;
+                else c->num = (int64_t)v;
+                return 0;
+            }
+            if (c->kind == K_INT && ch == '"') {
+                c->is_string = 1;
+                return lex_string(s, &c->span, &c->span_len, &c->escaped);
+            }
+            if (skip_value(s, 0)) return -1;
+            return 1;
+    }
+    return 1;
+}
+
+static int read_object(Scan *s, Table *t, int *bad, int depth);
+
+/* One key's value: a wanted field, a nested object with wanted keys, or skipped. */
+static int read_member(Scan *s, Entry *e, int *bad, int depth) {
+    if (e->field >= 0) {
+        Column *c = &s->cols[e->field];
+        if (c->kind == K_OBJECT) {
+            if (*s->p == '{') {
+                c->seen = 1;
+                c->num = 1;
+                return read_object(s, e->child, bad, depth + 1);
+            }
+            c->seen = 0;
+            if (*s->p == 'n') return lex_literal(s, "null", 4);
+            *bad = 1;
+            return skip_value(s, depth);
+        }
+        int r = read_field(s, c);
+        if (r > 0) *bad = 1;
+        return r < 0 ? -1 : 0;
+    }
+    if (e->child && *s->p == '{') return read_object(s, e->child, bad, depth + 1);
+    return skip_value(s, depth);
+}
+
+/* An object (s->p on '{') whose keys are looked up in t; sets *bad on a wrongly typed field. */
+static int read_object(Scan *s, Table *t, int *bad, int depth) {
+    if (depth > MAX_DEPTH) return fail(s, "nested too deeply");
+    s->p++;
+    skip_ws(s);
+    if (s->p < s->end && *s->p == '}') {
+        s->p++;
+        return 0;
+    }
+    for (;;) {
+        skip_ws(s);
+        const char *k;
+        Py_ssize_t kl;
+        int esc;
+        if (s->p >= s->end || *s->p != '"') return fail(s, "expected a key");
+        if (lex_string(s, &k, &kl, &esc)) return -1;
+        skip_ws(s);
+        if (s->p >= s->end || *s->p != ':') return fail(s, "expected ':'");
+        s->p++;
+        skip_ws(s);
+        if (s->p >= s->end) return fail(s, "unexpected end");
+        Entry *e = esc ? NULL : find_key(t, k, kl);
+        if ((e ? read_member(s, e, bad, depth) : skip_value(s, depth + 1)) < 0) return -1;
+        skip_ws(s);
+        if (s->p < s->end && *s->p == ',') {
+            s->p++;
+            continue;
+        }
+        if (s->p < s->end && *s->p == '}') {
+            s->p++;
+            return 0;
+        }
+        return fail(s, "expected ',' or '}'");
+    }
+}
+
+/* ------------------------------------------------------------------ rows */
+
+static int is_text(int kind) { return kind == K_TEXT || kind == K_ID || kind == K_RAW; }
+
+static size_t width(int kind) { return is_text(kind) ? sizeof(int32_t) : sizeof(int64_t); }
+
+static int grow_rows(Scan *s) {
+    Py_ssize_t cap = s->cap * 2;
+    for (int i = 0; i < s->ncols; i++) {
+        Column *c = &s->cols[i];
+        void *d = realloc(c->data, cap * width(c->kind));
+        if (!d) return -1;
+        c->data = d;
+    }
+    s->cap = cap;
+    return 0;
+}
+
+/* Store the pending values as row s->rows; -1 on a Python error. */
+static int commit_row(Scan *s) {
+    if (s->rows == s->cap && grow_rows(s)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (int i = 0; i < s->ncols; i++) {
+        Column *c = &s->cols[i];
+        if (!is_text(c->kind)) {
+            ((int64_t *)c->data)[s->rows] = c->seen && !c->is_string ? c->num : c->default_num;
+            if (c->seen && c->is_string) {
+                const char *p = c->span;
+                Py_ssize_t n = c->span_len;
+                if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                PyObject *text = PyUnicode_DecodeUTF8(p, n, "replace");
+                if (!text) return -1;
+                PyObject *v = PyObject_CallOneArg(s->to_int, text);
+                Py_DECREF(text);
+                if (!v) return -1;
+                ((int64_t *)c->data)[s->rows] = PyLong_AsLongLong(v);
+                Py_DECREF(v);
+                if (PyErr_Occurred()) return -1;
+            }
+            continue;
+        }
+        int32_t code = -1;
+        if (c->seen) {
+            const char *p = c->span;
+            Py_ssize_t n = c->span_len;
+            if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
+                PyErr_NoMemory();
+                return -1;
+            }
+            code = intern(&c->interner, p, n);
+            if (code < 0) {
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+        ((int32_t *)c->data)[s->rows] = code;
+    }
+    s->rows++;
+    return 0;
+}
+
+static void reset_row(Scan *s) {
+    for (int i = 0; i < s->ncols; i++) s->cols[i].seen = 0;
+}
+
+static int scan_elements(Scan *s) {
+    skip_ws(s);
+    while (s->p < s->end) {
+        reset_row(s);
+        int bad = 0;
+        if (*s->p == '{') {
+            if (read_object(s, &s->top, &bad, 0)) return -1;
+        } else {
+            if (skip_value(s, 0)) return -1;
+            bad = 1;
+        }
+        if (bad) s->skipped++;
+        else if (commit_row(s)) return -1;
+        skip_ws(s);
+        if (s->p >= s->end) break;
+        if (*s->p != ',') return fail(s, "expected ',' between elements");
+        s->p++;
+        skip_ws(s);
+        if (s->p >= s->end) return fail(s, "unexpected end after ','");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ setup and results */
+
+static int add_field(Scan *s, PyObject *spec) {
+    PyObject *path, *dflt;
+    int kind;
+    if (!PyArg_ParseTuple(spec, "O!iO", &PyTuple_Type, &path, &kind, &dflt)) return -1;
+    Py_ssize_t depth = PyTuple_GET_SIZE(path);
+    if (s->ncols >= MAX_FIELDS || depth < 1 || depth > 2) {
+        PyErr_SetString(PyExc_ValueError, "a field path has one or two keys, at most 64 fields");
+        return -1;
+    }
+    int idx = s->ncols++;
+    Column *c = &s->cols[idx];
+    c->kind = kind & K_KIND_MASK;
+    c->nullable = (kind & NULLABLE) != 0;
+    if (is_text(c->kind)) {
+        if (dflt != Py_None && !PyUnicode_Check(dflt)) {
+            PyErr_SetString(PyExc_TypeError, "a text field's default is a str or None");
+            return -1;
+        }
+        c->default_text = dflt == Py_None ? NULL : dflt;
+    } else {
+        c->default_num = PyLong_AsLongLong(dflt);
+        if (PyErr_Occurred()) return -1;
+    }
+    Table *t = &s->top;
+    for (Py_ssize_t i = 0; i < depth; i++) {
+        Py_ssize_t kl;
+        const char *k = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(path, i), &kl);
+        if (!k) return -1;
+        Entry *e = find_key(t, k, kl);
+        if (!e) {
+            if (t->count >= MAX_KEYS) {
+                PyErr_SetString(PyExc_ValueError, "too many keys");
+                return -1;
+            }
+            e = &t->entries[t->count++];
+            *e = (Entry){k, kl, -1, NULL};
+        }
+        if (i == depth - 1) e->field = idx;
+        if (i < depth - 1 || c->kind == K_OBJECT) {
+            if (!e->child) e->child = &s->children[s->nchildren++];
+            t = e->child;
+        }
+    }
+    return 0;
+}
+
+static Py_ssize_t count_replacement(const char *p, Py_ssize_t n) {
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i + 2 < n; i++)
+        if ((unsigned char)p[i] == 0xEF && (unsigned char)p[i + 1] == 0xBF && (unsigned char)p[i + 2] == 0xBD) k++;
+    return k;
+}
+
+static Py_ssize_t count_replacement_str(PyObject *u) {
+    Py_ssize_t k = 0, n = PyUnicode_GET_LENGTH(u);
+    for (Py_ssize_t i = 0; i < n; i++) k += PyUnicode_READ_CHAR(u, i) == 0xFFFD;
+    return k;
+}
+
+/* The distinct values of a text column as str; bytes that are not UTF-8 become U+FFFD, counted per use. */
+static PyObject *uniques(Scan *s, Column *c) {
+    PyObject *list = PyList_New(c->interner.count);
+    if (!list) return NULL;
+    for (Py_ssize_t i = 0; i < c->interner.count; i++) {
+        Unique *u = &c->interner.items[i];
+        PyObject *text = PyUnicode_DecodeUTF8(u->ptr, u->len, NULL);
+        if (!text && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear();
+            text = PyUnicode_DecodeUTF8(u->ptr, u->len, "replace");
+            if (text) s->repaired += u->uses * (count_replacement_str(text) - count_replacement(u->ptr, u->len));
+        }
+        if (!text) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, i, text);
+    }
+    return list;
+}
+
+static PyObject *column_result(Scan *s, Column *c) {
+    if (!is_text(c->kind)) return PyBytes_FromStringAndSize(c->data, s->rows * sizeof(int64_t));
+    int32_t *codes = c->data;
+    if (c->default_text) {
+        int32_t missing = (int32_t)c->interner.count;
+        int used = 0;
+        for (Py_ssize_t r = 0; r < s->rows; r++)
+            if (codes[r] < 0) {
+                codes[r] = missing;
+                used = 1;
+            }
+        PyObject *list = uniques(s, c);
+        if (list && used && PyList_Append(list, c->default_text)) Py_CLEAR(list);
+        if (!list) return NULL;
+        return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
+    }
+    PyObject *list = uniques(s, c);
+    if (!list) return NULL;
+    return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
+}
+
+static void release(Scan *s) {
+    for (int i = 0; i < s->ncols; i++) {
+        free(s->cols[i].data);
+        free(s->cols[i].interner.items);
+        free(s->cols[i].interner.slots);
+    }
+    free(s->arena);
+}
+
+static PyObject *results(Scan *s) {
+    PyObject *cols = PyList_New(s->ncols);
+    if (!cols) return NULL;
+    for (int i = 0; i < s->ncols; i++) {
+        PyObject *col = column_result(s, &s->cols[i]);
+        if (!col) {
+            Py_DECREF(cols);
+            return NULL;
+        }
+        PyList_SET_ITEM(cols, i, col);
+    }
+    return Py_BuildValue("(nnnN)", s->rows, s->skipped, s->repaired, cols);
+}
+
+static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer buf;
+    PyObject *fields, *to_int;
+    if (!PyArg_ParseTuple(args, "y*O!O", &buf, &PyTuple_Type, &fields, &to_int)) return NULL;
+    Scan *s = calloc(1, sizeof *s);
+    PyObject *out = NULL;
+    if (!s) {
+        PyBuffer_Release(&buf);
+        return PyErr_NoMemory();
+    }
+    s->start = s->p = buf.buf;
+    s->end = s->start + buf.len;
+    s->to_int = to_int;
+    s->arena_cap = buf.len;
+    s->arena = malloc(s->arena_cap + 1);
+    s->cap = buf.len / 256 + 16;
+    if (!s->arena) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(fields); i++)
+        if (add_field(s, PyTuple_GET_ITEM(fields, i))) goto done;
+    for (int i = 0; i < s->ncols; i++) {
+        s->cols[i].data = malloc(s->cap * width(s->cols[i].kind));
+        if (!s->cols[i].data) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    if (scan_elements(s)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "%s at byte %zd", s->error ? s->error : "invalid JSON", s->error_at);
+        goto done;
+    }
+    out = results(s);
+done:
+    release(s);
+    free(s);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_VARARGS, "scan(data, fields, to_int) -> (rows, skipped, repaired, columns)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_scan",
+    .m_doc = "Columns straight from a JSON array of objects.",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }

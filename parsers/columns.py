@@ -1,0 +1,295 @@
+"""Read chosen fields of a JSON array of objects straight into columns.
+
+Building one Python object per event is what makes trace loading slow and memory-hungry. A parser
+declares the fields it needs (a key, or a key of a nested object such as ``args``, and how to read
+it); a ``Reader`` turns a piece of the array into one column per field. The native reader
+(``parsers/_scan.c``) makes Python objects only for distinct strings; where it was not built,
+msgspec decodes structs generated from the same fields, with the same results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import decimal
+import functools
+from dataclasses import dataclass
+from enum import IntEnum
+from operator import attrgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+
+try:
+    from parsers import _scan
+except ImportError:  # no C compiler at install time: the msgspec reader does the same, slower
+    _scan = None
+
+ABSENT = np.iinfo(np.int64).min
+"""A numeric field that is missing or null."""
+NULLABLE = 16
+"""Flag on a field kind: ``null`` is allowed (read as absent) instead of making the element invalid."""
+
+
+class Read(IntEnum):
+    """How a field's value is read (and which JSON types are valid for it)."""
+
+    TEXT = 0
+    """A string."""
+    ID = 1
+    """A string or an integer, as text (``7`` and ``"7"`` are the same value)."""
+    RAW = 2
+    """Any value, as its JSON text."""
+    NS = 3
+    """A µs number as int64 ns, through float64 (``floor(v) * 1000 + rint(fraction * 1000)``)."""
+    EXACT_NS = 4
+    """A µs number as int64 ns from its decimal digits, truncated: for epoch timestamps beyond float64's ns digits."""
+    INT = 5
+    """An integer, a number (truncated) or a numeric string (decimal or 0x hex); ``NO_ROW`` if not numeric."""
+    OBJECT = 6
+    """A nested object: 1 where present, else 0. Fields under its key are read from it."""
+
+
+_TEXT_READS = (Read.TEXT, Read.ID, Read.RAW)
+
+
+@dataclass(frozen=True)
+class Field:
+    """One column: the key path to read, how, and the value where the key is missing."""
+
+    name: str
+    path: tuple[str, ...]
+    read: Read
+    nullable: bool = False
+    default: str | None = None
+    """Text reads: the text where missing (None: absent, code -1). Numeric reads are ABSENT where missing."""
+
+
+Coded = tuple[np.ndarray, list[str]]
+"""A text column as (int32 codes, distinct values); code -1 is absent."""
+
+
+@dataclass
+class Columns:
+    """One piece's columns by field name, with how many elements were read, skipped and repaired."""
+
+    rows: int
+    skipped: int
+    """Elements that are not objects or have a field of the wrong type."""
+    repaired: int
+    """Byte sequences in text fields that are not UTF-8, replaced with U+FFFD."""
+    values: dict[str, np.ndarray | Coded]
+
+
+class MalformedJSON(ValueError):
+    """The piece is not a sequence of JSON values separated by commas."""
+
+
+def int_or_no_row(value: Any) -> int:
+    """An int from an int, a float or a numeric string (decimal or 0x hex); NO_ROW (-1) otherwise."""
+    if isinstance(value, str):
+        for convert in (int, float, functools.partial(int, base=0)):
+            try:
+                value = convert(value)
+                break
+            except ValueError:
+                continue
+    if isinstance(value, int | float) and value == value and abs(value) < 2**63:
+        return int(value)
+    return -1
+
+
+class Reader:
+    """Turns a piece of a JSON array (its elements, comma-separated, without brackets) into Columns."""
+
+    def __init__(self, fields: tuple[Field, ...], native: bool | None = None) -> None:
+        self.fields = fields
+        self.native = _scan is not None if native is None else native
+        if self.native and _scan is None:
+            raise RuntimeError("the native reader (parsers/_scan.c) was not built")
+        self._spec = tuple((f.path, f.read | (NULLABLE if f.nullable else 0), _native_default(f)) for f in fields)
+        self._structs: _Structs | None = None
+
+    def __call__(self, piece: bytes) -> Columns:
+        """The piece's columns; MalformedJSON if it is not valid JSON."""
+        return self._native(piece) if self.native else self._msgspec(piece)
+
+    def __getstate__(self) -> dict:
+        return self.__dict__ | {"_structs": None}  # rebuilt where unpickled: generated types do not pickle
+
+    def _native(self, piece: bytes) -> Columns:
+        try:
+            rows, skipped, repaired, raw = _scan.scan(piece, self._spec, int_or_no_row)
+        except ValueError as e:
+            raise MalformedJSON(str(e)) from None
+        values = {
+            f.name: (np.frombuffer(v[0], np.int32), v[1]) if f.read in _TEXT_READS else np.frombuffer(v, np.int64)
+            for f, v in zip(self.fields, raw, strict=True)
+        }
+        return Columns(rows, skipped, repaired, values)
+
+    def _msgspec(self, piece: bytes) -> Columns:
+        if self._structs is None:
+            self._structs = _Structs(self.fields)
+        items, skipped, repaired = self._structs.decode(piece)
+        return Columns(len(items), skipped, repaired, self._structs.columns(items))
+
+
+def _native_default(f: Field) -> str | int | None:
+    return f.default if f.read in _TEXT_READS else ABSENT
+
+
+# ---------------------------------------------------------------- the msgspec reader
+
+_TYPES: dict[Read, Any] = {
+    Read.TEXT: str,
+    Read.ID: int | str,
+    Read.RAW: msgspec.Raw,
+    Read.NS: float,
+    Read.EXACT_NS: int | decimal.Decimal,
+    Read.INT: int | float | str,
+}
+
+
+class _Structs:
+    """msgspec struct types generated from the fields, their decoders, and where each field's value is."""
+
+    def __init__(self, fields: tuple[Field, ...]) -> None:
+        self.fields = fields
+        self.attrs = {f: f"f{i}" for i, f in enumerate(fields)}
+        members: dict[str, list[tuple[str, str, Any, Any]]] = {}
+        for f in fields:
+            if f.read is not Read.OBJECT:
+                owner = f.path[0] if len(f.path) > 1 else ""
+                members.setdefault(owner, []).append((f.path[-1], self.attrs[f], *_member_type(f)))
+        self.empty = {}
+        top = members.pop("", [])
+        for key, inner in members.items():
+            nested = _struct(f"Nested{len(self.empty)}", inner)
+            self.empty[key] = nested()
+            top.append((key, _nested_attr(key), nested | None, None))
+        element = _struct("Element", top)
+        self.many = msgspec.json.Decoder(list[element])
+        self.one = msgspec.json.Decoder(element)
+        self.raw = msgspec.json.Decoder(list[msgspec.Raw])
+
+    def columns(self, items: list) -> dict[str, np.ndarray | Coded]:
+        """The decoded elements' columns, as the native reader makes them."""
+        owners = {"": items}
+        for key, empty in self.empty.items():
+            owners[key] = [empty if x is None else x for x in map(attrgetter(_nested_attr(key)), items)]
+        out = {}
+        for f in self.fields:
+            if f.read is Read.OBJECT:
+                present = [x is not None for x in map(attrgetter(_nested_attr(f.path[0])), items)]
+                out[f.name] = np.array(present, dtype=np.int64)
+            else:
+                owner = owners[f.path[0] if len(f.path) > 1 else ""]
+                out[f.name] = _convert(f, list(map(attrgetter(self.attrs[f]), owner)))
+        return out
+
+    def decode(self, piece: bytes) -> tuple[list, int, int]:
+        """(decoded elements, elements skipped for wrong types, byte sequences that are not UTF-8, replaced)."""
+        data = b"[" + piece + b"]"
+        try:
+            return (*self._decode(data), 0)
+        except msgspec.DecodeError as e:
+            fixed = _repair_utf8(data)
+            if fixed is None:
+                raise MalformedJSON(str(e)) from None
+        try:
+            return (*self._decode(fixed), fixed.count(_REPLACEMENT) - data.count(_REPLACEMENT))
+        except msgspec.DecodeError as e:
+            raise MalformedJSON(str(e)) from None
+
+    def _decode(self, data: bytes) -> tuple[list, int]:
+        try:
+            return self.many.decode(data), 0
+        except msgspec.ValidationError:
+            pass
+        items = self.raw.decode(data)
+        kept = []
+        for item in items:
+            with contextlib.suppress(msgspec.ValidationError):
+                kept.append(self.one.decode(item))
+        return kept, len(items) - len(kept)
+
+
+def _member_type(f: Field) -> tuple[Any, Any]:
+    """A field's msgspec type and default."""
+    if f.read is Read.RAW:
+        return msgspec.Raw, msgspec.Raw(b"")
+    kind = _TYPES[f.read]
+    return (kind | None if f.nullable else kind), (f.default if f.read in _TEXT_READS else None)
+
+
+def _struct(name: str, members: list[tuple[str, str, Any, Any]]) -> type:
+    return msgspec.defstruct(
+        name,
+        [(attr, kind, default) for _, attr, kind, default in members],
+        rename={attr: key for key, attr, _, _ in members},
+        gc=False,
+    )
+
+
+def _nested_attr(key: str) -> str:
+    return "n_" + "".join(c if c.isalnum() else "_" for c in key)
+
+
+_REPLACEMENT = "\ufffd".encode()
+
+
+def _repair_utf8(data: bytes) -> bytes | None:
+    """``data`` with invalid UTF-8 replaced by U+FFFD, or None when it was valid (so the problem is elsewhere)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("utf-8", "replace").encode("utf-8")
+    return None
+
+
+def _convert(f: Field, values: list) -> np.ndarray | Coded:
+    """A field's decoded values as the native reader's column."""
+    if f.read in _TEXT_READS:
+        return _coded([bytes(v) or None for v in values] if f.read is Read.RAW else values)
+    if f.read is Read.INT:
+        return _ints(values)
+    return _ns(values, exact=f.read is Read.EXACT_NS)
+
+
+def _coded(values: list) -> Coded:
+    """(codes, distinct values as text) in order of first appearance; None is code -1."""
+    uniques = [v for v in dict.fromkeys(values) if v is not None]
+    index = dict(zip(uniques, range(len(uniques)), strict=True))
+    index[None] = -1
+    codes = np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+    return codes, [_text(v) for v in uniques]
+
+
+def _text(value: object) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _ints(values: list) -> np.ndarray:
+    """Optional ints (or numbers written as strings) → int64, ABSENT for None and NO_ROW for non-numbers."""
+    try:
+        return np.array(values, dtype=np.int64)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    return np.fromiter((ABSENT if v is None else int_or_no_row(v) for v in values), np.int64, len(values))
+
+
+def _ns(values: list, exact: bool) -> np.ndarray:
+    """µs numbers (float, int or Decimal; None is ABSENT) → integer ns, exactly where the input allows."""
+    present = [v for v in values if v is not None]
+    if exact:
+        out = np.fromiter((int(decimal.Decimal(v) * 1000) for v in present), np.int64, len(present))
+    else:
+        arr = np.asarray(present, dtype=np.float64)
+        whole = np.floor(arr)
+        out = whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
+    if len(present) == len(values):
+        return out
+    full = np.full(len(values), ABSENT, dtype=np.int64)
+    full[[v is not None for v in values]] = out
+    return full

@@ -1,0 +1,117 @@
+"""The native reader (parsers/_scan.c) and the msgspec reader give the same tables, on real traces and damaged ones."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from parsers import columns, kineto
+from tests.conftest import REPO, shared_path
+
+pytestmark = pytest.mark.skipif(columns._scan is None, reason="the native reader was not built (no C compiler)")
+
+REAL = {
+    "ours, 2026": (REPO / "sample_traces" / "unfused_ops.json.gz",),
+    "CUDA graph": (REPO / "sample_traces" / "cuda_graph" / "cuda_graph.json.gz",),
+    "2021 legacy categories": (
+        "public",
+        "torch",
+        "kineto_tb_plugin",
+        "samples",
+        "resnet50_num_workers_0",
+        "worker0.1623143089861.pt.trace.json.gz",
+    ),
+    "ROCm, numbers as strings": ("public", "torch", "tracelens", "mi300", "resnet_act_checkpoint.json.gz"),
+    "epoch µs with ns digits": (
+        "public",
+        "torch",
+        "hta",
+        "ns_resolution_trace",
+        "rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
+    ),
+    "MTIA": ("public", "torch", "hta", "mtia_inference_trace", "mtia_inference_rank_0.json.gz"),
+    "NCCL collectives": ("public", "torch", "hta", "nccl_parser_config", "nccl_data.json.gz"),
+}
+
+
+def _path(parts: tuple) -> Path:
+    return parts[0] if isinstance(parts[0], Path) else shared_path(*parts)
+
+
+def _parse(path: Path, native: bool, monkeypatch) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    with monkeypatch.context() as m:
+        if not native:
+            m.setattr(columns, "_scan", None)
+        events, memory, meta = kineto.parse(path)
+    return events, memory, meta.warnings
+
+
+def _assert_same(path: Path, monkeypatch) -> tuple[pd.DataFrame, list[str]]:
+    fast, slow = _parse(path, True, monkeypatch), _parse(path, False, monkeypatch)
+    pd.testing.assert_frame_equal(fast[0], slow[0])
+    pd.testing.assert_frame_equal(fast[1], slow[1])
+    assert fast[2] == slow[2]
+    return fast[0], fast[2]
+
+
+@pytest.mark.parametrize("parts", REAL.values(), ids=REAL.keys())
+def test_both_readers_give_the_same_tables_on_real_traces(parts, monkeypatch):
+    events, warnings = _assert_same(_path(parts), monkeypatch)
+    assert len(events) > 1000 and not warnings
+
+
+@pytest.fixture(scope="module")
+def doc() -> dict:
+    with gzip.open(REPO / "sample_traces" / "unfused_ops.json.gz", "rt") as f:
+        return json.load(f)
+
+
+def _write(tmp_path: Path, doc: dict, text: str | None = None) -> Path:
+    path = tmp_path / "trace.json"
+    path.write_text(text if text is not None else json.dumps(doc))
+    return path
+
+
+def test_wrongly_typed_fields_are_skipped_alike(tmp_path, doc, monkeypatch):
+    events = [dict(e) for e in doc["traceEvents"]]
+    xs = [i for i, e in enumerate(events) if e.get("ph") == "X"]
+    damage = [("pid", 1.5), ("ts", "soon"), ("dur", True), ("name", ["a"]), ("args", 3), ("cat", {"a": 1})]
+    for i, (key, value) in zip(xs, damage, strict=False):
+        events[i][key] = value
+    events[xs[10]]["args"] = dict(events[xs[10]].get("args", {}), stream=False)
+    events.insert(len(events) // 2, 7)
+    _, warnings = _assert_same(_write(tmp_path, doc | {"traceEvents": events}), monkeypatch)
+    assert any("skipped 8 events with missing or wrongly typed fields" in w for w in warnings)
+
+
+def test_escaped_and_non_ascii_names_read_alike(tmp_path, doc, monkeypatch):
+    events = [dict(e) for e in doc["traceEvents"]]
+    kernels = [i for i, e in enumerate(events) if e.get("cat") == "kernel"]
+    names = ['quote " backslash \\ tab \t', "é ü 中文", "emoji 🚀 outside the BMP", "slash / and \u0001"]
+    for i, name in zip(kernels, names, strict=False):
+        events[i]["name"] = name
+    path = _write(tmp_path, doc, json.dumps(doc | {"traceEvents": events}, ensure_ascii=True))
+    table, _ = _assert_same(path, monkeypatch)
+    assert set(names) <= set(table["name"].astype(str))
+
+
+def test_bytes_that_are_not_utf8_are_repaired_alike(tmp_path, doc, monkeypatch):
+    raw = json.dumps(doc).encode()
+    field = b'"name": "' + next(e["name"] for e in doc["traceEvents"] if e.get("cat") == "kernel").encode()
+    path = tmp_path / "trace.json"
+    path.write_bytes(raw.replace(field, field[:9] + b"\xff\xfe" + field[9:]))
+    _, warnings = _assert_same(path, monkeypatch)
+    (warning,) = [w for w in warnings if "not UTF-8" in w]
+    assert f"replaced {2 * raw.count(field):,} byte sequences" in warning
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "msgspec"])
+@pytest.mark.parametrize("piece", [b'{"ph": "X"', b'{"ph": "X"} {"ph": "X"}', b'{"ph": tru}', b'{"ph": "X",}'])
+def test_malformed_json_is_refused_by_both(piece, native):
+    read = columns.Reader(kineto._fields(False), native=native)
+    with pytest.raises(columns.MalformedJSON):
+        read(piece)
