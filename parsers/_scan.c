@@ -91,8 +91,17 @@ typedef struct {
     PyObject *to_int;
     const char *error;
     Py_ssize_t error_at;
-    int pyerror; /* a Python exception is set */
+    int nomem;                /* malloc failed: raise MemoryError once the GIL is back */
+    PyThreadState *released;  /* the GIL is released while scanning (NULL while it is held) */
 } Scan;
+
+/* Scanning runs without the GIL, so threads read chunks in parallel; the rare paths that need Python take it. */
+static void take_gil(Scan *s) {
+    PyEval_RestoreThread(s->released);
+    s->released = NULL;
+}
+
+static void drop_gil(Scan *s) { s->released = PyEval_SaveThread(); }
 
 /* ------------------------------------------------------------------ lexing */
 
@@ -306,12 +315,11 @@ slow : {
     if (n->len >= (Py_ssize_t)sizeof buf) return fail(s, "number too long");
     memcpy(buf, n->start, n->len);
     buf[n->len] = 0;
+    take_gil(s);
     *out = PyOS_string_to_double(buf, NULL, NULL);
-    if (*out == -1.0 && PyErr_Occurred()) {
-        s->pyerror = 1;
-        return -1;
-    }
-    return 0;
+    int failed = *out == -1.0 && PyErr_Occurred();
+    drop_gil(s);
+    return failed ? -1 : 0;
 }
 }
 
@@ -653,32 +661,37 @@ static int grow_rows(Scan *s) {
     return 0;
 }
 
-/* Store the pending values as row s->rows; -1 on a Python error. */
+/* A numeric string through the Python converter (ROCm writes "bytes": "9216"); -1 with an exception set. */
+static int string_int(Scan *s, Column *c, int64_t *out) {
+    const char *p = c->span;
+    Py_ssize_t n = c->span_len;
+    if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
+        s->nomem = 1;
+        return -1;
+    }
+    take_gil(s);
+    PyObject *text = PyUnicode_DecodeUTF8(p, n, "replace");
+    PyObject *v = text ? PyObject_CallOneArg(s->to_int, text) : NULL;
+    Py_XDECREF(text);
+    *out = v ? PyLong_AsLongLong(v) : -1;
+    Py_XDECREF(v);
+    int failed = PyErr_Occurred() != NULL;
+    drop_gil(s);
+    return failed ? -1 : 0;
+}
+
+/* Store the pending values as row s->rows; -1 on failure (s->nomem, or a Python exception). */
 static int commit_row(Scan *s) {
     if (s->rows == s->cap && grow_rows(s)) {
-        PyErr_NoMemory();
+        s->nomem = 1;
         return -1;
     }
     for (int i = 0; i < s->ncols; i++) {
         Column *c = &s->cols[i];
         if (!is_text(c->kind)) {
-            ((int64_t *)c->data)[s->rows] = c->seen && !c->is_string ? c->num : c->default_num;
-            if (c->seen && c->is_string) {
-                const char *p = c->span;
-                Py_ssize_t n = c->span_len;
-                if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
-                    PyErr_NoMemory();
-                    return -1;
-                }
-                PyObject *text = PyUnicode_DecodeUTF8(p, n, "replace");
-                if (!text) return -1;
-                PyObject *v = PyObject_CallOneArg(s->to_int, text);
-                Py_DECREF(text);
-                if (!v) return -1;
-                ((int64_t *)c->data)[s->rows] = PyLong_AsLongLong(v);
-                Py_DECREF(v);
-                if (PyErr_Occurred()) return -1;
-            }
+            int64_t *slot = (int64_t *)c->data + s->rows;
+            *slot = c->seen && !c->is_string ? c->num : c->default_num;
+            if (c->seen && c->is_string && string_int(s, c, slot)) return -1;
             continue;
         }
         int32_t code = -1;
@@ -686,12 +699,12 @@ static int commit_row(Scan *s) {
             const char *p = c->span;
             Py_ssize_t n = c->span_len;
             if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
-                PyErr_NoMemory();
+                s->nomem = 1;
                 return -1;
             }
             code = intern(&c->interner, p, n);
             if (code < 0) {
-                PyErr_NoMemory();
+                s->nomem = 1;
                 return -1;
             }
         }
@@ -883,8 +896,12 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
             goto done;
         }
     }
-    if (scan_elements(s)) {
-        if (!PyErr_Occurred())
+    drop_gil(s);
+    int failed = scan_elements(s);
+    take_gil(s);
+    if (failed) {
+        if (s->nomem) PyErr_NoMemory();
+        else if (!PyErr_Occurred())
             PyErr_Format(PyExc_ValueError, "%s at byte %zd", s->error ? s->error : "invalid JSON", s->error_at);
         goto done;
     }

@@ -18,7 +18,7 @@ import threading
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor, Future, ProcessPoolExecutor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -109,25 +109,30 @@ Read = Callable[[bytes], Columns]
 """Reads a piece of the events array into columns (``parsers.columns.Reader``); raises MalformedJSON."""
 
 
-def map_chunks(path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int = 1) -> list[T]:
-    """``fn`` of each chunk's columns, in file order; with ``workers`` > 1 chunks are read in forked processes.
+def map_chunks(
+    path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int = 1, threads: bool = False
+) -> list[T]:
+    """``fn`` of each chunk's columns, in file order; with ``workers`` > 1 chunks are read in parallel.
 
-    ``read`` and ``fn`` must be picklable (module-level functions, partials, or a Reader) to reach a worker.
-    Fills ``stream`` with the top-level keys, warnings and counts.
+    ``threads``: in threads (for a reader that releases the GIL), else in forked processes, which need ``read``
+    and ``fn`` picklable (module-level functions, partials, or a Reader). Fills ``stream`` with the top-level
+    keys, warnings and counts.
     """
     with _gc_paused():
         try:
-            return _map_chunked(path, read, stream, fn, workers)
+            return _map_chunked(path, read, stream, fn, workers, threads)
         except _Resplit:
             stream.reset()
             return [fn(cols) for cols in _read_whole(path, read, stream)]
 
 
-def _map_chunked(path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int) -> list[T]:
+def _map_chunked(
+    path: Path, read: Read, stream: Stream, fn: Callable[[Columns], T], workers: int, threads: bool
+) -> list[T]:
     blocks = _blocks(path, stream)
     header, body = _split_header(blocks)
     results: list[T] = []
-    with _runner(workers) as runner:
+    with _runner(workers, threads) as runner:
         pending: deque[Future] = deque()
         for block in blocks:
             body += block
@@ -191,12 +196,15 @@ def fork_is_safe() -> bool:
 
 
 @contextlib.contextmanager
-def _runner(workers: int) -> Iterator[Executor]:
-    """Forked worker processes when ``workers`` > 1 and forking is safe (no other threads), else the calling thread."""
-    if workers < 2 or not fork_is_safe():
+def _runner(workers: int, threads: bool) -> Iterator[Executor]:
+    """With ``workers`` > 1: threads, or forked processes where forking is safe; else the calling thread."""
+    if workers < 2 or not (threads or fork_is_safe()):
         yield _Inline()
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+    if threads:
+        pool: Executor = ThreadPoolExecutor(workers)
+    else:
+        pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
     try:
         yield pool
     finally:

@@ -157,8 +157,8 @@ def _chunk_columns(cols: Columns) -> _Chunk:
 def _texts_equal(coded: Coded, texts: set[str] | frozenset[str], fold=None) -> np.ndarray:
     """Rows whose text is one of ``texts`` (after ``fold``)."""
     codes, uniques = coded
-    hits = [i for i, u in enumerate(uniques) if (fold(u) if fold else u) in texts]
-    return np.isin(codes, hits) if hits else np.zeros(len(codes), dtype=bool)
+    hit = np.array([(fold(u) if fold else u) in texts for u in uniques] + [False], dtype=bool)
+    return hit[codes]  # code -1 (absent) takes the last entry
 
 
 def _subset(coded: Coded, rows: np.ndarray) -> Coded:
@@ -203,7 +203,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
     stream = Stream()
     read = Reader(_fields(_needs_exact_ts(path)))
-    chunks = map_chunks(path, read, stream, _chunk_columns, 1 if read.native else worker_count(path))
+    chunks = map_chunks(path, read, stream, _chunk_columns, worker_count(path), threads=read.native)
     cols = _Columns(chunks)
     del chunks
     events = _events_frame(cols)
@@ -284,28 +284,27 @@ def _message_bytes(v: dict, rows: np.ndarray) -> np.ndarray:
 
 
 def _events_frame(cols: _Columns) -> pd.DataFrame:
-    df = pd.DataFrame({key: cols.column(key) for key in ("ts", "dur")})
-    for key in _STRING_COLUMNS:
-        df[key] = cols.strings[key].categorical(cols.parts.get(key, []))
-    for key in ("device", "stream", "correlation", "external_id", "bytes"):
-        df[key] = cols.column(key)
-    kinds, step_names = _kinds(df)
-    kind = kinds[df["cat"].cat.codes.to_numpy()]
-    kind = np.where(step_names[df["name"].cat.codes.to_numpy()] & np.isin(kind, _STEP_KINDS), Kind.STEP.value, kind)
-    df["kind"] = pd.Categorical(kind, categories=[k.value for k in Kind])
+    columns = {key: cols.column(key) for key in ("ts", "dur")}
+    columns |= {key: cols.strings[key].categorical(cols.parts.get(key, [])) for key in _STRING_COLUMNS}
+    columns |= {key: cols.column(key) for key in ("device", "stream", "correlation", "external_id", "bytes")}
+    df = pd.DataFrame(columns, copy=False)
+    df["kind"] = _kinds(df["cat"].array, df["name"].array)
     _fill_device_lanes(df)
     return df
 
 
-_STEP_KINDS = [Kind.CPU_OP.value, Kind.ANNOTATION.value]
+_KIND_ORDER = [k.value for k in Kind]
+_STEP_KIND_CODES = [_KIND_ORDER.index(k.value) for k in (Kind.CPU_OP, Kind.ANNOTATION)]
+"""Kinds a ``ProfilerStep#N`` event can have before it is re-kinded as a step marker."""
 
 
-def _kinds(df: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Kind by ``cat`` category code, and whether each ``name`` category is a step marker."""
-    cats = df["cat"].cat.categories
-    kinds = np.array([_KIND_BY_CAT.get(c.lower(), Kind.OTHER).value for c in cats], dtype=object)
-    steps = np.array([n.startswith(_STEP_PREFIX) for n in df["name"].cat.categories], dtype=bool)
-    return kinds, steps
+def _kinds(cat: pd.Categorical, name: pd.Categorical) -> pd.Categorical:
+    """Kind of each event: by its ``cat``, and a step marker where a CPU op or annotation is named ProfilerStep#N."""
+    by_cat = [_KIND_ORDER.index(_KIND_BY_CAT.get(c.lower(), Kind.OTHER).value) for c in cat.categories]
+    kind = np.array(by_cat, dtype=np.int8)[cat.codes]
+    step_name = np.array([n.startswith(_STEP_PREFIX) for n in name.categories], dtype=bool)[name.codes]
+    kind[step_name & np.isin(kind, _STEP_KIND_CODES)] = _KIND_ORDER.index(Kind.STEP.value)
+    return pd.Categorical.from_codes(kind, categories=_KIND_ORDER)
 
 
 def _fill_device_lanes(df: pd.DataFrame) -> None:
