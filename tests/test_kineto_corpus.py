@@ -1,14 +1,9 @@
-"""Every real Kineto trace in ../shared/traces loads (CLI and API); every other file there is refused in one line.
-
-Files over 20 MB uncompressed are skipped (set TRACEANALYZER_FULL_CORPUS=1 to include them), except
-gpt_train, the medium one.
-"""
+"""Every real Kineto trace in ../shared/traces loads (CLI and API); every other file there is refused in one line."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -21,10 +16,6 @@ from tests.conftest import H200, PUBLIC_TORCH, SHARED, load_shared
 from traceanalyzer.cli import main
 from traceanalyzer.renderers import text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
-
-LARGE_BYTES = 20_000_000
-MEDIUM = "gpt_train.json.gz"
-FULL = os.environ.get("TRACEANALYZER_FULL_CORPUS") == "1"
 
 NOT_TRACES = {
     r"_et\.json\.gz$": "execution trace",
@@ -45,14 +36,6 @@ def _corpus() -> list[Path]:
     return sorted(p for r in roots for p in r.rglob("*") if p.is_file())
 
 
-def _uncompressed_size(path: Path) -> int:
-    with open(path, "rb") as f:
-        if f.read(2) != b"\x1f\x8b":
-            return path.stat().st_size
-        f.seek(-4, os.SEEK_END)
-        return int.from_bytes(f.read(4), "little")
-
-
 def _not_trace(path: Path) -> str | None:
     return next((said for pattern, said in NOT_TRACES.items() if re.search(pattern, path.name)), None)
 
@@ -62,13 +45,7 @@ def _id(path: Path) -> str:
 
 
 def _traces():
-    params = []
-    for path in _corpus():
-        if _not_trace(path):
-            continue
-        large = _uncompressed_size(path) > LARGE_BYTES and path.name != MEDIUM
-        marks = [pytest.mark.skipif(large and not FULL, reason="> 20 MB uncompressed (TRACEANALYZER_FULL_CORPUS=1)")]
-        params.append(pytest.param(path, marks=marks, id=_id(path)))
+    params = [pytest.param(p, id=_id(p)) for p in _corpus() if not _not_trace(p)]
     return params or [pytest.param(None, marks=pytest.mark.skip(reason="../shared/traces is absent"))]
 
 
