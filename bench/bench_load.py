@@ -3,8 +3,9 @@
 Every measurement runs in a fresh process, so nothing is cached between runs and peak RSS is that load's
 own. Seconds are measured inside the process around the load only (imports excluded); CPU seconds are
 reported too, because wall time on a shared machine moves with other load while CPU time barely does.
-CPU seconds include the worker processes a load forks (``RUSAGE_CHILDREN``), and "worker peak RSS" is the
-largest worker's peak (a forked worker's RSS counts the pages it shares with the parent too).
+CPU seconds include all threads and the worker processes a load forks (``RUSAGE_CHILDREN``: only the msgspec
+reader forks), and "worker peak RSS" is the largest worker's peak (a forked worker's RSS counts the pages it
+shares with the parent too).
 
     python3 bench/bench_load.py --runs 3 --hta-python /tmp/hta/bin/python
 
@@ -50,6 +51,10 @@ print(json.dumps({{"wall_s": wall, "cpu_s": cpu + child, "worker_cpu_s": child, 
 TOOLS = {
     "ours: parse": ("from parsers import kineto", "len(kineto.parse(path)[0])"),
     "ours: full load (parse + link + classify)": ("import traceanalyzer as ta", "len(ta.load(path).events)"),
+    "ours: full load, msgspec reader (installed without a C compiler)": (
+        "import traceanalyzer as ta; from parsers import columns; columns._scan = None",
+        "len(ta.load(path).events)",
+    ),
     "HTA 0.5.0: Trace.load_traces": (
         "import logging, os; logging.disable(logging.WARNING); from hta.common.trace import Trace",
         "(lambda t: (t.load_traces(use_multiprocessing=False, use_memory_profiling=False), len(t.get_trace(0)))[1])"
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3, help="fresh processes per tool and trace (default 3)")
     p.add_argument("--hta-python", help="python of a venv with HolisticTraceAnalysis 0.5.0 (omit to skip HTA)")
     args = p.parse_args(argv)
-    tools = {"ours: parse": sys.executable, "ours: full load (parse + link + classify)": sys.executable}
+    tools = {tool: sys.executable for tool in TOOLS if tool.startswith("ours")}
     if args.hta_python:
         tools["HTA 0.5.0: Trace.load_traces"] = args.hta_python
     sizes = {path: json_size(path) for path in args.traces}

@@ -272,11 +272,17 @@ def _text(value: object) -> str:
 
 def _ints(values: list) -> np.ndarray:
     """Optional ints (or numbers written as strings) → int64, ABSENT for None and NO_ROW for non-numbers."""
+    if None not in values:
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            return np.array(values, dtype=np.int64)
+    items = np.array(values, dtype=object)
+    present = np.not_equal(items, None)
+    out = np.full(len(values), ABSENT, dtype=np.int64)
     try:
-        return np.array(values, dtype=np.int64)
+        out[present] = items[present].astype(np.int64)
     except (TypeError, ValueError, OverflowError):
-        pass
-    return np.fromiter((ABSENT if v is None else int_or_no_row(v) for v in values), np.int64, len(values))
+        out[present] = [int_or_no_row(v) for v in items[present]]
+    return out
 
 
 def _ns(values: list, exact: bool) -> np.ndarray:
