@@ -178,31 +178,45 @@ typedef struct {
     int integer; /* no fraction, no exponent */
 } Number;
 
-static int lex_number(Scan *s, Number *n) {
-    const char *p = s->p;
+/* A JSON number starting at p (before end): its span in *n and the position after it; NULL if there is none. */
+static const char *number_at(const char *p, const char *end, Number *n) {
     n->start = p;
     n->integer = 1;
-    if (p < s->end && *p == '-') p++;
-    if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
+    if (p < end && *p == '-') p++;
+    if (p >= end || !IS_DIGIT(*p)) return NULL;
     if (*p == '0') p++;
     else
-        while (p < s->end && IS_DIGIT(*p)) p++;
-    if (p < s->end && *p == '.') {
+        while (p < end && IS_DIGIT(*p)) p++;
+    if (p < end && *p == '.') {
         n->integer = 0;
         p++;
-        if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
-        while (p < s->end && IS_DIGIT(*p)) p++;
+        if (p >= end || !IS_DIGIT(*p)) return NULL;
+        while (p < end && IS_DIGIT(*p)) p++;
     }
-    if (p < s->end && (*p == 'e' || *p == 'E')) {
+    if (p < end && (*p == 'e' || *p == 'E')) {
         n->integer = 0;
         p++;
-        if (p < s->end && (*p == '+' || *p == '-')) p++;
-        if (p >= s->end || !IS_DIGIT(*p)) return fail(s, "bad number");
-        while (p < s->end && IS_DIGIT(*p)) p++;
+        if (p < end && (*p == '+' || *p == '-')) p++;
+        if (p >= end || !IS_DIGIT(*p)) return NULL;
+        while (p < end && IS_DIGIT(*p)) p++;
     }
     n->len = p - n->start;
-    s->p = p;
+    return p;
+}
+
+static int lex_number(Scan *s, Number *n) {
+    const char *after = number_at(s->p, s->end, n);
+    if (!after) return fail(s, "bad number");
+    s->p = after;
     return 0;
+}
+
+/* A string's content that is a JSON number, surrounding spaces allowed (Ascend writes "ts": "1736405443863674.400"). */
+static int numeric_string(const char *p, Py_ssize_t len, Number *n) {
+    const char *end = p + len;
+    while (p < end && *p == ' ') p++;
+    while (end > p && end[-1] == ' ') end--;
+    return p < end && number_at(p, end, n) == end;
 }
 
 static int lex_literal(Scan *s, const char *word, Py_ssize_t len) {
@@ -561,23 +575,29 @@ static int read_field(Scan *s, Column *c) {
         case K_NS:
         case K_EXACT_NS:
         case K_INT:
-            if (ch == '-' || IS_DIGIT(ch)) {
-                if (lex_number(s, &n)) return -1;
-                if (c->kind == K_EXACT_NS) return exact_ns(&n, &c->num) ? 1 : 0;
-                if (c->kind == K_INT && n.integer && !integer_literal(&n, &c->num)) return 0;
-                double v;
-                if (number_to_double(s, &n, &v)) return -1;
-                if (c->kind == K_NS) return float_ns(v, &c->num);
-                if (!isfinite(v) || fabs(v) >= 9.2e18) c->num = c->default_num;
-                else c->num = (int64_t)v;
-                return 0;
-            }
-            if (c->kind == K_INT && ch == '"') {
+            if (ch == '"' && c->kind == K_INT) {
                 c->is_string = 1;
                 return lex_string(s, &c->span, &c->span_len, &c->escaped);
             }
-            if (skip_value(s, 0)) return -1;
-            return 1;
+            if (ch == '"') {
+                const char *text;
+                Py_ssize_t len;
+                int escaped;
+                if (lex_string(s, &text, &len, &escaped)) return -1;
+                if (escaped || !numeric_string(text, len, &n)) return 1;
+            } else if (ch == '-' || IS_DIGIT(ch)) {
+                if (lex_number(s, &n)) return -1;
+            } else {
+                return skip_value(s, 0) ? -1 : 1;
+            }
+            if (c->kind == K_EXACT_NS) return exact_ns(&n, &c->num) ? 1 : 0;
+            if (c->kind == K_INT && n.integer && !integer_literal(&n, &c->num)) return 0;
+            double v;
+            if (number_to_double(s, &n, &v)) return -1;
+            if (c->kind == K_NS) return float_ns(v, &c->num);
+            if (!isfinite(v) || fabs(v) >= 9.2e18) c->num = c->default_num;
+            else c->num = (int64_t)v;
+            return 0;
     }
     return 1;
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import decimal
 import functools
+import re
 from dataclasses import dataclass
 from enum import IntEnum
 from operator import attrgetter
@@ -41,9 +42,10 @@ class Read(IntEnum):
     RAW = 2
     """Any value, as its JSON text."""
     NS = 3
-    """A µs number as int64 ns, through float64 (``floor(v) * 1000 + rint(fraction * 1000)``)."""
+    """A µs number (or a string holding one) as int64 ns, through float64 (``floor(v) * 1000 + rint(frac * 1000)``)."""
     EXACT_NS = 4
-    """A µs number as int64 ns from its decimal digits, truncated: for epoch timestamps beyond float64's ns digits."""
+    """A µs number (or a string holding one) as int64 ns from its decimal digits, truncated: for epoch timestamps
+    beyond float64's ns digits."""
     INT = 5
     """An integer, a number (truncated) or a numeric string (decimal or 0x hex); ``NO_ROW`` if not numeric."""
     OBJECT = 6
@@ -132,7 +134,8 @@ class Reader:
         if self._structs is None:
             self._structs = _Structs(self.fields)
         items, skipped, repaired = self._structs.decode(piece)
-        return Columns(len(items), skipped, repaired, self._structs.columns(items))
+        values, invalid = self._structs.columns(items)
+        return Columns(len(items) - invalid, skipped + invalid, repaired, values)
 
 
 def _native_default(f: Field) -> str | int | None:
@@ -145,8 +148,8 @@ _TYPES: dict[Read, Any] = {
     Read.TEXT: str,
     Read.ID: int | str,
     Read.RAW: msgspec.Raw,
-    Read.NS: float,
-    Read.EXACT_NS: int | decimal.Decimal,
+    Read.NS: float | str,
+    Read.EXACT_NS: int | decimal.Decimal,  # msgspec reads a Decimal from a number or a numeric string
     Read.INT: int | float | str,
 }
 
@@ -173,20 +176,32 @@ class _Structs:
         self.one = msgspec.json.Decoder(element)
         self.raw = msgspec.json.Decoder(list[msgspec.Raw])
 
-    def columns(self, items: list) -> dict[str, np.ndarray | Coded]:
-        """The decoded elements' columns, as the native reader makes them."""
+    def columns(self, items: list) -> tuple[dict[str, np.ndarray | Coded], int]:
+        """The decoded elements' columns, as the native reader makes them, and how many were invalid (dropped)."""
         owners = {"": items}
-        for key, empty in self.empty.items():
+        for key, empty in self.empty.items():  # absent nested objects read as their defaults
             owners[key] = [empty if x is None else x for x in map(attrgetter(_nested_attr(key)), items)]
-        out = {}
+        bad = {i for f in self.fields if f.read in (Read.NS, Read.EXACT_NS) for i in self._non_numbers(f, owners)}
+        if bad:
+            owners = {key: [x for i, x in enumerate(xs) if i not in bad] for key, xs in owners.items()}
+        out: dict[str, np.ndarray | Coded] = {}
         for f in self.fields:
             if f.read is Read.OBJECT:
-                present = [x is not None for x in map(attrgetter(_nested_attr(f.path[0])), items)]
-                out[f.name] = np.array(present, dtype=np.int64)
+                empty = self.empty[f.path[0]]
+                out[f.name] = np.array([x is not empty for x in owners[f.path[0]]], dtype=np.int64)
             else:
-                owner = owners[f.path[0] if len(f.path) > 1 else ""]
-                out[f.name] = _convert(f, list(map(attrgetter(self.attrs[f]), owner)))
-        return out
+                out[f.name] = _convert(f, self._values(f, owners))
+        return out, len(bad)
+
+    def _values(self, f: Field, owners: dict[str, list]) -> list:
+        return list(map(attrgetter(self.attrs[f]), owners[f.path[0] if len(f.path) > 1 else ""]))
+
+    def _non_numbers(self, f: Field, owners: dict[str, list]) -> list[int]:
+        """Rows whose time field is a string or Decimal that is not a number (msgspec lets them through)."""
+        values = self._values(f, owners)
+        if not {str, decimal.Decimal} & set(map(type, values)):
+            return []
+        return [i for i, v in enumerate(values) if not _is_number(v)]
 
     def decode(self, piece: bytes) -> tuple[list, int, int]:
         """(decoded elements, elements skipped for wrong types, byte sequences that are not UTF-8, replaced)."""
@@ -248,6 +263,15 @@ def _repair_utf8(data: bytes) -> bytes | None:
     return None
 
 
+_NUMBER = re.compile(r" *-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)? *")
+
+
+def _is_number(value: object) -> bool:
+    if isinstance(value, str):
+        return _NUMBER.fullmatch(value) is not None
+    return not isinstance(value, decimal.Decimal) or value.is_finite()
+
+
 def _convert(f: Field, values: list) -> np.ndarray | Coded:
     """A field's decoded values as the native reader's column."""
     if f.read in _TEXT_READS:
@@ -286,8 +310,8 @@ def _ints(values: list) -> np.ndarray:
 
 
 def _ns(values: list, exact: bool) -> np.ndarray:
-    """µs numbers (float, int or Decimal; None is ABSENT) → integer ns, exactly where the input allows."""
-    present = [v for v in values if v is not None]
+    """µs numbers (float, int, Decimal or numeric str; None is ABSENT) → integer ns, exactly where the input allows."""
+    present = [float(v) if isinstance(v, str) else v for v in values if v is not None]
     if exact:
         out = np.fromiter((int(decimal.Decimal(v) * 1000) for v in present), np.int64, len(present))
     else:

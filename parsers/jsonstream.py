@@ -159,16 +159,19 @@ _IN_FLIGHT = 2
 
 
 def _split_header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
-    """The bytes before the traceEvents array, and the first bytes inside it."""
+    """The bytes before the traceEvents array (none for a document that is the array), and the first bytes inside."""
     buf = b""
-    match = None
-    while match is None:
+    while True:
         block = next(blocks, b"")
         buf += block
+        head = buf.lstrip()
+        if head.startswith(b"["):  # the Chrome trace "JSON array format" (torch_npu's trace_view.json)
+            return b"", head[1:]
         match = _EVENTS_KEY.search(buf)
-        if not block or (match is None and len(buf) > _HEADER_LIMIT):
+        if match is not None:
+            return buf[: match.end() - 1], buf[match.end() :]
+        if not block or len(buf) > _HEADER_LIMIT:
             raise _Resplit
-    return buf[: match.end() - 1], buf[match.end() :]
 
 
 def _read_and_map(read: Read, fn: Callable[[Columns], T], piece: bytes) -> tuple[T, Columns]:
@@ -331,6 +334,8 @@ def _salvage(read: Read, body: bytes, path: Path, stream: Stream) -> Columns | N
 
 
 def _decode_header(header: bytes, tail: bytes, path: Path) -> dict[str, Any]:
+    if not header:
+        return {}
     for closing in (tail, b"}"):
         try:
             doc = msgspec.json.decode(header + b"[]" + closing)
@@ -360,8 +365,9 @@ def describe_json(data: bytes) -> str:
 
 def _read_whole(path: Path, read: Read, stream: Stream) -> Iterator[Columns]:
     data = read_all(path)
-    doc = top_level(data, path)
-    raw_events = doc.pop("traceEvents", None)
+    is_array = data.lstrip().startswith(b"[")
+    doc = {} if is_array else top_level(data, path)
+    raw_events = data if is_array else doc.pop("traceEvents", None)
     if raw_events is None:
         raise TraceError(path, "has no traceEvents array")
     events = bytes(raw_events).strip()

@@ -115,3 +115,15 @@ def test_malformed_json_is_refused_by_both(piece, native):
     read = columns.Reader(kineto._fields(False), native=native)
     with pytest.raises(columns.MalformedJSON):
         read(piece)
+
+
+def test_timestamps_written_as_strings_read_as_numbers_alike(tmp_path, doc, monkeypatch):
+    events = [dict(e) for e in doc["traceEvents"]]
+    xs = [i for i, e in enumerate(events) if e.get("ph") == "X"]
+    for i in xs[::3]:
+        events[i]["ts"] = f" {events[i]['ts']} "
+    events[xs[1]]["ts"] = "later"
+    table, warnings = _assert_same(_write(tmp_path, doc | {"traceEvents": events}), monkeypatch)
+    original, _ = _assert_same(_write(tmp_path, doc), monkeypatch)
+    assert len(table) == len(original) - 1
+    assert any("skipped 1 events" in w for w in warnings)
