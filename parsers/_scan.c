@@ -225,6 +225,17 @@ static int lex_literal(Scan *s, const char *word, Py_ssize_t len) {
     return 0;
 }
 
+/* An object's key and the ':' after it (s->p on the key's quote), leaving s->p on the value. */
+static int lex_key(Scan *s, const char **key, Py_ssize_t *len, int *escaped) {
+    if (s->p >= s->end || *s->p != '"') return fail(s, "expected a key");
+    if (lex_string(s, key, len, escaped)) return -1;
+    skip_ws(s);
+    if (s->p >= s->end || *s->p != ':') return fail(s, "expected ':'");
+    s->p++;
+    skip_ws(s);
+    return 0;
+}
+
 static int skip_value(Scan *s, int depth);
 
 static int skip_container(Scan *s, int depth, char close, int keyed) {
@@ -237,17 +248,10 @@ static int skip_container(Scan *s, int depth, char close, int keyed) {
     }
     for (;;) {
         skip_ws(s);
-        if (keyed) {
-            const char *k;
-            Py_ssize_t kl;
-            int esc;
-            if (s->p >= s->end || *s->p != '"') return fail(s, "expected a key");
-            if (lex_string(s, &k, &kl, &esc)) return -1;
-            skip_ws(s);
-            if (s->p >= s->end || *s->p != ':') return fail(s, "expected ':'");
-            s->p++;
-            skip_ws(s);
-        }
+        const char *k;
+        Py_ssize_t kl;
+        int esc;
+        if (keyed && lex_key(s, &k, &kl, &esc)) return -1;
         if (skip_value(s, depth + 1)) return -1;
         skip_ws(s);
         if (s->p < s->end && *s->p == ',') {
@@ -641,12 +645,7 @@ static int read_object(Scan *s, Table *t, int *bad, int depth) {
         const char *k;
         Py_ssize_t kl;
         int esc;
-        if (s->p >= s->end || *s->p != '"') return fail(s, "expected a key");
-        if (lex_string(s, &k, &kl, &esc)) return -1;
-        skip_ws(s);
-        if (s->p >= s->end || *s->p != ':') return fail(s, "expected ':'");
-        s->p++;
-        skip_ws(s);
+        if (lex_key(s, &k, &kl, &esc)) return -1;
         if (s->p >= s->end) return fail(s, "unexpected end");
         Entry *e = esc ? NULL : find_key(t, k, kl);
         if ((e ? read_member(s, e, bad, depth) : skip_value(s, depth + 1)) < 0) return -1;

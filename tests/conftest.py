@@ -13,6 +13,15 @@ SHARED = REPO.parent / "shared" / "traces"
 H200 = SHARED / "h200"
 PUBLIC_TORCH = SHARED / "public" / "torch"
 PUBLIC_ASCEND = SHARED / "public" / "ascend"
+LEGACY_2021 = (
+    "public",
+    "torch",
+    "kineto_tb_plugin",
+    "samples",
+    "resnet50_num_workers_0",
+    "worker0.1623143089861.pt.trace.json.gz",
+)
+"""The oldest Kineto trace we have (2021: legacy categories, ``async`` flows), as parts under SHARED."""
 
 
 def shared_path(*parts: str) -> Path:

@@ -10,21 +10,14 @@ import pandas as pd
 import pytest
 
 from parsers import columns, kineto
-from tests.conftest import REPO, shared_path
+from tests.conftest import LEGACY_2021, REPO, shared_path
 
 pytestmark = pytest.mark.skipif(columns._scan is None, reason="the native reader was not built (no C compiler)")
 
 REAL = {
     "ours, 2026": (REPO / "sample_traces" / "unfused_ops.json.gz",),
     "CUDA graph": (REPO / "sample_traces" / "cuda_graph" / "cuda_graph.json.gz",),
-    "2021 legacy categories": (
-        "public",
-        "torch",
-        "kineto_tb_plugin",
-        "samples",
-        "resnet50_num_workers_0",
-        "worker0.1623143089861.pt.trace.json.gz",
-    ),
+    "2021 legacy categories": LEGACY_2021,
     "ROCm, numbers as strings": ("public", "torch", "tracelens", "mi300", "resnet_act_checkpoint.json.gz"),
     "epoch µs with ns digits": (
         "public",

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import H200, PUBLIC_TORCH, SHARED, load_shared
+from tests.conftest import H200, LEGACY_2021, PUBLIC_TORCH, SHARED, load_shared
 from traceanalyzer.cli import main
 from traceanalyzer.renderers import text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
@@ -89,14 +89,7 @@ def test_non_kineto_files_are_refused_in_one_line(path, capsys):
 # Schema generations -------------------------------------------------------------------------------------------
 
 FLOW_GENERATIONS = {
-    "async (2021, legacy categories)": (
-        "public",
-        "torch",
-        "kineto_tb_plugin",
-        "samples",
-        "resnet50_num_workers_0",
-        "worker0.1623143089861.pt.trace.json.gz",
-    ),
+    "async (2021, legacy categories)": LEGACY_2021,
     "async_cpu_to_gpu (2022)": ("public", "torch", "hta", "trace_diff", "test", "test.json.gz"),
     "ac2g (2023+)": ("public", "torch", "param", "resnet_kineto.json.gz"),
 }
