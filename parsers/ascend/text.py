@@ -9,7 +9,12 @@ gives the device work.
 
 from __future__ import annotations
 
+import io
+import math
+import os
 import re
+import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
@@ -17,6 +22,9 @@ import numpy as np
 import pandas as pd
 
 from parsers.ascend import common as c
+from parsers.columns import ABSENT, Coded, Columns, Field, Read, Reader
+from parsers.jsonstream import Stream, map_chunks, open_binary, read_all, worker_count
+from parsers.kineto import _Interner, _texts_equal
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -35,20 +43,6 @@ _QUEUE_FLOW_CAT = "async_task_queue"
 """Flows ``enqueue_to_dequeue``: ``Enqueue`` (Python thread, inside the op) → ``Dequeue@<op>`` (task-queue thread)."""
 _MEMORY_COMPONENT = "PTA"
 """memory_record rows of the framework caching allocator (the analogue of Kineto's [memory] events)."""
-
-
-class Event(msgspec.Struct, gc=False):
-    """One trace_view.json event, as written (``ts`` is a string of µs on the epoch)."""
-
-    ph: str = ""
-    name: str = ""
-    pid: int | str = 0
-    tid: int | str = 0
-    ts: str | float | int = ""
-    dur: float = 0.0
-    cat: str | None = None
-    id: int | str | None = None
-    args: dict | None = None
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
@@ -93,15 +87,145 @@ def _run_dir(folder: Path) -> Path | None:
     return folder.parent if folder.name == "ASCEND_PROFILER_OUTPUT" else None
 
 
-def _decode(trace: Path) -> list[Event]:
-    try:
-        data = trace.read_bytes()
-    except OSError as e:
-        raise TraceError(trace, f"cannot be read ({e.strerror})") from None
-    if not data.strip():
+class _Event(msgspec.Struct, gc=False):
+    """The types a trace_view.json event's fields must have: checked to explain a file the column reader rejects."""
+
+    ph: str = ""
+    name: str = ""
+    pid: int | str = 0
+    tid: int | str = 0
+    ts: str | float | int = ""
+    dur: float = 0.0
+    cat: str | None = None
+    id: int | str | None = None
+    args: dict | None = None
+
+
+_COMPLETE = "X"
+_METADATA = "M"
+_FLOW_START = "s"
+_FLOW_PHASES = frozenset({_FLOW_START, "f"})
+_BOUND_FLOW_CATS = frozenset({_FLOW_CAT, _QUEUE_FLOW_CAT})
+_PROCESS_NAME = "process_name"
+_THREAD_NAME = "thread_name"
+_PROCESS_LABELS = "process_labels"
+
+_RAW_ARGS = {
+    "arg_name": "name",
+    "labels": "labels",
+    "thread_id": "Thread Id",
+    "level": "level",
+    "task_type": "Task Type",
+    "physic_stream": "Physic Stream Id",
+    "stream_id": "Stream Id",
+    "data_size": "data size(Byte)",
+    "size_b": "size(B)",
+    "data_type": "data_type",
+    "count": "count",
+    "alg_type": "alg_type",
+    "task_name": "task type",
+    "transport": "transport type",
+    "hccl_stream": "stream id",
+    "hccl_size": "size(Byte)",
+}
+"""args the rows use, by field name: read as JSON text (any type is valid), decoded once per distinct value."""
+
+FIELDS = (
+    Field("ph", ("ph",), Read.TEXT, default=""),
+    Field("name", ("name",), Read.TEXT, default=""),
+    Field("pid", ("pid",), Read.ID, default="0"),
+    Field("tid", ("tid",), Read.ID, default="0"),
+    Field("ts", ("ts",), Read.EXACT_NS),
+    Field("dur", ("dur",), Read.RAW),
+    Field("cat", ("cat",), Read.TEXT, nullable=True),
+    Field("id", ("id",), Read.ID, nullable=True),
+    Field("args", ("args",), Read.OBJECT, nullable=True),
+    Field("connection_id", ("args", "connection_id"), Read.INT, nullable=True),
+    *(Field(name, ("args", key), Read.RAW) for name, key in _RAW_ARGS.items()),
+)
+"""What the parser reads of each trace event (``ts``: µs on the epoch, often a string, kept to the ns digit)."""
+
+_NUMBERS = frozenset(f.name for f in FIELDS if f.read in (Read.EXACT_NS, Read.INT, Read.OBJECT)) | {"dur"}
+"""Fields kept as int64 arrays; ``dur`` is read as text and made ns per chunk, as float µs rounded (``rint(v * 1000)``,
+which the NS read does not match at half-ns ties)."""
+_NUMBER_START = frozenset("-0123456789")
+_SENTINEL_INTS = [int(v) for v in c.MISSING if v.isdigit() and int(v) < 2**63]
+"""Integer args values that mean 'not recorded' (UINT32 max)."""
+_PEEK_BYTES = 4096
+
+
+class _Missing:
+    """An args key the event does not have (``null`` decodes to None, which is a value)."""
+
+
+_MISSING = _Missing()
+
+
+def _trace_events(trace: Path, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+    ev = _read(trace, warnings)
+    lanes = _Lanes(ev)
+    if not any(name in c.DEVICE_LANES | {c.PYTHON_LANE} for name in lanes.process.values()):
+        raise TraceError(trace, "is a JSON event array without Python or Ascend Hardware lanes; not an Ascend trace")
+    src = np.flatnonzero(ev.among("ph", {_COMPLETE}) & lanes.read(ev))
+    frame = _frame(ev, src, lanes)
+    _bind_flows(frame, src, ev)
+    frame = _drop_task_twins(frame)
+    frame["caller"] = _callers(frame, ev)
+    if kernels is not None:
+        _join_kernels(frame, kernels, warnings)
+    return frame
+
+
+# ---------------------------------------------------------------- reading the trace into columns
+
+
+def _read(trace: Path, warnings: list[str]) -> _Events:
+    """The trace's complete, metadata and bound flow events; the TraceErrors of a file that is not such a trace."""
+    first, last = _edges(trace)
+    if not first:
         raise TraceError(trace, "is empty")
+    if first != b"[" or last not in (b"]", None):
+        _explain(trace)
+    stream = Stream()
     try:
-        events = msgspec.json.decode(data, type=list[Event])
+        chunks = map_chunks(trace, Reader(FIELDS), stream, _kept, worker_count(trace))
+    except TraceError:
+        _explain(trace)
+        raise
+    if any(_ENDS_EARLY in w for w in stream.warnings) or any(chunk.wrong for chunk in chunks):
+        _explain(trace)
+    if stream.skipped:
+        _explain(trace)
+        warnings.append(f"{trace}: skipped {stream.skipped:,} events whose fields have the wrong type")
+    if not stream.events:
+        raise TraceError(trace, "has an empty event array (no events to analyze)")
+    warnings.extend(stream.warnings)
+    return _Events([chunk.values for chunk in chunks])
+
+
+_ENDS_EARLY = "ends early (truncated file?)"
+"""What parsers.jsonstream warns of a file that ends inside the array (it reads the events before the break)."""
+
+
+def _edges(trace: Path) -> tuple[bytes, bytes | None]:
+    """The first byte of the (decompressed) file that is not blank (b'' if none) and, of a plain file, the last one
+    (None for a gzip file: parsers.jsonstream reads it to its end and says if it ends early)."""
+    try:
+        with open_binary(trace) as f:
+            first = next((block.lstrip()[:1] for block in iter(lambda: f.read(_PEEK_BYTES), b"") if block.strip()), b"")
+            if not isinstance(f, io.BufferedReader):
+                return first, None
+            f.seek(max(0, f.seek(0, os.SEEK_END) - _PEEK_BYTES))
+            return first, f.read().rstrip()[-1:]
+    except (OSError, EOFError, zlib.error) as e:
+        raise TraceError(trace, f"cannot be read ({getattr(e, 'strerror', None) or e})") from None
+
+
+def _explain(trace: Path) -> None:
+    """Raise the TraceError that says why the file is not an event array, if msgspec finds a reason."""
+    data = read_all(trace)
+    try:
+        msgspec.json.decode(data, type=list[_Event])
     except msgspec.ValidationError as e:
         raise TraceError(trace, f"is JSON but not an Ascend trace event array ({e})") from None
     except msgspec.DecodeError as e:
@@ -110,229 +234,363 @@ def _decode(trace: Path) -> list[Event]:
             f"is not valid JSON ({e}); old torch_npu versions (e.g. 2.1.0.post20240112) wrote broken "
             "trace_view.json files: upgrade torch_npu and re-run its offline analysis",
         ) from None
-    if not events:
-        raise TraceError(trace, "has an empty event array (no events to analyze)")
-    return events
+
+
+@dataclass
+class _Chunk:
+    """A chunk's kept events, and how many have a ``dur`` that is not a number (the file is then not a trace)."""
+
+    values: dict[str, np.ndarray | Coded]
+    wrong: int
+
+
+def _kept(cols: Columns) -> _Chunk:
+    """A chunk's complete and metadata events and the flows rows are bound by (counters and the rest dropped)."""
+    v = cols.values
+    phase = _texts_equal(v["ph"], {_COMPLETE, _METADATA})
+    keep = phase | (_texts_equal(v["ph"], _FLOW_PHASES) & _texts_equal(v["cat"], _BOUND_FLOW_CATS))
+    codes, texts = v["dur"]
+    number = np.array([t[:1] in _NUMBER_START for t in texts] + [True], dtype=bool)[codes]
+    v["dur"] = np.append(c.us_float_to_ns(texts), 0)[codes]  # absent (code -1) is 0
+    kept = {k: x[keep] if k in _NUMBERS else (x[0][keep], x[1]) for k, x in v.items()}
+    return _Chunk(kept, int((~number).sum()))
+
+
+class _Events:
+    """Kept events of the whole file: numeric fields as arrays, text fields as codes into their distinct values.
+
+    Code 0 is '' (absent); an args value is its JSON text.
+    """
+
+    def __init__(self, parts: list[dict[str, np.ndarray | Coded]]) -> None:
+        interners = {f.name: _Interner() for f in FIELDS if f.name not in _NUMBERS}
+        self.numbers = {k: _concat([p[k] for p in parts], np.int64) for k in _NUMBERS}
+        self.codes = {k: _concat([i.merge(p[k]) for p in parts], np.int32) for k, i in interners.items()}
+        self.values = {k: list(i.codes) for k, i in interners.items()}
+
+    def among(self, key: str, texts: set[str] | frozenset[str]) -> np.ndarray:
+        """Per event, whether the text field is one of ``texts``."""
+        return np.array([v in texts for v in self.values[key]], dtype=bool)[self.codes[key]]
+
+    def text(self, key: str, at: np.ndarray) -> np.ndarray:
+        """The text field of the events at ``at`` (an object array)."""
+        return np.asarray(self.values[key], dtype=object)[self.codes[key][at]]
+
+    def value(self, key: str, code: int):
+        """A distinct value as the old per-event code saw it: args decoded from JSON (_MISSING where absent)."""
+        text = self.values[key][code]
+        if key not in _RAW_ARGS:
+            return text
+        return msgspec.json.decode(text) if text else _MISSING
+
+    def combine(self, at: np.ndarray, keys: tuple[str, ...], fn, dtypes: tuple) -> tuple[np.ndarray, ...]:
+        """``fn`` of the ``keys`` values of each event at ``at`` (a tuple of outputs), called once per distinct
+        combination of values."""
+        if not len(at):
+            return tuple(np.empty(0, dtype=d) for d in dtypes)
+        inverse, first = _combinations([self.codes[k][at] for k in keys], [len(self.values[k]) for k in keys])
+        outputs = [fn(*(self.value(k, self.codes[k][at[i]]) for k in keys)) for i in first]
+        return tuple(np.array(col, dtype=d)[inverse] for col, d in zip(zip(*outputs, strict=True), dtypes, strict=True))
+
+    def lane_keys(self, at: np.ndarray) -> np.ndarray:
+        """One int per (pid, tid) of the events at ``at``."""
+        return self.codes["pid"][at].astype(np.int64) * len(self.values["tid"]) + self.codes["tid"][at]
+
+
+def _concat(parts: list[np.ndarray], dtype) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.empty(0, dtype=dtype)
+
+
+def _combinations(codes: list[np.ndarray], sizes: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Per row, the number of its combination of codes; and the first row of each combination."""
+    if math.prod(sizes) < 2**63:
+        key = np.zeros(len(codes[0]), dtype=np.int64)
+        for part, size in zip(codes, sizes, strict=True):
+            key = key * size + part
+        inverse = pd.factorize(key)[0]
+    else:
+        inverse = np.unique(np.stack(codes, axis=1), axis=0, return_inverse=True)[1].ravel()
+    return inverse, np.unique(inverse, return_index=True)[1]
+
+
+def _given(*values):
+    """The first value that is not _MISSING (the last one always counts)."""
+    return next((v for v in values if v is not _MISSING), values[-1])
+
+
+# ---------------------------------------------------------------- lanes and rows
 
 
 class _Lanes:
-    """Lane names from metadata events, keyed by pid and (pid, tid)."""
+    """Lane names from metadata events, keyed by pid code and (pid, tid) lane key."""
 
-    def __init__(self, events: list[Event]) -> None:
-        self.process: dict = {}
-        self.thread: dict = {}
-        self.labels: dict = {}
-        for e in events:
-            if e.ph != "M" or not e.args:
-                continue
-            if e.name == "process_name":
-                self.process[e.pid] = str(e.args.get("name", ""))
-            elif e.name == "thread_name":
-                self.thread[(e.pid, e.tid)] = str(e.args.get("name", ""))
-            elif e.name == "process_labels":
-                self.labels[e.pid] = str(e.args.get("labels", ""))
+    def __init__(self, ev: _Events) -> None:
+        self.process: dict[int, str] = {}
+        self.thread: dict[int, str] = {}
+        self.labels: dict[int, str] = {}
+        self.pids = len(ev.values["pid"])
+        for i in np.flatnonzero(ev.among("ph", {_METADATA}) & (ev.numbers["args"] == 1)):
+            name, pid = ev.values["name"][ev.codes["name"][i]], int(ev.codes["pid"][i])
+            if name == _PROCESS_NAME:
+                self.process[pid] = _arg_text(ev, "arg_name", i)
+            elif name == _THREAD_NAME:
+                self.thread[int(ev.lane_keys(i))] = _arg_text(ev, "arg_name", i)
+            elif name == _PROCESS_LABELS:
+                self.labels[pid] = _arg_text(ev, "labels", i)
         hosts = [pid for pid, name in self.process.items() if name == c.PYTHON_LANE]
-        self.host_pid = hosts[0] if hosts else None
+        self.host_pid = ev.values["pid"][hosts[0]] if hosts else None
 
-    def device(self, pid) -> int:
-        """Device index from an 'NPU 1' label; 0 when the label names none."""
-        found = c.device_of(self.labels.get(pid, ""))
-        return found if found != NO_ROW else 0
+    def read(self, ev: _Events) -> np.ndarray:
+        """Per event, whether its lane is one whose events become rows."""
+        return np.array([self.process.get(p, "") in _LANE_ROWS for p in range(self.pids)], dtype=bool)[ev.codes["pid"]]
 
+    def pids_of(self) -> dict[str, list[int]]:
+        """The pid codes of each lane name."""
+        out: dict[str, list[int]] = {}
+        for pid, name in self.process.items():
+            out.setdefault(name, []).append(pid)
+        return out
 
-class _Rows:
-    """Column lists of the event table, appended one row at a time."""
+    def device(self, ev: _Events, at: np.ndarray) -> np.ndarray:
+        """Device index from each event's 'NPU 1' process label; 0 when the label names none."""
+        found = np.array([c.device_of(self.labels.get(p, "")) for p in range(self.pids)], dtype=np.int64)
+        return np.where(found != NO_ROW, found, 0)[ev.codes["pid"][at]]
 
-    COLUMNS = ("ts", "dur", "name", "kind", "cat", "pid", "tid", "device", "stream", "correlation", "bytes")
-    COLUMNS += ("collective", "group", "core", "input_dims", "input_types")
-
-    def __init__(self) -> None:
-        self.cols: dict[str, list] = {k: [] for k in self.COLUMNS}
-        self.keys: list[tuple] = []
-
-    def add(self, e: Event, key: tuple, **values) -> None:
-        values.setdefault("name", e.name)
-        values.setdefault("dur", e.dur)
-        for k in self.COLUMNS:
-            self.cols[k].append(values.get(k, _DEFAULTS[k]))
-        self.keys.append(key)
-
-
-_DEFAULTS = {k: "" for k in _Rows.COLUMNS} | {k: NO_ROW for k in ("device", "stream", "correlation", "bytes")}
-_DEFAULTS["ts"] = ""
+    def threads(self, ev: _Events, at: np.ndarray, fn) -> np.ndarray:
+        """``fn`` of the thread name of each event at ``at`` (of None where the thread has no name)."""
+        known = pd.Index(list(self.thread), dtype=np.int64)
+        table = np.array([fn(name) for name in [*self.thread.values(), None]] + [None], dtype=object)[:-1]
+        return table[known.get_indexer(ev.lane_keys(at))]  # -1 (no name) takes the last entry
 
 
-def _trace_events(trace: Path, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
-    events = _decode(trace)
-    lanes = _Lanes(events)
-    if not any(name in c.DEVICE_LANES | {c.PYTHON_LANE} for name in lanes.process.values()):
-        raise TraceError(trace, "is a JSON event array without Python or Ascend Hardware lanes; not an Ascend trace")
-    rows = _Rows()
-    for e in events:
-        if e.ph == "X":
-            _add(rows, e, lanes)
-    frame = _frame(rows)
-    _bind_flows(frame, rows.keys, events)
-    frame = _drop_task_twins(frame)
-    frame["caller"] = _callers(frame, events)
-    if kernels is not None:
-        _join_kernels(frame, kernels, warnings)
-    return frame
+def _arg_text(ev: _Events, key: str, i: int) -> str:
+    return str(_given(ev.value(key, ev.codes[key][i]), ""))
 
 
-def _add(rows: _Rows, e: Event, lanes: _Lanes) -> None:
-    lane = lanes.process.get(e.pid, "")
-    args = e.args or {}
-    key = (e.pid, e.tid, str(e.ts).strip())
-    host = {"pid": str(e.pid), "tid": str(e.tid), "ts": e.ts, "cat": e.cat or ""}
-    if lane == c.PYTHON_LANE:
-        rows.add(e, key, kind=_python_kind(e), **host)
-    elif lane == c.GC_LANE:
-        rows.add(e, key, kind=Kind.ANNOTATION.value, **host)
-    elif lane in c.HOST_API_LANES:
-        pid = lanes.host_pid if lanes.host_pid is not None else e.pid
-        tid = args.get("Thread Id", e.tid)
-        rows.add(e, key, kind=Kind.RUNTIME.value, correlation=c.int_or_none(args.get("connection_id")), ts=e.ts,
-                 pid=str(pid), tid=str(tid), cat=str(args.get("level", lane)))  # fmt: skip
-    elif lane in c.DEVICE_LANES:
-        rows.add(e, key, **_device_task(e, args, lanes))
-    elif lane in c.COMM_LANES:
-        rows.add(e, key, **_comm(e, args, lanes))
-    elif lane == c.OVERLAP_LANE:
-        name = lanes.thread.get((e.pid, e.tid), e.name)
-        rows.add(e, key, kind=Kind.OVERLAP_LANE.value, name=name, ts=e.ts, pid=str(e.pid), tid=str(e.tid), cat=lane)
+_TEXT_COLUMNS = ("name", "kind", "cat", "pid", "tid", "collective", "group", "core", "input_dims", "input_types")
+_INT_COLUMNS = ("device", "stream", "correlation", "bytes")
 
 
-def _python_kind(e: Event) -> str:
-    cat = (e.cat or "").lower()
-    if e.name.startswith(c.STEP_PREFIX):
-        return Kind.STEP.value
-    if cat == "python_function":
-        return Kind.PYTHON.value
-    if cat == "cpu_op":
-        return Kind.CPU_OP.value
-    if cat == c.DEQUEUE_CAT:
-        return Kind.RUNTIME.value
-    return Kind.ANNOTATION.value
+def _blank(key: str, n: int) -> np.ndarray:
+    """A column where no lane sets it: '' or NO_ROW."""
+    return np.full(n, "", dtype=object) if key in _TEXT_COLUMNS else np.full(n, NO_ROW, dtype=np.int64)
 
 
-def _device_task(e: Event, args: dict, lanes: _Lanes) -> dict:
-    task = str(args.get("Task Type", ""))
-    if task in c.COMPUTE_CORES:
-        kind, core = Kind.KERNEL, task
-    elif task in c.COMM_TASK_TYPES:
-        kind, core = Kind.COMM_TASK, ""
-    else:
-        kind, core = c.TASK_KIND.get(task, Kind.KERNEL), ""
-    stream = args.get("Physic Stream Id", args.get("Stream Id", e.tid))
-    size = args.get("data size(Byte)", args.get("size(B)"))
-    return {
-        "kind": kind.value,
-        "core": core,
-        "cat": task,
-        "ts": e.ts,
-        "pid": str(e.pid),
-        "tid": str(e.tid),
-        "device": lanes.device(e.pid),
-        "stream": c.int_or_none(stream),
-        "correlation": c.int_or_none(args.get("connection_id")),
-        "bytes": c.int_or_none(size),
-    }
-
-
-def _comm(e: Event, args: dict, lanes: _Lanes) -> dict:
-    thread = lanes.thread.get((e.pid, e.tid), "")
-    common = {"ts": e.ts, "pid": str(e.pid), "tid": str(e.tid), "device": lanes.device(e.pid)}
-    group = c.COMM_OP_THREAD.match(thread)
-    if group:
-        collective, size = c.collective_and_bytes(e.name, args.get("data_type"), args.get("count"))
-        return common | {
-            "kind": Kind.COMMUNICATION.value,
-            "cat": str(args.get("alg_type", "")),
-            "correlation": c.int_or_none(args.get("connection_id")),
-            "collective": collective,
-            "group": group.group(1),
-            "bytes": size,
-            "core": c.HCCL_CORE,
-        }
-    return common | {
-        "kind": Kind.COMM_TASK.value,
-        "core": c.HCCL_CORE,
-        "name": str(args.get("task type") or e.name),
-        "cat": str(args.get("transport type", "")),
-        "stream": c.int_or_none(args.get("stream id")),
-        "bytes": c.int_or_none(args.get("size(Byte)")),
-        "correlation": NO_ROW,
-    }
-
-
-def _frame(rows: _Rows) -> pd.DataFrame:
-    cols = rows.cols
+def _frame(ev: _Events, src: np.ndarray, lanes: _Lanes) -> pd.DataFrame:
+    """The event table rows of the complete events at ``src``, each filled as its lane says."""
+    cols = {k: _blank(k, len(src)) for k in _TEXT_COLUMNS + _INT_COLUMNS}
+    cols |= {k: ev.text(k, src) for k in ("name", "pid", "tid")}
+    pid = ev.codes["pid"][src]
+    for lane, pids in lanes.pids_of().items():
+        mine = np.isin(pid, pids)
+        if lane in _LANE_ROWS and mine.any():
+            for k, values in _LANE_ROWS[lane](ev, src[mine], lanes, lane).items():
+                cols[k][mine] = values
+    ts, dur = ev.numbers["ts"][src], ev.numbers["dur"][src]
     frame = pd.DataFrame(
         {
-            "ts": c.us_text_to_ns(cols["ts"]),
-            "dur": np.maximum(c.us_float_to_ns(cols["dur"]), 0),
-            **{k: np.asarray(cols[k], dtype=np.int64) for k in ("device", "stream", "correlation", "bytes")},
+            "ts": np.where(ts == ABSENT, NO_ROW, ts),
+            "dur": np.maximum(dur, 0),
+            **{k: cols[k] for k in _INT_COLUMNS},
         }
     )
-    for k in ("name", "kind", "cat", "pid", "tid", "collective", "group", "core", "input_dims", "input_types"):
+    for k in _TEXT_COLUMNS:
         frame[k] = pd.Categorical(cols[k])
     return frame
 
 
-def _bind_flows(frame: pd.DataFrame, keys: list[tuple], events: list[Event]) -> None:
+def _python(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    (kind,) = ev.combine(at, ("name", "cat"), lambda name, cat: (_python_kind(name, cat),), (object,))
+    return {"kind": kind, "cat": ev.text("cat", at)}
+
+
+def _python_kind(name: str, cat: str) -> str:
+    if name.startswith(c.STEP_PREFIX):
+        return Kind.STEP.value
+    return _PYTHON_KINDS.get(cat.lower(), Kind.ANNOTATION).value
+
+
+_PYTHON_KINDS = {"python_function": Kind.PYTHON, "cpu_op": Kind.CPU_OP, c.DEQUEUE_CAT: Kind.RUNTIME}
+
+
+def _gc(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    return {"kind": Kind.ANNOTATION.value, "cat": ev.text("cat", at)}
+
+
+def _host_api(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    def tid_and_cat(thread, tid, level) -> tuple[str, str]:
+        return str(_given(thread, tid)), str(_given(level, lane))
+
+    tid, cat = ev.combine(at, ("thread_id", "tid", "level"), tid_and_cat, (object, object))
+    pid = ev.text("pid", at) if lanes.host_pid is None else lanes.host_pid
+    return {"kind": Kind.RUNTIME.value, "correlation": _connection(ev, at), "pid": pid, "tid": tid, "cat": cat}
+
+
+def _connection(ev: _Events, at: np.ndarray) -> np.ndarray:
+    """The connection_id arg (runtime↔device link); NO_ROW where absent or a 'not recorded' sentinel."""
+    ids = ev.numbers["connection_id"][at]
+    return np.where((ids == ABSENT) | np.isin(ids, _SENTINEL_INTS), NO_ROW, ids)
+
+
+def _device_task(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    kind, core, task = ev.combine(at, ("task_type",), _task_kind, (object, object, object))
+    (stream,) = ev.combine(at, ("physic_stream", "stream_id", "tid"), _int_of_first, (np.int64,))
+    (size,) = ev.combine(at, ("data_size", "size_b"), _int_of_first, (np.int64,))
+    return {
+        "kind": kind,
+        "core": core,
+        "cat": task,
+        "device": lanes.device(ev, at),
+        "stream": stream,
+        "correlation": _connection(ev, at),
+        "bytes": size,
+    }
+
+
+def _task_kind(value) -> tuple[str, str, str]:
+    """(kind, core, task type) of a device task from its Task Type arg."""
+    task = str(_given(value, ""))
+    if task in c.COMPUTE_CORES:
+        return Kind.KERNEL.value, task, task
+    if task in c.COMM_TASK_TYPES:
+        return Kind.COMM_TASK.value, "", task
+    return c.TASK_KIND.get(task, Kind.KERNEL).value, "", task
+
+
+def _int_of_first(*values) -> tuple[int]:
+    """The first present of the values as an int (NO_ROW for none or a sentinel)."""
+    return (c.int_or_none(_given(*values, None)),)
+
+
+def _comm(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    group = lanes.threads(ev, at, _group)
+    op = np.not_equal(group, None)
+    cols = {"name": ev.text("name", at), "core": c.HCCL_CORE, "device": lanes.device(ev, at)}
+    cols |= {"kind": np.where(op, Kind.COMMUNICATION.value, Kind.COMM_TASK.value), "group": np.where(op, group, "")}
+    for part, fill in ((op, _comm_ops), (~op, _comm_tasks)):
+        for k, values in fill(ev, at[part]).items():
+            cols.setdefault(k, _blank(k, len(at)))[part] = values
+    return cols
+
+
+def _group(thread: str | None) -> str | None:
+    """The group of a thread of whole collectives (``Group {name} Communication``), None for other threads."""
+    found = c.COMM_OP_THREAD.match(thread or "")
+    return found.group(1) if found else None
+
+
+def _comm_ops(ev: _Events, at: np.ndarray) -> dict:
+    """Whole collectives: their algorithm, collective and message size."""
+
+    def op(name: str, dtype, count, alg) -> tuple[str, int, str]:
+        return *c.collective_and_bytes(name, _given(dtype, None), _given(count, None)), str(_given(alg, ""))
+
+    keys = ("name", "data_type", "count", "alg_type")
+    collective, size, cat = ev.combine(at, keys, op, (object, np.int64, object))
+    return {"cat": cat, "correlation": _connection(ev, at), "collective": collective, "bytes": size}
+
+
+def _comm_tasks(ev: _Events, at: np.ndarray) -> dict:
+    """The tasks of collectives (threads ``Plane k``): task type, transport, stream and size."""
+
+    def task(kind, name: str, transport, stream, size) -> tuple[str, str, int, int]:
+        text = str(_given(kind, None) or name)
+        return text, str(_given(transport, "")), c.int_or_none(_given(stream, None)), c.int_or_none(_given(size, None))
+
+    keys = ("task_name", "name", "transport", "hccl_stream", "hccl_size")
+    name, cat, stream, size = ev.combine(at, keys, task, (object, object, np.int64, np.int64))
+    return {"name": name, "cat": cat, "stream": stream, "bytes": size}
+
+
+def _overlap(ev: _Events, at: np.ndarray, lanes: _Lanes, lane: str) -> dict:
+    thread = lanes.threads(ev, at, lambda name: name)
+    name = np.where(np.not_equal(thread, None), thread, ev.text("name", at))
+    return {"kind": Kind.OVERLAP_LANE.value, "name": name, "cat": lane}
+
+
+_LANE_ROWS = {c.PYTHON_LANE: _python, c.GC_LANE: _gc, c.OVERLAP_LANE: _overlap}
+_LANE_ROWS |= {lane: _host_api for lane in c.HOST_API_LANES} | {lane: _device_task for lane in c.DEVICE_LANES}
+_LANE_ROWS |= {lane: _comm for lane in c.COMM_LANES}
+"""How each lane's complete events become rows (events of other lanes do not)."""
+
+
+# ---------------------------------------------------------------- links
+
+
+def _bind_flows(frame: pd.DataFrame, src: np.ndarray, ev: _Events) -> None:
     """Rows a HostToDevice flow starts or ends on (or inside) take its id; older traces' connection ids don't pair."""
-    lanes: dict[tuple, list[int]] = {}
-    for i, key in enumerate(keys):
-        lanes.setdefault(key[:2], []).append(i)
-    starts = frame["ts"].to_numpy()
-    ends = starts + frame["dur"].to_numpy()
-    order = {lane: np.asarray(sorted(rows, key=lambda r: starts[r]), dtype=np.int64) for lane, rows in lanes.items()}
+    flows = np.flatnonzero(ev.among("ph", _FLOW_PHASES) & ev.among("cat", {_FLOW_CAT}))
+    ids = np.array([_flow_id(v) for v in ev.values["id"]], dtype=np.int64)[ev.codes["id"][flows]]
+    found = _slices_at(frame, ev.lane_keys(src), ev.lane_keys(flows), _times(ev, flows))
+    ok = (found != NO_ROW) & (ids != NO_ROW)
     corr = frame["correlation"].to_numpy().copy()
-    for e in events:
-        if e.cat != _FLOW_CAT or e.ph not in ("s", "f"):
-            continue
-        rows = order.get((e.pid, e.tid))
-        flow_id = c.int_or_none(e.id)
-        if rows is None or not 0 <= flow_id < 2**63:
-            continue
-        t = int(c.us_text_to_ns([e.ts])[0])
-        j = int(np.searchsorted(starts[rows], t, side="right")) - 1
-        if j >= 0 and ends[rows[j]] >= t:
-            corr[rows[j]] = flow_id
+    _assign_last(corr, found[ok], ids[ok])
     frame["correlation"] = corr
 
 
-def _callers(frame: pd.DataFrame, events: list[Event]) -> np.ndarray:
+def _flow_id(text: str) -> int:
+    value = c.int_or_none(text)
+    return value if 0 <= value < 2**63 else NO_ROW
+
+
+def _times(ev: _Events, at: np.ndarray) -> np.ndarray:
+    ts = ev.numbers["ts"][at]
+    return np.where(ts == ABSENT, NO_ROW, ts)
+
+
+def _assign_last(target: np.ndarray, at: np.ndarray, values: np.ndarray) -> None:
+    """``target[at] = values`` where, of repeated positions, the last value counts."""
+    last = len(at) - 1 - np.unique(at[::-1], return_index=True)[1]
+    target[at[last]] = values[last]
+
+
+def _callers(frame: pd.DataFrame, ev: _Events) -> np.ndarray:
     """Per row, the row a task-queue flow starts on when the flow ends on it (``Dequeue@op`` ← its ``Enqueue``)."""
-    ends: dict = {}
-    for e in events:
-        if e.cat == _QUEUE_FLOW_CAT and e.ph in ("s", "f"):
-            ends.setdefault(e.id, {})[e.ph] = e
-    pairs = [(f["s"], f["f"]) for f in ends.values() if "s" in f and "f" in f]
     out = np.full(len(frame), NO_ROW, dtype=np.int64)
-    if not pairs:
+    pairs = _flow_pairs(ev, np.flatnonzero(ev.among("ph", _FLOW_PHASES) & ev.among("cat", {_QUEUE_FLOW_CAT})))
+    if not len(pairs):
         return out
-    src, dst = _slices_at(frame, [s for s, _ in pairs]), _slices_at(frame, [f for _, f in pairs])
+    rows = _row_lanes(frame)
+    src, dst = (_slices_at(frame, rows, _point_lanes(frame, ev, at), _times(ev, at)) for at in pairs.T)
     ok = (src != NO_ROW) & (dst != NO_ROW)
-    out[dst[ok]] = src[ok]
+    _assign_last(out, dst[ok], src[ok])
     return out
 
 
-def _slices_at(frame: pd.DataFrame, points: list[Event]) -> np.ndarray:
-    """Row of the slice on each point's (pid, tid) lane that starts last at or before it and still contains it."""
-    lanes = frame.groupby(["pid", "tid"], observed=True, sort=False).indices
+def _flow_pairs(ev: _Events, flows: np.ndarray) -> np.ndarray:
+    """(start, finish) events of each flow id that has both (the last of each), in order of the id's first event."""
+    if not len(flows):
+        return np.empty((0, 2), dtype=np.int64)
+    ids = ev.codes["id"][flows]
+    found = pd.DataFrame({"id": ids, "start": ev.among("ph", {_FLOW_START})[flows], "at": flows})
+    last = found.groupby(["id", "start"])["at"].last().unstack()
+    return last.reindex(index=pd.unique(ids), columns=[True, False]).dropna().to_numpy(np.int64)
+
+
+def _row_lanes(frame: pd.DataFrame) -> np.ndarray:
+    """One int per (pid, tid) of each row."""
+    tids = len(frame["tid"].cat.categories)
+    return frame["pid"].cat.codes.to_numpy(np.int64) * tids + frame["tid"].cat.codes.to_numpy(np.int64)
+
+
+def _point_lanes(frame: pd.DataFrame, ev: _Events, at: np.ndarray) -> np.ndarray:
+    """The _row_lanes key of each event's (pid, tid); -1 where no row has it."""
+    pids, tids = frame["pid"].cat.categories, frame["tid"].cat.categories
+    pid, tid = pids.get_indexer(ev.text("pid", at)), tids.get_indexer(ev.text("tid", at))
+    return np.where((pid >= 0) & (tid >= 0), pid.astype(np.int64) * len(tids) + tid, -1)
+
+
+def _slices_at(frame: pd.DataFrame, row_lanes: np.ndarray, lanes: np.ndarray, times: np.ndarray) -> np.ndarray:
+    """Row of the slice on each point's lane that starts last at or before its time and still contains it."""
     starts = frame["ts"].to_numpy()
     ends = starts + frame["dur"].to_numpy()
-    times = c.us_text_to_ns([e.ts for e in points])
-    keys = np.array([f"{e.pid}\0{e.tid}" for e in points])
-    out = np.full(len(points), NO_ROW, dtype=np.int64)
-    for key in set(keys.tolist()):
-        rows = lanes.get(tuple(key.split("\0")))
+    rows_of = pd.Series(np.arange(len(row_lanes))).groupby(row_lanes).indices
+    out = np.full(len(times), NO_ROW, dtype=np.int64)
+    for lane, mine in pd.Series(np.arange(len(lanes))).groupby(lanes).indices.items():
+        rows = rows_of.get(lane)
         if rows is None:
             continue
         rows = rows[np.argsort(starts[rows], kind="stable")]
-        mine = np.flatnonzero(keys == key)
         found = rows[np.maximum(np.searchsorted(starts[rows], times[mine], side="right") - 1, 0)]
         ok = (starts[found] <= times[mine]) & (ends[found] >= times[mine])
         out[mine[ok]] = found[ok]
@@ -341,15 +599,14 @@ def _slices_at(frame: pd.DataFrame, points: list[Event]) -> np.ndarray:
 
 def _drop_task_twins(frame: pd.DataFrame) -> pd.DataFrame:
     """A collective's tasks appear on the HCCL lane and again on an Ascend Hardware stream: keep one copy."""
-    task = frame["kind"] == Kind.COMM_TASK.value
-    hccl = task & (frame["core"] == c.HCCL_CORE)
-    hccl_keys = set(zip(frame.loc[hccl, "stream"], frame.loc[hccl, "ts"], strict=True))
+    task = (frame["kind"] == Kind.COMM_TASK.value).to_numpy()
+    hccl = task & (frame["core"] == c.HCCL_CORE).to_numpy()
     device_task = task & ~hccl
-    if not hccl_keys or not device_task.any():
+    if not hccl.any() or not device_task.any():
         return frame
-    twin = [k in hccl_keys for k in zip(frame.loc[device_task, "stream"], frame.loc[device_task, "ts"], strict=True)]
-    drop = frame.index[device_task][np.asarray(twin, dtype=bool)]
-    return frame.drop(index=drop).reset_index(drop=True)
+    keys = pd.MultiIndex.from_arrays([frame["stream"], frame["ts"]])
+    twin = device_task & keys.isin(keys[hccl])
+    return frame[~twin].reset_index(drop=True)
 
 
 def _join_kernels(frame: pd.DataFrame, kernels: pd.DataFrame, warnings: list[str]) -> None:
