@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import csv
+import gzip
+import json
+import re
 import shutil
 import sqlite3
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import traceanalyzer as ta
-from parsers import ascend
-from parsers.ascend import common
+from parsers import ascend, columns
+from parsers.ascend import common, text
 from tests.conftest import load_shared, shared_path
 from traceanalyzer import cli
 from traceanalyzer.analyzers import ascend as ascend_analyzer
@@ -200,3 +204,75 @@ def test_msprof_text_export_derived_from_sample(tmp_path):
             derived.events.loc[derived.events["kind"] == kind, "dur"].sum()
             == text.loc[text["kind"] == kind, "dur"].sum()
         )
+
+
+def _parse_text(path: Path) -> tuple:
+    events, memory, meta = text.parse(path)
+    return events, memory, meta.warnings
+
+
+def _assert_same_tables(one: tuple, other: tuple) -> None:
+    pd.testing.assert_frame_equal(one[0], other[0])
+    pd.testing.assert_frame_equal(one[1], other[1])
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_text_sample_reads_the_same_without_the_native_reader(level, monkeypatch):
+    """A user whose install built no C reader gets the same tables (the msgspec reader reads the same fields)."""
+    output = _output("pytorch_text", level, "rank1")
+    native = _parse_text(output)
+    monkeypatch.setattr(columns, "_scan", None)
+    slow = _parse_text(output)
+    _assert_same_tables(native, slow)
+    assert native[2] == slow[2]
+
+
+def _rewritten_run(tmp_path: Path, write) -> Path:
+    """A copy of the level1 rank0 output folder whose trace_view.json is ``write(events, path)``."""
+    source = _output("pytorch_text", "level1", "rank0")
+    out = tmp_path / "run_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    shutil.copytree(source, out)
+    write(json.loads((source / "trace_view.json").read_bytes()), out / "trace_view.json")
+    return out
+
+
+def test_gzipped_trace_view_reads_like_the_plain_one(tmp_path):
+    source = _output("pytorch_text", "level1", "rank0")
+    out = _rewritten_run(tmp_path, lambda events, path: path.write_bytes(gzip.compress(json.dumps(events).encode())))
+    plain, zipped = _parse_text(source), _parse_text(out)
+    _assert_same_tables(plain, zipped)
+
+
+def test_numeric_ts_reads_like_the_same_ts_written_as_a_string(tmp_path):
+    """torch_npu writes "ts": "1736…674.400"; a number with the same digits gives the same ns (not float-rounded)."""
+    source = _output("pytorch_text", "level1", "rank0")
+
+    def numbers(events: list, path: Path) -> None:
+        path.write_text(re.sub(r'"ts": "([0-9.]+)"', r'"ts": \1', json.dumps(events)))
+
+    out = _rewritten_run(tmp_path, numbers)
+    assert b'"ts": 17' in (out / "trace_view.json").read_bytes()
+    _assert_same_tables(_parse_text(source), _parse_text(out))
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "is empty$"),
+        (b" \n", "is empty$"),
+        (b"[]", r"has an empty event array \(no events to analyze\)$"),
+        (b'{"traceEvents": []}', r"is JSON but not an Ascend trace event array \(Expected `array`, got `object`\)$"),
+        (b'[{"ph": "M", "name": 5}]', r"is JSON but not an Ascend trace event array \(Expected `str`, got `int`"),
+        (b'[{"ph": "X", "name": "a", "dur": "1"}]', r"not an Ascend trace event array \(Expected `float`, got `str`"),
+        (b'[{"ph": "X", "name": "a", "pid": 1, "ts": "1.5", "dur": 2}]', "without Python or Ascend Hardware lanes"),
+        (b'[{"ph": "X"}, {"ph": "X"', r"is not valid JSON \(.*\); old torch_npu versions .* upgrade torch_npu"),
+        (b'[{"ph": "X"}]xx', r"is not valid JSON \(JSON is malformed: trailing characters .*; old torch_npu"),
+    ],
+)
+def test_bad_trace_view_is_a_one_line_trace_error(tmp_path, content, problem):
+    path = tmp_path / "trace_view.json"
+    path.write_bytes(content)
+    with pytest.raises(ta.TraceError) as error:
+        text.parse(path)
+    assert "\n" not in str(error.value)
+    assert re.search(problem, error.value.problem), error.value.problem
