@@ -162,6 +162,7 @@ _MISSING = _Missing()
 
 
 def _trace_events(trace: Path, kernels: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+    """The event table of a trace file: rows by lane, flows bound, task twins dropped, kernel_details joined."""
     ev = _read(trace, warnings)
     lanes = _Lanes(ev)
     if not any(name in c.DEVICE_LANES | {c.PYTHON_LANE} for name in lanes.process.values()):
