@@ -1,7 +1,7 @@
 /* Columns straight from a JSON array of objects: the native fast path of parsers/columns.py.
  *
  * scan(data, fields, to_int) reads `data`, the comma-separated elements of a JSON array (without the
- * brackets), and returns (rows, skipped, repaired, columns). Each field of `fields` is a tuple
+ * brackets), and returns (rows, skipped, columns). Each field of `fields` is a tuple
  * (key path, kind, default) naming a top-level key or a key of a nested object (a path of two keys);
  * each element that is an object with valid field types becomes one row, every other element is
  * skipped and counted. A column is bytes holding int64 values for numeric kinds, or (bytes of int32
@@ -22,7 +22,7 @@ enum {
     K_RAW = 2,      /* any value, its JSON text */
     K_NS = 3,       /* µs number -> int64 ns through float64, as numpy does */
     K_EXACT_NS = 4, /* µs number -> int64 ns from its decimal digits, truncated */
-    K_INT = 5,      /* integer, number (truncated) or numeric string */
+    K_INT = 5,      /* integer, number (truncated) or numeric string; -1 where it is none or too large */
     K_OBJECT = 6,   /* a nested object: 1 when present, else the default */
     K_KIND_MASK = 15,
     NULLABLE = 16,
@@ -53,7 +53,6 @@ typedef struct {
     const char *ptr; /* into the input, or into the arena when unescaped */
     Py_ssize_t len;
     uint64_t hash;
-    Py_ssize_t uses;
 } Unique;
 
 typedef struct {
@@ -85,7 +84,7 @@ typedef struct {
     Table top;
     Table children[MAX_FIELDS];
     int nchildren;
-    Py_ssize_t rows, cap, skipped, repaired;
+    Py_ssize_t rows, cap, skipped;
     char *arena;
     Py_ssize_t arena_len, arena_cap;
     PyObject *to_int;
@@ -357,9 +356,11 @@ static int integer_literal(const Number *n, int64_t *out) {
     return 0;
 }
 
+#define MAX_US 9.2e15 /* beyond this many µs, ns overflow int64: the element is invalid (as in parsers/columns.py) */
+
 /* µs → ns the way numpy computes it from float64: floor(v) * 1000 + rint(frac * 1000). */
 static int float_ns(double v, int64_t *out) {
-    if (!isfinite(v) || fabs(v) >= 9.2e15) return 1;
+    if (!isfinite(v) || fabs(v) >= MAX_US) return 1;
     double whole = floor(v);
     *out = (int64_t)whole * 1000 + (int64_t)rint((v - whole) * 1000.0);
     return 0;
@@ -513,7 +514,6 @@ static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
     while (t->slots[j]) {
         Unique *u = &t->items[t->slots[j] - 1];
         if (u->hash == h && u->len == n && memcmp(u->ptr, p, n) == 0) {
-            u->uses++;
             return t->slots[j] - 1;
         }
         j = (j + 1) & (t->nslots - 1);
@@ -525,7 +525,7 @@ static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
         t->items = items;
         t->cap = cap;
     }
-    t->items[t->count] = (Unique){p, n, h, 1};
+    t->items[t->count] = (Unique){p, n, h};
     t->slots[j] = (int32_t)(t->count + 1);
     return (int32_t)t->count++;
 }
@@ -599,7 +599,8 @@ static int read_field(Scan *s, Column *c) {
             double v;
             if (number_to_double(s, &n, &v)) return -1;
             if (c->kind == K_NS) return float_ns(v, &c->num);
-            if (!isfinite(v) || fabs(v) >= 9.2e18) c->num = c->default_num;
+            if (!isfinite(v)) return 1; /* a literal beyond double's range, which msgspec refuses too */
+            if (fabs(v) >= 9.2e18) c->num = -1; /* too large for int64: not a usable number, as int_or_no_row says */
             else c->num = (int64_t)v;
             return 0;
     }
@@ -808,31 +809,13 @@ static int add_field(Scan *s, PyObject *spec) {
     return 0;
 }
 
-static Py_ssize_t count_replacement(const char *p, Py_ssize_t n) {
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i + 2 < n; i++)
-        if ((unsigned char)p[i] == 0xEF && (unsigned char)p[i + 1] == 0xBF && (unsigned char)p[i + 2] == 0xBD) k++;
-    return k;
-}
-
-static Py_ssize_t count_replacement_str(PyObject *u) {
-    Py_ssize_t k = 0, n = PyUnicode_GET_LENGTH(u);
-    for (Py_ssize_t i = 0; i < n; i++) k += PyUnicode_READ_CHAR(u, i) == 0xFFFD;
-    return k;
-}
-
-/* The distinct values of a text column as str; bytes that are not UTF-8 become U+FFFD, counted per use. */
-static PyObject *uniques(Scan *s, Column *c) {
+/* The distinct values of a text column as str; bytes that are not UTF-8 become U+FFFD. */
+static PyObject *uniques(Column *c) {
     PyObject *list = PyList_New(c->interner.count);
     if (!list) return NULL;
     for (Py_ssize_t i = 0; i < c->interner.count; i++) {
         Unique *u = &c->interner.items[i];
-        PyObject *text = PyUnicode_DecodeUTF8(u->ptr, u->len, NULL);
-        if (!text && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
-            PyErr_Clear();
-            text = PyUnicode_DecodeUTF8(u->ptr, u->len, "replace");
-            if (text) s->repaired += u->uses * (count_replacement_str(text) - count_replacement(u->ptr, u->len));
-        }
+        PyObject *text = PyUnicode_DecodeUTF8(u->ptr, u->len, "replace");
         if (!text) {
             Py_DECREF(list);
             return NULL;
@@ -853,12 +836,12 @@ static PyObject *column_result(Scan *s, Column *c) {
                 codes[r] = missing;
                 used = 1;
             }
-        PyObject *list = uniques(s, c);
+        PyObject *list = uniques(c);
         if (list && used && PyList_Append(list, c->default_text)) Py_CLEAR(list);
         if (!list) return NULL;
         return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
     }
-    PyObject *list = uniques(s, c);
+    PyObject *list = uniques(c);
     if (!list) return NULL;
     return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
 }
@@ -883,7 +866,7 @@ static PyObject *results(Scan *s) {
         }
         PyList_SET_ITEM(cols, i, col);
     }
-    return Py_BuildValue("(nnnN)", s->rows, s->skipped, s->repaired, cols);
+    return Py_BuildValue("(nnN)", s->rows, s->skipped, cols);
 }
 
 static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
@@ -933,7 +916,7 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"scan", scan, METH_VARARGS, "scan(data, fields, to_int) -> (rows, skipped, repaired, columns)"},
+    {"scan", scan, METH_VARARGS, "scan(data, fields, to_int) -> (rows, skipped, columns)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -79,7 +79,7 @@ class Columns:
     skipped: int
     """Elements that are not objects or have a field of the wrong type."""
     repaired: int
-    """Byte sequences in text fields that are not UTF-8, replaced with U+FFFD."""
+    """Byte sequences in the piece that are not UTF-8 (text values read them as U+FFFD)."""
     values: dict[str, np.ndarray | Coded]
 
 
@@ -114,31 +114,34 @@ class Reader:
 
     def __call__(self, piece: bytes) -> Columns:
         """The piece's columns; MalformedJSON if it is not valid JSON."""
-        return self._native(piece) if self.native else self._msgspec(piece)
+        rows, skipped, values = self._native(piece) if self.native else self._msgspec(piece)
+        return Columns(rows, skipped, _not_utf8(piece), values)
 
     def __getstate__(self) -> dict:
         return self.__dict__ | {"_structs": None}  # rebuilt where unpickled: generated types do not pickle
 
-    def _native(self, piece: bytes) -> Columns:
+    def _native(self, piece: bytes) -> tuple[int, int, dict]:
         try:
-            rows, skipped, repaired, raw = _scan.scan(piece, self._spec, int_or_no_row)
+            rows, skipped, raw = _scan.scan(piece, self._spec, int_or_no_row)
         except ValueError as e:
             raise MalformedJSON(str(e)) from None
         values = {
             f.name: (np.frombuffer(v[0], np.int32), v[1]) if f.read in _TEXT_READS else np.frombuffer(v, np.int64)
             for f, v in zip(self.fields, raw, strict=True)
         }
-        return Columns(rows, skipped, repaired, values)
+        return rows, skipped, values
 
-    def _msgspec(self, piece: bytes) -> Columns:
+    def _msgspec(self, piece: bytes) -> tuple[int, int, dict]:
         if self._structs is None:
             self._structs = _Structs(self.fields)
-        items, skipped, repaired = self._structs.decode(piece)
+        items, skipped = self._structs.decode(piece)
         values, invalid = self._structs.columns(items)
-        return Columns(len(items) - invalid, skipped + invalid, repaired, values)
+        return len(items) - invalid, skipped + invalid, values
 
 
 def _native_default(f: Field) -> str | int | None:
+    if f.read is Read.OBJECT:
+        return 0
     return f.default if f.read in _TEXT_READS else ABSENT
 
 
@@ -197,23 +200,25 @@ class _Structs:
         return list(map(attrgetter(self.attrs[f]), owners[f.path[0] if len(f.path) > 1 else ""]))
 
     def _non_numbers(self, f: Field, owners: dict[str, list]) -> list[int]:
-        """Rows whose time field is a string or Decimal that is not a number (msgspec lets them through)."""
+        """Rows whose time field is not a number in range (msgspec lets any string or Decimal through)."""
         values = self._values(f, owners)
-        if not {str, decimal.Decimal} & set(map(type, values)):
-            return []
-        return [i for i, v in enumerate(values) if not _is_number(v)]
+        if {str, decimal.Decimal} & set(map(type, values)):
+            bad = [i for i, v in enumerate(values) if not _is_number(v)]
+            if bad:
+                return bad
+        return np.flatnonzero(_ns(values, f.read is Read.EXACT_NS) == _OUT_OF_RANGE).tolist()
 
-    def decode(self, piece: bytes) -> tuple[list, int, int]:
-        """(decoded elements, elements skipped for wrong types, byte sequences that are not UTF-8, replaced)."""
+    def decode(self, piece: bytes) -> tuple[list, int]:
+        """(decoded elements, elements skipped for wrong types); bytes that are not UTF-8 are read as U+FFFD."""
         data = b"[" + piece + b"]"
         try:
-            return (*self._decode(data), 0)
+            return self._decode(data)
         except msgspec.DecodeError as e:
             fixed = _repair_utf8(data)
             if fixed is None:
                 raise MalformedJSON(str(e)) from None
         try:
-            return (*self._decode(fixed), fixed.count(_REPLACEMENT) - data.count(_REPLACEMENT))
+            return self._decode(fixed)
         except msgspec.DecodeError as e:
             raise MalformedJSON(str(e)) from None
 
@@ -252,6 +257,17 @@ def _nested_attr(key: str) -> str:
 
 
 _REPLACEMENT = "\ufffd".encode()
+
+
+def _not_utf8(piece: bytes) -> int:
+    """Byte sequences in ``piece`` that are not UTF-8 (each is read as one U+FFFD)."""
+    if piece.isascii():
+        return 0
+    try:
+        piece.decode("utf-8")
+        return 0
+    except UnicodeDecodeError:
+        return piece.decode("utf-8", "replace").count("\ufffd") - piece.count(_REPLACEMENT)
 
 
 def _repair_utf8(data: bytes) -> bytes | None:
@@ -309,15 +325,26 @@ def _ints(values: list) -> np.ndarray:
     return out
 
 
+_MAX_US = 9.2e15
+"""Beyond this many µs, ns overflow int64: such a time makes its element invalid (as in parsers/_scan.c)."""
+_OUT_OF_RANGE = ABSENT + 1
+"""What ``_ns`` gives for such a time."""
+
+
 def _ns(values: list, exact: bool) -> np.ndarray:
-    """µs numbers (float, int, Decimal or numeric str; None is ABSENT) → integer ns, exactly where the input allows."""
+    """µs numbers (float, int, Decimal or numeric str; None is ABSENT) → integer ns, exactly where the input allows;
+    _OUT_OF_RANGE where ns would overflow int64."""
     present = [float(v) if isinstance(v, str) else v for v in values if v is not None]
     if exact:
-        out = np.fromiter((int(decimal.Decimal(v) * 1000) for v in present), np.int64, len(present))
+        ns = [int(decimal.Decimal(v) * 1000) for v in present]
+        out = np.array([n if abs(n) < 2**63 else _OUT_OF_RANGE for n in ns], dtype=np.int64)
     else:
         arr = np.asarray(present, dtype=np.float64)
+        wild = ~(np.abs(arr) < _MAX_US)
+        arr[wild] = 0
         whole = np.floor(arr)
         out = whole.astype(np.int64) * 1000 + np.rint((arr - whole) * 1000).astype(np.int64)
+        out[wild] = _OUT_OF_RANGE
     if len(present) == len(values):
         return out
     full = np.full(len(values), ABSENT, dtype=np.int64)

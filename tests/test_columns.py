@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -120,3 +122,53 @@ def test_timestamps_written_as_strings_read_as_numbers_alike(tmp_path, doc, monk
     original, _ = _assert_same(_write(tmp_path, doc), monkeypatch)
     assert len(table) == len(original) - 1
     assert any("skipped 1 events" in w for w in warnings)
+
+
+def _mutations(body: bytes, seed: int, count: int):
+    """Damaged copies of ``body``: bytes replaced, inserted or deleted, some also cut short."""
+    rnd = random.Random(seed)
+    alphabet = b'{}[]",:\\u0123456789.eE-+ ntrufals\xff\xc3\x00\n'
+    for _ in range(count):
+        piece = bytearray(body[: rnd.randrange(1, len(body))] if rnd.random() < 0.3 else body)
+        for _ in range(rnd.randrange(1, 6)):
+            i = rnd.randrange(len(piece))
+            op = rnd.random()
+            if op < 0.4:
+                piece[i] = rnd.choice(alphabet)
+            elif op < 0.7:
+                piece.insert(i, rnd.choice(alphabet))
+            else:
+                del piece[i]
+        yield bytes(piece)
+
+
+def _read_or_none(read: columns.Reader, piece: bytes) -> columns.Columns | None:
+    try:
+        return read(piece)
+    except columns.MalformedJSON:
+        return None
+
+
+def _texts(column) -> list:
+    codes, uniques = column
+    return [uniques[c] or None if c >= 0 else None for c in codes]
+
+
+def test_damaged_chunks_read_alike_and_never_crash(doc):
+    events = json.dumps(doc["traceEvents"][:400]).encode()[1:-1]
+    fields = kineto._fields(False)
+    fast, slow = columns.Reader(fields, native=True), columns.Reader(fields, native=False)
+    read = 0
+    for piece in _mutations(events, seed=7, count=1500):
+        a, b = _read_or_none(fast, piece), _read_or_none(slow, piece)
+        assert (a is None) == (b is None)
+        if a is None:
+            continue
+        read += 1
+        assert (a.rows, a.skipped, a.repaired) == (b.rows, b.skipped, b.repaired)
+        for name, value in a.values.items():
+            if isinstance(value, tuple):
+                assert _texts(value) == _texts(b.values[name]), name
+            else:
+                assert np.array_equal(value, b.values[name]), name
+    assert read > 100
