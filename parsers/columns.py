@@ -13,6 +13,7 @@ import contextlib
 import decimal
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
 from operator import attrgetter
@@ -20,6 +21,7 @@ from typing import Any
 
 import msgspec
 import numpy as np
+import pandas as pd
 
 try:
     from parsers import _scan
@@ -143,6 +145,35 @@ def _native_default(f: Field) -> str | int | None:
     if f.read is Read.OBJECT:
         return 0
     return f.default if f.read in _TEXT_READS else ABSENT
+
+
+def texts_in(coded: Coded, texts: set[str] | frozenset[str], fold: Callable[[str], str] | None = None) -> np.ndarray:
+    """Rows whose text is one of ``texts`` (after ``fold``)."""
+    codes, uniques = coded
+    hit = np.array([(fold(u) if fold else u) in texts for u in uniques] + [False], dtype=bool)
+    return hit[codes]  # code -1 (absent) takes the last entry
+
+
+class Interner:
+    """Codes of text values across chunks, so each distinct value is stored once in the table."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {"": 0}
+
+    def merge(self, coded: Coded) -> np.ndarray:
+        """Global codes of a chunk's locally coded values (absent, code -1, becomes '')."""
+        codes, uniques = coded
+        setdefault, table = self.codes.setdefault, self.codes
+        remap = np.array([setdefault(v, len(table)) for v in uniques] + [0], dtype=np.int32)
+        return remap[codes]  # code -1 takes the last entry: ''
+
+    def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
+        """The coded values as text, with only the categories in use, in order of first appearance."""
+        codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
+        used = np.bincount(codes, minlength=len(self.codes)) > 0
+        remap = np.cumsum(used, dtype=np.int32) - 1
+        categories = np.asarray(list(self.codes), dtype=object)[used]
+        return pd.Categorical.from_codes(remap[codes], categories=pd.Index(categories, dtype=object))
 
 
 # ---------------------------------------------------------------- the msgspec reader

@@ -57,11 +57,14 @@ class Stream:
     """Byte sequences that are not UTF-8, replaced with U+FFFD."""
     events: int = 0
     """Events read."""
+    truncated: bool = False
+    """The file ends before the events array does (the events before the break were read)."""
 
     def reset(self) -> None:
         """Forget what a partial read found."""
         self.warnings.clear()
         self.skipped = self.repaired = self.events = 0
+        self.truncated = False
 
     def count(self, cols: Columns) -> None:
         """Add a chunk's counts."""
@@ -270,6 +273,7 @@ def _blocks(path: Path, stream: Stream) -> Iterator[bytes]:
                 block = f.read(CHUNK_BYTES)
             except EOFError:
                 stream.warnings.append(f"{path}: the gzip stream ends early (truncated file?)")
+                stream.truncated = True
                 yield _gunzip_prefix(path)[read:]
                 return
             except _READ_ERRORS as e:
@@ -330,6 +334,7 @@ def _salvage(read: Read, body: bytes, path: Path, stream: Stream) -> Columns | N
     if not found:
         raise TraceError(path, "is not valid JSON: the file ends before the first complete event (truncated?)")
     stream.warnings.append(f"{path}: the JSON ends early (truncated file?); analyzed the first {found:,} events")
+    stream.truncated = True
     return cols
 
 

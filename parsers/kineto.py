@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from parsers.columns import ABSENT, Coded, Columns, Field, Read, Reader
+from parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
 from parsers.jsonstream import Stream, map_chunks, worker_count
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
@@ -84,28 +84,6 @@ _RAW_ARGS = {"input_dims": "Input Dims", "input_types": "Input type"}
 _TEXT_ARGS = {"collective": "Collective name", "dtype": "dtype", "group": "Process Group Name"}
 
 
-class _Interner:
-    """Map values to dense integer codes across chunks, so each distinct value is stored once."""
-
-    def __init__(self) -> None:
-        self.codes: dict[str, int] = {"": 0}
-
-    def merge(self, coded: Coded) -> np.ndarray:
-        """Global codes of a chunk's locally coded values (absent, code -1, becomes '')."""
-        codes, uniques = coded
-        setdefault, table = self.codes.setdefault, self.codes
-        remap = np.array([setdefault(v, len(table)) for v in uniques] + [0], dtype=np.int32)
-        return remap[codes]  # code -1 takes the last entry: ''
-
-    def categorical(self, parts: list[np.ndarray]) -> pd.Categorical:
-        """The coded values as text, with only the categories in use, in order of first appearance."""
-        codes = np.concatenate(parts) if parts else np.empty(0, dtype=np.int32)
-        used = np.bincount(codes, minlength=len(self.codes)) > 0
-        remap = np.cumsum(used, dtype=np.int32) - 1
-        categories = np.asarray(list(self.codes), dtype=object)[used]
-        return pd.Categorical.from_codes(remap[codes], categories=pd.Index(categories, dtype=object))
-
-
 _STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group")
 _MEMORY_STRINGS = ("pid", "tid")
 _MEMORY_NUMBERS = ("ts", "device_id", "mem_bytes", "total_allocated", "total_reserved", "addr", "device_type")
@@ -127,10 +105,10 @@ class _Chunk:
 def _chunk_columns(cols: Columns) -> _Chunk:
     """One chunk's work events and memory events as table columns (runs in a worker when reading in parallel)."""
     v = cols.values
-    ph = _texts_equal(v["ph"], {"X"})
-    work = ph & ~_texts_equal(v["cat"], _SKIPPED_CATS, str.lower)
+    ph = texts_in(v["ph"], {"X"})
+    work = ph & ~texts_in(v["cat"], _SKIPPED_CATS, str.lower)
     complete = (v["ts"] != ABSENT) & (v["dur"] != ABSENT) & (v["name"][0] >= 0)
-    memory = _texts_equal(v["ph"], {"i"}) & _texts_equal(v["name"], {_MEMORY_EVENT})
+    memory = texts_in(v["ph"], {"i"}) & texts_in(v["name"], {_MEMORY_EVENT})
     mem_complete = (v["args"] == 1) & (v["ts"] != ABSENT)
     keep, mem_keep = work & complete, memory & mem_complete
     dur = v["dur"][keep]
@@ -154,13 +132,6 @@ def _chunk_columns(cols: Columns) -> _Chunk:
     )
 
 
-def _texts_equal(coded: Coded, texts: set[str] | frozenset[str], fold=None) -> np.ndarray:
-    """Rows whose text is one of ``texts`` (after ``fold``)."""
-    codes, uniques = coded
-    hit = np.array([(fold(u) if fold else u) in texts for u in uniques] + [False], dtype=bool)
-    return hit[codes]  # code -1 (absent) takes the last entry
-
-
 def _subset(coded: Coded, rows: np.ndarray) -> Coded:
     return coded[0][rows], coded[1]
 
@@ -177,8 +148,8 @@ class _Columns:
     """The chunks' columns merged: numeric parts, globally coded strings, counts."""
 
     def __init__(self, chunks: list[_Chunk]) -> None:
-        self.strings = {name: _Interner() for name in _STRING_COLUMNS}
-        self.mem_strings = {name: _Interner() for name in _MEMORY_STRINGS}
+        self.strings = {name: Interner() for name in _STRING_COLUMNS}
+        self.mem_strings = {name: Interner() for name in _MEMORY_STRINGS}
         self.parts: dict[str, list[np.ndarray]] = {}
         self.mem_parts: dict[str, list[np.ndarray]] = {}
         self.skipped = sum(c.skipped for c in chunks)

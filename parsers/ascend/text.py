@@ -22,9 +22,8 @@ import numpy as np
 import pandas as pd
 
 from parsers.ascend import common as c
-from parsers.columns import ABSENT, Coded, Columns, Field, Read, Reader
+from parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
 from parsers.jsonstream import Stream, map_chunks, open_binary, read_all
-from parsers.kineto import _Interner, _texts_equal
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -193,7 +192,7 @@ def _read(trace: Path, warnings: list[str]) -> _Events:
     except TraceError:
         _explain(trace)
         raise
-    if any(_ENDS_EARLY in w for w in stream.warnings) or any(chunk.wrong for chunk in chunks):
+    if stream.truncated or any(chunk.wrong for chunk in chunks):
         _explain(trace)
     if stream.skipped:
         _explain(trace)
@@ -207,8 +206,6 @@ def _read(trace: Path, warnings: list[str]) -> _Events:
 _WORKERS = 1
 """Chunks are read in this process: on a 200 MB trace (2 cores) forked workers took 1.42 s against 0.78 s inline,
 sending each chunk's coded args back costing more than the reading they share."""
-_ENDS_EARLY = "ends early (truncated file?)"
-"""What parsers.jsonstream warns of a file that ends inside the array (it reads the events before the break)."""
 
 
 def _edges(trace: Path) -> tuple[bytes, bytes | None]:
@@ -251,8 +248,8 @@ class _Chunk:
 def _kept(cols: Columns) -> _Chunk:
     """A chunk's complete and metadata events and the flows rows are bound by (counters and the rest dropped)."""
     v = cols.values
-    phase = _texts_equal(v["ph"], {_COMPLETE, _METADATA})
-    keep = phase | (_texts_equal(v["ph"], _FLOW_PHASES) & _texts_equal(v["cat"], _BOUND_FLOW_CATS))
+    phase = texts_in(v["ph"], {_COMPLETE, _METADATA})
+    keep = phase | (texts_in(v["ph"], _FLOW_PHASES) & texts_in(v["cat"], _BOUND_FLOW_CATS))
     codes, texts = v["dur"]
     number = np.array([t[:1] in _NUMBER_START for t in texts] + [True], dtype=bool)[codes]
     v["dur"] = np.append(c.us_float_to_ns(texts), 0)[codes]  # absent (code -1) is 0
@@ -267,7 +264,7 @@ class _Events:
     """
 
     def __init__(self, parts: list[dict[str, np.ndarray | Coded]]) -> None:
-        interners = {f.name: _Interner() for f in FIELDS if f.name not in _NUMBERS}
+        interners = {f.name: Interner() for f in FIELDS if f.name not in _NUMBERS}
         self.numbers = {k: _concat([p[k] for p in parts], np.int64) for k in _NUMBERS}
         self.codes = {k: _concat([i.merge(p[k]) for p in parts], np.int32) for k, i in interners.items()}
         self.values = {k: list(i.codes) for k, i in interners.items()}
