@@ -45,28 +45,14 @@ class Where:
 
 def where(events: pd.DataFrame, row: int) -> Where:
     """Context of an event-table row, from the outermost ancestor down to the row itself."""
-    if row == NO_ROW:
-        return Where("", "", "", "")
-    chain = _ancestors(events, row)
-    names = events["name"].to_numpy()
-    kinds = events["kind"].to_numpy()
-    path = [str(names[r]) for r in chain if kinds[r] in PATH_KINDS]
-    frames = [str(names[r]) for r in chain if kinds[r] == Kind.PYTHON.value]
-    modules = [f.removeprefix(MODULE_PREFIX) for f in frames if f.startswith(MODULE_PREFIX)]
-    user = [f for f in frames if not LIBRARY_FRAME.search(f)]
-    steps = [str(names[r]) for r in chain if kinds[r] == Kind.STEP.value]
-    return Where(
-        path=SEPARATOR.join(path),
-        module=SEPARATOR.join(modules),
-        stack=SEPARATOR.join(user[-USER_FRAMES:]),
-        step_marker=steps[-1] if steps else "",
-    )
+    return _where(_Columns(events), row)
 
 
 def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
     """Context of several rows (each distinct row walked once): row, path, module, stack, step_marker, full_path."""
     distinct = pd.unique(pd.Series(list(rows), dtype="int64"))
-    found = [where(events, int(r)) for r in distinct]
+    columns = _Columns(events)
+    found = [_where(columns, int(r)) for r in distinct]
     return pd.DataFrame(
         {
             "row": distinct,
@@ -79,11 +65,42 @@ def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
     )
 
 
-def _ancestors(events: pd.DataFrame, row: int) -> list[int]:
-    """The row and its enclosing host events, outermost first."""
-    parent = events["parent"].to_numpy()
-    chain = []
-    while row != NO_ROW:
-        chain.append(row)
-        row = int(parent[row])
-    return chain[::-1]
+class _Columns:
+    """What a walk up the ``parent`` links reads, taken out of the table once (names and kinds as codes)."""
+
+    def __init__(self, events: pd.DataFrame) -> None:
+        self.parent = events["parent"].to_numpy()
+        name, kind = events["name"].array, events["kind"].array
+        self.name_codes, self.names = name.codes, [str(n) for n in name.categories] + [""]  # code -1: missing
+        self.kind_codes, self.kinds = kind.codes, [str(k) for k in kind.categories] + [""]
+
+    def ancestors(self, row: int) -> list[int]:
+        """The row and its enclosing host events, outermost first."""
+        chain = []
+        while row != NO_ROW:
+            chain.append(row)
+            row = int(self.parent[row])
+        return chain[::-1]
+
+    def name(self, row: int) -> str:
+        return self.names[self.name_codes[row]]
+
+    def kind(self, row: int) -> str:
+        return self.kinds[self.kind_codes[row]]
+
+
+def _where(columns: _Columns, row: int) -> Where:
+    if row == NO_ROW:
+        return Where("", "", "", "")
+    chain = [(columns.name(r), columns.kind(r)) for r in columns.ancestors(row)]
+    path = [name for name, kind in chain if kind in PATH_KINDS]
+    frames = [name for name, kind in chain if kind == Kind.PYTHON.value]
+    modules = [f.removeprefix(MODULE_PREFIX) for f in frames if f.startswith(MODULE_PREFIX)]
+    user = [f for f in frames if not LIBRARY_FRAME.search(f)]
+    steps = [name for name, kind in chain if kind == Kind.STEP.value]
+    return Where(
+        path=SEPARATOR.join(path),
+        module=SEPARATOR.join(modules),
+        stack=SEPARATOR.join(user[-USER_FRAMES:]),
+        step_marker=steps[-1] if steps else "",
+    )
