@@ -180,16 +180,18 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     events = _events_frame(cols)
     memory = _memory_frame(cols)
     if not len(events) and not len(memory):
-        raise TraceError(path, _nothing_to_analyze(stream.skipped + cols.skipped))
+        raise TraceError(path, _nothing_to_analyze(stream.events, stream.skipped + cols.skipped))
     meta = _meta(
         path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
     )
     return events, memory, meta
 
 
-def _nothing_to_analyze(skipped: int) -> str:
+def _nothing_to_analyze(read: int, skipped: int) -> str:
     if skipped:
         return f"has no usable events: all {skipped:,} had missing or wrongly typed fields"
+    if read:
+        return f"has {read:,} events but none to analyze (no complete 'X' events, no [memory] events)"
     return "has an empty traceEvents array (no events to analyze)"
 
 
