@@ -277,14 +277,18 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
     marker_kind = ev["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value])  # torch_npu: a CPU op
-    steps = ev[marker_kind & ev["name"].astype(str).str.match(OPTIMIZER_STEP.pattern)]
+    categories = ev["name"].cat.categories.astype(str)
+    step_names = np.asarray(categories.str.match(OPTIMIZER_STEP.pattern), dtype=bool)
+    codes = ev["name"].cat.codes.to_numpy()
+    steps = ev[marker_kind.to_numpy() & step_names[codes] & (codes >= 0)]
     units = ctx.units
+    unit_names = np.asarray(categories, dtype=object)[codes[units["row"].to_numpy()]]
     found = []
     for row, marker in steps.iterrows():
         inside = (units["ts"] >= marker["ts"]) & (units["ts"] < marker["ts"] + marker["dur"])
         inside &= (units["rank"] == marker["rank"]) & (units["kernels"] > 0)
         work = np.flatnonzero(inside.to_numpy() & (tokens != CONSUMED))
-        names = ev["name"].astype(str).to_numpy()[units["row"].to_numpy()[work]]
+        names = unit_names[work]
         if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in names):
             continue
         name = OPTIMIZER_STEP.match(str(marker["name"])).group(1)
