@@ -2,7 +2,8 @@
 
 Calls are matched by process group and sequence number within the group (order on the device), with a
 small shift search where a rank's window cut a call off. Clock offsets between ranks come from the ends
-of matched calls (a collective finishes nearly together everywhere); they are applied here, never written
+of matched calls that finish together everywhere (all-reduce, all-gather, ...: not a broadcast, whose root may
+finish before the others start); they are applied here, never written
 back into the event table. Wait is the part of a call beyond the shortest duration across ranks (time
 spent waiting for peers); transfer is that shortest duration.
 """
@@ -54,6 +55,10 @@ COLLECTIVE_IN_OPS = re.compile(r"all_?to_?all|all_?gather|reduce_?scatter|all_?r
 
 _ID_SPAN = 1 << 32
 """Match ids of one group lie within ±_ID_SPAN of their own base, so groups never collide."""
+
+ENDS_TOGETHER = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"})
+"""Collectives in which every rank receives from every other, so they end together on all ranks; a broadcast's root
+or a send's sender can finish before its peers have even started, so those do not say how the clocks differ."""
 
 WAIT_TASK = re.compile(r"Notify_?Wait", re.I)
 """Tasks inside a collective that wait for peers (HCCL Notify_Wait)."""
@@ -227,9 +232,12 @@ def _best_shift(ref: np.ndarray, other: np.ndarray) -> int:
 
 
 def clock_offsets_of(table: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: clock offset against the lowest rank (ns, to subtract), its spread, and how many calls it rests on."""
+    """Per rank: clock offset against the lowest rank (ns, to subtract), its spread, and how many calls it rests on
+    (the calls that end together on every rank, where there are any)."""
     ranks = sorted(table["rank"].unique())
     matched = table[table["match"] != NO_ROW]
+    together = matched["collective"].isin(ENDS_TOGETHER)
+    matched = matched[together] if together.any() else matched
     end = matched["start_ns"] + matched["dur_ns"]
     residual = end - end.groupby(matched["match"]).transform("median")
     by_rank = residual.groupby(matched["rank"])
