@@ -24,6 +24,7 @@ from traceanalyzer.analyzers.attribution import (
     locate,
     steps_count,
 )
+from traceanalyzer.analyzers.collective_calls import DATA_LOADING, DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import NO_ROW, Kind
@@ -199,13 +200,14 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
         host = _host_phrase(largest.iloc[0]) if len(largest) else "unknown"
         synced = after_sync.get(row.rank, 0) / row.idle_ns
         after = f", {synced:.0%} of the idle right after host syncs" if synced >= SYNC_IDLE_MENTION else ""
+        loading = len(largest) > 0 and _loading_input(largest.iloc[0])
         out.append(
             fnd.make(
                 ANALYZER,
                 f"{accelerator(trace)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
                 f"active span ({row.large_gaps} gaps > 100 µs{after})",
                 f"The {accelerator(trace)} waits for the host. During the largest gap the host was in {host}. "
-                f"{'Remove the host syncs first (see the sync finding). ' if after else ''}"
+                f"{_first_advice(loading, after)}"
                 "Move that work off the critical path (DataLoader workers and pin_memory for input, "
                 "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
                 "it with device work. See the idle-gap table for the other large gaps.",
@@ -216,6 +218,18 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
             )
         )
     return out
+
+
+def _loading_input(gap: pd.Series) -> bool:
+    """Was the host loading input (a DataLoader range) during the gap?"""
+    return bool(DATA_LOADING.search(gap["host_during"] or gap["host_at_start"]))
+
+
+def _first_advice(loading: bool, after_syncs: str) -> str:
+    """What to do first: feed the input faster when the host was loading it, else remove syncs if they precede idle."""
+    if loading:
+        return "It was loading input: " + DATA_LOADING_ADVICE + " "
+    return "Remove the host syncs first (see the sync finding). " if after_syncs else ""
 
 
 def _host_phrase(gap: pd.Series) -> str:
