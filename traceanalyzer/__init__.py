@@ -5,8 +5,10 @@ t = ta.load("run.json.gz")
 t.events          # the common event table (pandas)
 t.hotspots()      # kernels ranked by total time
 t.findings()      # what to do next, ranked by what it is worth
+ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
 """
 
+from traceanalyzer.analyzers.compare import Comparison, compare
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
@@ -15,7 +17,19 @@ from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.trace import Trace
 
 __version__ = "0.1.0"
-__all__ = ["Finding", "Kind", "Platform", "Rule", "Trace", "TraceError", "load", "plots", "__version__"]
+__all__ = [
+    "Comparison",
+    "Finding",
+    "Kind",
+    "Platform",
+    "Rule",
+    "Trace",
+    "TraceError",
+    "compare",
+    "load",
+    "plots",
+    "__version__",
+]
 
 
 def __getattr__(name: str):
