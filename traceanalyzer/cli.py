@@ -1,4 +1,4 @@
-"""``traceanalyze``: the terminal report, and ``traceanalyze dashboard`` for the Dash app.
+"""``traceanalyze``: the report, ``traceanalyze compare`` for two runs, ``traceanalyze dashboard`` for the Dash app.
 
 Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error.
 """
@@ -47,6 +47,24 @@ def report_parser() -> argparse.ArgumentParser:
     return p
 
 
+def compare_parser() -> argparse.ArgumentParser:
+    """Arguments of the compare command."""
+    p = argparse.ArgumentParser(
+        prog="traceanalyze compare",
+        description="Did my change make it faster, and where? Compares two runs per step: step time, device busy, "
+        "time by kind, and kernels, CPU ops and launching ops by name (new, gone, faster, slower). Each path is "
+        "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces.",
+    )
+    p.add_argument("baseline", metavar="BASELINE")
+    p.add_argument("candidate", metavar="CANDIDATE")
+    p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
+    p.add_argument("--rank", type=int, help="only this rank (in both runs)")
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("-o", "--output", help="write the comparison to this file instead of stdout")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    return p
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console command."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -54,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "compare":
+        args = compare_parser().parse_args(argv[1:])
+        return guarded(lambda: _compare(args), debug=args.debug)
     args = report_parser().parse_args(argv)
     return guarded(lambda: _report(args), debug=args.debug)
 
@@ -85,13 +106,31 @@ def _report(args: argparse.Namespace) -> int:
         warnings.simplefilter("always")
         trace = load(args.paths, rules=rules)
         report = trace.report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
-    for w in caught:
-        print(f"traceanalyze: warning: {w.message}", file=sys.stderr)
-    for w in trace.meta.warnings:
-        print(f"traceanalyze: warning: {w}", file=sys.stderr)
-    text = RENDERERS[args.format](report)
-    if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
+    _warn([str(w.message) for w in caught] + trace.meta.warnings)
+    return _write(RENDERERS[args.format](report), args.output)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from traceanalyzer.analyzers.compare import compare
+    from traceanalyzer.loading import load
+    from traceanalyzer.renderers import compare as compare_renderer
+
+    with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traces = [load(path) for path in (args.baseline, args.candidate)]
+        data = compare(*traces, rank=args.rank).to_dict(top=args.top)
+    _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
+    return _write(compare_renderer.render(data, args.format), args.output)
+
+
+def _warn(messages: list[str]) -> None:
+    for message in messages:
+        print(f"traceanalyze: warning: {message}", file=sys.stderr)
+
+
+def _write(text: str, output: str | None) -> int:
+    if output:
+        with open(output, "w", encoding="utf-8") as f:
             f.write(text)
     else:
         sys.stdout.write(text)

@@ -7,7 +7,12 @@ from traceanalyzer.renderers.document import Block, layout
 
 def render(report: dict) -> str:
     """Markdown text of the report."""
-    return "\n".join(line for block in layout(report) for line in _block(block)) + "\n"
+    return render_blocks(layout(report))
+
+
+def render_blocks(blocks: list[Block]) -> str:
+    """Markdown text of laid-out blocks (headings, facts, tables)."""
+    return "\n".join(line for block in blocks for line in _block(block)) + "\n"
 
 
 def _block(b: Block) -> list[str]:

@@ -9,7 +9,12 @@ _RULE = {1: "=", 2: "-"}
 
 def render(report: dict) -> str:
     """Terminal text of the report."""
-    return "\n".join(line for block in layout(report) for line in _block(block)) + "\n"
+    return render_blocks(layout(report))
+
+
+def render_blocks(blocks: list[Block]) -> str:
+    """Terminal text of laid-out blocks (headings, facts, tables)."""
+    return "\n".join(line for block in blocks for line in _block(block)) + "\n"
 
 
 def _block(b: Block) -> list[str]:
