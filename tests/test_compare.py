@@ -145,6 +145,17 @@ def test_a_trace_compared_with_itself_has_no_change():
         assert (table["baseline_count"] == table["candidate_count"]).all()
 
 
+def test_a_run_without_steps_is_compared_over_whole_windows_and_says_so():
+    stepless = load_shared("public", "torch", "tracelens", "b200", "eager_trace.json.gz")
+    diff = ta.compare(ta.load(SAMPLE), stepless)
+    assert not diff.per_step and diff.notes == [
+        "no ProfilerStep markers in the candidate: whole windows compared (per rank)"
+    ]
+    assert (diff.baseline.steps, diff.baseline.units) == (None, 1)
+    assert diff.metric("step_ns")["candidate_ns"] == stepless.meta.span_ns
+    assert diff.by_kind.set_index("kind").loc["kernel", "baseline_count"] == 3 * 229  # all 3 steps, not per step
+
+
 def test_compare_json_has_every_documented_key(capsys, tmp_path):
     out = tmp_path / "compare.json"
     code, _, err = run(capsys, "compare", SAMPLE, SAMPLE, "--format", "json", "-o", out, "--top", "3")

@@ -38,7 +38,7 @@ DIFF_COLUMNS = [
     "baseline_count",
     "candidate_count",
 ]
-"""Columns of the time-by-kind and level tables: time and count per step in each run, delta, delta / baseline."""
+"""Columns of the level tables (time by kind: ``kind`` for ``name``): time and count per step in each run, delta."""
 
 SUMMARY_COLUMNS = ["metric", "baseline_ns", "candidate_ns", "delta_ns", "delta_share"]
 """Columns of the summary table: one row per metric (a median per step)."""
@@ -115,9 +115,11 @@ def _facts(scope: Scope) -> dict:
 
 def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Comparison:
     """Compare two traces per step (or over their whole windows when either has no step markers)."""
-    per_step = bool(len(_steps(baseline, rank)) and len(_steps(candidate, rank)))
-    scopes = [_scope(t, rank, per_step) for t in (baseline, candidate)]
-    notes = [] if per_step else ["no ProfilerStep markers in both runs: whole windows compared (per rank), not steps"]
+    runs = {"baseline": baseline, "candidate": candidate}
+    stepless = [role for role, trace in runs.items() if not len(_steps(trace, rank))]
+    per_step = not stepless
+    scopes = [_scope(t, rank, per_step) for t in runs.values()]
+    notes = [f"no ProfilerStep markers in the {' and '.join(stepless)}: whole windows compared (per rank)"]
     return Comparison(
         baseline=scopes[0],
         candidate=scopes[1],
@@ -125,7 +127,7 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
         summary=_summary(*scopes),
         by_kind=_diff(*(_by_kind(s) for s in scopes), key="kind"),
         levels={level.value: _diff(*(_level(s, level) for s in scopes)) for level in LEVELS},
-        notes=notes,
+        notes=notes if stepless else [],
     )
 
 

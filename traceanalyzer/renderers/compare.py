@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from traceanalyzer import units
+from traceanalyzer.analyzers.compare import DIFF_COLUMNS
 from traceanalyzer.renderers import json, markdown, text
 from traceanalyzer.renderers.document import Block, table
 
-DIFF_COLUMNS = ["status", "baseline_ns", "candidate_ns", "delta_ns", "delta_share", "baseline_count", "candidate_count"]
+_VALUES = [c for c in DIFF_COLUMNS if c not in ("name", "kind")]
 _LEVEL_TITLES = {
     "kernel": ("Device kernels", "kernels"),
     "cpu_op": ("CPU ops (self host time)", "CPU ops"),
@@ -32,13 +33,13 @@ def layout(data: dict) -> list[Block]:
     per = "per step" if data["per_step"] else "per rank, whole window"
     blocks = [Block("heading", "traceanalyzer compare: baseline → candidate", level=1)]
     blocks.append(Block("facts", facts=_runs(data) + _headline(data) + [("note", n) for n in data["notes"]]))
-    blocks.append(table(f"Device time by kind ({per})", data["time_by_kind"], ["kind", *DIFF_COLUMNS]))
+    blocks.append(table(f"Device time by kind ({per})", data["time_by_kind"], ["kind", *_VALUES]))
     for level, (title, noun) in _LEVEL_TITLES.items():
         rows = data["levels"][level]
         if rows:
             blocks.append(Block("heading", f"{title}: biggest changes ({per})"))
             blocks.append(Block("facts", facts=_changes(noun, data["changes"][level])))
-            blocks.append(table(title, rows, ["name", *DIFF_COLUMNS]))
+            blocks.append(table(title, rows, ["name", *_VALUES]))
     return blocks
 
 
@@ -52,8 +53,9 @@ def _runs(data: dict) -> list[tuple[str, str]]:
 
 
 def _headline(data: dict) -> list[tuple[str, str]]:
+    labels = _SUMMARY_LABELS if data["per_step"] else {**_SUMMARY_LABELS, "step_ns": "window"}
     return [
-        (_SUMMARY_LABELS[row["metric"]], _before_after(row))
+        (labels[row["metric"]], _before_after(row))
         for row in data["summary"]
         if row["baseline_ns"] or row["candidate_ns"]
     ]
