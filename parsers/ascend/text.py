@@ -204,7 +204,6 @@ def _read(trace: Path, warnings: list[str]) -> _Events:
     return _Events([chunk.values for chunk in chunks])
 
 
-
 def _edges(trace: Path) -> tuple[bytes, bytes | None]:
     """The first byte of the (decompressed) file that is not blank (b'' if none) and, of a plain file, the last one
     (None for a gzip file: parsers.jsonstream reads it to its end and says if it ends early)."""
