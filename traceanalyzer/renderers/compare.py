@@ -45,7 +45,10 @@ def layout(data: dict) -> list[Block]:
 
 def _runs(data: dict) -> list[tuple[str, str]]:
     def steps(side: dict) -> str:
-        return f"{len(side['compared_steps'])} steps" if side["compared_steps"] is not None else "whole window"
+        if side["compared_steps"] is None:
+            return "whole window"
+        n = len(side["compared_steps"])
+        return f"{n} step" + ("s" if n != 1 else "")
 
     facts = [(role, "; ".join(data[role]["paths"])) for role in ("baseline", "candidate")]
     facts.append(("compared", f"{steps(data['baseline'])} → {steps(data['candidate'])}"))
