@@ -27,7 +27,7 @@ from traceanalyzer.analyzers.attribution import (
 from traceanalyzer.analyzers.collective_calls import DATA_LOADING, DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
 
 ANALYZER = "health"
 
@@ -363,11 +363,13 @@ def sync_stalls(trace) -> pd.DataFrame:
 
 
 def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
-    """GPU idle of the gap each call ends in, charged to the first call ending in it (0 if the GPU is busy then)."""
+    """GPU idle of the gap each call ends in, charged to the first call ending in it (0 if the GPU is busy then),
+    less the time the host spends loading data in that gap (the GPU would wait for the input anyway)."""
     out = np.zeros(len(calls), dtype=np.int64)
     done = (calls["ts"] + calls["sync_ns"]).to_numpy()
     for rank in calls["rank"].unique():
-        starts, ends = busy_intervals(events[events["rank"] == rank])
+        mine_events = events[events["rank"] == rank]
+        starts, ends = busy_intervals(mine_events)
         if len(starts) < 2:
             continue
         mine = np.flatnonzero((calls["rank"] == rank).to_numpy())
@@ -375,8 +377,19 @@ def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
         nxt = np.clip(np.searchsorted(starts, done[mine], side="right"), 1, len(starts) - 1)
         inside = (ends[nxt - 1] <= done[mine]) & (starts[nxt] > done[mine])
         first = inside & ~pd.Series(np.where(inside, nxt, -1)).duplicated().to_numpy()
-        out[mine[first]] = (starts[nxt] - ends[nxt - 1])[first]
+        gap_start, gap_end = ends[nxt - 1][first], starts[nxt][first]
+        loading = intervals.covered_within(_data_loading(mine_events), gap_start, gap_end)
+        out[mine[first]] = gap_end - gap_start - loading
     return out
+
+
+def _data_loading(events: pd.DataFrame) -> intervals.Intervals:
+    """When the host loads data (DataLoader ranges and frames), as disjoint intervals."""
+    host = events[events["kind"].isin([k.value for k in HOST_KINDS])]
+    names = host["name"].cat.categories.astype(str)
+    loading = np.asarray(names.str.contains(DATA_LOADING), dtype=bool)[host["name"].cat.codes.to_numpy()]
+    rows = host[loading]
+    return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
 
 
 def dtoh_copies(trace) -> pd.DataFrame:
@@ -413,10 +426,11 @@ def _sync_findings(trace, step_ns: int) -> list[Finding]:
     places = sync_places(trace)
     if not len(places):
         return []
-    steps = steps_count(trace)
+    steps = steps_count(trace) * max(len(trace.meta.ranks), 1)
     copies = dtoh_copies(trace)
     top = places.iloc[0]
     total = int(places["syncs"].sum())
+    per_rank = " per rank" if len(trace.meta.ranks) > 1 else ""
     pageable = int(copies.loc[copies["pageable"], "count"].sum())
     advice = (
         f"Each sync drains the GPU queue; the GPU then idles until the host launches again. Most are at "
@@ -430,7 +444,8 @@ def _sync_findings(trace, step_ns: int) -> list[Finding]:
     return [
         fnd.make(
             ANALYZER,
-            f"{total / steps:g} host syncs per step stall the GPU (most at {_place(top['annotation'], top['frame'])})",
+            f"{total / steps:g} host syncs per step{per_rank} stall the GPU (most at "
+            f"{_place(top['annotation'], top['frame'])})",
             advice,
             int(places["idle_after_ns"].sum()),
             step_ns,
