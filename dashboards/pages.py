@@ -8,6 +8,7 @@ from dash import dcc, html
 from dashboards import tables
 from dashboards.views import View
 from traceanalyzer import units
+from traceanalyzer.analyzers import compare as comparing
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
 
@@ -330,11 +331,17 @@ def compare(views: list[View], view: View) -> list:
 
 
 def comparison(left: View, right: View) -> list:
-    """Step summaries and top kernels of two traces side by side."""
+    """What changed per step from the left trace to the right one, then their summaries and top kernels side by side."""
+    diff = comparing.compare(left.trace, right.trace)
     return [
+        html.H3(f"What changed per step: {left.label} → {right.label}"),
+        *(html.P(note, className="note") for note in diff.notes),
+        tables.table("cmp-summary", diff.summary, page_size=len(diff.summary) or 1),
+        html.H4("Kernels by change (new, gone, faster, slower)"),
+        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), page_size=COMPARE_TOP),
         html.Div(
             [html.Div(_compared(v, side), className="col") for v, side in ((left, "a"), (right, "b"))], className="row"
-        )
+        ),
     ]
 
 

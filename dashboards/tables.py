@@ -7,7 +7,7 @@ from numbers import Number
 
 import pandas as pd
 from dash import dash_table
-from dash.dash_table.Format import Format, Scheme
+from dash.dash_table.Format import Format, Scheme, Trim
 
 from traceanalyzer import units
 
@@ -26,7 +26,11 @@ def _unit(key: str) -> tuple[str, float, Format | None]:
         return " (%)", 100.0, Format(precision=1, scheme=Scheme.fixed)
     if key.endswith("bytes"):
         return " (MiB)", MIB_PER_BYTE, Format(precision=2, scheme=Scheme.fixed)
-    return "", 1.0, None
+    return "", 1.0, PLAIN
+
+
+PLAIN = Format(precision=2, scheme=Scheme.fixed, trim=Trim.yes)
+"""Other numbers: at most two decimals, none for whole numbers (counts per step such as 87.33, 49)."""
 
 
 def rows_of(data: pd.DataFrame | list[dict]) -> list[dict]:

@@ -218,6 +218,8 @@ def test_fusion_and_compare_pages_open(browser, app_url):
     assert _wait(browser, "#page").text
     _shot(browser, "fusion")
     _open(browser, app_url, "/compare", "gpt_train")
+    _wait(browser, "#cmp-summary td[data-dash-column=metric]", "step_ns")
+    _wait(browser, "#cmp-changes td[data-dash-column=status]")
     _wait(browser, "#cmp-a-kernels td[data-dash-column=name]")
     _wait(browser, "#cmp-b-kernels td[data-dash-column=name]")
     _shot(browser, "compare")
