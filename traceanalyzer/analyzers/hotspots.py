@@ -200,8 +200,9 @@ def _gemm_rates(trace) -> dict[str, dict]:
 
 def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
     """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel.
-    Waits are left out: a stream waiting on an event is not a hotspot."""
-    events = events[~events["kind"].isin([Kind.SYNC.value])]
+    Waits are left out (a stream waiting on an event is not a hotspot), and so is communication: it costs the step
+    only what compute does not hide, which the distributed findings report (transfer and waiting for peers apart)."""
+    events = events[~events["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
     device = events[events["kind"].isin(BUSY)]
     linked = device[device["op"] != NO_ROW]
     if linked["dur"].sum() * 2 < device["dur"].sum():
