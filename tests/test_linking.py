@@ -159,3 +159,17 @@ def test_callers_stay_in_their_rank_when_ranks_are_joined():
     assert set(called["rank"]) == {0, 1}
     assert (events.loc[called["caller"], "rank"].to_numpy() == called["rank"].to_numpy()).all()
     assert set(events.loc[called["caller"], "name"].astype(str)) == {"Enqueue"}
+
+
+def test_work_launched_before_the_recorded_window_is_in_no_step(gpt_train):
+    """GROUND_TRUTH: 1,332 kernels and 66.5 ms of kernel time in each profiled step, kernels counted by their launch;
+    the kernels still running from the step before profiling began have no launch in the trace and no step."""
+    ev = gpt_train.events
+    kernels = ev[ev["kind"] == Kind.KERNEL.value]
+    per_step = kernels[kernels["step"] != NO_ROW].groupby("step")
+    assert per_step.size().tolist() == [1332, 1332, 1332]
+    assert np.allclose(per_step["dur"].sum() / 1e6, 66.5, atol=0.05)
+    outside = kernels[kernels["step"] == NO_ROW]
+    runtime = ev[(ev["kind"] == Kind.RUNTIME.value) & (ev["correlation"] != NO_ROW)]
+    assert len(outside) and (outside["launch"] == NO_ROW).all()
+    assert (outside["correlation"] < runtime["correlation"].min()).all()

@@ -243,8 +243,21 @@ def assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
 
 
 def _steps(events: pd.DataFrame, launch: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
-    """Host events by their own start; device work by the start of the call that launched it."""
+    """Host events by their own start; device work by the start of the call that launched it, and none for device
+    work launched before the recorded window (it belongs to a step the profiler did not record)."""
     ts = events["ts"].to_numpy().copy()
     has = launch != NO_ROW
     ts[has] = ts[launch[has]]
-    return assign_steps(ts, steps)
+    step = assign_steps(ts, steps)
+    step[_launched_before_window(events, launch)] = NO_ROW
+    return step
+
+
+def _launched_before_window(events: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
+    """Device rows with no recorded launch whose correlation id is older than every recorded runtime call's."""
+    corr = events["correlation"].to_numpy()
+    runtime = (events["kind"] == Kind.RUNTIME.value).to_numpy() & (corr != NO_ROW)
+    if not runtime.any():
+        return np.zeros(len(events), dtype=bool)
+    device = events["kind"].isin(_DEVICE).to_numpy()
+    return device & (launch == NO_ROW) & (corr != NO_ROW) & (corr < corr[runtime].min())
