@@ -21,7 +21,7 @@ _HOTSPOT_TITLES = {
 
 @dataclass
 class Block:
-    """A heading (level 1/2), a list of facts, or a table."""
+    """A heading (level 1/2), a list of facts, a table, or a numbered list of items (a headline and its text)."""
 
     kind: str
     title: str = ""
@@ -29,6 +29,7 @@ class Block:
     facts: list[tuple[str, str]] = field(default_factory=list)
     headers: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
+    items: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
 def layout(report: dict) -> list[Block]:
@@ -92,24 +93,14 @@ def _summary(s: dict, steps: list[dict]) -> list[Block]:
 def _findings(findings: list[dict]) -> list[Block]:
     if not findings:
         return [Block("heading", "Findings"), Block("facts", facts=[("", "no findings")])]
-    rows = [
-        [
-            f["severity"],
-            f["title"],
-            units.duration(f["cost_ns"]) if f["cost_ns"] else "–",
-            units.share(f["step_share"]) if f["cost_ns"] else "–",
-            f["advice"],
-        ]
-        for f in findings
-    ]
-    return [
-        Block(
-            "table",
-            "Findings (by what they are worth)",
-            headers=["severity", "finding", "cost", "of step", "advice"],
-            rows=rows,
-        )
-    ]
+    items = [(f"[{f['severity']}] {f['title']}", [_cost(f), f["advice"]]) for f in findings]
+    return [Block("heading", "Findings (by what they are worth)"), Block("list", items=items)]
+
+
+def _cost(finding: dict) -> str:
+    if not finding["cost_ns"]:
+        return "cost: not estimated"
+    return f"cost: {units.duration(finding['cost_ns'])} ({units.share(finding['step_share'])} of step time)"
 
 
 def _section(key: str, section: dict) -> list[Block]:

@@ -20,6 +20,12 @@ def _block(b: Block) -> list[str]:
         return ["", "#" * b.level + " " + b.title, ""]
     if b.kind == "facts":
         return [f"- **{k}**: {_escape(v)}" if k else f"- {_escape(v)}" for k, v in b.facts]
+    if b.kind == "list":
+        return [
+            line
+            for i, (headline, texts) in enumerate(b.items, 1)
+            for line in (f"{i}. **{_escape(headline)}**  ", *(f"   {_escape(t)}  " for t in texts))
+        ]
     header = "| " + " | ".join(b.headers) + " |"
     rule = "|" + "|".join("---" for _ in b.headers) + "|"
     rows = ["| " + " | ".join(_escape(c) for c in r) + " |" for r in b.rows]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import textwrap
+
 from traceanalyzer.renderers.document import Block, layout
 
 _RULE = {1: "=", 2: "-"}
+WIDTH = 110
+"""Where list items' text wraps."""
 
 
 def render(report: dict) -> str:
@@ -23,7 +27,19 @@ def _block(b: Block) -> list[str]:
     if b.kind == "facts":
         width = max((len(k) for k, _ in b.facts), default=0)
         return [f"  {k:<{width}}  {v}" if k else f"  {v}" for k, v in b.facts]
+    if b.kind == "list":
+        return [line for i, item in enumerate(b.items, 1) for line in _item(i, *item)]
     return ["", f"  {b.title}", *_table(b.headers, b.rows)]
+
+
+def _item(number: int, headline: str, texts: list[str]) -> list[str]:
+    """A numbered headline, its texts wrapped and indented under it, and a blank line."""
+    lead = f"  {number}. "
+    indent = " " * len(lead)
+    lines = textwrap.wrap(headline, WIDTH, initial_indent=lead, subsequent_indent=indent)
+    for text in texts:
+        lines += textwrap.wrap(text, WIDTH, initial_indent=indent, subsequent_indent=indent)
+    return [*lines, ""]
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
