@@ -151,11 +151,12 @@ def occurrences(trace) -> pd.DataFrame:
 
 def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Match every library pattern in priority order; a unit belongs to the first match that claims it."""
+    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.units["lane"].to_numpy())]
     found = []
     for pattern in PATTERNS:
         for phase, alternatives in _phases(pattern):
             for elements in alternatives:
-                found += _match(ctx, tokens, pattern, elements, phase)
+                found += _match(ctx, tokens, pattern, elements, phase, lanes)
     return found
 
 
@@ -178,12 +179,14 @@ def _regex(elements: tuple[Element, ...], backward: bool) -> re.Pattern:
     return re.compile("".join(parts))
 
 
-def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase: str) -> list[dict]:
+def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase: str, lanes: list) -> list[dict]:
+    """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their units."""
     regex = _regex(elements, phase == "backward")
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
     found = []
-    lanes = ctx.units["lane"].to_numpy()
-    for lo, hi in _lane_bounds(lanes):
+    for lo, hi, present in lanes:
+        if not _could_match(elements, phase == "backward", present):
+            continue
         text, starts = _joined(tokens[lo:hi])
         for m in regex.finditer(text):
             first, last = _span(starts, m)
@@ -203,11 +206,21 @@ def _lane_bounds(lanes: np.ndarray) -> list[tuple[int, int]]:
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
 
 
+def _could_match(elements: tuple[Element, ...], backward: bool, present: set[str]) -> bool:
+    """False when a required element's tokens are all absent from the lane (the regex cannot match: skip it)."""
+    suffix = BACKWARD_SUFFIX if backward else ""
+    return all(
+        any(t + suffix in present or t + suffix + KERNELLESS_SUFFIX in present for t in el.tokens)
+        for el in elements
+        if el.least > 0
+    )
+
+
 def _joined(tokens: np.ndarray) -> tuple[str, np.ndarray]:
     """The text ``-a--b-`` of a lane's tokens and the offset where each token starts."""
-    pieces = [f"-{t}-" for t in tokens]
-    lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
-    return "".join(pieces), np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    words = tokens.tolist()
+    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2
+    return "-" + "--".join(words) + "-", np.concatenate(([0], np.cumsum(lengths)[:-1]))
 
 
 def _span(starts: np.ndarray, m: re.Match) -> tuple[int, int]:
