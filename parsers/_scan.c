@@ -236,32 +236,31 @@ static int lex_key(Scan *s, const char **key, Py_ssize_t *len, int *escaped) {
 }
 
 static int skip_value(Scan *s, int depth);
+static int read_object(Scan *s, Table *t, int *bad, int depth);
 
-static int skip_container(Scan *s, int depth, char close, int keyed) {
+static Table NO_KEYS; /* an object none of whose keys is wanted: read_object then only checks and skips it */
+
+static int skip_array(Scan *s, int depth) {
     if (depth > MAX_DEPTH) return fail(s, "nested too deeply");
     s->p++;
     skip_ws(s);
-    if (s->p < s->end && *s->p == close) {
+    if (s->p < s->end && *s->p == ']') {
         s->p++;
         return 0;
     }
     for (;;) {
         skip_ws(s);
-        const char *k;
-        Py_ssize_t kl;
-        int esc;
-        if (keyed && lex_key(s, &k, &kl, &esc)) return -1;
         if (skip_value(s, depth + 1)) return -1;
         skip_ws(s);
         if (s->p < s->end && *s->p == ',') {
             s->p++;
             continue;
         }
-        if (s->p < s->end && *s->p == close) {
+        if (s->p < s->end && *s->p == ']') {
             s->p++;
             return 0;
         }
-        return fail(s, "expected ',' or a closing bracket");
+        return fail(s, "expected ',' or ']'");
     }
 }
 
@@ -269,12 +268,12 @@ static int skip_value(Scan *s, int depth) {
     if (s->p >= s->end) return fail(s, "unexpected end");
     const char *k;
     Py_ssize_t kl;
-    int esc;
+    int esc, bad = 0;
     Number n;
     switch (*s->p) {
         case '"': return lex_string(s, &k, &kl, &esc);
-        case '{': return skip_container(s, depth, '}', 1);
-        case '[': return skip_container(s, depth, ']', 0);
+        case '{': return read_object(s, &NO_KEYS, &bad, depth);
+        case '[': return skip_array(s, depth);
         case 't': return lex_literal(s, "true", 4);
         case 'f': return lex_literal(s, "false", 5);
         case 'n': return lex_literal(s, "null", 4);
@@ -606,8 +605,6 @@ static int read_field(Scan *s, Column *c) {
     }
     return 1;
 }
-
-static int read_object(Scan *s, Table *t, int *bad, int depth);
 
 /* One key's value: a wanted field, a nested object with wanted keys, or skipped. */
 static int read_member(Scan *s, Entry *e, int *bad, int depth) {
