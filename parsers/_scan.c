@@ -65,7 +65,8 @@ typedef struct {
 typedef struct {
     int kind, nullable;
     int64_t default_num;
-    PyObject *default_text; /* str or NULL */
+    const char *default_text; /* UTF-8 of the str default, or NULL (absent: code -1) */
+    Py_ssize_t default_len;
     void *data;             /* int64_t* or int32_t* */
     Interner interner;
     /* the current row's pending value */
@@ -327,14 +328,19 @@ static int number_to_double(Scan *s, const Number *n, double *out) {
         return 0;
     }
 slow : {
-    char buf[512];
-    if (n->len >= (Py_ssize_t)sizeof buf) return fail(s, "number too long");
+    char small[64];
+    char *buf = n->len < (Py_ssize_t)sizeof small ? small : malloc(n->len + 1);
+    if (!buf) {
+        s->nomem = 1;
+        return -1;
+    }
     memcpy(buf, n->start, n->len);
     buf[n->len] = 0;
     take_gil(s);
     *out = PyOS_string_to_double(buf, NULL, NULL);
     int failed = *out == -1.0 && PyErr_Occurred();
     drop_gil(s);
+    if (buf != small) free(buf);
     return failed ? -1 : 0;
 }
 }
@@ -507,6 +513,7 @@ static int interner_grow(Interner *t) {
 
 /* The code of a byte string, adding it when new; -1 on memory exhaustion. */
 static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
+    if (t->count >= INT32_MAX - 1) return -1; /* codes are int32 */
     if ((t->count + 1) * 2 > t->nslots && interner_grow(t)) return -1;
     uint64_t h = hash_bytes(p, n);
     Py_ssize_t j = h & (t->nslots - 1);
@@ -594,39 +601,51 @@ static int read_field(Scan *s, Column *c) {
                 return skip_value(s, 0) ? -1 : 1;
             }
             if (c->kind == K_EXACT_NS) return exact_ns(&n, &c->num) ? 1 : 0;
-            if (c->kind == K_INT && n.integer && !integer_literal(&n, &c->num)) return 0;
+            if (c->kind == K_INT && n.integer) {
+                if (integer_literal(&n, &c->num)) c->num = -1; /* an integer beyond int64: not usable */
+                return 0;
+            }
             double v;
             if (number_to_double(s, &n, &v)) return -1;
             if (c->kind == K_NS) return float_ns(v, &c->num);
             if (!isfinite(v)) return 1; /* a literal beyond double's range, which msgspec refuses too */
-            if (fabs(v) >= 9.2e18) c->num = -1; /* too large for int64: not a usable number, as int_or_no_row says */
+            if (fabs(v) >= 9223372036854775808.0) c->num = -1; /* beyond int64: not usable, as int_or_no_row says */
             else c->num = (int64_t)v;
             return 0;
     }
     return 1;
 }
 
+static void forget(Scan *s, Table *t);
+
 /* One key's value: a wanted field, a nested object with wanted keys, or skipped. */
 static int read_member(Scan *s, Entry *e, int *bad, int depth) {
-    if (e->field >= 0) {
-        Column *c = &s->cols[e->field];
-        if (c->kind == K_OBJECT) {
-            if (*s->p == '{') {
-                c->seen = 1;
-                c->num = 1;
-                return read_object(s, e->child, bad, depth + 1);
-            }
-            c->seen = 0;
-            if (*s->p == 'n') return lex_literal(s, "null", 4);
-            *bad = 1;
-            return skip_value(s, depth);
-        }
+    Column *c = e->field >= 0 ? &s->cols[e->field] : NULL;
+    if (!e->child) {
         int r = read_field(s, c);
         if (r > 0) *bad = 1;
         return r < 0 ? -1 : 0;
     }
-    if (e->child && *s->p == '{') return read_object(s, e->child, bad, depth + 1);
+    forget(s, e->child); /* a key given twice: the last value wins, as for top-level keys */
+    if (c) c->seen = 0;
+    if (*s->p == '{') {
+        if (c) {
+            c->seen = 1;
+            c->num = 1;
+        }
+        return read_object(s, e->child, bad, depth + 1);
+    }
+    if (*s->p == 'n' && (!c || c->nullable)) return lex_literal(s, "null", 4);
+    *bad = 1; /* the fields under this key need an object */
     return skip_value(s, depth);
+}
+
+/* Forget what was read under a nested object's key (its fields and their own nested objects). */
+static void forget(Scan *s, Table *t) {
+    for (int i = 0; i < t->count; i++) {
+        if (t->entries[i].field >= 0) s->cols[t->entries[i].field].seen = 0;
+        if (t->entries[i].child) forget(s, t->entries[i].child);
+    }
 }
 
 /* An object (s->p on '{') whose keys are looked up in t; sets *bad on a wrongly typed field. */
@@ -645,7 +664,11 @@ static int read_object(Scan *s, Table *t, int *bad, int depth) {
         int esc;
         if (lex_key(s, &k, &kl, &esc)) return -1;
         if (s->p >= s->end) return fail(s, "unexpected end");
-        Entry *e = esc ? NULL : find_key(t, k, kl);
+        if (esc && t->count && unescape(s, k, kl, &k, &kl)) {
+            s->nomem = 1;
+            return -1;
+        }
+        Entry *e = find_key(t, k, kl);
         if ((e ? read_member(s, e, bad, depth) : skip_value(s, depth + 1)) < 0) return -1;
         skip_ws(s);
         if (s->p < s->end && *s->p == ',') {
@@ -712,18 +735,15 @@ static int commit_row(Scan *s) {
             continue;
         }
         int32_t code = -1;
-        if (c->seen) {
-            const char *p = c->span;
-            Py_ssize_t n = c->span_len;
-            if (c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
-                s->nomem = 1;
-                return -1;
-            }
-            code = intern(&c->interner, p, n);
-            if (code < 0) {
-                s->nomem = 1;
-                return -1;
-            }
+        const char *p = c->seen ? c->span : c->default_text; /* the default counts where it is first used */
+        Py_ssize_t n = c->seen ? c->span_len : c->default_len;
+        if (c->seen && c->escaped && unescape(s, c->span, c->span_len, &p, &n)) {
+            s->nomem = 1;
+            return -1;
+        }
+        if (p && (code = intern(&c->interner, p, n)) < 0) {
+            s->nomem = 1;
+            return -1;
         }
         ((int32_t *)c->data)[s->rows] = code;
     }
@@ -778,7 +798,7 @@ static int add_field(Scan *s, PyObject *spec) {
             PyErr_SetString(PyExc_TypeError, "a text field's default is a str or None");
             return -1;
         }
-        c->default_text = dflt == Py_None ? NULL : dflt;
+        if (dflt != Py_None && !(c->default_text = PyUnicode_AsUTF8AndSize(dflt, &c->default_len))) return -1;
     } else {
         c->default_num = PyLong_AsLongLong(dflt);
         if (PyErr_Occurred()) return -1;
@@ -825,19 +845,6 @@ static PyObject *uniques(Column *c) {
 static PyObject *column_result(Scan *s, Column *c) {
     if (!is_text(c->kind)) return PyBytes_FromStringAndSize(c->data, s->rows * sizeof(int64_t));
     int32_t *codes = c->data;
-    if (c->default_text) {
-        int32_t missing = (int32_t)c->interner.count;
-        int used = 0;
-        for (Py_ssize_t r = 0; r < s->rows; r++)
-            if (codes[r] < 0) {
-                codes[r] = missing;
-                used = 1;
-            }
-        PyObject *list = uniques(c);
-        if (list && used && PyList_Append(list, c->default_text)) Py_CLEAR(list);
-        if (!list) return NULL;
-        return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
-    }
     PyObject *list = uniques(c);
     if (!list) return NULL;
     return Py_BuildValue("(NN)", PyBytes_FromStringAndSize((char *)codes, s->rows * sizeof(int32_t)), list);
@@ -867,21 +874,20 @@ static PyObject *results(Scan *s) {
 }
 
 static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
-    Py_buffer buf;
+    PyObject *data;
     PyObject *fields, *to_int;
-    if (!PyArg_ParseTuple(args, "y*O!O", &buf, &PyTuple_Type, &fields, &to_int)) return NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyBytes_Type, &data, &PyTuple_Type, &fields, &to_int)) return NULL;
     Scan *s = calloc(1, sizeof *s);
     PyObject *out = NULL;
     if (!s) {
-        PyBuffer_Release(&buf);
         return PyErr_NoMemory();
     }
-    s->start = s->p = buf.buf;
-    s->end = s->start + buf.len;
+    s->start = s->p = PyBytes_AS_STRING(data); /* bytes: nobody can change them while the GIL is released */
+    s->end = s->start + PyBytes_GET_SIZE(data);
     s->to_int = to_int;
-    s->arena_cap = buf.len;
+    s->arena_cap = PyBytes_GET_SIZE(data);
     s->arena = malloc(s->arena_cap + 1);
-    s->cap = buf.len / 256 + 16;
+    s->cap = PyBytes_GET_SIZE(data) / 256 + 16;
     if (!s->arena) {
         PyErr_NoMemory();
         goto done;
@@ -908,7 +914,6 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
 done:
     release(s);
     free(s);
-    PyBuffer_Release(&buf);
     return out;
 }
 

@@ -104,7 +104,11 @@ def int_or_no_row(value: Any) -> int:
 
 
 class Reader:
-    """Turns a piece of a JSON array (its elements, comma-separated, without brackets) into Columns."""
+    """Turns a piece of a JSON array (its elements, comma-separated, without brackets) into Columns.
+
+    Both readers give the same columns; the one known difference: a string with a lone UTF-16 surrogate escape
+    (``"\\ud800"``) is read as U+FFFD by the native reader, while msgspec refuses the piece.
+    """
 
     def __init__(self, fields: tuple[Field, ...], native: bool | None = None) -> None:
         self.fields = fields
@@ -233,17 +237,19 @@ class _Structs:
     def _non_numbers(self, f: Field, owners: dict[str, list]) -> list[int]:
         """Rows whose time field is not a number in range (msgspec lets any string or Decimal through)."""
         values = self._values(f, owners)
+        bad: list[int] = []
         if {str, decimal.Decimal} & set(map(type, values)):
             bad = [i for i, v in enumerate(values) if not _is_number(v)]
-            if bad:
-                return bad
-        return np.flatnonzero(_ns(values, f.read is Read.EXACT_NS) == _OUT_OF_RANGE).tolist()
+            values = [None if not _is_number(v) else v for v in values] if bad else values
+        return bad + np.flatnonzero(_ns(values, f.read is Read.EXACT_NS) == _OUT_OF_RANGE).tolist()
 
     def decode(self, piece: bytes) -> tuple[list, int]:
         """(decoded elements, elements skipped for wrong types); bytes that are not UTF-8 are read as U+FFFD."""
         data = b"[" + piece + b"]"
         try:
             return self._decode(data)
+        except RecursionError:
+            raise MalformedJSON("nested too deeply") from None
         except msgspec.DecodeError as e:
             fixed = _repair_utf8(data)
             if fixed is None:
@@ -367,7 +373,9 @@ def _ns(values: list, exact: bool) -> np.ndarray:
     _OUT_OF_RANGE where ns would overflow int64."""
     present = [float(v) if isinstance(v, str) else v for v in values if v is not None]
     if exact:
-        ns = [int(decimal.Decimal(v) * 1000) for v in present]
+        with decimal.localcontext() as context:
+            context.prec = 200  # exact for any timestamp: truncate the digits, do not round them
+            ns = [int(decimal.Decimal(v).scaleb(3)) for v in present]
         out = np.array([n if abs(n) < 2**63 else _OUT_OF_RANGE for n in ns], dtype=np.int64)
     else:
         arr = np.asarray(present, dtype=np.float64)

@@ -152,7 +152,7 @@ def _map_chunked(
     if last is not None:
         stream.count(last)
         results.append(fn(last))
-    stream.header = _decode_header(header, tail, path)
+    stream.header = _decode_header(header, tail, path, stream)
     _warn_repaired(path, stream)
     return results
 
@@ -324,22 +324,35 @@ def _finish(read: Read, body: bytes, path: Path, stream: Stream) -> tuple[Column
 
 
 def _salvage(read: Read, body: bytes, path: Path, stream: Stream) -> Columns | None:
-    """The array never closes: keep the complete events before the break, with a warning."""
-    cut = _last_boundary(body)
+    """The array does not close readably: keep the complete events before the break, with a warning."""
     cols = None
-    if cut is not None:
+    for cut in _complete_prefixes(body):
         with contextlib.suppress(MalformedJSON):
             cols = read(body[:cut])
+            break
     found = stream.events + (cols.rows if cols else 0)
     if not found:
         raise TraceError(path, "is not valid JSON: the file ends before the first complete event (truncated?)")
-    stream.warnings.append(f"{path}: the JSON ends early (truncated file?); analyzed the first {found:,} events")
+    damage = "is malformed near its end" if _ARRAY_END.search(body) else "ends early (truncated file?)"
+    stream.warnings.append(f"{path}: the JSON {damage}; analyzed the first {found:,} events")
     stream.truncated = True
     return cols
 
 
-def _decode_header(header: bytes, tail: bytes, path: Path) -> dict[str, Any]:
+def _complete_prefixes(body: bytes) -> list[int]:
+    """Where the events before a break may end: after a last event cut right after its ``}``, or before a ``, {``."""
+    whole = body.rstrip(b" \t\r\n,")
+    cuts = [len(whole)] if whole.endswith(b"}") else []
+    boundary = _last_boundary(body)
+    return cuts + ([boundary] if boundary is not None else [])
+
+
+def _decode_header(header: bytes, tail: bytes, path: Path, stream: Stream) -> dict[str, Any]:
+    """The document's keys besides the events (none for a bare array); a warning for what after them is unreadable."""
+    unread = f"{path}: ignored {len(tail.strip()):,} bytes after the events array that are not valid JSON"
     if not header:
+        if tail.strip():
+            stream.warnings.append(unread)
         return {}
     for closing in (tail, b"}"):
         try:
@@ -347,6 +360,8 @@ def _decode_header(header: bytes, tail: bytes, path: Path) -> dict[str, Any]:
         except msgspec.DecodeError:
             continue
         if isinstance(doc, dict):
+            if closing is not tail and tail.strip():
+                stream.warnings.append(unread)
             return doc
     raise TraceError(path, "is not valid JSON around the traceEvents array")
 
