@@ -34,8 +34,6 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--kind", choices=[k.value for k in DEVICE_KINDS], help="only this kind of device work in the kernel table"
     )
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.add_argument("-o", "--output", help="write the report to this file instead of stdout")
     p.add_argument(
         "--comm-pattern",
         action="append",
@@ -43,7 +41,7 @@ def report_parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         help="also treat device work whose name matches REGEX as communication (repeatable)",
     )
-    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    _output_options(p, "report")
     return p
 
 
@@ -59,10 +57,15 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", metavar="CANDIDATE")
     p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
     p.add_argument("--rank", type=int, help="only this rank (in both runs)")
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
-    p.add_argument("-o", "--output", help="write the comparison to this file instead of stdout")
-    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    _output_options(p, "comparison")
     return p
+
+
+def _output_options(p: argparse.ArgumentParser, what: str) -> None:
+    """--format, -o and --debug, which every command has."""
+    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("-o", "--output", help=f"write the {what} to this file instead of stdout")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
