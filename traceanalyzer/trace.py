@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+from collections.abc import Callable, Iterable
 
 import pandas as pd
 
@@ -105,3 +106,15 @@ class Trace:
         if key not in self._cache:
             self._cache[key] = compute()
         return self._cache[key]
+
+
+def per_trace(table: Callable[[Trace], pd.DataFrame]) -> Callable[[Trace], pd.DataFrame]:
+    """Decorator for an analyzer table of the trace alone: computed once per trace (a report asks for some tables
+    from both its findings and its section); each call gets its own copy-on-write copy to change."""
+    key = f"{table.__module__}.{table.__qualname__}"
+
+    @functools.wraps(table)
+    def once(trace: Trace) -> pd.DataFrame:
+        return trace._cached(key, lambda: table(trace)).copy(deep=False)
+
+    return once

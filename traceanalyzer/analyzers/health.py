@@ -28,6 +28,7 @@ from traceanalyzer.analyzers.collective_calls import DATA_LOADING, DATA_LOADING_
 from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
+from traceanalyzer.trace import per_trace
 
 ANALYZER = "health"
 
@@ -129,6 +130,7 @@ DYNAMIC_SHAPE_MIN = 3
 # ---------------------------------------------------------------- idle gaps
 
 
+@per_trace
 def device_busy(trace) -> pd.DataFrame:
     """Per rank and device: span, busy, busy share, idle, gap counts, large gaps (> 100 µs) and the largest."""
     rows = []
@@ -242,6 +244,7 @@ def _host_phrase(gap: pd.Series) -> str:
 # ---------------------------------------------------------------- launch-bound loops
 
 
+@per_trace
 def launch_bound(trace) -> pd.DataFrame:
     """Per rank and place (annotation, Python frame): tiny kernels, their launches, and the GPU idle just before them.
 
@@ -340,6 +343,7 @@ def _place(annotation: str, frame: str) -> str:
 # ---------------------------------------------------------------- synchronization stalls
 
 
+@per_trace
 def sync_stalls(trace) -> pd.DataFrame:
     """Every blocking host sync call: where it was, how long the host waited, and the GPU idle right after it."""
     events = trace.events
@@ -465,6 +469,7 @@ def _sync_findings(trace, step_ns: int) -> list[Finding]:
 # ---------------------------------------------------------------- fp32 matrix work
 
 
+@per_trace
 def fp32_gemms(trace) -> pd.DataFrame:
     """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
     events = trace.events
@@ -541,6 +546,7 @@ def _tf32_capable(trace) -> bool:
 # ---------------------------------------------------------------- dynamic shapes
 
 
+@per_trace
 def dynamic_shapes(trace) -> pd.DataFrame:
     """Ops whose input shapes keep changing across steps: distinct shapes, those first seen later, device time first."""
     events = trace.events
