@@ -25,6 +25,7 @@ def report_parser() -> argparse.ArgumentParser:
         prog="traceanalyze",
         description="Where the time goes in a PyTorch (Kineto) or Ascend profiler trace. "
         "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
+        "'traceanalyze compare BASELINE CANDIDATE' compares two runs; "
         "'traceanalyze dashboard PATH' opens the interactive dashboard.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH")
