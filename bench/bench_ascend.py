@@ -37,7 +37,7 @@ REPLICATED = frozenset({"X", "s", "f"})
 _MEASURE = """
 import json, resource, sys, time
 import traceanalyzer as ta
-from parsers.ascend import text
+from traceanalyzer.parsers.ascend import text
 assert text.__file__.startswith(sys.argv[2]), text.__file__
 wall = time.perf_counter()
 rows = len(ta.load(sys.argv[1]).events)

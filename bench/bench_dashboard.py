@@ -25,7 +25,8 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from dashboards.pages import PAGES  # noqa: E402
+from traceanalyzer.dashboards.pages import PAGES  # noqa: E402
+
 from tests.test_dashboard import CHROMIUM_FLAGS  # noqa: E402
 
 BIG = REPO.parent / "shared" / "traces" / "h200" / "big" / "big.json.gz"
@@ -64,8 +65,8 @@ STATE = "const t = window.__ta; return [t.pending, t.bytes, t.last, t.input, per
 
 def serve(trace: Path) -> str:
     """Load the trace, warm its view and serve the app on a free local port; returns the URL."""
-    from dashboards.cli import serve as make_server
-    from dashboards.store import Store
+    from traceanalyzer.dashboards.cli import serve as make_server
+    from traceanalyzer.dashboards.store import Store
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     store = Store()

@@ -49,10 +49,10 @@ print(json.dumps({{"wall_s": wall, "cpu_s": cpu + child, "worker_cpu_s": child, 
 """
 
 TOOLS = {
-    "ours: parse": ("from parsers import kineto", "len(kineto.parse(path)[0])"),
+    "ours: parse": ("from traceanalyzer.parsers import kineto", "len(kineto.parse(path)[0])"),
     "ours: full load (parse + link + classify)": ("import traceanalyzer as ta", "len(ta.load(path).events)"),
     "ours: full load, msgspec reader (installed without a C compiler)": (
-        "import traceanalyzer as ta; from parsers import columns; columns._scan = None",
+        "import traceanalyzer as ta; from traceanalyzer.parsers import columns; columns._scan = None",
         "len(ta.load(path).events)",
     ),
     "HTA 0.5.0: Trace.load_traces": (

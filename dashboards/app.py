@@ -10,9 +10,9 @@ from pathlib import Path
 
 import dash
 from dash import Input, Output, State, dcc, html, no_update
+from traceanalyzer.dashboards import pages, tables
+from traceanalyzer.dashboards.store import Store
 
-from dashboards import pages, tables
-from dashboards.store import Store
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
 

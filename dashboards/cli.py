@@ -8,9 +8,8 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from traceanalyzer.dashboards.store import Store
 from werkzeug.serving import BaseWSGIServer, make_server
-
-from dashboards.store import Store
 
 LOCAL_HOSTS = {"127.0.0.1", "localhost", "::1"}
 
@@ -30,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
 
 def serve(store: Store, host: str, port: int) -> BaseWSGIServer:
     """A threaded HTTP server of the app over store (call serve_forever, or shutdown)."""
-    from dashboards.app import create_app
+    from traceanalyzer.dashboards.app import create_app
 
     return make_server(host, port, create_app(store).server, threaded=True)
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 from dash import dcc, html
+from traceanalyzer.dashboards import tables
+from traceanalyzer.dashboards.views import View
 
-from dashboards import tables
-from dashboards.views import View
 from traceanalyzer import units
 from traceanalyzer.analyzers import compare as comparing
 from traceanalyzer.analyzers.hotspots import Level

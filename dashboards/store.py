@@ -7,7 +7,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from dashboards.views import View
+from traceanalyzer.dashboards.views import View
+
 from traceanalyzer.errors import TraceError
 from traceanalyzer.loading import load
 

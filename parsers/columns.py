@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 try:
-    from parsers import _scan
+    from traceanalyzer.parsers import _scan
 except ImportError:  # no C compiler at install time: the msgspec reader does the same, slower
     _scan = None
 

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
+from traceanalyzer.parsers import ascend
+from traceanalyzer.parsers.jsonstream import describe_json, open_binary, read_all, top_level
 
-from parsers import ascend
-from parsers.jsonstream import describe_json, open_binary, read_all, top_level
 from traceanalyzer.errors import TraceError
 
 _SNIFF_BYTES = 1 << 16
@@ -38,7 +38,7 @@ def units(path: Path) -> list[Unit]:
     if path.is_dir():
         return _folder(path)
     _check_file(path)
-    return [Unit("parsers.kineto", path)]
+    return [Unit("traceanalyzer.parsers.kineto", path)]
 
 
 def _folder(path: Path) -> list[Unit]:
@@ -46,7 +46,7 @@ def _folder(path: Path) -> list[Unit]:
         files = sorted({f for g in _KINETO_GLOBS for f in path.glob(depth + g) if f.is_file()})
         traces = [f for f in files if is_kineto(f)]
         if traces:
-            return [Unit("parsers.kineto", f) for f in traces]
+            return [Unit("traceanalyzer.parsers.kineto", f) for f in traces]
     raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
 
 

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
+from traceanalyzer.parsers.columns import Columns, MalformedJSON
 
-from parsers.columns import Columns, MalformedJSON
 from traceanalyzer.errors import TraceError
 
 try:  # ISA-L inflates gzip 3.5x faster than zlib (0.20 -> 0.06 s CPU on a 172 MB trace); optional

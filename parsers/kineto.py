@@ -13,9 +13,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
+from traceanalyzer.parsers.jsonstream import Stream, map_chunks, worker_count
 
-from parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
-from parsers.jsonstream import Stream, map_chunks, worker_count
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
@@ -206,7 +206,7 @@ def _data_warnings(path: Path, skipped: int, cols: _Columns) -> list[str]:
 
 
 def _needs_exact_ts(path: Path) -> bool:
-    from parsers.jsonstream import open_binary
+    from traceanalyzer.parsers.jsonstream import open_binary
 
     with open_binary(path) as f:
         try:

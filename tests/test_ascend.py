@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from traceanalyzer.parsers import ascend, columns
+from traceanalyzer.parsers.ascend import common, text
 
 import traceanalyzer as ta
-from parsers import ascend, columns
-from parsers.ascend import common, text
 from tests.conftest import load_shared, shared_path
 from traceanalyzer import cli
 from traceanalyzer.analyzers import ascend as ascend_analyzer

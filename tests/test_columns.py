@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from traceanalyzer.parsers import columns, kineto
 
-from parsers import columns, kineto
 from tests.conftest import LEGACY_2021, REPO, shared_path
 
 pytestmark = pytest.mark.skipif(columns._scan is None, reason="the native reader was not built (no C compiler)")

@@ -79,8 +79,8 @@ def crafted(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def app_url(crafted):
     """The real app on real traces (each PATH one picker entry), served on a free local port."""
-    from dashboards.cli import serve
-    from dashboards.store import Store
+    from traceanalyzer.dashboards.cli import serve
+    from traceanalyzer.dashboards.store import Store
 
     store = Store()
     keys = {

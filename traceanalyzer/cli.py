@@ -73,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dashboard":
-        from dashboards.cli import main as dashboard_main
+        from traceanalyzer.dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
     if argv and argv[0] == "compare":

@@ -32,7 +32,7 @@ def load(
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     if not paths:
         raise TraceError("(no path)", "nothing to load")
-    from parsers import detect  # parsers import this package; importing them lazily breaks the cycle
+    from traceanalyzer.parsers import detect  # parsers import this package; importing them lazily breaks the cycle
 
     units = [unit for p in paths for unit in detect.units(Path(p))]
     if progress:
@@ -43,7 +43,7 @@ def load(
 
 def _parse_all(units: list, rules: tuple[Rule, ...]) -> list[Parsed]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
-    from parsers.jsonstream import fork_is_safe
+    from traceanalyzer.parsers.jsonstream import fork_is_safe
 
     if len(units) == 1 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
         return [_parse_one(u, rules) for u in units]

@@ -21,10 +21,10 @@ _SEARCH_DEPTH = 4
 
 def units(path: Path) -> list:
     """The Ascend rank outputs under path ([] when the path holds none)."""
-    from parsers.detect import Unit  # detect imports this package; import lazily to break the cycle
+    from traceanalyzer.parsers.detect import Unit  # detect imports this package; import lazily to break the cycle
 
     found = _file(path) if path.is_file() else _folder(path)
-    return [Unit(f"parsers.ascend.{module}", p) for module, p in found]
+    return [Unit(f"traceanalyzer.parsers.ascend.{module}", p) for module, p in found]
 
 
 def _file(path: Path) -> list[tuple[str, Path]]:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers.ascend import common as c
 
-from parsers.ascend import common as c
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 

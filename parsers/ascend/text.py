@@ -20,10 +20,10 @@ from pathlib import Path
 import msgspec
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers.ascend import common as c
+from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
+from traceanalyzer.parsers.jsonstream import Stream, map_chunks, open_binary, read_all, worker_count
 
-from parsers.ascend import common as c
-from parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
-from parsers.jsonstream import Stream, map_chunks, open_binary, read_all, worker_count
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 
