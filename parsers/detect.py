@@ -2,30 +2,17 @@
 
 from __future__ import annotations
 
-import importlib
-from dataclasses import dataclass
 from pathlib import Path
 
 import msgspec
-from traceanalyzer.parsers import ascend
+from traceanalyzer.parsers import ascend, kineto
 from traceanalyzer.parsers.jsonstream import describe_json, open_binary, read_all, top_level
+from traceanalyzer.parsers.unit import Unit
 
 from traceanalyzer.errors import TraceError
 
 _SNIFF_BYTES = 1 << 16
 _KINETO_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
-
-
-@dataclass(frozen=True)
-class Unit:
-    """One rank's trace and the parser module (``parse(path) -> (events, memory, meta)``) that reads it."""
-
-    parser: str
-    path: Path
-
-    def parse(self):
-        """Run the parser on the path."""
-        return importlib.import_module(self.parser).parse(self.path)
 
 
 def units(path: Path) -> list[Unit]:
@@ -38,7 +25,7 @@ def units(path: Path) -> list[Unit]:
     if path.is_dir():
         return _folder(path)
     _check_file(path)
-    return [Unit("traceanalyzer.parsers.kineto", path)]
+    return [Unit(kineto.parse, path)]
 
 
 def _folder(path: Path) -> list[Unit]:
@@ -46,7 +33,7 @@ def _folder(path: Path) -> list[Unit]:
         files = sorted({f for g in _KINETO_GLOBS for f in path.glob(depth + g) if f.is_file()})
         traces = [f for f in files if is_kineto(f)]
         if traces:
-            return [Unit("traceanalyzer.parsers.kineto", f) for f in traces]
+            return [Unit(kineto.parse, f) for f in traces]
     raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
 
 

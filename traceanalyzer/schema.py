@@ -166,7 +166,15 @@ class TraceMeta:
     end_ns: int = 0
     process_groups: list[dict] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    adjustments: dict[str, int] = field(default_factory=dict)
+    """Events dropped or values clipped by the parser, by reason (``"negative duration clipped to 0": 12``); each
+    reason also has a warning, and the report's ledger lists them."""
     extra: dict = field(default_factory=dict)
+
+    def adjust(self, reason: str, count: int) -> None:
+        """Record that ``count`` events were dropped or clipped for ``reason`` (nothing when count is 0)."""
+        if count:
+            self.adjustments[reason] = self.adjustments.get(reason, 0) + int(count)
 
     @property
     def span_ns(self) -> int:

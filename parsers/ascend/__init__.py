@@ -11,6 +11,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from traceanalyzer.parsers.ascend import db, text
+from traceanalyzer.parsers.unit import Unit
+
 OUTPUT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
 TEXT_FILES = re.compile(r"^(trace_view\.json|kernel_details\.csv|msprof_\d[\w.]*\.json|op_summary_\d[\w.]*\.csv)$")
 DB_FILES = re.compile(r"^(ascend_pytorch_profiler(_\d+)?|msprof_\d[\w]*)\.db$")
@@ -19,12 +22,13 @@ _RUN_DIR = re.compile(r"(_ascend_pt|_ascend_ms)$|^PROF_")
 _SEARCH_DEPTH = 4
 
 
-def units(path: Path) -> list:
-    """The Ascend rank outputs under path ([] when the path holds none)."""
-    from traceanalyzer.parsers.detect import Unit  # detect imports this package; import lazily to break the cycle
+_PARSERS = {"text": text.parse, "db": db.parse}
 
+
+def units(path: Path) -> list[Unit]:
+    """The Ascend rank outputs under path ([] when the path holds none)."""
     found = _file(path) if path.is_file() else _folder(path)
-    return [Unit(f"traceanalyzer.parsers.ascend.{module}", p) for module, p in found]
+    return [Unit(_PARSERS[module], p) for module, p in found]
 
 
 def _file(path: Path) -> list[tuple[str, Path]]:
