@@ -7,7 +7,7 @@ from dash import dcc, html
 from traceanalyzer.dashboards import tables
 from traceanalyzer.dashboards.views import View
 
-from traceanalyzer import units
+from traceanalyzer import humanize
 from traceanalyzer.analyzers import compare as comparing
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
@@ -127,17 +127,17 @@ def _fact(report: dict, section: str, key: str) -> object:
 
 
 def _kinds(rows: list[dict]) -> str:
-    return ", ".join(f"{r['kind']} {units.duration(r['total_ns'])}" for r in rows) or "–"
+    return ", ".join(f"{r['kind']} {humanize.duration(r['total_ns'])}" for r in rows) or "–"
 
 
 def findings_table(findings: list[dict]) -> html.Table | html.P:
     """Findings with their worth, advice and a link to the page with the evidence."""
     if not findings:
         return html.P("No findings.", id="findings")
-    header = html.Tr([html.Th(units.label(c)) for c in FINDING_COLUMNS] + [html.Th("details")])
+    header = html.Tr([html.Th(humanize.label(c)) for c in FINDING_COLUMNS] + [html.Th("details")])
     rows = [
         html.Tr(
-            [html.Td(units.value(c, f.get(c))) for c in FINDING_COLUMNS]
+            [html.Td(humanize.value(c, f.get(c))) for c in FINDING_COLUMNS]
             + [html.Td(dcc.Link(f"{f['analyzer']} →", href=FINDING_PAGE.get(f["analyzer"], "/")))],
             className=f"severity-{f['severity']}",
         )
@@ -205,7 +205,7 @@ def hotspot_table(view: View, level: str, step: object = ALL, rank: object = ALL
 
 def details(info: dict) -> list:
     """A selected op or kernel: the kernels it runs, the ops that launch it, its shapes and call stack."""
-    stack = [html.Li(f"[{f['kind']}] {f['name']} ({units.duration(f['dur_ns'])})") for f in info["stack"]]
+    stack = [html.Li(f"[{f['kind']}] {f['name']} ({humanize.duration(f['dur_ns'])})") for f in info["stack"]]
     return [
         html.H4(info["name"], id="selected-name"),
         html.Div(
@@ -270,7 +270,7 @@ def _late_rank(view: View) -> html.Div:
     if isinstance(late, pd.DataFrame) and len(late):
         worst = late.iloc[0]
         cause = f"; longest wait in step {worst['step']}: {worst['cause']} ({worst['detail']})"
-    wait = units.duration(facts.get("late_rank_caused_wait_ns"))
+    wait = humanize.duration(facts.get("late_rank_caused_wait_ns"))
     return html.Div(
         f"Late rank: rank {facts['late_rank']}, its peers waited {wait} for it{cause}",
         id="late-rank",

@@ -9,7 +9,7 @@ import pandas as pd
 from dash import dash_table
 from dash.dash_table.Format import Format, Scheme, Trim
 
-from traceanalyzer import units
+from traceanalyzer import humanize
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
@@ -79,7 +79,7 @@ def content(data: pd.DataFrame | list[dict], columns: list[str] | None = None) -
 def _column(key: str, rows: list[dict]) -> dict:
     suffix, _, fmt = _unit(key)
     numeric = any(isinstance(r.get(key), Number) and not isinstance(r.get(key), bool) for r in rows)
-    col = {"name": units.label(key) + suffix, "id": key, "type": "numeric" if numeric else "text"}
+    col = {"name": humanize.label(key) + suffix, "id": key, "type": "numeric" if numeric else "text"}
     if numeric and fmt is not None:
         col["format"] = fmt
     return col
@@ -99,4 +99,4 @@ def _cell(key: str, value: object) -> object:
 
 def facts(pairs: dict) -> list[tuple[str, str]]:
     """Key/value facts formatted for reading."""
-    return [(units.label(k), units.value(k, v)) for k, v in pairs.items() if not isinstance(v, list | dict)]
+    return [(humanize.label(k), humanize.value(k, v)) for k, v in pairs.items() if not isinstance(v, list | dict)]

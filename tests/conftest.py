@@ -46,3 +46,18 @@ def load_shared(*parts: str) -> ta.Trace:
 @pytest.fixture(scope="session")
 def gpt_train() -> ta.Trace:
     return load_shared("h200", "gpt_train", "gpt_train.json.gz")
+
+
+def section(report: dict, section_id: str) -> dict:
+    """A section of a JSON report (schema 2), by id."""
+    return report["sections"][section_id]
+
+
+def facts(report: dict, section_id: str) -> dict:
+    """The facts of a report's section as {id: value}."""
+    return {f["id"]: f["value"] for f in section(report, section_id)["facts"]}
+
+
+def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
+    """The rows of one table of a report's section."""
+    return next(t["rows"] for t in section(report, section_id)["tables"] if t["id"] == table_id)

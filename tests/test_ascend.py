@@ -16,7 +16,7 @@ from traceanalyzer.parsers import ascend, columns
 from traceanalyzer.parsers.ascend import common, text
 
 import traceanalyzer as ta
-from tests.conftest import load_shared, shared_path
+from tests.conftest import facts, load_shared, rows, shared_path
 from traceanalyzer import cli
 from traceanalyzer.analyzers import ascend as ascend_analyzer
 from traceanalyzer.schema import Kind, Platform
@@ -152,10 +152,10 @@ def test_level1_report_names_kernels_communication_and_ai_cpu(capsys):
     top = trace.hotspots("kernel", top=15)["name"].tolist()
     assert any(name.startswith("hcom_allReduce") for name in top)
     assert any(name.startswith("aclnn") for name in top)
-    assert report["summary"]["communication_share"] > 0.5
-    section = report["ascend"]
-    assert section["facts"]["communication_share"] > 0.5
-    assert section["facts"]["ai_cpu_ns"] == 0 and section["tables"]["ai_cpu_ops"] == []
+    assert facts(report, "summary")["communication_share"] > 0.5
+    ascend = facts(report, "ascend")
+    assert ascend["communication_share"] > 0.5
+    assert ascend["ai_cpu_ns"] == 0 and rows(report, "ascend", "ai_cpu_ops") == []
     path = shared_path(*MSINSIGHT, "pytorch_text", "level1", "rank0_ascend_pt")
     assert cli.main([str(path)]) == 0
     shown = capsys.readouterr().out

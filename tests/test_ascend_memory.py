@@ -78,12 +78,12 @@ def test_database_gives_what_the_text_gives():
 def test_report_memory_section_shows_cann_modules():
     trace = load_shared(*TEXT)
     section = memory.section(trace, Options())
-    modules = section["tables"]["CANN modules: peak reserved (npu_module_mem)"]
+    modules = section.table("cann_modules").to_dict()["rows"]
     mem = _csv(*TEXT, OUTPUT, "npu_module_mem.csv")
     expected = (mem.groupby("Component")["Total Reserved(MB)"].max() * MB).round()
     assert {r["component"] for r in modules} == set(expected[expected > 0].index)
     assert all(r["peak_reserved_bytes"] == expected[r["component"]] for r in modules)
-    assert "CANN modules" not in str(section["tables"]["Memory peak per device"])
+    assert "component" not in section.table("peaks").frame
 
 
 @pytest.mark.parametrize("level", ["level0", "level2"])

@@ -45,5 +45,6 @@ def test_user_rules_add_communication_kernels(tmp_path, capsys):
     assert len(comm) > 0 and comm["name"].astype(str).str.contains("multi_tensor_apply").all()
     out = tmp_path / "report.json"
     assert main([str(path), "--format", "json", "-o", str(out), "--comm-pattern", "multi_tensor_apply_kernel"]) == 0
-    share = json.loads(out.read_text())["summary"]["communication_share"]
+    report = json.loads(out.read_text())
+    share = next(f["value"] for f in report["sections"]["summary"]["facts"] if f["id"] == "communication_share")
     assert share > 0 and len(_comm(load_shared("h200", "gpt_train", "gpt_train.json.gz"))) == 0

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import traceanalyzer.loading
-from tests.conftest import REPO, load_shared, shared_path
+from tests.conftest import REPO, facts, load_shared, rows, section, shared_path
 from traceanalyzer.cli import main
 
 SCHEMA_DOC = REPO / "docs" / "report-schema.md"
@@ -67,23 +67,36 @@ def assert_typed(obj: dict, schema: dict[str, tuple[type, ...]], where: str) -> 
 
 def test_json_report_has_every_documented_key_with_its_type(gpt_report):
     assert_typed(gpt_report, documented("Top-level keys"), "report")
+    assert gpt_report["schema_version"] == 2
     assert_typed(gpt_report["trace"], documented("`trace`"), "trace")
-    assert_typed(gpt_report["summary"], documented("`summary`"), "summary")
-    assert set(gpt_report["hotspots"]) == {"kernel", "cpu_op", "op_device", "category"}
-    for level, rows in gpt_report["hotspots"].items():
-        assert rows, level
-        for row in rows:
-            assert_typed(row, documented("`hotspots`"), f"hotspots.{level}")
+    assert list(gpt_report["sections"])[:3] == ["ledger", "summary", "hotspots"]
+    for sid, sec in gpt_report["sections"].items():
+        assert_typed(sec, documented("section"), sid)
+        for fact in sec["facts"]:
+            assert_typed(fact, documented("fact"), f"{sid}.{fact['id']}")
+        for table in sec["tables"]:
+            assert_typed(table, documented("table"), f"{sid}.{table['id']}")
+            names = [c["name"] for c in table["columns"]]
+            assert all(list(row) == names for row in table["rows"]), f"{sid}.{table['id']}"
+    assert {t["id"] for t in section(gpt_report, "hotspots")["tables"]} == {"kernel", "cpu_op", "op_device", "category"}
     assert gpt_report["findings"]
     for finding in gpt_report["findings"]:
         assert_typed(finding, documented("`findings`"), "findings")
 
 
+def test_every_documented_section_id_is_what_the_report_uses(gpt_report):
+    text = SCHEMA_DOC.read_text().split("\n## Section and table ids\n", 1)[1].split("\n## ", 1)[0]
+    for sid, sec in gpt_report["sections"].items():
+        line = next(row for row in text.splitlines() if row.startswith(f"| `{sid}` |"))
+        for item in sec["facts"] + sec["tables"]:
+            assert f"`{item['id']}`" in line or f"`{item['id'].split('_', 1)[0]}_" in line, (sid, item["id"])
+
+
 def test_gpt_train_report_matches_ground_truth(gpt_report):
-    summary = gpt_report["summary"]
-    assert summary["kernels_per_step"] == 1332
-    assert summary["kernel_ns_per_step"] / 1e6 == pytest.approx(66.5, abs=0.1)
-    assert gpt_report["hotspots"]["op_device"][0]["name"] == "aten::mm"
+    summary = facts(gpt_report, "summary")
+    assert summary["kernels"] == 1332
+    assert summary["kernel_ns"] / 1e6 == pytest.approx(66.5, abs=0.1)
+    assert rows(gpt_report, "hotspots", "op_device")[0]["name"] == "aten::mm"
 
 
 def test_self_device_time_per_op_matches_key_averages(gpt_train):
@@ -105,14 +118,14 @@ def test_self_device_time_per_op_matches_key_averages(gpt_train):
     ids=["deepseek DeepEP", "b200 symmetric memory"],
 )
 def test_communication_share_of_kernel_time(parts, share):
-    assert load_shared(*parts).report()["summary"]["communication_share"] == pytest.approx(share, abs=0.02)
+    assert facts(load_shared(*parts).report(), "summary")["communication_share"] == pytest.approx(share, abs=0.02)
 
 
 def test_markdown_report(capsys):
     code, out, _ = run(capsys, shared_path(*SMALL), "--format", "markdown")
     assert code == 0
     assert out.lstrip().startswith("# traceanalyzer report")
-    assert "## Summary" in out and "**Top device kernels**" in out
+    assert "## Summary" in out and "**Top device kernels (total)**" in out
     assert re.search(r"^\|( --- \||---\|)", out, flags=re.MULTILINE)
 
 
@@ -123,31 +136,43 @@ def test_text_report_is_the_default(capsys):
 
 def test_top_limits_every_hotspot_table(capsys, tmp_path):
     report = report_json(capsys, tmp_path, shared_path(*SMALL), "--top", "2")
-    assert all(len(rows) == 2 for rows in report["hotspots"].values())
+    assert all(len(t["rows"]) == 2 for t in section(report, "hotspots")["tables"])
 
 
 def test_step_restricts_the_report_to_one_step(capsys, tmp_path):
     whole = report_json(capsys, tmp_path, shared_path(*SMALL))
     one = report_json(capsys, tmp_path, shared_path(*SMALL), "--step", "3")
-    assert [s["step"] for s in one["steps"]] == [3]
-    assert one["summary"]["steps"] == 1
-    assert one["summary"]["device_time_ns"] < whole["summary"]["device_time_ns"]
-    kernels = {r["name"]: r["count"] for r in one["hotspots"]["kernel"]}
-    assert sum(kernels.values()) < sum(r["count"] for r in whole["hotspots"]["kernel"])
+    assert [s["step"] for s in rows(one, "summary", "steps")] == [3]
+    assert facts(one, "summary")["steps"] == 1 and one["scope"] == {"step": 3, "rank": None}
+    assert facts(one, "ledger")["device_ns"] < facts(whole, "ledger")["device_ns"]
+    kernels = {r["name"]: r["count"] for r in rows(one, "hotspots", "kernel")}
+    assert sum(kernels.values()) < sum(r["count"] for r in rows(whole, "hotspots", "kernel"))
+    assert all(f["steps"] == 1 for f in one["findings"])
+
+
+def test_a_step_or_rank_the_trace_lacks_is_a_one_line_error(capsys):
+    for option, value in (("--step", "999"), ("--rank", "5")):
+        code, out, err = run(capsys, shared_path(*SMALL), option, value)
+        assert (code, out) == (2, "") and len(err.splitlines()) == 1
+        assert f"has no {option[2:]} {value}; its {option[2:]}s are" in err
 
 
 def test_kind_restricts_the_kernel_table(capsys, tmp_path):
     report = report_json(capsys, tmp_path, shared_path(*SMALL), "--kind", "memcpy")
-    kinds = {r["kind"] for r in report["hotspots"]["kernel"]}
+    kinds = {r["kind"] for r in rows(report, "hotspots", "kernel")}
     assert kinds == {"memcpy"}
-    assert all(r["name"].startswith("Memcpy") for r in report["hotspots"]["kernel"])
+    assert all(r["name"].startswith("Memcpy") for r in rows(report, "hotspots", "kernel"))
 
 
 def test_rank_restricts_a_multi_rank_folder_to_one_rank(capsys, tmp_path):
     folder = shared_path("public", "torch", "param", "dlrm_kineto_8rank")
     report = report_json(capsys, tmp_path, folder, "--rank", "3")
-    assert report["trace"]["ranks"] == list(range(8))
-    assert {s["rank"] for s in report["steps"]} == {3}
+    assert report["trace"]["ranks"] == [3] and report["trace"]["world_size"] == 8
+    assert {s["rank"] for s in rows(report, "summary", "steps")} == {3}
+    assert {r["rank"] for t in section(report, "distributed")["tables"] if t["id"] == "overlap" for r in t["rows"]} == {
+        3
+    }
+    assert all(f["where"].get("rank", 3) == 3 for f in report["findings"])
 
 
 def test_exit_code_2_for_bad_input(capsys, tmp_path):

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, load_shared, shared_path
+from conftest import REPO, facts, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer import cli
@@ -43,7 +43,7 @@ def test_report_names_rank_1_late_because_it_loads_data(tmp_path):
     out = tmp_path / "report.json"
     assert cli.main([str(SAMPLE), "--format", "json", "-o", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert report["distributed"]["facts"]["late_rank"] == 1
+    assert facts(report, "distributed")["late_rank"] == 1
     late = [f for f in report["findings"] if f["analyzer"] == "distributed" and "late rank" in f["title"]]
     assert len(late) == 1 and late[0]["where"] == {"rank": 1}
     assert late[0]["evidence"]["cause"] == "data_loading"
@@ -82,7 +82,7 @@ def test_idle_gap_finding_on_rank1_names_the_data_loader(metas):
     loads = np.sort(metas[1]["next_batch_ms_traced_steps"][1:])
     idle = np.sort(gaps["dur_ns"].to_numpy() / MS)
     assert ((idle > loads) & (idle < 1.02 * loads)).all(), (idle, loads)
-    found = [f for f in health.findings(trace) if f.title.startswith("GPU 1 of rank 1 is idle")]
+    found = [f for f in trace.findings() if f.title.startswith("GPU 1 of rank 1 is idle")]
     assert len(found) == 1 and found[0].severity.value == "high"
     assert SINGLE_PROCESS_LOADER in found[0].advice and "It was loading input" in found[0].advice
     assert "Remove the host syncs first" not in found[0].advice

@@ -6,12 +6,11 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, load_shared, shared_path
+from conftest import REPO, facts, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer import cli
 from traceanalyzer.analyzers import distributed
-from traceanalyzer.renderers import RENDERERS
 from traceanalyzer.report import Options
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -68,7 +67,7 @@ def test_allreduces_after_backward_are_exposed():
 
 def test_rank1_is_the_late_rank_because_it_sleeps():
     trace = _ddp_no_overlap()
-    facts = distributed.section(trace, Options())["facts"]
+    facts = {f.id: f.value for f in distributed.section(trace, Options()).facts}
     assert facts["late_rank"] == 1
     straggler = [f for f in distributed.findings(trace) if f.where.get("rank") == 1 and "late" in f.title]
     assert straggler and straggler[0].evidence["detail"] == "STRAGGLER_rank1_sleep_50ms"
@@ -99,7 +98,7 @@ def test_dlrm_eight_ranks_match_every_collective():
     assert calls.groupby("match")["collective"].nunique().eq(1).all()
     assert set(calls["collective"]) == {"alltoall", "allreduce"}
     assert len(distributed.clock_offsets(trace)) == 8
-    assert distributed.section(trace, Options())["facts"]["late_rank"] in range(8)
+    assert distributed.section(trace, Options()).fact("late_rank").value in range(8)
 
 
 @pytest.mark.parametrize(
@@ -115,8 +114,8 @@ def test_single_rank_of_a_bigger_job_has_no_cross_rank_part(parts):
     assert len(calls) > 0
     assert (calls["match"] == NO_ROW).all() and calls["wait_ns"].isna().all()
     section = distributed.section(trace, Options())
-    assert "late_rank" not in section["facts"]
-    assert section["tables"]["Most exposed collectives"]
+    assert "late_rank" not in {f.id for f in section.facts}
+    assert len(section.table("most_exposed").frame)
     table = trace.overlap()
     assert (table[PARTS].sum(axis=1) == table["span_ns"]).all()
 
@@ -125,8 +124,9 @@ def test_cli_prints_the_distributed_section(tmp_path, capsys):
     out = tmp_path / "report.json"
     assert cli.main([str(shared_path("h200", "ddp_no_overlap")), "--format", "json", "-o", str(out)]) == 0
     report = json.loads(out.read_text())
-    assert report["distributed"]["facts"]["late_rank"] == 1
-    assert "Distributed: communication and overlap" in RENDERERS["text"](report)
+    assert facts(report, "distributed")["late_rank"] == 1
+    assert cli.main([str(shared_path("h200", "ddp_no_overlap"))]) == 0
+    assert "Distributed: communication and overlap" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("level", ["level0", "level1", "level2"])
@@ -153,7 +153,7 @@ def test_ascend_waits_for_ranks_not_loaded_are_not_called_exposed_transfer():
     # both loaded ranks wait in Notify_Wait for the six ranks of the 8-card job that are not loaded
     assert (first["task_wait_ns"] > 0.9 * first["dur_ns"]).all()
     exposed = [f for f in distributed.findings(trace) if "all-reduce" in f.title]
-    assert all(f.cost_ns < 0.1 * first["dur_ns"].min() for f in exposed)
+    assert all(f.saving_ns * f.steps < 0.1 * first["dur_ns"].min() for f in exposed)
 
 
 def test_fsdp_collectives_are_named_and_rank1_waits_in_all_gathers():
@@ -169,4 +169,4 @@ def test_fsdp_collectives_are_named_and_rank1_waits_in_all_gathers():
     # sample_traces/README.md: rank 1's all-gather kernels total 95.4 ms over 3 steps (it waits for rank 0)
     assert gathers["dur_ns"].sum() / MS == pytest.approx(95.4, rel=0.01)
     assert gathers["wait_ns"].sum() > 0.9 * gathers["dur_ns"].sum()
-    assert distributed.section(trace, Options())["facts"]["late_rank"] == 0
+    assert distributed.section(trace, Options()).fact("late_rank").value == 0

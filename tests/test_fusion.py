@@ -92,11 +92,11 @@ def test_gpt_train_llama_chains_named(gpt_train):
 
 def test_findings_and_section(unfused):
     found = fusion.findings(unfused)
-    assert found and found[0].estimated and found[0].cost_ns > 0
+    assert found and found[0].basis.value == "modelled" and found[0].saving_ns > 0
     assert "Unfused attention" in found[0].title
     section = fusion.section(unfused, Options(top=5))
-    assert section["facts"]["memory_bandwidth"].startswith("NVIDIA H200: 4.80 TB/s")
-    assert len(section["tables"]["opportunities"]) == 5
+    assert section.fact("memory_bandwidth").value.startswith("NVIDIA H200: 4.80 TB/s")
+    assert len(section.table("opportunities").frame) == 5
 
 
 def test_never_crashes_on_public_kineto_traces():

@@ -33,7 +33,7 @@ def test_fp32_gemms_run_near_the_simt_rate_and_bf16_near_the_tensor_core_peak():
 
 def test_report_section_lists_the_gemm_ops(gpt_train):
     report = gpt_train.report()
-    rows = report["gemm"]["tables"]["gemm throughput"]
+    rows = report["sections"]["gemm"]["tables"][0]["rows"]
     assert rows[0]["op"] == "aten::mm" and rows[0]["peak_tflops"] == 989.0
 
 

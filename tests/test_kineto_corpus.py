@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import H200, LEGACY_2021, PUBLIC_TORCH, SHARED, load_shared
+from tests.conftest import H200, LEGACY_2021, PUBLIC_TORCH, SHARED, facts, load_shared
 from traceanalyzer.cli import main
 from traceanalyzer.renderers import text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
@@ -150,7 +150,7 @@ def test_trace_without_distributed_info_is_rank_zero_and_says_so():
     t = load_shared("public", "torch", "hta", "distributed_info_unavailable", "distributed_info_not_found.json.gz")
     assert (t.meta.ranks, t.meta.rank_known) == ([0], False)
     assert set(t.events["rank"]) == {0}
-    assert "0 of 1 (not recorded; assumed)" in text.render(t.report())
+    assert "0 of 1 (not recorded; assumed)" in text.render(t.build_report())
 
 
 @pytest.mark.parametrize(
@@ -175,7 +175,7 @@ def test_platform_is_recognised(parts, platform):
 def test_cpu_only_trace_reports_without_device_work():
     t = load_shared("public", "torch", "hta", "cpu_only", "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz")
     report = t.report()
-    assert report["summary"]["device_time_ns"] == 0
+    assert facts(report, "ledger")["device_ns"] == 0
     assert (t.meta.ranks, t.meta.world_size) == ([34], 300)
 
 

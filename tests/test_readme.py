@@ -24,4 +24,5 @@ def test_readme_python_examples_run_in_order(monkeypatch, capsys):
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
     printed = capsys.readouterr().out
     assert printed.count(" -> ") == 5  # the five top findings
-    assert namespace["report"]["summary"]["kernels_per_step"] == 229  # unfused_ops ground truth
+    summary = {f["id"]: f["value"] for f in namespace["report"]["sections"]["summary"]["facts"]}
+    assert summary["kernels"] == 229  # unfused_ops ground truth

@@ -12,9 +12,8 @@ from traceanalyzer.analyzers.compare import Comparison, compare
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
-from traceanalyzer.loading import load
 from traceanalyzer.schema import Kind, Platform
-from traceanalyzer.trace import Trace
+from traceanalyzer.trace import Trace, load
 
 __version__ = "0.1.0"
 __all__ = [

@@ -14,7 +14,9 @@ from collections.abc import Callable, Sequence
 
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
+from traceanalyzer.renderers import RENDERERS
 from traceanalyzer.schema import DEVICE_KINDS
+from traceanalyzer.trace import load
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -102,21 +104,17 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from traceanalyzer.loading import load
-    from traceanalyzer.renderers import RENDERERS
-
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = load(args.paths, rules=rules)
-        report = trace.report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
+        report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(RENDERERS[args.format](report), args.output)
 
 
 def _compare(args: argparse.Namespace) -> int:
     from traceanalyzer.analyzers.compare import compare
-    from traceanalyzer.loading import load
     from traceanalyzer.renderers import compare as compare_renderer
 
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:

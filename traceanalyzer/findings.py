@@ -1,83 +1,211 @@
-"""The one record every analyzer emits: what was found, where, the evidence, its worth, the advice."""
+"""The one record every analyzer emits, and the ranking that decides which findings the report pushes.
+
+A finding states, **per step**, the time it concerns and the **estimated saving** of its fix, and how that saving
+was obtained (``Basis``: measured in the trace, or modelled with the model named). It may claim device intervals
+(per rank) that the saving comes from. ``rank`` orders findings by saving and pushes them so that one device
+interval is pushed by at most one finding (a later finding whose claims are mostly taken points to the earlier
+one instead) and the pushed savings together never exceed the step time (of each rank).
+"""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
 
+import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
+from traceanalyzer.intervals import Intervals
+
 PUSH_THRESHOLD = 0.05
-"""Rule of thumb: a finding worth under ~5 % of step time is reported but not pushed."""
+"""Rule of thumb: a finding whose saving is under ~5 % of step time is reported but not pushed."""
+HIGH_THRESHOLD = 0.20
+"""A saving of at least this share of step time is high severity."""
+COVERED = 0.5
+"""A finding whose claimed time is at least this much another pushed finding's points to that one instead."""
+
+Claims = dict[int, Intervals]
+"""Device intervals per rank that a finding's saving comes from."""
 
 
 class Severity(str, Enum):
     """How hard the report pushes a finding."""
 
-    HIGH = "high"  # worth ≥ 20 % of step time
-    MEDIUM = "medium"  # worth ≥ 5 %
+    HIGH = "high"  # saving ≥ 20 % of step time
+    MEDIUM = "medium"  # saving ≥ 5 %
     LOW = "low"  # reported, not pushed
-    INFO = "info"  # a fact worth knowing, no time attached
+    INFO = "info"  # a fact worth knowing, no saving estimated
+
+
+class Basis(str, Enum):
+    """Where a saving comes from."""
+
+    MEASURED = "measured"  # time the trace shows would go (idle, exposed communication, waiting)
+    MODELLED = "modelled"  # an estimate from a model, named in ``Finding.model``
+    NONE = "not estimated"
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The step time findings are weighed against: the total over the steps analysed and how many there were."""
+
+    total_ns: int
+    steps: int
+
+    @property
+    def per_step_ns(self) -> int:
+        """Mean step time (ns)."""
+        return self.total_ns // max(self.steps, 1)
 
 
 @dataclass
 class Finding:
-    """One finding: what, where, evidence, the time it costs or could save, and what to do."""
+    """One finding: what, where, evidence, the time it concerns and its fix would save per step, what to do."""
 
+    id: str
     analyzer: str
     title: str
     advice: str
-    cost_ns: int = 0
-    step_share: float = 0.0
+    concerns_ns: int = 0
+    saving_ns: int = 0
+    basis: Basis = Basis.NONE
+    model: str = ""
+    step_ns: int = 0
+    steps: int = 0
     where: dict = field(default_factory=dict)
     evidence: dict = field(default_factory=dict)
-    estimated: bool = False
     severity: Severity = Severity.INFO
+    pushed: bool = False
+    covered_by: str = ""
+    claims: Claims = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def step_share(self) -> float:
+        """The saving as a share of the step time."""
+        return self.saving_ns / self.step_ns if self.step_ns > 0 else 0.0
 
     def to_dict(self) -> dict:
-        """Plain-data form, as the JSON report writes it."""
-        out = asdict(self)
-        out["severity"] = self.severity.value
-        return out
+        """Plain-data form, as the JSON report writes it (times in ns per step)."""
+        return {
+            "id": self.id,
+            "analyzer": self.analyzer,
+            "title": self.title,
+            "advice": self.advice,
+            "severity": self.severity.value,
+            "pushed": self.pushed,
+            "concerns_ns_per_step": int(self.concerns_ns),
+            "saving_ns_per_step": int(self.saving_ns),
+            "step_ns": int(self.step_ns),
+            "step_share": float(self.step_share),
+            "steps": int(self.steps),
+            "basis": self.basis.value,
+            "model": self.model,
+            "covered_by": self.covered_by,
+            "where": self.where,
+            "evidence": self.evidence,
+        }
 
 
-def severity_of(step_share: float) -> Severity:
-    """The severity a finding of the given worth (fraction of step time) gets."""
-    if step_share >= 0.20:
+def make(
+    analyzer: str,
+    kind: str,
+    title: str,
+    advice: str,
+    step: StepTime,
+    *,
+    concerns_ns: int,
+    saving_ns: int = 0,
+    basis: Basis = Basis.NONE,
+    model: str = "",
+    claims: Claims | None = None,
+    where: dict | None = None,
+    evidence: dict | None = None,
+) -> Finding:
+    """A finding from totals over the steps analysed (``concerns_ns``, ``saving_ns``), stated per step."""
+    n = max(step.steps, 1)
+    saving = int(saving_ns) // n if basis is not Basis.NONE else 0
+    return Finding(
+        id=f"{analyzer}.{kind}",
+        analyzer=analyzer,
+        title=title,
+        advice=advice,
+        concerns_ns=int(concerns_ns) // n,
+        saving_ns=saving,
+        basis=basis,
+        model=model,
+        step_ns=step.per_step_ns,
+        steps=step.steps,
+        where=where or {},
+        evidence=evidence or {},
+        claims=claims or {},
+    )
+
+
+def severity_of(step_share: float, basis: Basis = Basis.MODELLED) -> Severity:
+    """The severity a finding whose saving is this share of step time gets."""
+    if basis is Basis.NONE:
+        return Severity.INFO
+    if step_share >= HIGH_THRESHOLD:
         return Severity.HIGH
     if step_share >= PUSH_THRESHOLD:
         return Severity.MEDIUM
     return Severity.LOW
 
 
-def make(
-    analyzer: str,
-    title: str,
-    advice: str,
-    cost_ns: int,
-    step_time_ns: int,
-    **details: object,
-) -> Finding:
-    """A finding whose share and severity follow from its cost against the total step time."""
-    share = cost_ns / step_time_ns if step_time_ns > 0 else 0.0
-    return Finding(
-        analyzer=analyzer,
-        title=title,
-        advice=advice,
-        cost_ns=int(cost_ns),
-        step_share=float(share),
-        severity=severity_of(share),
-        **details,
-    )
-
-
-def ranked(findings: list[Finding]) -> list[Finding]:
-    """Findings ordered by what they are worth, pushed ones first."""
+def rank(findings: list[Finding]) -> list[Finding]:
+    """Findings by saving, pushed ones first; overlapping claims and the step-time budget applied (see module)."""
+    ordered = sorted(findings, key=lambda f: (-f.saving_ns, -f.concerns_ns, f.id, f.title))
+    claimed: dict[int, list[tuple[Intervals, str]]] = {}
+    spent: dict[object, int] = {}
+    for f in ordered:
+        key = f.where.get("rank")  # one step budget per rank (findings of the whole job share one)
+        taken, by = _taken(f.claims, claimed)
+        if taken >= COVERED and by:
+            f.covered_by = by
+            f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
+            f.saving_ns = 0
+        elif taken > 0:
+            f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
+            f.saving_ns = int(f.saving_ns * (1 - taken))
+        left = max(f.step_ns - spent.get(key, 0), 0)
+        if f.saving_ns > left:
+            f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns
+            f.saving_ns = left
+        f.severity = severity_of(f.step_share, f.basis) if not f.covered_by else Severity.INFO
+        f.pushed = f.severity in (Severity.HIGH, Severity.MEDIUM)
+        if f.pushed:
+            spent[key] = spent.get(key, 0) + f.saving_ns
+            for r, ivs in f.claims.items():
+                claimed.setdefault(r, []).append((ivs, f.title))
     order = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2, Severity.INFO: 3}
-    return sorted(findings, key=lambda f: (order[f.severity], -f.cost_ns))
+    return sorted(ordered, key=lambda f: (order[f.severity], -f.saving_ns, -f.concerns_ns))
+
+
+def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, str]]]) -> tuple[float, str]:
+    """The share of a finding's claimed time that pushed findings already claim, and the one claiming most."""
+    total = sum(intervals.length(ivs) for ivs in claims.values())
+    if not total:
+        return 0.0, ""
+    overlap: dict[str, int] = {}
+    for r, ivs in claims.items():
+        for other, title in claimed.get(r, []):
+            overlap[title] = overlap.get(title, 0) + intervals.overlap_length(ivs, other)
+    if not overlap:
+        return 0.0, ""
+    by = max(overlap, key=overlap.get)
+    return min(sum(overlap.values()) / total, 1.0), by
+
+
+def claims_of(events: pd.DataFrame) -> Claims:
+    """The device intervals of some event rows, per rank."""
+    out: Claims = {}
+    for r, group in events.groupby("rank", observed=True):
+        ts = group["ts"].to_numpy(dtype=np.int64)
+        out[int(r)] = intervals.union(ts, ts + group["dur"].to_numpy(dtype=np.int64))
+    return out
 
 
 def to_frame(findings: list[Finding]) -> pd.DataFrame:
-    """Findings as a DataFrame, one row each."""
-    columns = ["severity", "analyzer", "title", "cost_ns", "step_share", "estimated", "advice", "where", "evidence"]
-    return pd.DataFrame([f.to_dict() for f in findings], columns=columns)
+    """Findings as a DataFrame, one row each (times per step, ns)."""
+    return pd.DataFrame([f.to_dict() for f in findings])

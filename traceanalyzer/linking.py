@@ -36,7 +36,7 @@ def link(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     top[has_launch] = tree.top_op[launch[has_launch]]
     events["op"] = op
     events["top_op"] = top
-    steps = step_table(events)
+    steps = step_markers(events)
     events["step"] = _steps(events, launch, steps)
     return events, _link_memory(memory, events, tree, steps)
 
@@ -218,7 +218,7 @@ def _launches(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def step_table(events: pd.DataFrame) -> pd.DataFrame:
+def step_markers(events: pd.DataFrame) -> pd.DataFrame:
     """Step markers of one rank: step number, start and end (ns), sorted by start."""
     steps = events.loc[events["kind"] == Kind.STEP.value, ["name", "ts", "dur"]]
     number = steps["name"].astype(str).str.extract(_STEP_NUMBER)[0]

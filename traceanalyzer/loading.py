@@ -10,13 +10,16 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
+from pandas.api.types import union_categoricals
 
 from traceanalyzer import schema
 from traceanalyzer.classify import Rule, classify
 from traceanalyzer.errors import TraceError
 from traceanalyzer.linking import link
+from traceanalyzer.parsers import detect
+from traceanalyzer.parsers.jsonstream import fork_is_safe
 from traceanalyzer.schema import NO_ROW, TraceMeta
-from traceanalyzer.trace import Trace
+from traceanalyzer.tracedata import TraceData
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
@@ -27,13 +30,11 @@ def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | None = None,
-) -> Trace:
-    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side)."""
+) -> TraceData:
+    """Load a trace file, a run folder, or several of them, into one TraceData (ranks side by side)."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     if not paths:
         raise TraceError("(no path)", "nothing to load")
-    from traceanalyzer.parsers import detect  # parsers import this package; importing them lazily breaks the cycle
-
     units = [unit for p in paths for unit in detect.units(Path(p))]
     if progress:
         progress(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
@@ -43,8 +44,6 @@ def load(
 
 def _parse_all(units: list, rules: tuple[Rule, ...]) -> list[Parsed]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
-    from traceanalyzer.parsers.jsonstream import fork_is_safe
-
     if len(units) == 1 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
         return [_parse_one(u, rules) for u in units]
     workers = min(len(units), os.cpu_count() or 1)
@@ -85,7 +84,7 @@ def _assign_ranks(parsed: list[Parsed]) -> list[Parsed]:
     return out
 
 
-def _join(parsed: list[Parsed]) -> Trace:
+def _join(parsed: list[Parsed]) -> TraceData:
     frames, memories, metas = [], [], []
     offset = 0
     for events, memory, meta in parsed:
@@ -105,14 +104,12 @@ def _join(parsed: list[Parsed]) -> Trace:
         metas.append(meta)
     events = _concat(frames)
     memory = pd.concat(memories, ignore_index=True) if len(memories) > 1 else memories[0]
-    return Trace(schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas))
+    return TraceData(schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas))
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     if len(frames) == 1:
         return frames[0]
-    from pandas.api.types import union_categoricals
-
     out = {}
     for col in frames[0].columns:
         if isinstance(frames[0][col].dtype, pd.CategoricalDtype):
@@ -142,6 +139,7 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         end_ns=max(m.end_ns for m in metas),
         process_groups=first.process_groups,
         warnings=[w for m in metas for w in m.warnings],
+        adjustments=_summed([m.adjustments for m in metas]),
         extra={
             "per_rank": {
                 m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns, "extra": m.extra}
@@ -150,3 +148,12 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         }
         | first.extra,
     )
+
+
+def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
+    """Counts by reason, added up over ranks."""
+    out: dict[str, int] = {}
+    for c in counts:
+        for reason, n in c.items():
+            out[reason] = out.get(reason, 0) + n
+    return out

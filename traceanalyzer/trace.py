@@ -1,29 +1,36 @@
-"""The Trace: one job's event table, memory table and metadata, with the analyses as methods."""
+"""The ``Trace`` facade: a loaded trace's data (``TraceData``) with every analysis as a method.
+
+The analyses themselves are functions of the data in ``traceanalyzer.analyzers``; this class only names them for
+notebooks, the CLI and the dashboard, so no presenter needs to know which module holds which analysis.
+"""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Iterable
+import os
+from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
+from traceanalyzer import loading
+from traceanalyzer.analyzers import all_findings, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
+from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import TraceMeta
+from traceanalyzer.memo import remember
+from traceanalyzer.options import Options
+from traceanalyzer.renderers import json as json_renderer
+from traceanalyzer.report import Report, build
+from traceanalyzer.section import Section
+from traceanalyzer.tracedata import TraceData
 
 
-class Trace:
-    """A loaded trace (one rank or a whole job). ``events`` is the common event table."""
-
-    def __init__(self, events: pd.DataFrame, memory_events: pd.DataFrame, meta: TraceMeta) -> None:
-        self.events = events
-        self.memory_events = memory_events
-        self.meta = meta
-        self._cache: dict = {}
+class Trace(TraceData):
+    """A loaded trace (one rank or a whole job): ``events`` is the common event table; ``scoped(step=, rank=)``
+    restricts every analysis below to one step and/or rank."""
 
     def __repr__(self) -> str:
         return (
             f"<Trace {self.meta.platform.value} {self.meta.source_format}: {len(self.events):,} events, "
-            f"ranks {self.meta.ranks}, {self.meta.span_ns / 1e6:.1f} ms>"
+            f"ranks {self.meta.ranks}, {self.meta.span_ns / 1e6:.1f} ms, {self.scope}>"
         )
 
     def select(
@@ -49,72 +56,93 @@ class Trace:
         kind: str | Iterable[str] | None = None,
         top: int | None = None,
     ) -> pd.DataFrame:
-        """Ranked by total time; level: 'kernel', 'cpu_op', 'op_device' (device time per launching op) or 'category'."""
-        from traceanalyzer.analyzers import hotspots
-
+        """Ranked by total time; level: 'kernel', 'cpu_op', 'op_device' (device time per launching op) or 'category'.
+        One step or rank is a scoped view (an unknown one is a TraceError); several select their rows."""
+        if all(v is None or isinstance(v, int) for v in (step, rank)):
+            view = self.scoped(step=step, rank=rank)
+            return hotspots.hotspots(view.select(kind=kind), level, top, table=view.events)
         return hotspots.hotspots(self.select(step, rank, kind), level, top, table=self.events)
 
     def steps(self) -> pd.DataFrame:
-        """Per (rank, step): wall time, device busy time and device time by kind, in ns."""
-        from traceanalyzer.analyzers import steps
-
-        return self._cached("steps", lambda: steps.step_table(self.events))
+        """Per (rank, step): step time as the device experiences it, host and device spans, bound, busy (ns)."""
+        return steps.step_table(self)
 
     def findings(self) -> list[Finding]:
-        """Every analyzer's findings, ranked by what they are worth."""
-        from traceanalyzer.analyzers import all_findings
+        """Every analyzer's findings, ranked by saving (pushed ones first)."""
+        return remember(self, "findings", lambda: all_findings(self))
 
-        return self._cached("findings", lambda: all_findings(self))
-
-    def findings_frame(self) -> pd.DataFrame:
-        """The findings as a DataFrame."""
-        from traceanalyzer.findings import to_frame
-
-        return to_frame(self.findings())
+    def ledger(self) -> Section:
+        """What was analysed: window, steps, ranks vs world size, device time outside steps, dropped values."""
+        return ledger.section(self, Options())
 
     def overlap(self) -> pd.DataFrame:
         """Per rank and step: compute, hidden and exposed communication, exposed copies, idle (ns)."""
-        from traceanalyzer.analyzers import distributed
-
-        return self._cached("overlap", lambda: distributed.overlap(self))
+        return distributed.overlap(self)
 
     def collectives(self) -> pd.DataFrame:
         """Every collective call, with exposed time, phase, and (across ranks) wait vs transfer."""
-        from traceanalyzer.analyzers import distributed
+        return distributed.collectives(self)
 
-        return self._cached("collectives", lambda: distributed.collectives(self))
+    def clock_offsets(self) -> pd.DataFrame:
+        """Per rank: the clock offset against the lowest rank (ns) estimated from matched collectives."""
+        return distributed.clock_offsets(self)
+
+    def late_arrivals(self) -> pd.DataFrame:
+        """Collective calls that peers waited for: the late rank, the wait it caused, what it was doing."""
+        return distributed.late_arrivals(self)
 
     def fusion(self) -> pd.DataFrame:
-        """Fusion opportunities ranked by estimated saving."""
-        from traceanalyzer.analyzers import fusion
+        """Fusion opportunities ranked by estimated saving per step."""
+        return fusion.opportunities(self)
 
-        return self._cached("fusion", lambda: fusion.opportunities(self))
-
-    def memory(self):
+    def memory(self) -> memory.MemoryAnalysis:
         """Memory analysis: timeline, peak, live blocks at the peak, per-op, leak trend."""
-        from traceanalyzer.analyzers import memory
+        return memory.analyze(self)
 
-        return self._cached("memory", lambda: memory.analyze(self))
+    def gemm(self) -> pd.DataFrame:
+        """Achieved throughput per GEMM op and dtype against the device's dense peak."""
+        return gemm.gemm_throughput(self)
+
+    def device_busy(self) -> pd.DataFrame:
+        """Per rank and device: busy share, gaps, large gaps (> 100 µs), largest gap."""
+        return health.device_busy(self)
+
+    def idle_gaps(self, top: int = health.LARGEST_GAPS) -> pd.DataFrame:
+        """The largest device idle gaps, with what the host was doing."""
+        return health.idle_gaps(self, top)
+
+    def sync_places(self) -> pd.DataFrame:
+        """In-step host syncs per annotation / frame, and the device idle after them."""
+        return health.sync_places(self)
+
+    def launch_bound(self) -> pd.DataFrame:
+        """Places where tiny kernels wait for their launches."""
+        return health.launch_bound(self)
+
+    def fp32_gemms(self) -> pd.DataFrame:
+        """fp32 GEMM kernels that run without tensor cores."""
+        return health.fp32_gemms(self)
+
+    def dynamic_shapes(self) -> pd.DataFrame:
+        """Ops whose input shapes change between steps."""
+        return health.dynamic_shapes(self)
+
+    def build_report(
+        self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None
+    ) -> Report:
+        """The report of a scope as typed data (sections and ranked findings)."""
+        return build(self.scoped(step=step, rank=rank), Options(top=top, kind=kind))
 
     def report(self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None) -> dict:
         """The whole report as plain data (the JSON the CLI writes); ``kind`` filters the kernel hotspot table."""
-        from traceanalyzer.report import Options, build
-
-        return build(self, Options(top=top, step=step, rank=rank, kind=kind))
-
-    def _cached(self, key: str, compute):
-        if key not in self._cache:
-            self._cache[key] = compute()
-        return self._cache[key]
+        return json_renderer.data(self.build_report(top, step, rank, kind))
 
 
-def per_trace(table: Callable[[Trace], pd.DataFrame]) -> Callable[[Trace], pd.DataFrame]:
-    """Decorator for an analyzer table of the trace alone: computed once per trace (a report asks for some tables
-    from both its findings and its section); each call gets its own copy-on-write copy to change."""
-    key = f"{table.__module__}.{table.__qualname__}"
-
-    @functools.wraps(table)
-    def once(trace: Trace) -> pd.DataFrame:
-        return trace._cached(key, lambda: table(trace)).copy(deep=False)
-
-    return once
+def load(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    rules: Sequence[Rule] = (),
+    progress: Callable[[str], None] | None = None,
+) -> Trace:
+    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side)."""
+    data = loading.load(path, rules=rules, progress=progress)
+    return Trace(data.events, data.memory_events, data.meta)

@@ -1,52 +1,47 @@
-"""Analyzers: functions of a Trace that return data. Each module may add findings and a report section.
+"""Analyzers: functions of a (scoped) ``TraceData`` that return data; none prints, none imports a presenter.
 
-A finder is ``findings(trace) -> list[Finding]``; a section builder is ``section(trace, options) -> dict | None``
-returning plain data: ``{"title": str, "facts": {label: value}, "tables": {name: [row dicts]}}`` plus any
-other keys. Renderers show facts and tables generically (``*_ns`` columns as times, ``*share`` as %,
-``*bytes`` as sizes), so a new analyzer needs no renderer change.
+Each module in ``MODULES`` may define ``findings(trace) -> list[Finding]`` and
+``section(trace, options) -> Section | None`` (``traceanalyzer.section``). ``report`` collects them: every
+section, and every finding ranked once over all analyzers (``findings.rank``), so savings add up.
 """
 
 from __future__ import annotations
 
-import importlib
 import warnings
 
-from traceanalyzer.findings import Finding, ranked
+from traceanalyzer.analyzers import ascend, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
+from traceanalyzer.findings import Finding, rank
+from traceanalyzer.options import Options
+from traceanalyzer.section import Section
+from traceanalyzer.tracedata import TraceData
 
-MODULES = ("hotspots", "gemm", "health", "distributed", "fusion", "memory", "ascend")
-"""Analyzer modules, in report order; each may define ``findings`` and ``section``."""
+MODULES = (steps, hotspots, gemm, health, distributed, fusion, memory, ascend)
+"""Analyzer modules, in report order (the ledger comes first and always)."""
 
 
-def _module(name: str):
-    return importlib.import_module(f"traceanalyzer.analyzers.{name}")
-
-
-def all_findings(trace) -> list[Finding]:
+def all_findings(trace: TraceData) -> list[Finding]:
     """Findings of every analyzer, ranked; an analyzer that fails is reported as a warning, not a crash."""
     found: list[Finding] = []
-    for name in MODULES:
-        finder = getattr(_module(name), "findings", None)
+    for module in MODULES:
+        finder = getattr(module, "findings", None)
         if finder is None:
             continue
         try:
             found.extend(finder(trace))
         except Exception as e:  # one analyzer's bug must not hide the others' findings
-            warnings.warn(f"analyzer {name} failed: {type(e).__name__}: {e}", stacklevel=2)
-    return ranked(found)
+            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
+    return rank(found)
 
 
-def sections(trace, options) -> dict[str, dict]:
-    """Report sections of every analyzer that has something to say about this trace."""
-    out = {}
-    for name in MODULES:
-        builder = getattr(_module(name), "section", None)
-        if builder is None:
-            continue
+def sections(trace: TraceData, options: Options) -> list[Section]:
+    """The ledger, then the section of every analyzer that has something to say about this trace."""
+    out = [ledger.section(trace, options)]
+    for module in MODULES:
         try:
-            section = builder(trace, options)
+            section = module.section(trace, options)
         except Exception as e:  # keep the rest of the report
-            warnings.warn(f"analyzer {name} failed: {type(e).__name__}: {e}", stacklevel=2)
+            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
             continue
-        if section:
-            out[name] = section
+        if section is not None:
+            out.append(section)
     return out

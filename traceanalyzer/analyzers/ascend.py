@@ -11,9 +11,12 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers.steps import step_time_ns
-from traceanalyzer.findings import Finding, make
+from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.findings import Basis, Finding, claims_of, make
+from traceanalyzer.options import Options
 from traceanalyzer.schema import Kind, Platform
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
 CORE_GROUPS = {
     "AI_CORE": "cube",
@@ -137,12 +140,14 @@ def _aicpu_finding(trace) -> list[Finding]:
     return [
         make(
             "ascend",
+            "ai_cpu",
             f"{int(slow['slow'].sum())} AI_CPU task(s) over 20 µs ({len(slow)} op(s): {names})",
             "These ops fell back to the AI CPU. Check their dtypes (e.g. int64/double inputs often force AI_CPU: "
             "cast to int32/float32), replace index/nonzero/argmin-style ops with AI Core-supported formulations, "
             "or move them off the hot path.",
-            int(slow["total_ns"].sum()),
-            step_time_ns(trace),
+            step_time(trace),
+            concerns_ns=int(slow["total_ns"].sum()),
+            claims=claims_of(_aicpu_work(trace.events, slow["name"])),
             where={"ops": slow["name"].head(10).tolist()},
             evidence={"tasks_over_20us": int(slow["slow"].sum()), "ai_cpu_ns": int(ops["total_ns"].sum())},
         )
@@ -158,46 +163,53 @@ def _dynamic_finding(trace) -> list[Finding]:
     return [
         make(
             "ascend",
+            "dynamic_shapes",
             f"{len(ops)} kernel(s) run with {DYNAMIC_SHAPES_MIN}+ distinct input shapes (dynamic shapes)",
             "Changing shapes make CANN compile or select kernels at run time. Pad or bucket inputs to a few fixed "
             "shapes, and call torch_npu.npu.set_compile_mode(jit_compile=False) to use prebuilt binary kernels.",
-            int(compile_calls["dur"].sum()),
-            step_time_ns(trace),
+            step_time(trace),
+            concerns_ns=int(compile_calls["dur"].sum()),
+            saving_ns=int(compile_calls["dur"].sum()),
+            basis=Basis.MEASURED,
+            model="the run-time compile calls (" + COMPILE_CALL + ") would go",
             where={"ops": ops["name"].head(10).tolist()},
             evidence={
                 "distinct_shapes": dict(zip(ops["name"].head(10), ops["shapes"].head(10).astype(int), strict=True))
             },
-            estimated=True,
         )
     ]
 
 
-def section(trace, options) -> dict | None:
+def _aicpu_work(events: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
+    """The AI_CPU tasks of the given op names."""
+    return events[(events["core"] == "AI_CPU") & events["name"].isin(list(names))]
+
+
+def section(trace: TraceData, options: Options) -> Section | None:
     """The Ascend section: core-type breakdown, msprof-style overlap per step, AI_CPU and dynamic-shape ops."""
     if not is_ascend(trace):
         return None
-    events = trace.select(step=options.step, rank=options.rank)
+    events = trace.events
     cores = core_breakdown(events)
     by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
     share = dict(zip(cores["core_group"], cores["share"], strict=True))
-    facts = {"profiler_level": trace.meta.extra.get("profiler_level", "")}
+    facts = [Fact("profiler_level", "profiler level", trace.meta.extra.get("profiler_level", ""))]
     for group in ("cube", "vector", "ai_cpu", "communication"):
-        facts[f"{group}_ns"] = int(by_group.get(group, 0))
-        facts[f"{group}_share"] = float(share.get(group, 0.0))
-    return {
-        "title": "Ascend: core types, overlap, AI_CPU and dynamic shapes",
-        "facts": facts,
-        "tables": {
-            "core_breakdown": _records(cores),
-            "top_kernels": _records(top_kernels(events, options.top)),
-            "overlap": _records(overlap(trace)),
-            "ai_cpu_ops": _records(aicpu_ops(events).head(options.top)),
-            "dynamic_shape_ops": _records(dynamic_shape_ops(events).head(options.top)),
-        },
-    }
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    from traceanalyzer.report import records
-
-    return records(frame)
+        facts.append(
+            Fact(f"{group}_ns", f"{group.replace('_', ' ')} time", int(by_group.get(group, 0)), Unit.NS, Per.TOTAL)
+        )
+        facts.append(
+            Fact(f"{group}_share", f"{group.replace('_', ' ')} share", float(share.get(group, 0.0)), Unit.SHARE)
+        )
+    return Section(
+        "ascend",
+        "Ascend: core types, overlap, AI_CPU and dynamic shapes",
+        facts=facts,
+        tables=[
+            Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
+            Table("top_kernels", "Top kernels", top_kernels(events, options.top), Per.TOTAL),
+            Table("overlap", "Overlap per step (msprof lanes)", overlap(trace), Per.STEP),
+            Table("ai_cpu_ops", "AI_CPU ops", aicpu_ops(events).head(options.top), Per.TOTAL),
+            Table("dynamic_shape_ops", "Dynamic-shape ops", dynamic_shape_ops(events).head(options.top), Per.TOTAL),
+        ],
+    )

@@ -8,8 +8,9 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers.steps import BUSY_KINDS
+from traceanalyzer.analyzers.steps import BUSY, step_table
 from traceanalyzer.schema import NO_ROW, Kind, Platform
+from traceanalyzer.tracedata import TraceData
 
 LIBRARY_FRAME = re.compile(
     r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
@@ -20,20 +21,20 @@ HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.val
 """Host event kinds that describe what the host was doing at a moment."""
 
 
-def steps_count(trace) -> int:
+def steps_count(trace: TraceData) -> int:
     """Number of distinct steps (1 when the trace has no step markers)."""
-    table = trace.steps()
+    table = step_table(trace)
     return max(int(table["step"].nunique()), 1) if len(table) else 1
 
 
-def in_steps(trace, rows: pd.DataFrame) -> pd.DataFrame:
+def in_steps(trace: TraceData, rows: pd.DataFrame) -> pd.DataFrame:
     """The rows that belong to a step; all rows when the trace has no steps."""
-    return rows[rows["step"] != NO_ROW] if len(trace.steps()) else rows
+    return rows[rows["step"] != NO_ROW] if len(step_table(trace)) else rows
 
 
 def busy_intervals(events: pd.DataFrame) -> intervals.Intervals:
     """Union of the busy device work among ``events``."""
-    work = events[events["kind"].isin(BUSY_KINDS)]
+    work = events[events["kind"].isin(BUSY)]
     ts = work["ts"].to_numpy()
     return intervals.union(ts, ts + work["dur"].to_numpy())
 

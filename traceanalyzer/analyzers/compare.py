@@ -154,7 +154,7 @@ def _events(scope: Scope) -> pd.DataFrame:
 def _summary(baseline: Scope, candidate: Scope) -> pd.DataFrame:
     """Medians per (rank, step): step wall time, device busy, exposed and hidden communication."""
     metrics: dict[str, Callable[[Scope], float]] = {
-        "step_ns": lambda s: _median_per_unit(s, "wall_ns"),
+        "step_ns": lambda s: _median_per_unit(s, "step_ns"),
         "device_busy_ns": lambda s: _median_per_unit(s, "device_busy_ns"),
         "comm_exposed_ns": lambda s: _median_overlap(s, "comm_exposed_ns"),
         "comm_hidden_ns": lambda s: _median_overlap(s, "comm_hidden_ns"),

@@ -1,8 +1,8 @@
 """Communication/compute overlap per rank and step, collective calls across ranks, stragglers, and their findings.
 
-Overlap breakdown, per rank and step. The step span is the step as the device sees it: it starts with the
-ProfilerStep, or later, when the device finishes the previous step's work, and ends where the next one starts
-(the whole device span when there are no steps). Over the step span, with C = union of compute kernels,
+Overlap breakdown, per rank and step. The step span is the step model's (``analyzers.steps``): from the start
+of the step's device work to the start of the next step's (the whole device span when there are no steps), so
+device work outside every step is in no span. Over the step span, with C = union of compute kernels,
 M = union of communication, and X = union of memory copies and sets:
 
 * ``compute_only`` = |C \\ M|, ``comm_hidden`` = |C ∩ M|, ``comm_exposed`` = |M \\ C|,
@@ -20,10 +20,13 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import collective_calls
-from traceanalyzer.analyzers.steps import step_time_ns
-from traceanalyzer.findings import Finding, make
-from traceanalyzer.linking import step_table
+from traceanalyzer.analyzers.steps import step_spans, step_time
+from traceanalyzer.findings import Basis, Finding, make
+from traceanalyzer.memo import per_trace
+from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
 PARTS = ("compute_only", "comm_hidden", "comm_exposed", "memory_exposed", "idle")
 """The exclusive parts of a step span, in priority order."""
@@ -41,13 +44,15 @@ _COMM = [Kind.COMMUNICATION.value]
 _MEMORY = [Kind.MEMCPY.value, Kind.MEMSET.value]
 
 
-def overlap(trace) -> pd.DataFrame:
+@per_trace
+def overlap(trace: TraceData) -> pd.DataFrame:
     """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
     rows = []
+    spans = step_spans(trace)
     for rank, events in trace.events.groupby("rank", sort=True):
         sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", _MEMORY))}
         lanes = events[events["kind"] == Kind.OVERLAP_LANE.value]
-        for step, start, end in _windows(events):
+        for step, start, end in _windows(events, spans[spans["rank"] == rank]):
             row = {"rank": int(rank), "step": step, "start_ns": start, "span_ns": end - start}
             row.update(_breakdown(sets, start, end))
             row.update(_lanes(lanes, start, end))
@@ -60,23 +65,14 @@ def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
     return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
 
 
-def _windows(events: pd.DataFrame) -> list[tuple[int, int, int]]:
-    """(step, start, end) per step on the device: a step starts when its ProfilerStep starts, or later, when the
-    device finishes the previous step's work; the last ends when both host and device are done with it."""
-    device = events[events["kind"].isin(_COMPUTE + _COMM + _MEMORY)]
-    steps = step_table(events)
-    if not len(steps):
+def _windows(events: pd.DataFrame, spans: pd.DataFrame) -> list[tuple[int, int, int]]:
+    """(step, start, end) of each step span of one rank; without steps, the whole device span."""
+    if not len(spans):
+        device = events[events["kind"].isin(_COMPUTE + _COMM + _MEMORY)]
         if not len(device):
             return []
         return [(NO_ROW, int(device["ts"].min()), int((device["ts"] + device["dur"]).max()))]
-    device_end = (device["ts"] + device["dur"]).groupby(device["step"]).max()
-    done = device_end.reindex(steps["step"]).fillna(0).astype(np.int64).to_numpy()
-    starts = steps["start"].to_numpy().copy()
-    starts[1:] = np.maximum(starts[1:], done[:-1])
-    starts = np.maximum.accumulate(starts)
-    last = max(int(steps["end"].iloc[-1]), int(done[-1]), int(starts[-1]))
-    ends = np.append(starts[1:], last)
-    return [(int(n), int(a), int(b)) for n, a, b in zip(steps["step"], starts, ends, strict=True)]
+    return [(int(r.step), int(r.start_ns), int(r.end_ns)) for r in spans.itertuples(index=False)]
 
 
 def _breakdown(sets: dict, start: int, end: int) -> dict:
@@ -122,29 +118,46 @@ def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def collectives(trace) -> pd.DataFrame:
-    """One row per collective call per rank: exposure, phase, and across ranks wait, transfer, late rank, bandwidth."""
+def collectives(trace: TraceData) -> pd.DataFrame:
+    """One row per collective call per rank of the scope: exposure, phase, and across ranks (matched over the whole
+    job, so a scoped view keeps its waits and transfers) wait, transfer, late rank, bandwidth."""
+    calls = _job_calls(trace.base)
+    if trace.scope.rank is not None:
+        calls = calls[calls["rank"] == trace.scope.rank]
+    if trace.scope.step is not None:
+        calls = calls[calls["step"] == trace.scope.step]
+    return calls
+
+
+@per_trace
+def _job_calls(trace: TraceData) -> pd.DataFrame:
     return collective_calls.calls(trace)
 
 
-def clock_offsets(trace) -> pd.DataFrame:
-    """Per rank: estimated clock offset against the lowest rank (ns), its spread and the calls it rests on."""
-    return collective_calls.clock_offsets_of(trace.collectives())
+def clock_offsets(trace: TraceData) -> pd.DataFrame:
+    """Per rank of the job: estimated clock offset against the lowest rank (ns), its spread and the calls it rests on."""
+    return collective_calls.clock_offsets_of(_job_calls(trace.base))
 
 
-def late_arrivals(trace) -> pd.DataFrame:
-    """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing."""
-    return collective_calls.late_arrivals(trace, trace.collectives())
+def late_arrivals(trace: TraceData) -> pd.DataFrame:
+    """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing (of the job;
+    in a view of one rank, the calls that rank was late for)."""
+    late = collective_calls.late_arrivals(trace.base, _job_calls(trace.base))
+    if trace.scope.rank is not None and len(late):
+        late = late[late["late_rank"] == trace.scope.rank]
+    if trace.scope.step is not None and len(late) and "step" in late:
+        late = late[late["step"] == trace.scope.step]
+    return late
 
 
 def per_rank(trace) -> pd.DataFrame:
     """Per rank over all steps: the overlap breakdown summed, the share of communication hidden, and waits."""
-    table = trace.overlap()
+    table = overlap(trace)
     if not len(table):
         return pd.DataFrame()
     sums = table.groupby("rank")[["span_ns", "compute_ns", "comm_ns", *[f"{p}_ns" for p in PARTS]]].sum()
     sums["hidden_comm_share"] = sums["comm_hidden_ns"] / sums["comm_ns"].where(sums["comm_ns"] > 0)
-    calls = trace.collectives()
+    calls = collectives(trace)
     sums["calls"] = calls.groupby("rank").size().reindex(sums.index).fillna(0).astype(int)
     sums["wait_ns"] = calls.groupby("rank")["wait_ns"].sum(min_count=1).reindex(sums.index)
     return sums.reset_index()
@@ -205,7 +218,7 @@ _ADVICE_LATE = {
 
 def findings(trace) -> list[Finding]:
     """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, many small messages, low bandwidth."""
-    calls = trace.collectives()
+    calls = collectives(trace)
     if not len(calls):
         return []
     found = [
@@ -247,7 +260,9 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
         "phases": ours["phase"].value_counts().to_dict(),
     }
     return make(
-        ANALYZER, title, advice, int(exposed[rank]), step_time_ns(trace, rank),
+        ANALYZER, f"exposed_{collective}", title, advice, step_time(trace, rank),
+        concerns_ns=int(ours["exposed_ns"].sum()), saving_ns=int(exposed[rank]), basis=Basis.MEASURED,
+        model="the exposed transfer time (waiting for peers left out) would be hidden under compute",
         where={"rank": rank, "collective": collective}, evidence=evidence,
     )  # fmt: skip
 
@@ -262,15 +277,16 @@ def _straggler(trace) -> Finding | None:
     by_cause = ours.groupby("cause")["caused_wait_ns"].sum()
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
-    calls = trace.collectives()
+    calls = collectives(trace)
     waits = calls[calls["rank"] != rank].groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
     advice = f"Rank {rank} arrives last at its collectives; the others wait. " + _ADVICE_LATE[cause].format(
         detail=detail
     )
     return make(
-        ANALYZER, f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
-        int(caused[rank]), step_time_ns(trace, victim),
+        ANALYZER, "late_rank", f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
+        step_time(trace, victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
+        model="the peers' waiting for the late rank would go if it arrived with them",
         where={"rank": rank},
         evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
     )  # fmt: skip
@@ -287,8 +303,9 @@ def _small_messages(trace, calls: pd.DataFrame) -> Finding | None:
     ours = small[small["rank"] == rank]
     cost = int(_exposed_transfer(ours).sum())
     return make(
-        ANALYZER, f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)", _ADVICE_SMALL,
-        cost, step_time_ns(trace, rank),
+        ANALYZER, "small_messages", f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)",
+        _ADVICE_SMALL, step_time(trace, rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
+        model="the exposed transfer of the small collectives would go if they were coalesced into one",
         where={"rank": rank},
         evidence={"calls": len(ours), "median_bytes": int(ours["bytes"].median())},
     )  # fmt: skip
@@ -303,14 +320,15 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
     saving = (slow["transfer_ns"] - reachable).groupby(slow["rank"]).sum()
     rank = int(saving.idxmax())
     ours = slow[slow["rank"] == rank]
-    finding = make(
-        ANALYZER, f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
-        _ADVICE_BANDWIDTH, int(saving[rank]), step_time_ns(trace, rank),
+    return make(
+        ANALYZER, "low_bandwidth",
+        f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
+        _ADVICE_BANDWIDTH, step_time(trace, rank), concerns_ns=int(ours["transfer_ns"].sum()),
+        saving_ns=int(saving[rank]), basis=Basis.MODELLED,
+        model=f"large collectives at {REACHABLE_BUS_SHARE:.0%} of the link's nominal bandwidth",
         where={"rank": rank},
         evidence={"calls": len(ours), "median_busbw_gbps": float(ours["busbw_gbps"].median())},
     )  # fmt: skip
-    finding.estimated = True
-    return finding
 
 
 TOP_COLUMNS = [
@@ -320,37 +338,40 @@ TOP_COLUMNS = [
 STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
 
 
-def section(trace, options) -> dict | None:
+def section(trace: TraceData, options: Options) -> Section | None:
     """Overlap per rank and step, the most exposed collectives, the late rank and clock offsets."""
-    calls = trace.collectives()
-    table = trace.overlap()
+    calls = collectives(trace)
+    table = overlap(trace)
     if not len(calls) or not len(table):
         return None
-    if options.rank is not None:
-        table = table[table["rank"] == options.rank]
-    if options.step is not None:
-        table = table[table["step"] == options.step]
     ranks = per_rank(trace)
-    tables = {
-        "Communication by rank": _records(ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share",
-                                                 "calls", "wait_ns"]]),
-        "Overlap per rank and step": _records(table[[c for c in STEP_COLUMNS if c in table]]),
-        "Most exposed collectives": _records(_top(calls, options)[TOP_COLUMNS].dropna(axis=1, how="all")),
-    }  # fmt: skip
-    facts = {
-        "ranks": len(ranks),
-        "collective_calls": len(calls),
-        "matched_across_ranks": int((calls["match"] != NO_ROW).sum()),
-        "hidden_comm_share": float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1)),
-        "comm_exposed_ns": int(ranks["comm_exposed_ns"].sum()),
-    }
+    tables = [
+        Table("by_rank", "Communication by rank", ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns",
+              "hidden_comm_share", "calls", "wait_ns"]], Per.TOTAL),
+        Table("overlap", "Overlap per rank and step", table[[c for c in STEP_COLUMNS if c in table]], Per.STEP),
+        Table("most_exposed", "Most exposed collectives", _top(calls, options.top)[TOP_COLUMNS].dropna(axis=1, how="all")),
+    ]  # fmt: skip
+    facts = [
+        Fact("ranks", "ranks", len(ranks), Unit.COUNT),
+        Fact("collective_calls", "collective calls", len(calls), Unit.COUNT, Per.TOTAL),
+        Fact("matched_across_ranks", "calls matched across ranks", int((calls["match"] != NO_ROW).sum()), Unit.COUNT, Per.TOTAL),
+        Fact("hidden_comm_share", "communication hidden under compute", float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1)), Unit.SHARE),
+        Fact("comm_exposed_ns", "exposed communication", int(table["comm_exposed_ns"].median()), Unit.NS, Per.STEP),
+    ]  # fmt: skip
     link = collective_calls.link_gbps(trace)
     if not np.isnan(link):
-        facts["link_gbps_nominal"] = link
-        facts["busbw_gbps_median_large"] = _median_large_busbw(calls)
-    if trace.events["rank"].nunique() > 1:
-        facts.update(_cross_rank_facts(trace, tables, options))
-    return {"title": "Distributed: communication and overlap", "facts": facts, "tables": tables}
+        facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", link, Unit.GBPS))
+        facts.append(
+            Fact(
+                "busbw_gbps_median_large",
+                "bus bandwidth of large collectives (median)",
+                _median_large_busbw(calls),
+                Unit.GBPS,
+            )
+        )
+    if trace.base.events["rank"].nunique() > 1:
+        facts += _cross_rank(trace, tables, options.top)
+    return Section("distributed", "Distributed: communication and overlap", facts=facts, tables=tables)
 
 
 def _median_large_busbw(calls: pd.DataFrame) -> float | None:
@@ -358,31 +379,24 @@ def _median_large_busbw(calls: pd.DataFrame) -> float | None:
     return float(large.median()) if len(large) else None
 
 
-def _top(calls: pd.DataFrame, options) -> pd.DataFrame:
-    if options.rank is not None:
-        calls = calls[calls["rank"] == options.rank]
-    if options.step is not None:
-        calls = calls[calls["step"] == options.step]
-    top = calls.nlargest(options.top, "exposed_ns").copy()
+def _top(calls: pd.DataFrame, top: int) -> pd.DataFrame:
+    top_calls = calls.nlargest(top, "exposed_ns").copy()
     for col in ("bytes", "late_rank"):
-        top[col] = top[col].astype(object).where(top[col] != NO_ROW, None)
-    return top
+        top_calls[col] = top_calls[col].astype(object).where(top_calls[col] != NO_ROW, None)
+    return top_calls
 
 
-def _cross_rank_facts(trace, tables: dict, options) -> dict:
+def _cross_rank(trace: TraceData, tables: list[Table], top: int) -> list[Fact]:
+    """Clock offsets and late arrivals (tables appended), and the facts they give."""
     offsets = clock_offsets(trace)
-    tables["Clock offsets"] = _records(offsets)
+    tables.append(Table("clock_offsets", "Clock offsets", offsets))
     late = late_arrivals(trace)
-    facts = {"max_clock_offset_ns": int(offsets["offset_ns"].abs().max())}
+    facts = [Fact("max_clock_offset_ns", "largest clock offset", int(offsets["offset_ns"].abs().max()), Unit.NS)]
     if len(late):
-        tables["Late arrivals"] = _records(late.head(options.top).drop(columns="match"))
+        tables.append(Table("late_arrivals", "Late arrivals", late.head(top).drop(columns="match")))
         caused = late.groupby("late_rank")["caused_wait_ns"].sum()
-        facts["late_rank"] = int(caused.idxmax())
-        facts["late_rank_caused_wait_ns"] = int(caused.max())
+        facts.append(Fact("late_rank", "late rank", int(caused.idxmax()), Unit.NUMBER))
+        facts.append(
+            Fact("late_rank_caused_wait_ns", "wait the late rank caused", int(caused.max()), Unit.NS, Per.TOTAL)
+        )
     return facts
-
-
-def _records(frame: pd.DataFrame) -> list[dict]:
-    from traceanalyzer.report import records
-
-    return records(frame)

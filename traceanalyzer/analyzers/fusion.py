@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
-from traceanalyzer.analyzers import fusion_units
+from traceanalyzer.analyzers import advice, fusion_units
 from traceanalyzer.analyzers.fusion_patterns import (
     BACKWARD_SUFFIX,
     DISCOVERY_REPLACEMENT,
@@ -38,9 +38,14 @@ from traceanalyzer.analyzers.fusion_patterns import (
     Element,
     Pattern,
 )
-from traceanalyzer.analyzers.steps import step_time_ns
-from traceanalyzer.findings import Finding
+from traceanalyzer.analyzers.fusion_units import WORK_KINDS
+from traceanalyzer.analyzers.steps import step_table, step_time
+from traceanalyzer.findings import Claims, Finding, StepTime, claims_of
+from traceanalyzer.memo import per_trace
+from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, Kind, Platform
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "fusion"
 
@@ -55,6 +60,12 @@ MAX_CHAIN = 6
 
 MAX_DISCOVERED = 8
 """How many distinct repeated chains discovery reports."""
+
+SAVING_MODEL = (
+    "measured kernel time of the chain minus its GEMM/attention kernels, minus a fused kernel that reads the "
+    "chain's first input and writes its last output once at the device's peak memory bandwidth"
+)
+"""How a fusion saving is modelled."""
 
 FINDING_MIN_SHARE = 0.002
 """Opportunities worth less than 0.2 % of step time stay in the table but make no finding."""
@@ -79,6 +90,7 @@ OCCURRENCE_COLUMNS = [
     "stack",
     "module",
     "first_op",
+    "unit_rows",
 ]
 
 OPPORTUNITY_COLUMNS = [
@@ -115,7 +127,8 @@ class _Context:
         self.gemm = np.isin(base, list(GEMM_TOKENS)) | (self.cols["gemm_ns"] > 0)
 
 
-def opportunities(trace) -> pd.DataFrame:
+@per_trace
+def opportunities(trace: TraceData) -> pd.DataFrame:
     """One row per pattern variant found, ranked by estimated saving per step (ns)."""
     occ = occurrences(trace)
     if not len(occ):
@@ -127,7 +140,8 @@ def opportunities(trace) -> pd.DataFrame:
     return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def occurrences(trace) -> pd.DataFrame:
+@per_trace
+def occurrences(trace: TraceData) -> pd.DataFrame:
     """Every occurrence found (library, optimizer, discovered), with its measured and estimated numbers."""
     units = fusion_units.units(trace)
     if not len(units):
@@ -267,6 +281,7 @@ def _occurrence(
         "rank": int(c["rank"][idx[0]]),
         "step": int(c["step"][idx[0]]),
         "first_row": int(c["row"][idx[0]]),
+        "unit_rows": c["row"][idx].tolist(),
         "ts": int(c["ts"][idx[0]]),
         "kernels": int(kernels.sum()),
         "current_ns": current,
@@ -436,48 +451,60 @@ def _replacement(pattern: str, variant: str, platform: str) -> str:
     return next(p.replacement[platform] for p in PATTERNS if p.key == pattern)
 
 
-def _rank_steps(trace) -> int:
+def _rank_steps(trace: TraceData) -> int:
     """Number of (rank, step) pairs with a step marker."""
-    table = trace.steps()
-    return len(table)
+    return len(step_table(trace))
 
 
-def findings(trace) -> list[Finding]:
-    """One finding per opportunity worth at least 0.2 % of step time, ranked by estimated saving."""
-    table = trace.fusion()
-    step_time = step_time_ns(trace)
-    per = max(_rank_steps(trace), 1)
+def findings(trace: TraceData) -> list[Finding]:
+    """One finding per opportunity worth at least 0.2 % of step time, its saving modelled per step."""
+    table = opportunities(trace)
+    step = step_time(trace)
+    occ = occurrences(trace)
     out = []
     for row in table.itertuples(index=False):
-        cost = int(row.saving_ns_per_step * per)
-        if step_time and cost / step_time < FINDING_MIN_SHARE:
+        if step.per_step_ns and row.saving_ns_per_step / step.per_step_ns < FINDING_MIN_SHARE:
             continue
-        out.append(_finding(row, cost, step_time))
-    return fnd.ranked(out)
+        mine = occ[(occ["pattern"] == row.pattern) & (occ["variant"] == row.variant)]
+        out.append(_finding(row, step, _claims(trace.events, mine)))
+    return out
 
 
-def _finding(row, cost: int, step_time: int) -> Finding:
-    title = f"Fuse {row.pattern}: {row.variant} ({row.per_step:g}/step"
+def _claims(ev: pd.DataFrame, occ: pd.DataFrame) -> Claims:
+    """The device work of the occurrences' units (launched by a unit op, or inside one)."""
+    rows = np.unique(
+        np.concatenate([np.asarray(r, dtype=np.int64) for r in occ["unit_rows"]] or [np.empty(0, np.int64)])
+    )
+    work = ev[ev["kind"].isin(WORK_KINDS)]
+    mine = work["op"].isin(rows) | work["top_op"].isin(rows) | work.index.isin(rows)
+    return claims_of(work[mine])
+
+
+def _finding(row, step: StepTime, claims: Claims) -> Finding:
+    title = f"{row.pattern}: {row.variant} ({row.per_step:g}/step"
     title += f" + {row.backward_per_step:g} backward)" if row.backward_per_step else ")"
-    advice = f"Replace with {row.replacement}. Where: {_first_places(row.where)}."
+    n = max(step.steps, 1)
     return fnd.make(
         ANALYZER,
+        "chain",
         title,
-        advice,
-        cost,
-        step_time,
+        f"{advice.replace_with(row.replacement)} Where: {_first_places(row.where)}.",
+        step,
+        concerns_ns=int((row.current_ns_per_step - row.kept_ns_per_step) * n),
+        saving_ns=int(row.saving_ns_per_step * n),
+        basis=fnd.Basis.MODELLED,
+        model=SAVING_MODEL,
+        claims=claims,
         where={"locations": row.where},
         evidence={
             "per_step": row.per_step,
             "kernels_per_step": row.kernels_per_step,
-            "current_ns_per_step (measured)": row.current_ns_per_step,
-            "kept_ns_per_step (measured)": row.kept_ns_per_step,
-            "saving_ns_per_step (estimated)": row.saving_ns_per_step,
-            "intermediate_bytes_per_step (estimated)": row.intermediate_bytes_per_step,
-            "traffic_ns_per_step (estimated)": row.traffic_ns_per_step,
-            "launch_ns_per_step (host, estimated)": row.launch_ns_per_step,
+            "current_ns_per_step": row.current_ns_per_step,
+            "kept_ns_per_step": row.kept_ns_per_step,
+            "intermediate_bytes_per_step": row.intermediate_bytes_per_step,
+            "traffic_ns_per_step": row.traffic_ns_per_step,
+            "launch_ns_per_step": row.launch_ns_per_step,
         },
-        estimated=True,
     )
 
 
@@ -487,22 +514,28 @@ def _first_places(where: str, shown: int = 2) -> str:
     return "; ".join(places[:shown]) + ("; … (all places in the fusion table)" if len(places) > shown else "")
 
 
-def section(trace, options) -> dict | None:
+def section(trace: TraceData, options: Options) -> Section | None:
     """The report's fusion section: the model, the bandwidth assumption and the ranked opportunities."""
-    table = trace.fusion()
+    table = opportunities(trace)
     if not len(table):
         return None
     _, source = fusion_units.bandwidth(trace)
-    rows = table.head(options.top) if options.top else table
-    return {
-        "title": "Fusion opportunities",
-        "facts": {
-            "estimated_saving_ns_per_step": int(table["saving_ns_per_step"].sum()),
-            "fusable_kernel_ns_per_step": int((table["current_ns_per_step"] - table["kept_ns_per_step"]).sum()),
-            "memory_bandwidth": source,
-            "model": "measured: kernel times (current, kept GEMM/attention); estimated: fused kernel = first input + "
-            "last output at peak bandwidth (0 when folded into a GEMM), intermediates from recorded shapes, "
-            "launches × measured median launch call",
-        },
-        "tables": {"opportunities": rows.to_dict("records")},
-    }
+    fusable = int((table["current_ns_per_step"] - table["kept_ns_per_step"]).sum())
+    return Section(
+        "fusion",
+        "Fusion opportunities",
+        facts=[
+            Fact(
+                "estimated_saving_ns",
+                "estimated saving",
+                int(table["saving_ns_per_step"].sum()),
+                Unit.NS,
+                Per.STEP,
+                True,
+            ),
+            Fact("fusable_kernel_ns", "time in fusable kernels", fusable, Unit.NS, Per.STEP),
+            Fact("memory_bandwidth", "memory bandwidth assumed", source),
+            Fact("model", "saving model", SAVING_MODEL),
+        ],
+        tables=[Table("opportunities", "Opportunities", table.head(options.top), Per.STEP)],
+    )

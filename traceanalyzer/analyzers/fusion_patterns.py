@@ -311,7 +311,7 @@ OPTIMIZER_REPLACEMENT: dict[str, str] = {
 """Replacement of an unfused optimizer step, per platform."""
 
 DISCOVERY_REPLACEMENT: dict[str, str] = {
-    "cuda": "torch.compile the module (Inductor fuses chains of elementwise/reduction ops into one Triton kernel)",
+    "cuda": "torch.compile on the module (Inductor fuses chains of elementwise/reduction ops into one Triton kernel)",
     "ascend": "torch.compile with the torchair backend / graph mode (TbeEltwiseFusionPass), or a fused torch_npu op",
 }
 """Replacement for a discovered repeated chain of memory-bound kernels."""

@@ -11,7 +11,11 @@ import json
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.memo import per_trace
+from traceanalyzer.options import Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
+from traceanalyzer.section import Fact, Per, Section, Table
+from traceanalyzer.tracedata import TraceData
 
 GEMM_OPS = {
     "aten::mm": "mm",
@@ -37,7 +41,8 @@ DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double
 COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share"]
 
 
-def gemm_throughput(trace) -> pd.DataFrame:
+@per_trace
+def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     """Per GEMM op name and dtype: calls, FLOPs, device time caused, achieved TFLOP/s and share of the dense peak."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
@@ -100,15 +105,16 @@ def _peaks(trace) -> dict[str, float]:
     return PEAK_TFLOPS.get(family, {})
 
 
-def section(trace, options) -> dict | None:
+def section(trace: TraceData, options: Options) -> Section | None:
     """Achieved GEMM throughput against the device's dense peak."""
     table = gemm_throughput(trace)
     if not len(table):
         return None
-    from traceanalyzer.report import records
-
-    return {
-        "title": "Matrix multiplies: achieved throughput",
-        "facts": {"peak source": "vendor data sheets, dense (no sparsity)"},
-        "tables": {"gemm throughput": records(table)},
-    }
+    return Section(
+        "gemm",
+        "Matrix multiplies: achieved throughput",
+        facts=[Fact("peak_source", "peak source", "vendor data sheets, dense (no sparsity)")],
+        tables=[
+            Table("gemm_throughput", "Achieved throughput per GEMM op and dtype", table.head(options.top), Per.TOTAL)
+        ],
+    )

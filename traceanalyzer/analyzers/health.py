@@ -6,7 +6,6 @@ evidence, and ``section`` into the report's health section.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import numpy as np
@@ -15,7 +14,6 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.attribution import (
-    BUSY_KINDS,
     accelerator,
     busy_intervals,
     describe,
@@ -25,10 +23,13 @@ from traceanalyzer.analyzers.attribution import (
     steps_count,
 )
 from traceanalyzer.analyzers.collective_calls import DATA_LOADING, DATA_LOADING_ADVICE
-from traceanalyzer.analyzers.steps import step_time_ns
-from traceanalyzer.findings import Finding
+from traceanalyzer.analyzers.steps import BUSY, step_spans, step_time
+from traceanalyzer.findings import Claims, Finding
+from traceanalyzer.memo import per_trace, remember
+from traceanalyzer.options import Options
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
-from traceanalyzer.trace import per_trace
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "health"
 
@@ -188,12 +189,34 @@ def _launch_at(work: pd.DataFrame, times: np.ndarray) -> np.ndarray:
     return first.set_index("ts")["launch"].reindex(times, fill_value=NO_ROW).to_numpy()
 
 
+def _idle_claims(trace: TraceData) -> Claims:
+    """Per rank: the device-idle intervals inside steps (the step spans minus all busy device work)."""
+    return remember(trace, "health.idle_claims", lambda: _idle_in_spans(trace))
+
+
+def _idle_in_spans(trace: TraceData) -> Claims:
+    spans = step_spans(trace)
+    work = _busy_work(trace.events)
+    out: Claims = {}
+    for rank, mine in spans.groupby("rank"):
+        busy = busy_intervals(work[work["rank"] == rank])
+        span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
+        out[int(rank)] = intervals.subtract(span, busy)
+    return out
+
+
+def idle_in_steps(claims: intervals.Intervals | None) -> int:
+    """Length of some idle intervals (0 for none)."""
+    return intervals.length(claims) if claims is not None else 0
+
+
 def _busy_work(events: pd.DataFrame) -> pd.DataFrame:
-    return events[events["kind"].isin(BUSY_KINDS)]
+    return events[events["kind"].isin(BUSY)]
 
 
-def _gap_findings(trace, step_ns: int) -> list[Finding]:
+def _gap_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
     busy = device_busy(trace)
+    claims = _idle_claims(trace)
     gaps = idle_gaps(trace, top=1)
     after_sync = in_steps(trace, sync_stalls(trace)).groupby("rank")["idle_after_ns"].sum()
     out = []
@@ -206,6 +229,7 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
         out.append(
             fnd.make(
                 ANALYZER,
+                "idle",
                 f"{accelerator(trace)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
                 f"active span ({row.large_gaps} gaps > 100 µs{after})",
                 f"The {accelerator(trace)} waits for the host. During the largest gap the host was in {host}. "
@@ -213,8 +237,13 @@ def _gap_findings(trace, step_ns: int) -> list[Finding]:
                 "Move that work off the critical path (DataLoader workers and pin_memory for input, "
                 "no host syncs in the loop, fewer and larger kernels via torch.compile or CUDA graphs), or overlap "
                 "it with device work. See the idle-gap table for the other large gaps.",
-                row.idle_ns,
                 step_ns,
+                concerns_ns=idle_in_steps(claims.get(row.rank)),
+                saving_ns=max(idle_in_steps(claims.get(row.rank)) - int(after_sync.get(row.rank, 0)), 0),
+                basis=fnd.Basis.MEASURED,
+                model="the device idle inside steps would go if the host never made it wait (the idle right after "
+                "host syncs is counted under the sync finding)",
+                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
                 where={"rank": row.rank, "device": row.device},
                 evidence={k: getattr(row, k) for k in busy.columns if k not in ("rank", "device")},
             )
@@ -306,8 +335,9 @@ def _idle_before(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _launch_findings(trace, step_ns: int) -> list[Finding]:
+def _launch_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
     table = launch_bound(trace)
+    claims = _idle_claims(trace)
     steps = steps_count(trace)
     hit = table[
         (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
@@ -318,19 +348,23 @@ def _launch_findings(trace, step_ns: int) -> list[Finding]:
         out.append(
             fnd.make(
                 ANALYZER,
+                "launch_bound",
                 f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
                 f"GPU busy {row.busy_share:.0%} there",
                 f"Each kernel runs ~{row.median_kernel_ns / 1e3:.1f} µs but its launch takes "
                 f"~{row.median_launch_ns / 1e3:.1f} µs, so the GPU waits for the CPU. Capture the loop in a CUDA graph "
                 '(torch.cuda.graphs or torch.compile(mode="reduce-overhead")), let torch.compile fuse the elementwise '
                 "ops, or batch the iterations into larger tensor ops.",
-                row.idle_before_ns,
                 step_ns,
+                concerns_ns=row.idle_before_ns,
+                saving_ns=row.idle_before_ns,
+                basis=fnd.Basis.MODELLED,
+                model="the idle before each tiny kernel would go if the loop were one CUDA graph or fused kernel",
+                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
                 where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame, "ops": row.top_ops},
                 evidence={
                     k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame", "top_ops")
                 },
-                estimated=True,
             )
         )
     return out
@@ -426,7 +460,7 @@ def _joined(names: pd.Series) -> str:
     return ", ".join(sorted(set(names) - {""}))
 
 
-def _sync_findings(trace, step_ns: int) -> list[Finding]:
+def _sync_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
     places = sync_places(trace)
     if not len(places):
         return []
@@ -448,11 +482,15 @@ def _sync_findings(trace, step_ns: int) -> list[Finding]:
     return [
         fnd.make(
             ANALYZER,
+            "sync",
             f"{total / steps:g} host syncs per step{per_rank} stall the GPU (most at "
             f"{_place(top['annotation'], top['frame'])})",
             advice,
-            int(places["idle_after_ns"].sum()),
             step_ns,
+            concerns_ns=int(places["sync_ns"].sum()),
+            saving_ns=int(places["idle_after_ns"].sum()),
+            basis=fnd.Basis.MEASURED,
+            model="the device idle right after each host sync would go without the sync",
             where={"rank": int(top["rank"]), "annotation": top["annotation"], "frame": top["frame"]},
             evidence={
                 "syncs": total,
@@ -506,10 +544,10 @@ def _matches(texts: np.ndarray, pattern: re.Pattern) -> np.ndarray:
     return hit[inverse]
 
 
-def _fp32_findings(trace, step_ns: int) -> list[Finding]:
+def _fp32_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
     table = fp32_gemms(trace)
     total = int(table["total_ns"].sum())
-    if not total or total < FP32_GEMM_MIN_SHARE * step_ns:
+    if not total or total < FP32_GEMM_MIN_SHARE * step_ns.total_ns:
         return []
     steps = steps_count(trace)
     device = int(in_steps(trace, _busy_work(trace.events))["dur"].sum())
@@ -518,12 +556,16 @@ def _fp32_findings(trace, step_ns: int) -> list[Finding]:
     return [
         fnd.make(
             ANALYZER,
+            "fp32_gemm",
             f"fp32 matrix multiplies/convolutions run without tensor cores: {total / steps / 1e6:.1f} ms of GPU time "
             "per step",
             f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
             + (TF32_ADVICE if _tf32_capable(trace) else PRE_AMPERE_ADVICE),
-            saving,
             step_ns,
+            concerns_ns=total,
+            saving_ns=saving,
+            basis=fnd.Basis.MODELLED,
+            model=f"the same GEMMs {TF32_SPEEDUP:g}× faster on TF32 tensor cores",
             where={"ops": ops, "kernels": table["name"].head(5).tolist()},
             evidence={
                 "fp32_gemm_ns": total,
@@ -532,7 +574,6 @@ def _fp32_findings(trace, step_ns: int) -> list[Finding]:
                 "device_time_share": total / device if device else 0.0,
                 "assumed_tf32_speedup": TF32_SPEEDUP,
             },
-            estimated=True,
         )
     ]
 
@@ -586,27 +627,29 @@ def _device_ns(events: pd.DataFrame, ops: pd.Index) -> np.ndarray:
     return work[work["op"] != NO_ROW].groupby("op")["dur"].sum().reindex(ops, fill_value=0).to_numpy()
 
 
-def _shape_findings(trace, step_ns: int) -> list[Finding]:
+def _shape_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
     table = dynamic_shapes(trace)
     if not len(table):
         return []
     names = table["name"].drop_duplicates().head(5).tolist()
-    finding = fnd.make(
-        ANALYZER,
-        f"Dynamic shapes: {table['name'].nunique()} ops see new input shapes in later steps ({', '.join(names)})",
-        "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn the "
-        "caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the dimension "
-        "dynamic (torch._dynamo.mark_dynamic) when compiling.",
-        0,
-        step_ns,
-        where={"ops": names},
-        evidence={
-            "ops_with_device_work": int(table.loc[table["device_ns"] > 0, "name"].nunique()),
-            "device_ns": int(table["device_ns"].sum()),
-            "ops": table.to_dict(orient="records"),
-        },
-    )
-    return [dataclasses.replace(finding, severity=fnd.Severity.INFO)]
+    return [
+        fnd.make(
+            ANALYZER,
+            "dynamic_shapes",
+            f"Dynamic shapes: {table['name'].nunique()} ops see new input shapes in later steps ({', '.join(names)})",
+            "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn the "
+            "caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the dimension "
+            "dynamic (torch._dynamo.mark_dynamic) when compiling.",
+            step_ns,
+            concerns_ns=int(table["device_ns"].sum()),
+            where={"ops": names},
+            evidence={
+                "ops_with_device_work": int(table.loc[table["device_ns"] > 0, "name"].nunique()),
+                "device_ns": int(table["device_ns"].sum()),
+                "ops": table.to_dict(orient="records"),
+            },
+        )
+    ]
 
 
 # ---------------------------------------------------------------- findings and section
@@ -617,43 +660,43 @@ _CHECKS = (_gap_findings, _launch_findings, _sync_findings, _fp32_findings, _sha
 
 def findings(trace) -> list[Finding]:
     """Idle-gap, launch-bound, sync-stall, fp32-GEMM and dynamic-shape findings, cost against total step time."""
-    step_ns = step_time_ns(trace)
-    return [f for check in _CHECKS for f in check(trace, step_ns)]
+    step = step_time(trace)
+    return [f for check in _CHECKS for f in check(trace, step)]
 
 
-def section(trace, options) -> dict | None:
+def section(trace: TraceData, options: Options) -> Section | None:
     """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs."""
-    busy = _for_rank(device_busy(trace), options)
+    busy = device_busy(trace)
     if not len(busy):
         return None
-    from traceanalyzer.report import records
-
-    syncs = _for_rank(sync_places(trace), options)
-    gemms = _for_rank(fp32_gemms(trace), options)
-    tables = {
-        "device_busy": busy,
-        "largest_gaps": idle_gaps(trace, top=options.top),
-        "sync_places": syncs,
-        "dtoh_copies": dtoh_copies(trace),
-        "launch_places": launch_bound(trace),
-        "fp32_gemms": gemms,
-        "dynamic_shapes": dynamic_shapes(trace),
-    }
-    return {
-        "title": "GPU idle, launch overhead, syncs and precision",
-        "facts": {
-            "device_busy_share": float(busy["busy_ns"].sum() / max(busy["span_ns"].sum(), 1)),
-            "idle_ns": int(busy["idle_ns"].sum()),
-            "large_gaps": int(busy["large_gaps"].sum()),
-            "large_gap_ns": int(busy["large_gap_ns"].sum()),
-            "largest_gap_ns": int(busy["largest_gap_ns"].max()),
-            "host_syncs": int(syncs["syncs"].sum()),
-            "fp32_gemm_ns": int(gemms["total_ns"].sum()),
-        },
-        "tables": {name: records(_for_rank(table, options).head(options.top)) for name, table in tables.items()},
-    }
-
-
-def _for_rank(table: pd.DataFrame, options) -> pd.DataFrame:
-    """The rows of the rank the user asked for (all when none)."""
-    return table if options.rank is None else table[table["rank"] == options.rank]
+    syncs = sync_places(trace)
+    gemms = fp32_gemms(trace)
+    idle = sum(idle_in_steps(c) for c in _idle_claims(trace).values())
+    top = options.top
+    return Section(
+        "health",
+        "GPU idle, launch overhead, syncs and precision",
+        facts=[
+            Fact(
+                "device_busy_share",
+                "device busy (active span)",
+                float(busy["busy_ns"].sum() / max(busy["span_ns"].sum(), 1)),
+                Unit.SHARE,
+            ),
+            Fact("idle_in_steps_ns", "device idle inside steps", idle, Unit.NS, Per.TOTAL),
+            Fact("large_gaps", "idle gaps over 100 µs", int(busy["large_gaps"].sum()), Unit.COUNT, Per.TOTAL),
+            Fact("large_gap_ns", "time in gaps over 100 µs", int(busy["large_gap_ns"].sum()), Unit.NS, Per.TOTAL),
+            Fact("largest_gap_ns", "largest gap", int(busy["largest_gap_ns"].max()), Unit.NS),
+            Fact("host_syncs", "host syncs", int(syncs["syncs"].sum()), Unit.COUNT, Per.TOTAL),
+            Fact("fp32_gemm_ns", "fp32 GEMM time", int(gemms["total_ns"].sum()), Unit.NS, Per.TOTAL),
+        ],
+        tables=[
+            Table("device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL),
+            Table("largest_gaps", "Largest idle gaps", idle_gaps(trace, top=top).head(top)),
+            Table("sync_places", "Host syncs by place", syncs.head(top), Per.TOTAL),
+            Table("dtoh_copies", "Device-to-host copies", dtoh_copies(trace).head(top), Per.TOTAL),
+            Table("launch_places", "Launch-bound places", launch_bound(trace).head(top), Per.TOTAL),
+            Table("fp32_gemms", "fp32 GEMM kernels", gemms.head(top), Per.TOTAL),
+            Table("dynamic_shapes", "Ops whose input shapes change", dynamic_shapes(trace).head(top), Per.TOTAL),
+        ],
+    )

@@ -8,8 +8,14 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.findings import Finding, make
+from traceanalyzer.analyzers.attribution import in_steps
+from traceanalyzer.analyzers.gemm import gemm_throughput
+from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
+from traceanalyzer.options import Options
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.section import Per, Section, Table
+from traceanalyzer.tracedata import TraceData
 
 DEVICE = [k.value for k in DEVICE_KINDS]
 BUSY = [k.value for k in BUSY_KINDS]
@@ -23,6 +29,9 @@ class Level(str, Enum):
     OP_DEVICE = "op_device"  # device time per launching (innermost) CPU op
     CATEGORY = "category"  # device time per op category (gemm, elementwise, copy, ...)
 
+
+GEMM_TARGET = 0.8
+"""The share of the dense data-sheet peak a well-shaped GEMM reaches; a GEMM hotspot's saving is measured to it."""
 
 HOTSPOT_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]
 
@@ -173,27 +182,33 @@ def category(*names: str) -> str:
     return "other"
 
 
-def findings(trace) -> list[Finding]:
-    """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice."""
-    from traceanalyzer.analyzers.attribution import in_steps
-    from traceanalyzer.analyzers.steps import step_time_ns
-
+def findings(trace: TraceData) -> list[Finding]:
+    """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
+    GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
+    state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
     events = in_steps(trace, trace.events)
     table, main_kernel = _dominant(events, trace.events)
-    step_ns = step_time_ns(trace)
+    step = step_time(trace)
     device_ns = int(events.loc[events["kind"].isin(BUSY), "dur"].sum())
-    rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
     rates = _gemm_rates(trace)
-    return [
-        _hotspot_finding(row, main_kernel.get(row["name"], ""), step_ns, device_ns, rates.get(row["name"]))
-        for row in rows
-    ]
+    found = []
+    for row in table.head(HOTSPOT_FINDINGS).to_dict(orient="records"):
+        claims = claims_of(_work_of(events, trace.events, row["name"]))
+        found.append(
+            _hotspot_finding(row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims)
+        )
+    return found
 
 
-def _gemm_rates(trace) -> dict[str, dict]:
+def _work_of(events: pd.DataFrame, whole: pd.DataFrame, name: str) -> pd.DataFrame:
+    """The busy device rows of one hotspot: launched by ops of that name, or kernels of that name."""
+    device = events[events["kind"].isin(BUSY)]
+    op_names = whole["name"].astype(str).reindex(device["op"].to_numpy()).to_numpy()
+    return device[(op_names == name) | (device["name"].astype(str).to_numpy() == name)]
+
+
+def _gemm_rates(trace: TraceData) -> dict[str, dict]:
     """Achieved throughput of each GEMM op name (its dtype with the most device time)."""
-    from traceanalyzer.analyzers.gemm import gemm_throughput
-
     table = gemm_throughput(trace).drop_duplicates("op")
     return {row["op"]: row for row in table.to_dict(orient="records")}
 
@@ -213,16 +228,25 @@ def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, 
     return hotspots(events, Level.OP_DEVICE, table=whole), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
 
 
-def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int, rate: dict | None = None) -> Finding:
+def _hotspot_finding(
+    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims
+) -> Finding:
     kind = category(row["name"], kernel)
     count = int(row["count"])
+    saving, basis, model = _gemm_saving(rate)
+    per_step = row["total_ns"] / max(step.steps, 1)
     return make(
         "hotspots",
-        f"{row['name']}: {row['total_ns'] / 1e6:.2f} ms of device time in {count:,} calls "
-        f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / device_ns:.0%} of device time)",
+        "op",
+        f"{row['name']}: {per_step / 1e6:.2f} ms of device time per step in {count / max(step.steps, 1):,.0f} calls "
+        f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / max(device_ns, 1):.0%} of device time)",
         _rate_sentence(rate) + CATEGORY_ADVICE[kind],
-        int(row["total_ns"]),
-        step_ns,
+        step,
+        concerns_ns=int(row["total_ns"]),
+        saving_ns=saving,
+        basis=basis,
+        model=model,
+        claims=claims,
         where={"name": row["name"], "category": kind},
         evidence={
             "count": count,
@@ -232,6 +256,17 @@ def _hotspot_finding(row: dict, kernel: str, step_ns: int, device_ns: int, rate:
             "main_kernel": kernel,
         },
     )
+
+
+def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:
+    """A GEMM's saving if it ran at ``GEMM_TARGET`` of the dense peak for its dtype (total ns), and its basis."""
+    if not rate or not rate["peak_tflops"] == rate["peak_tflops"]:
+        return 0, Basis.NONE, ""
+    target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
+    model = (
+        f"the GEMM at {GEMM_TARGET:.0%} of the device's dense {rate['dtype']} peak ({rate['peak_tflops']:.0f} TFLOP/s)"
+    )
+    return max(int(rate["device_ns"] - target_ns), 0), Basis.MODELLED, model
 
 
 def _rate_sentence(rate: dict | None) -> str:
@@ -259,3 +294,24 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     stats = _stats(pd.DataFrame({"name": cats, "dur": device["dur"].to_numpy()}), "name").reset_index()
     stats["kind"] = ""
     return _ranked(stats)[HOTSPOT_COLUMNS]
+
+
+HOTSPOT_TABLES = {
+    Level.KERNEL: ("Top device kernels", ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]),
+    Level.CPU_OP: ("Top CPU ops (self time)", ["name", "count", "total_ns", "inclusive_ns", "device_self_ns", "share", "cum_share"]),
+    Level.OP_DEVICE: ("Device time by launching op", ["name", "count", "kernels", "total_ns", "mean_ns", "share", "cum_share"]),
+    Level.CATEGORY: ("Device time by op category", ["name", "count", "total_ns", "share", "cum_share"]),
+}  # fmt: skip
+"""The hotspot tables of the report: title and columns shown per level."""
+
+
+def section(trace: TraceData, options: Options) -> Section:
+    """The hotspot tables at every level (the kernel table restricted to ``options.kind`` when given)."""
+    tables = []
+    for level, (title, columns) in HOTSPOT_TABLES.items():
+        events = trace.events
+        if level is Level.KERNEL and options.kind:
+            events = events[events["kind"] == options.kind]
+        table = hotspots(events, level, options.top, table=trace.events)
+        tables.append(Table(level.value, title, table[[c for c in columns if c in table]], Per.TOTAL))
+    return Section("hotspots", "Hotspots", tables=tables)

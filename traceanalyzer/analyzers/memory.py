@@ -15,11 +15,16 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.steps import step_time_ns
-from traceanalyzer.findings import Finding, Severity, make
-from traceanalyzer.linking import step_table
+from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.findings import Finding, Severity, StepTime, make
+from traceanalyzer.humanize import size
+from traceanalyzer.linking import step_markers
+from traceanalyzer.memo import remember
+from traceanalyzer.options import Options
+from traceanalyzer.records import plain, records
 from traceanalyzer.schema import NO_ROW, Kind
-from traceanalyzer.units import size
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
 GROUP = ["rank", "device"]
 """One memory pool: a device (or the host, device -1) of one rank."""
@@ -67,8 +72,12 @@ class MemoryAnalysis:
         return self.leak[self.leak["leak"]]
 
 
-def analyze(trace) -> MemoryAnalysis:
+def analyze(trace: TraceData) -> MemoryAnalysis:
     """The memory analysis of a trace: timeline, peaks, live blocks at the peaks, per-op stats, leak trend."""
+    return remember(trace, "memory.analyze", lambda: _analyze(trace))
+
+
+def _analyze(trace: TraceData) -> MemoryAnalysis:
     mem, notes = _prepared(trace.memory_events)
     blocks = _blocks(mem)
     peaks = _peaks(trace, mem)
@@ -291,7 +300,7 @@ def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
     columns = GROUP + ["step", "start_ts", "end_ts", "start_bytes", "end_bytes"]
     rows = []
     for (rank, device), group in mem.groupby(GROUP, sort=True):
-        steps = step_table(trace.events[trace.events["rank"] == rank])
+        steps = step_markers(trace.events[trace.events["rank"] == rank])
         if not len(steps):
             continue
         ts = group["ts"].to_numpy()
@@ -417,8 +426,8 @@ def findings(trace) -> list[Finding]:
     """Memory findings: leaks, large temporaries, dominating activations, fragmentation, peaks near capacity."""
     if not len(trace.memory_events):
         return []
-    analysis = trace.memory()
-    step_ns = step_time_ns(trace)
+    analysis = analyze(trace)
+    step_ns = step_time(trace)
     found = []
     for _, peak in analysis.device_peaks.iterrows():
         live = _pool(analysis.live_at_peak, peak)
@@ -436,8 +445,8 @@ def _pool(table: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
     return table[(table["rank"] == key["rank"]) & (table["device"] == key["device"])]
 
 
-def _finding(kind: str, title: str, advice: str, step_ns: int, **details: object) -> Finding:
-    return replace(make("memory", title, advice, 0, step_ns, **details), severity=SEVERITY[kind])
+def _finding(kind: str, title: str, advice: str, step: StepTime, **details: object) -> Finding:
+    return replace(make("memory", kind, title, advice, step, concerns_ns=0, **details), severity=SEVERITY[kind])
 
 
 def _where(peak: pd.Series) -> dict:
@@ -477,7 +486,7 @@ def _temporaries(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> li
             advice,
             step_ns,
             where=_where(peak) | {"op": first["op_name"], "path": first["path"], "module": first["module"]},
-            evidence={"peak_bytes": int(peak["peak_allocated_bytes"]), "held_bytes": held, "blocks": _rows(blocks)},
+            evidence={"peak_bytes": int(peak["peak_allocated_bytes"]), "held_bytes": held, "blocks": records(blocks)},
         )
     ]
 
@@ -598,73 +607,85 @@ def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, st
         evidence={
             "growth_per_step_bytes": float(growth),
             "r2": float(leak["r2"]),
-            "unfreed": _rows(recurring[["op_name", "path", "blocks", "unfreed_bytes"]]),
+            "unfreed": records(recurring[["op_name", "path", "blocks", "unfreed_bytes"]]),
         },
     )
 
 
-def _rows(frame: pd.DataFrame) -> list[dict]:
-    """Plain-data rows of a small table."""
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.to_dict(orient="records")]
-
-
-def _plain(value):
-    if isinstance(value, np.integer | np.bool_):
-        return value.item()
-    if isinstance(value, np.floating | float):
-        return None if np.isnan(value) else float(value)
-    return value
-
-
-def section(trace, options) -> dict | None:
-    """Report section: peak per device and what holds it, live blocks at the peak, per-op stats, leak verdict."""
+def section(trace: TraceData, options: Options) -> Section | None:
+    """Report section: the job's highest peak and what holds it, live blocks at the peak, per-op stats, leaks."""
     if not len(trace.memory_events):
         return None
-    m = trace.memory()
-    peaks = _ranked_pools(m.peaks, options)
+    m = analyze(trace)
+    peaks = _ranked_pools(m.peaks)
     if not len(peaks):
         return None
-    top = peaks.iloc[0]
+    top = peaks.sort_values("peak_allocated_bytes", ascending=False, kind="stable").iloc[0]
     start = trace.meta.start_ns
-    facts = {
-        "peak_allocated_bytes": int(top["peak_allocated_bytes"]),
-        "peak_at": f"rank {top['rank']}, device {top['device']}, step {top['peak_step']}: {top['path'] or top['op']}",
-        "peak_module": top["module"] or None,
-        "peak_code": top["stack"] or None,
-        "peak_reserved_bytes": None if np.isnan(top["peak_reserved_bytes"]) else float(top["peak_reserved_bytes"]),
-        "allocated_before_trace_bytes": _plain(top["allocated_before_trace_bytes"]),
-        "baseline": "known" if top["baseline_known"] else "unknown (totals rebuilt from Bytes; relative to the trace)",
-        "leak": _leak_verdict(_ranked_pools(m.leak, options)),
-    }
-    facts |= {f"note_{i + 1}": note for i, note in enumerate(m.notes)}
-    live = _ranked_pools(m.live_at_peak, options).head(options.top)
-    tables = {
-        "Memory peak per device": _rows(_peak_rows(peaks, start)),
-        "Blocks live at the peak (largest first)": _rows(
+    live = _ranked_pools(m.live_at_peak).head(options.top)
+    tables = [
+        Table("peaks", "Memory peak per device", _peak_rows(peaks, start)),
+        Table(
+            "live_at_peak",
+            "Blocks live at the peak (largest first)",
             live.assign(allocated_at_ns=live["alloc_ts"] - start)[
                 ["rank", "device", "bytes", "allocated_at_ns", "step", "op_name", "path"]
-            ]
+            ],
         ),
-        "Allocations per op": _rows(m.per_op.head(options.top)),
-        "Allocated at step end": _rows(
-            _ranked_pools(m.step_memory, options)[GROUP + ["step", "start_bytes", "end_bytes"]]
+        Table("per_op", "Allocations per op", m.per_op.head(options.top), Per.TOTAL),
+        Table(
+            "step_memory",
+            "Allocated at step start and end",
+            _ranked_pools(m.step_memory)[GROUP + ["step", "start_bytes", "end_bytes"]],
         ),
-        "Never freed (allocated in a step)": _rows(
-            _ranked_pools(m.unfreed, options).head(options.top)[
-                GROUP + ["op_name", "path", "blocks", "steps", "unfreed_bytes"]
-            ]
+        Table(
+            "never_freed",
+            "Never freed (allocated in a step)",
+            _ranked_pools(m.unfreed).head(options.top)[GROUP + ["op_name", "path", "blocks", "steps", "unfreed_bytes"]],
         ),
-    }
-    modules = _ranked_pools(m.modules, options)
+    ]
+    modules = _ranked_pools(m.modules)
     if len(modules):
-        tables["CANN modules: peak reserved (npu_module_mem)"] = _rows(modules)
-    return {"title": "Memory", "facts": facts, "tables": tables}
+        tables.append(Table("cann_modules", "CANN modules: peak reserved (npu_module_mem)", modules))
+    return Section("memory", "Memory", facts=_peak_facts(top, m), tables=tables)
 
 
-def _ranked_pools(table: pd.DataFrame, options) -> pd.DataFrame:
-    """Rows of the rank the options ask for; devices before the host."""
-    if options.rank is not None:
-        table = table[table["rank"] == options.rank]
+def _peak_facts(top: pd.Series, m: MemoryAnalysis) -> list[Fact]:
+    """The facts of the job's highest peak (the pool with the most allocated bytes)."""
+    reserved = None if np.isnan(top["peak_reserved_bytes"]) else float(top["peak_reserved_bytes"])
+    facts = [
+        Fact(
+            "peak_allocated_bytes",
+            "peak allocated (highest device of the job)",
+            int(top["peak_allocated_bytes"]),
+            Unit.BYTES,
+        ),
+        Fact(
+            "peak_at",
+            "peak at",
+            f"rank {top['rank']}, device {top['device']}, step {top['peak_step']}: {top['path'] or top['op']}",
+        ),
+        Fact("peak_module", "peak in module", top["module"] or "–"),
+        Fact("peak_code", "peak in code", top["stack"] or "–"),
+        Fact("peak_reserved_bytes", "peak reserved", reserved, Unit.BYTES),
+        Fact(
+            "allocated_before_trace_bytes",
+            "allocated before the trace",
+            plain(top["allocated_before_trace_bytes"]),
+            Unit.BYTES,
+        ),
+        Fact(
+            "baseline",
+            "baseline",
+            "known" if top["baseline_known"] else "unknown (totals rebuilt from Bytes; relative to the trace)",
+        ),
+        Fact("leak", "leak", _leak_verdict(_ranked_pools(m.leak))),
+    ]
+    return facts + [Fact(f"note_{i + 1}", "note", note) for i, note in enumerate(m.notes)]
+
+
+def _ranked_pools(table: pd.DataFrame) -> pd.DataFrame:
+    """Devices before the host."""
     order = (table["device"] < 0).to_numpy().argsort(kind="stable")
     return table.iloc[order]
 

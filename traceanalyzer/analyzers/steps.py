@@ -1,4 +1,17 @@
-"""Per-step and whole-trace time accounting: step wall time, device busy, time by kind."""
+"""The step model, defined once: for each rank and step, the host span, the device span and the step time.
+
+- **host span**: the step marker (``ProfilerStep#N``) from its start to its end.
+- **device span**: from the first to the last device work launched in the step (work launched before the recorded
+  window, or outside every step, belongs to no step).
+- **step time** (``step_ns``): the step as the device experiences it, from the start of its work (its device
+  start; its host start where it has no device work) to the start of the next step's, so in steady state it equals
+  CUDA-event timing of the loop body. The last step of a rank, and a step the next one does not follow directly,
+  ends where its device work or its marker ends, whichever is later.
+- **bound**: ``device`` when the device is the limit (its work ends well after the host has finished the step, or
+  it is busy nearly all the step), else ``host`` (the device waits for the host to launch work).
+
+Every share of step time in the product is a share of ``step_ns``.
+"""
 
 from __future__ import annotations
 
@@ -6,49 +19,141 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.schema import BUSY_KINDS as _BUSY
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.findings import StepTime
+from traceanalyzer.memo import per_trace
+from traceanalyzer.options import Options
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
 
-DEVICE = [k.value for k in DEVICE_KINDS]
-BUSY_KINDS = tuple(k.value for k in _BUSY)
+DEVICE = tuple(sorted(k.value for k in DEVICE_KINDS))
+"""Device kinds by name, in a fixed order."""
+BUSY = tuple(sorted(k.value for k in BUSY_KINDS))
+"""Device kinds that make a device busy, by name."""
+
+DEVICE_BOUND_LAG = 0.05
+"""A step is device-bound when its device work ends more than this share of the step after its marker ends..."""
+DEVICE_BOUND_BUSY = 0.9
+"""... or its device is busy at least this share of the step."""
+
+STEP_COLUMNS = (
+    "rank", "step", "start_ns", "step_ns", "bound", "host_start_ns", "host_ns", "device_start_ns", "device_ns",
+    "device_busy_ns", "device_idle_ns", "kernels", *(f"{k}_ns" for k in DEVICE),
+)  # fmt: skip
 
 
-def step_table(events: pd.DataFrame) -> pd.DataFrame:
-    """One row per (rank, step): wall time, device busy, kernel count and time by device kind (ns)."""
-    markers = events[events["kind"] == Kind.STEP.value]
+def step_table(trace: TraceData) -> pd.DataFrame:
+    """One row per (rank, step) of the trace's scope, in the columns of ``STEP_COLUMNS`` (times in ns)."""
+    table = _whole_run_steps(trace.base)
+    if trace.scope.rank is not None:
+        table = table[table["rank"] == trace.scope.rank]
+    if trace.scope.step is not None:
+        table = table[table["step"] == trace.scope.step]
+    return table.reset_index(drop=True)
+
+
+SHOWN_STEP_COLUMNS = (
+    "rank", "step", "step_ns", "bound", "host_ns", "device_ns", "device_busy_ns", "device_idle_ns", "kernels",
+    "kernel_ns", "communication_ns", "memcpy_ns",
+)  # fmt: skip
+"""The step-table columns the report shows (absolute start times stay in ``step_table``)."""
+
+
+@per_trace
+def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
+    """The step table of the whole run (a step's period needs the next step)."""
+    events = trace.events
+    markers = events[(events["kind"] == Kind.STEP.value) & (events["step"] != NO_ROW)]
+    if not len(markers):
+        return pd.DataFrame({c: pd.Series(dtype=object if c == "bound" else "int64") for c in STEP_COLUMNS})
     device = events[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW)]
-    rows = []
-    for (rank, step), marker in markers.groupby(["rank", "step"], sort=True):
-        mine = device[(device["rank"] == rank) & (device["step"] == step)]
-        rows.append(_step_row(int(rank), int(step), marker, mine))
-    columns = ["rank", "step", "start_ns", "wall_ns", "device_busy_ns", "kernels"] + [f"{k}_ns" for k in DEVICE]
-    return pd.DataFrame(rows, columns=columns)
+    markers = markers.assign(end=markers["ts"] + markers["dur"])
+    host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
+    rows = [_device_row(device, rank, step) for rank, step in host.index]
+    table = pd.concat([host.reset_index(), pd.DataFrame(rows)], axis=1)
+    return _periods(table)
 
 
-def _step_row(rank: int, step: int, marker: pd.DataFrame, device: pd.DataFrame) -> dict:
-    start = int(marker["ts"].min())
-    wall = int((marker["ts"] + marker["dur"]).max()) - start
-    work = device[device["kind"].isin(BUSY_KINDS)]
-    busy = intervals.length(intervals.union(work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy()))
-    by_kind = device.groupby("kind", observed=True)["dur"].sum()
+def _device_row(device: pd.DataFrame, rank: int, step: int) -> dict:
+    mine = device[(device["rank"] == rank) & (device["step"] == step)]
+    work = mine[mine["kind"].isin(BUSY)]
+    ts, end = work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy()
+    by_kind = mine.groupby("kind", observed=True)["dur"].sum()
     row = {
-        "rank": rank,
-        "step": step,
-        "start_ns": start,
-        "wall_ns": wall,
-        "device_busy_ns": busy,
-        "kernels": int(
-            (device["kind"] == Kind.KERNEL.value).sum() + (device["kind"] == Kind.COMMUNICATION.value).sum()
-        ),
+        "device_start_ns": int(ts.min()) if len(ts) else NO_ROW,
+        "device_end_ns": int(end.max()) if len(ts) else NO_ROW,
+        "device_busy_ns": intervals.length(intervals.union(ts, end)),
+        "kernels": int(mine["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value]).sum()),
     }
     row.update({f"{k}_ns": int(by_kind.get(k, 0)) for k in DEVICE})
     return row
 
 
+def _periods(table: pd.DataFrame) -> pd.DataFrame:
+    """Step start, step time and bound from the host and device spans (see the module's contract)."""
+    has_device = table["device_start_ns"] != NO_ROW
+    start = np.where(has_device, table["device_start_ns"], table["host_start_ns"])
+    last_end = np.maximum(table["host_end_ns"], np.where(has_device, table["device_end_ns"], 0))
+    nxt = pd.Series(start, index=table.index).groupby(table["rank"]).shift(-1)
+    next_host = table.groupby("rank")["host_start_ns"].shift(-1)
+    follows = (table.groupby("rank")["step"].shift(-1) == table["step"] + 1) & (next_host <= table["host_end_ns"])
+    end = np.where(follows & (nxt > start), nxt, last_end)
+    table["start_ns"] = start.astype(np.int64)
+    table["step_ns"] = (end - start).astype(np.int64)
+    table["host_ns"] = table["host_end_ns"] - table["host_start_ns"]
+    table["device_ns"] = np.where(has_device, table["device_end_ns"] - table["device_start_ns"], 0)
+    table["device_idle_ns"] = np.maximum(table["step_ns"] - table["device_busy_ns"], 0)
+    lag = np.where(has_device, table["device_end_ns"] - table["host_end_ns"], 0)
+    busy_share = table["device_busy_ns"] / table["step_ns"].clip(lower=1)
+    device_bound = (lag > DEVICE_BOUND_LAG * table["step_ns"]) | (busy_share >= DEVICE_BOUND_BUSY)
+    table["bound"] = np.where(has_device & device_bound, "device", "host")
+    return table[list(STEP_COLUMNS)].astype({c: "int64" for c in STEP_COLUMNS if c != "bound"})
+
+
+def step_spans(trace: TraceData) -> pd.DataFrame:
+    """Per (rank, step): the step's span on the device's time line, ``[start_ns, end_ns)``."""
+    table = step_table(trace)
+    return pd.DataFrame(
+        {
+            "rank": table["rank"],
+            "step": table["step"],
+            "start_ns": table["start_ns"],
+            "end_ns": table["start_ns"] + table["step_ns"],
+        }
+    )
+
+
+def step_time(trace: TraceData, rank: int | None = None) -> StepTime:
+    """The total step time of one rank (or all) and how many steps it covers; without step markers, the recorded
+    window of each rank, counted as one step each."""
+    table = step_table(trace)
+    if rank is not None:
+        table = table[table["rank"] == rank]
+    if len(table):
+        return StepTime(int(table["step_ns"].sum()), len(table))
+    ranks = 1 if rank is not None else max(len(trace.meta.ranks), 1)
+    return StepTime(int(trace.meta.span_ns) * ranks, ranks)
+
+
+def step_time_ns(trace: TraceData, rank: int | None = None) -> int:
+    """The total step time of one rank (or all): the sum of ``step_ns`` (see ``step_time``)."""
+    return step_time(trace, rank).total_ns
+
+
+def outside_steps(trace: TraceData) -> pd.DataFrame:
+    """Per rank: device work that belongs to no step (launched before the first recorded step, after the last, or
+    between steps): how many events and how much device time (ns)."""
+    ev = trace.events
+    work = ev[ev["kind"].isin(BUSY) & (ev["step"] == NO_ROW)]
+    table = work.groupby("rank", observed=True)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "events", "device_ns"]
+    return table
+
+
 def device_busy(events: pd.DataFrame) -> pd.DataFrame:
     """Per rank: busy and idle device time over the span from the first to the last device event."""
     rows = []
-    for rank, group in events[events["kind"].isin(BUSY_KINDS)].groupby("rank", sort=True):
+    for rank, group in events[events["kind"].isin(BUSY)].groupby("rank", sort=True):
         ts = group["ts"].to_numpy()
         end = ts + group["dur"].to_numpy()
         busy = intervals.length(intervals.union(ts, end))
@@ -58,28 +163,69 @@ def device_busy(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def time_by_kind(events: pd.DataFrame) -> pd.DataFrame:
-    """Summed time per event kind (device kinds: summed durations; host kinds: top-level time)."""
-    host_top = events["kind"].isin([Kind.CPU_OP.value, Kind.RUNTIME.value]) & (events["depth"] == 0)
-    picked = events[events["kind"].isin(DEVICE) | host_top]
+    """Device time per device kind (summed durations), with its share of all device time."""
+    picked = events[events["kind"].isin(DEVICE)]
     table = picked.groupby("kind", observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["kind", "count", "total_ns"]
     table["kind"] = table["kind"].astype(str)
-    device_total = table.loc[table["kind"].isin(DEVICE), "total_ns"].sum()
-    table["device_share"] = np.where(table["kind"].isin(DEVICE), table["total_ns"] / max(device_total, 1), np.nan)
+    table["device_share"] = table["total_ns"] / max(int(table["total_ns"].sum()), 1)
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
 
 
-def step_time_ns(trace, rank: int | None = None) -> int:
-    """Total step time of one rank (or all): each step from its start to its marker's end or its last device work,
-    whichever is later; without step markers, the recorded window of each rank. Findings are costed against it."""
-    table = trace.steps()
-    if rank is not None:
-        table = table[table["rank"] == rank]
+def section(trace: TraceData, options: Options) -> Section:
+    """The summary: step time (device-experienced), how steps are bound, device busy, and time by device kind."""
+    table = step_table(trace)
+    by_kind = time_by_kind(trace.events)
+    kernels = by_kind[by_kind["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    comm = int(kernels.loc[kernels["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
+    facts = [
+        Fact("steps", "steps analysed", int(table["step"].nunique()) if len(table) else 0, Unit.COUNT),
+        Fact("step_ns", "step time (median, device-experienced)", _median(table, "step_ns"), Unit.NS, Per.STEP),
+        Fact("host_step_ns", "host step span (median, ProfilerStep)", _median(table, "host_ns"), Unit.NS, Per.STEP),
+        Fact("bound", "steps bound by", _bound(table)),
+        Fact("device_busy_ns", "device busy (median)", _median(table, "device_busy_ns"), Unit.NS, Per.STEP),
+        Fact("device_busy_share", "device busy share of step time", _busy_share(table), Unit.SHARE),
+        Fact(
+            "kernel_ns",
+            "kernel time (median, incl. communication)",
+            _median(table, "kernel_ns", "communication_ns"),
+            Unit.NS,
+            Per.STEP,
+        ),
+        Fact("kernels", "kernels (median)", _median(table, "kernels"), Unit.COUNT, Per.STEP),
+        Fact(
+            "communication_share",
+            "communication share of kernel time",
+            comm / max(int(kernels["total_ns"].sum()), 1),
+            Unit.SHARE,
+        ),
+    ]
+    return Section(
+        "summary",
+        "Summary",
+        facts=facts,
+        tables=[
+            Table("steps", "Steps (per rank)", table[list(SHOWN_STEP_COLUMNS)], Per.STEP),
+            Table("time_by_kind", "Device time by kind", by_kind, Per.TOTAL),
+        ],
+    )
+
+
+def _median(table: pd.DataFrame, col: str, extra: str | None = None) -> float | None:
     if not len(table):
-        return int(trace.meta.span_ns) * (1 if rank is not None else max(len(trace.meta.ranks), 1))
-    events = trace.events
-    work = events[events["kind"].isin(BUSY_KINDS) & (events["step"] != NO_ROW)]
-    device_end = (work["ts"] + work["dur"]).groupby([work["rank"], work["step"]]).max()
-    key = pd.MultiIndex.from_arrays([table["rank"], table["step"]])
-    end = np.maximum(table["start_ns"] + table["wall_ns"], device_end.reindex(key).fillna(0).to_numpy())
-    return int((end - table["start_ns"]).sum())
+        return None
+    values = table[col] + (table[extra] if extra else 0)
+    return float(values.median())
+
+
+def _bound(table: pd.DataFrame) -> str:
+    if not len(table):
+        return "– (no step markers)"
+    counts = table["bound"].value_counts()
+    return ", ".join(f"{bound} ({n} of {len(table)} steps)" for bound, n in counts.items())
+
+
+def _busy_share(table: pd.DataFrame) -> float | None:
+    return (
+        float(table["device_busy_ns"].sum() / table["step_ns"].sum()) if len(table) and table["step_ns"].sum() else None
+    )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceanalyzer import units
+from traceanalyzer import humanize
 from traceanalyzer.analyzers.compare import DIFF_COLUMNS
 from traceanalyzer.renderers import json, markdown, text
 from traceanalyzer.renderers.document import Block, table
@@ -67,8 +67,8 @@ def _headline(data: dict) -> list[tuple[str, str]]:
 def _before_after(row: dict) -> str:
     change = _signed(row["delta_ns"])
     if row["delta_share"] is not None:
-        change += f", {'+' if row['delta_share'] > 0 else ''}{units.share(row['delta_share'])}"
-    return f"{units.duration(row['baseline_ns'])} → {units.duration(row['candidate_ns'])} ({change})"
+        change += f", {'+' if row['delta_share'] > 0 else ''}{humanize.share(row['delta_share'])}"
+    return f"{humanize.duration(row['baseline_ns'])} → {humanize.duration(row['candidate_ns'])} ({change})"
 
 
 def _changes(noun: str, counts: dict) -> list[tuple[str, str]]:
@@ -80,4 +80,4 @@ def _changes(noun: str, counts: dict) -> list[tuple[str, str]]:
 
 
 def _signed(ns: float) -> str:
-    return ("+" if ns > 0 else "") + units.duration(ns)
+    return ("+" if ns > 0 else "") + humanize.duration(ns)

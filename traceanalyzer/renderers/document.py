@@ -1,22 +1,20 @@
-"""Lay the report data out as a sequence of blocks (headings, facts, tables) that text and Markdown share."""
+"""Lay a report out as a sequence of blocks (headings, facts, tables, numbered items) that text and Markdown share.
+
+Every number is shown in its declared unit; facts and tables say whether they are per step or totals.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Number
 
-from traceanalyzer import units
+from traceanalyzer import humanize
+from traceanalyzer.findings import Basis, Finding
+from traceanalyzer.report import Report
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
 
 NAME_WIDTH = 70
-_CORE_KEYS = {"schema_version", "trace", "summary", "hotspots", "findings", "steps"}
-_HOTSPOT_TITLES = {
-    "kernel": ("Top device kernels", ["name", "kind", "count", "total_ns", "mean_ns", "share", "cum_share"]),
-    "cpu_op": (
-        "Top CPU ops (self time)",
-        ["name", "count", "total_ns", "inclusive_ns", "device_self_ns", "share", "cum_share"],
-    ),
-    "op_device": ("Device time by launching op", ["name", "count", "kernels", "total_ns", "mean_ns", "share"]),
-    "category": ("Device time by op category", ["name", "count", "total_ns", "share"]),
-}
+_PER = {Per.STEP: " (per step)", Per.TOTAL: " (total)", Per.NONE: ""}
 
 
 @dataclass
@@ -32,19 +30,17 @@ class Block:
     items: list[tuple[str, list[str]]] = field(default_factory=list)
 
 
-def layout(report: dict) -> list[Block]:
-    """All blocks of a report, in reading order."""
+def layout(report: Report) -> list[Block]:
+    """All blocks of a report, in reading order: trace, ledger, summary, findings, then every other section."""
     blocks = [Block("heading", "traceanalyzer report", level=1)]
-    blocks += _trace(report["trace"])
-    blocks += _summary(report["summary"], report.get("steps", []))
-    blocks += _findings(report["findings"])
-    for level, (title, cols) in _HOTSPOT_TITLES.items():
-        rows = report["hotspots"].get(level) or []
-        if rows:
-            blocks.append(table(title, rows, cols))
-    for key, section in report.items():
-        if key not in _CORE_KEYS and isinstance(section, dict):
-            blocks += _section(key, section)
+    blocks += _trace(report.trace)
+    first = [s for s in report.sections if s.id in ("ledger", "summary")]
+    rest = [s for s in report.sections if s.id not in ("ledger", "summary")]
+    for section in first:
+        blocks += section_blocks(section)
+    blocks += _findings(report.findings)
+    for section in rest:
+        blocks += section_blocks(section)
     return blocks
 
 
@@ -53,74 +49,81 @@ def _trace(t: dict) -> list[Block]:
     facts = [
         ("file", "; ".join(t["paths"])),
         ("platform", f"{t['platform']} ({t['source_format']} {t['format_version']})".strip()),
-        (
-            "ranks",
-            f"{', '.join(map(str, t['ranks']))} of {t['world_size']}"
-            + ("" if t["rank_known"] else " (not recorded; assumed)"),
-        ),
         ("devices", devices),
-        ("window", units.duration(t["span_ns"])),
         ("events", f"{t['events']:,} (+{t['memory_events']:,} memory)"),
     ]
     facts += [("warning", w) for w in t["warnings"]]
     return [Block("heading", "Trace"), Block("facts", facts=facts)]
 
 
-def _summary(s: dict, steps: list[dict]) -> list[Block]:
-    facts = [
-        ("steps", str(s["steps"])),
-        ("step time (median)", units.duration(s["step_wall_ns_median"])),
-        ("device busy per step (median)", units.duration(s["device_busy_ns_per_step"])),
-        ("kernel time per step (median)", units.duration(s["kernel_ns_per_step"])),
-        ("kernels per step (median)", units.value("kernels", s["kernels_per_step"])),
-        ("device busy (whole window)", units.share(s["device_busy_share"])),
-        ("communication share of kernel time", units.share(s["communication_share"])),
-    ]
-    blocks = [Block("heading", "Summary"), Block("facts", facts=facts)]
-    if s["time_by_kind"]:
-        blocks.append(table("Time by kind", s["time_by_kind"], ["kind", "count", "total_ns", "device_share"]))
-    if steps:
-        blocks.append(
-            table(
-                "Steps",
-                steps,
-                ["rank", "step", "wall_ns", "device_busy_ns", "kernels", "kernel_ns", "communication_ns", "memcpy_ns"],
-            )
-        )
+def section_blocks(section: Section) -> list[Block]:
+    """A section's heading, its facts and its non-empty tables."""
+    blocks = [Block("heading", section.title)]
+    if section.facts:
+        blocks.append(Block("facts", facts=[(f.title + _PER[f.per], fact_value(f)) for f in section.facts]))
+    blocks += [frame_table(t) for t in section.tables if len(t.frame)]
     return blocks
 
 
-def _findings(findings: list[dict]) -> list[Block]:
+def fact_value(fact: Fact) -> str:
+    """A fact's value in its unit, marked when estimated."""
+    text = cell(fact.value, fact.unit)
+    return text + " (estimated)" if fact.estimated else text
+
+
+def frame_table(t: Table) -> Block:
+    """A table block of a section's table, cells in their columns' units."""
+    columns = [str(c) for c in t.frame.columns]
+    units = [t.unit(c) for c in columns]
+    body = [[_clip(cell(v, u)) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
+    title = t.title + _PER[t.per] + (f" — {t.note}" if t.note else "")
+    return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
+
+
+def cell(value: object, unit: Unit) -> str:
+    """One value in its unit, as short text ('–' for none)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return "–"
+    if not isinstance(value, Number) or isinstance(value, bool) or unit is Unit.TEXT:
+        return str(value)
+    if unit is Unit.NS:
+        return humanize.duration(value)
+    if unit in (Unit.BYTES, Unit.BYTES_PER_STEP):
+        return humanize.size(value) + ("/step" if unit is Unit.BYTES_PER_STEP else "")
+    if unit is Unit.SHARE:
+        return humanize.share(value)
+    if unit in (Unit.TFLOPS, Unit.GBPS):
+        return f"{float(value):,.1f} {unit.value}"
+    return humanize.value("", value)
+
+
+def _findings(findings: list[Finding]) -> list[Block]:
     if not findings:
         return [Block("heading", "Findings"), Block("facts", facts=[("", "no findings")])]
-    items = [(f"[{f['severity']}] {f['title']}", [_cost(f), f["advice"]]) for f in findings]
-    return [Block("heading", "Findings (by what they are worth)"), Block("list", items=items)]
+    items = [(f"[{f.severity.value}] {f.title}", finding_lines(f)) for f in findings]
+    return [Block("heading", "Findings (by estimated saving per step)"), Block("list", items=items)]
 
 
-def _cost(finding: dict) -> str:
-    if not finding["cost_ns"]:
-        return "cost: not estimated"
-    return f"cost: {units.duration(finding['cost_ns'])} ({units.share(finding['step_share'])} of step time)"
-
-
-def _section(key: str, section: dict) -> list[Block]:
-    blocks = [Block("heading", section.get("title", key.title()))]
-    facts = section.get("facts") or {}
-    if facts:
-        blocks.append(Block("facts", facts=[(units.label(k), units.value(k, v)) for k, v in facts.items()]))
-    for name, rows in (section.get("tables") or {}).items():
-        if rows:
-            blocks.append(table(name, rows, list(rows[0].keys())))
-    return blocks
+def finding_lines(f: Finding) -> list[str]:
+    """What a finding is worth per step and on what basis, what it points to, and its advice."""
+    if f.covered_by:
+        worth = f"its time is counted under: {f.covered_by}"
+    elif f.basis is Basis.NONE:
+        worth = f"concerns {humanize.duration(f.concerns_ns)}/step; saving not estimated"
+    else:
+        worth = (
+            f"saving: {humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the "
+            f"{humanize.duration(f.step_ns)} step; {f.basis.value}: {f.model})"
+        )
+    return [worth, f.advice]
 
 
 def table(title: str, rows: list[dict], columns: list[str]) -> Block:
-    """A table block of the given columns, values formatted by their key."""
+    """A table block of plain rows, values formatted by their key (``*_ns`` times, ``*share`` %, ``*bytes``)."""
     columns = [c for c in columns if any(c in r for r in rows)]
-    body = [[_cell(c, r.get(c)) for c in columns] for r in rows]
-    return Block("table", title, headers=[units.label(c) for c in columns], rows=body)
+    body = [[_clip(humanize.value(c, r.get(c))) for c in columns] for r in rows]
+    return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
 
 
-def _cell(key: str, v: object) -> str:
-    text = units.value(key, v)
+def _clip(text: str) -> str:
     return text if len(text) <= NAME_WIDTH else text[: NAME_WIDTH - 1] + "…"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from traceanalyzer import units
+from traceanalyzer import humanize
 from traceanalyzer.renderers.timeline import CATEGORY
 
 COLOURS = {
@@ -59,7 +59,9 @@ def hotspot_bars(table: pd.DataFrame) -> go.Figure:
             y=[f"{i}. {text(n, LABEL_CHARS)}" for i, n in zip(range(len(top), 0, -1), top["name"], strict=True)],
             orientation="h",
             customdata=top["name"],
-            hovertext=[f"{text(n)}<br>{units.duration(t)} · {units.share(s)}" for n, t, s in _cols(top, "total_ns")],
+            hovertext=[
+                f"{text(n)}<br>{humanize.duration(t)} · {humanize.share(s)}" for n, t, s in _cols(top, "total_ns")
+            ],
             hoverinfo="text",
             marker_color=COLOURS["compute"],
         )
@@ -74,14 +76,14 @@ def _cols(table: pd.DataFrame, value: str):
 
 
 def step_bars(steps: list[dict]) -> go.Figure:
-    """Per (rank, step): wall time next to device busy time."""
+    """Per (rank, step): step time next to device busy time."""
     if not steps:
         return empty("the trace has no step markers")
     frame = pd.DataFrame(steps)
     labels = [f"rank {r} · step {s}" for r, s in zip(frame["rank"], frame["step"], strict=True)]
     fig = go.Figure(
         [
-            go.Bar(name="step wall time", x=labels, y=frame["wall_ns"] / 1e6, marker_color=COLOURS["annotation/step"]),
+            go.Bar(name="step time", x=labels, y=frame["step_ns"] / 1e6, marker_color=COLOURS["annotation/step"]),
             go.Bar(name="device busy", x=labels, y=frame["device_busy_ns"] / 1e6, marker_color=COLOURS["compute"]),
         ]
     )
@@ -124,7 +126,7 @@ def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Scattergl:
     x[2::3] = np.nan
     y = _gapped(seg["lane"].to_numpy())
     labels = [
-        f"{text(name, 120)}<br>{units.duration(e - s)}" + (f" · {c} events merged" if c > 1 else "")
+        f"{text(name, 120)}<br>{humanize.duration(e - s)}" + (f" · {c} events merged" if c > 1 else "")
         for name, s, e, c in zip(seg["name"], seg["start_ns"], seg["end_ns"], seg["count"], strict=True)
     ]
     return go.Scattergl(
@@ -196,7 +198,7 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
                 y=[peak["peak_allocated_bytes"] / GIB],
                 mode="markers+text",
                 marker={"size": 12, "color": COLOURS["communication"], "symbol": "x"},
-                text=[f"peak {units.size(peak['peak_allocated_bytes'])}"],
+                text=[f"peak {humanize.size(peak['peak_allocated_bytes'])}"],
                 textposition="top center",
                 name=f"{pool} peak",
             )

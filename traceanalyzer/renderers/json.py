@@ -1,10 +1,23 @@
-"""The report as JSON (the stable schema documented in the README)."""
+"""The report as JSON: the stable schema documented in docs/report-schema.md (``schema_version`` 2)."""
 
 from __future__ import annotations
 
 import orjson
 
+from traceanalyzer.report import SCHEMA_VERSION, Report
 
-def render(report: dict) -> str:
+
+def data(report: Report) -> dict:
+    """The report as plain data: schema version, trace, scope, findings (ranked) and sections by id."""
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "trace": report.trace,
+        "scope": {"step": report.scope.step, "rank": report.scope.rank},
+        "findings": [f.to_dict() for f in report.findings],
+        "sections": {s.id: s.to_dict() for s in report.sections},
+    }
+
+
+def render(report: Report) -> str:
     """Pretty JSON text of the report."""
-    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    return orjson.dumps(data(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from traceanalyzer.renderers.document import Block, layout
+from traceanalyzer.report import Report
 
 
-def render(report: dict) -> str:
+def render(report: Report) -> str:
     """Markdown text of the report."""
     return render_blocks(layout(report))
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
+from traceanalyzer.records import records
 from traceanalyzer.renderers import figures
 from traceanalyzer.renderers import timeline as lanes
-from traceanalyzer.report import records
 
 
 def hotspots(trace, level: str = "kernel", top: int = figures.BAR_TOP, **filters) -> go.Figure:
@@ -19,7 +19,7 @@ def hotspots(trace, level: str = "kernel", top: int = figures.BAR_TOP, **filters
 
 
 def steps(trace) -> go.Figure:
-    """Step wall time against device busy time, per rank and step."""
+    """Step time (device-experienced) against device busy time, per rank and step."""
     return figures.step_bars(records(trace.steps()))
 
 
@@ -31,7 +31,7 @@ def timeline(trace, rank: int | None = None, step: int | None = None) -> go.Figu
     if not len(table):
         return figures.empty("the trace has no step markers")
     rank = int(table["rank"].iloc[0]) if rank is None else rank
-    mine = table[table["rank"] == rank].sort_values("wall_ns")
+    mine = table[table["rank"] == rank].sort_values("step_ns")
     step = int(mine["step"].iloc[len(mine) // 2]) if step is None else step
     return figures.gantt(lanes.step_segments(trace.events, rank, step))
 

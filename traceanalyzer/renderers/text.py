@@ -5,13 +5,14 @@ from __future__ import annotations
 import textwrap
 
 from traceanalyzer.renderers.document import Block, layout
+from traceanalyzer.report import Report
 
 _RULE = {1: "=", 2: "-"}
 WIDTH = 110
 """Where list items' text wraps."""
 
 
-def render(report: dict) -> str:
+def render(report: Report) -> str:
     """Terminal text of the report."""
     return render_blocks(layout(report))
 

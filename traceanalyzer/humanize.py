@@ -1,4 +1,4 @@
-"""Human formatting of report values (durations, sizes, shares), chosen by the column-name conventions of the data."""
+"""Human-readable numbers: durations, sizes and shares, for titles and presenters."""
 
 from __future__ import annotations
 

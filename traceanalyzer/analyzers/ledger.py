@@ -1,0 +1,84 @@
+"""The ledger of what was analysed: window, steps, ranks against the job's world size, device time outside steps,
+how much device time is linked to an op or replayed from a graph, and what the parsers dropped or clipped.
+
+Nothing is skipped silently: every count here that is not zero also has a warning in ``trace.meta.warnings``.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from traceanalyzer.analyzers.steps import BUSY, outside_steps, step_table
+from traceanalyzer.options import Options
+from traceanalyzer.schema import NO_ROW, TraceMeta
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import GRAPH_LAUNCH
+
+
+def section(trace: TraceData, options: Options) -> Section:
+    """The ledger section (always present)."""
+    meta = trace.meta
+    steps = step_table(trace)
+    work = trace.events[trace.events["kind"].isin(BUSY)]
+    device_ns = int(work["dur"].sum())
+    outside = outside_steps(trace)
+    missing = sorted(set(range(meta.world_size)) - set(trace.base.meta.ranks))
+    facts = [
+        Fact("scope", "scope", str(trace.scope)),
+        Fact("window_ns", "recorded window", int(meta.span_ns), Unit.NS, Per.TOTAL),
+        Fact("steps", "steps analysed", _steps_text(steps)),
+        Fact("ranks", "ranks analysed (of the world size)", _ranks_text(meta)),
+        Fact("missing_ranks", "ranks not in the trace", ", ".join(map(str, missing)) or "none"),
+        Fact("device_ns", "device time", device_ns, Unit.NS, Per.TOTAL),
+        Fact(
+            "outside_steps_ns",
+            "device time outside steps (left out of step figures)",
+            int(outside["device_ns"].sum()),
+            Unit.NS,
+            Per.TOTAL,
+        ),
+        Fact(
+            "op_linked_share", "device time linked to an op", _share(work[work["op"] != NO_ROW], device_ns), Unit.SHARE
+        ),
+        Fact(
+            "graph_replayed_share",
+            "device time replayed from CUDA/HIP graphs",
+            _share(graph_replayed(trace), device_ns),
+            Unit.SHARE,
+        ),
+        Fact("warnings", "warnings", len(meta.warnings), Unit.COUNT),
+    ]
+    tables = [Table("adjustments", "Events dropped or values clipped by the parser", _adjustments(trace), Per.TOTAL)]
+    if len(outside):
+        tables.append(Table("outside_steps", "Device work outside steps, per rank", outside, Per.TOTAL))
+    return Section("ledger", "What was analysed", facts=facts, tables=tables)
+
+
+def graph_replayed(trace: TraceData) -> pd.DataFrame:
+    """The busy device rows launched by a graph replay (cudaGraphLaunch / hipGraphLaunch)."""
+    ev = trace.events
+    work = ev[ev["kind"].isin(BUSY) & (ev["launch"] != NO_ROW)]
+    names = ev["name"].astype(str).to_numpy()[work["launch"].to_numpy()]
+    return work[pd.Series(names).str.match(GRAPH_LAUNCH).to_numpy()]
+
+
+def _ranks_text(meta: TraceMeta) -> str:
+    text = f"{', '.join(map(str, meta.ranks))} of {meta.world_size}"
+    return text if meta.rank_known else text + " (not recorded; assumed)"
+
+
+def _share(rows: pd.DataFrame, total: int) -> float:
+    return float(rows["dur"].sum() / total) if total else 0.0
+
+
+def _steps_text(steps: pd.DataFrame) -> str:
+    if not len(steps):
+        return "none (no step markers: the whole window is analysed as one)"
+    numbers = sorted(steps["step"].unique())
+    return f"{len(numbers)} ({numbers[0]}–{numbers[-1]})" if len(numbers) > 2 else ", ".join(map(str, numbers))
+
+
+def _adjustments(trace: TraceData) -> pd.DataFrame:
+    items = sorted(trace.meta.adjustments.items())
+    return pd.DataFrame({"reason": [r for r, _ in items], "events": [n for _, n in items]})
