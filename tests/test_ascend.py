@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from traceanalyzer.parsers import ascend, columns
 from traceanalyzer.parsers.ascend import common, text
+from traceanalyzer.parsers.ascend import db as db_reader
 
 import traceanalyzer as ta
 from tests.conftest import load_shared, shared_path
@@ -108,7 +109,7 @@ def _step_trace_csv(level: str, rank: str) -> dict:
 
 def _step_trace_db(level: str, rank: str) -> dict:
     db = _output("pytorch_db", level, rank) / "analysis.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+    with sqlite3.connect(db_reader.uri(db), uri=True) as con:
         row = con.execute("select computing, communication_not_overlapped, free from StepTraceTime").fetchone()
     return dict(zip(("Computing", "Communication(Not Overlapped)", "Free"), (v * 1000 for v in row), strict=True))
 

@@ -2,12 +2,15 @@
 
 Device tasks are ``TASK`` rows: compute when a ``COMPUTE_TASK_INFO`` row shares the globalTaskId, tasks of a
 collective when a ``COMMUNICATION_TASK_INFO`` row does; whole collectives are ``COMMUNICATION_OP``. Host side:
-``CANN_API`` (runtime), ``PYTORCH_API`` (ops, queue, Python frames), ``STEP_TIME``. The file is opened read-only.
+``CANN_API`` (runtime), ``PYTORCH_API`` (ops, queue, Python frames), ``STEP_TIME``. The file is opened read-only
+and immutable: nothing is written beside it.
 """
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -48,22 +51,48 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     return events, c.block_memory(events, blocks, snapshots), meta
 
 
+def uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only and immutable: SQLite then creates no ``-wal`` / ``-shm`` file
+    beside a WAL-mode database and rewrites no existing one (``mode=ro`` alone does both)."""
+    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+
+
 class _connect:
-    """A read-only SQLite connection that is always closed, with bad files reported as TraceError."""
+    """A read-only SQLite connection that is always closed, with bad files reported as TraceError. A database whose
+    ``-wal`` file holds changes not yet in the database (which an immutable open would not see) is read from a
+    private copy of both."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.private: tempfile.TemporaryDirectory | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         try:
-            self.con = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True)
+            self.con = self._open()
             self.con.execute("select count(*) from sqlite_master").fetchone()
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, OSError) as e:
+            self._close()
             raise TraceError(self.path, f"is not a readable SQLite database ({e})") from None
         return self.con
 
+    def _open(self) -> sqlite3.Connection:
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size):
+            return sqlite3.connect(uri(self.path), uri=True)
+        self.private = tempfile.TemporaryDirectory(prefix="traceanalyzer-db-")
+        copy = Path(self.private.name) / self.path.name
+        shutil.copyfile(self.path, copy)
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        return sqlite3.connect(copy)
+
+    def _close(self) -> None:
+        if getattr(self, "con", None) is not None:
+            self.con.close()
+        if self.private is not None:
+            self.private.cleanup()
+
     def __exit__(self, *exc) -> None:
-        self.con.close()
+        self._close()
         if exc[0] is not None and issubclass(exc[0], sqlite3.DatabaseError):
             raise TraceError(self.path, f"is a corrupt or unexpected profiler database ({exc[1]})") from None
 
