@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
-from traceanalyzer.parsers.jsonstream import Stream, map_chunks, worker_count
+from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, worker_count
 
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
@@ -206,13 +206,8 @@ def _data_warnings(path: Path, skipped: int, cols: _Columns) -> list[str]:
 
 
 def _needs_exact_ts(path: Path) -> bool:
-    from traceanalyzer.parsers.jsonstream import open_binary
-
-    with open_binary(path) as f:
-        try:
-            head = f.read(1 << 16)
-        except (OSError, EOFError):
-            return False
+    """Do the first events' timestamps have more digits than a float64 keeps?"""
+    head = events_head(path) or b""
     start = head.find(b'"ts"')
     if start < 0:
         return False
