@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import collective_calls
+from traceanalyzer.analyzers import collective_calls, pipeline
 from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, make
 from traceanalyzer.linking import step_table
@@ -204,7 +204,8 @@ _ADVICE_LATE = {
 
 
 def findings(trace) -> list[Finding]:
-    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, many small messages, low bandwidth."""
+    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline bubble, many small messages,
+    low bandwidth."""
     calls = trace.collectives()
     if not len(calls):
         return []
@@ -212,6 +213,7 @@ def findings(trace) -> list[Finding]:
         _exposed(trace, calls, "allreduce", GRADIENT_PHASES),
         _exposed(trace, calls, "allgather", PREFETCH_PHASES),
         _straggler(trace),
+        pipeline.finding(trace),
         _small_messages(trace, calls),
         _low_bandwidth(trace, calls),
     ]
@@ -315,7 +317,7 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
 
 TOP_COLUMNS = [
     "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "task_wait_ns",
-    "transfer_ns", "busbw_gbps", "late_rank",
+    "transfer_ns", "transfer_basis", "busbw_gbps", "link_bw_gbps", "late_rank",
 ]  # fmt: skip
 STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
 
@@ -374,6 +376,10 @@ def _cross_rank_facts(trace, tables: dict, options) -> dict:
     tables["Clock offsets"] = _records(offsets)
     late = late_arrivals(trace)
     facts = {"max_clock_offset_ns": int(offsets["offset_ns"].abs().max())}
+    bubble = pipeline.bubble(trace)
+    if len(bubble):
+        tables["Pipeline bubble per rank and step"] = _records(bubble)
+        facts.update(pipeline.facts(bubble, trace.collectives()))
     if len(late):
         tables["Late arrivals"] = _records(late.head(options.top).drop(columns="match"))
         caused = late.groupby("late_rank")["caused_wait_ns"].sum()
