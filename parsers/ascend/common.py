@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers.ascend.job import Job
 
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.errors import TraceError
@@ -279,46 +280,28 @@ def empty_memory() -> pd.DataFrame:
     return memory_frame([], [], [], [])
 
 
-def profiler_info(run_dir: Path | None) -> dict:
-    """The run's profiler_info[_rank].json (config, rank), {} when absent or unreadable."""
-    if run_dir is None:
-        return {}
-    for f in sorted(run_dir.glob("profiler_info*.json")):
-        try:
-            return json.loads(f.read_text())
-        except (OSError, ValueError):
-            return {}
-    return {}
-
-
-def rank_from(info: dict, path: Path) -> int | None:
-    """Rank from profiler_info (``rank_id``, int or digits) or a ``*_{rank}.db`` name."""
-    rank = int_or_none(info.get("rank_id"))  # an int, or a string of one (torch_npu 2.7.1)
-    if rank >= 0:
-        return rank
-    m = re.search(r"_(\d+)\.db$", path.name)
-    return int(m.group(1)) if m else None
-
-
-def make_meta(
-    path: Path, events: pd.DataFrame, source_format: str, rank: int | None, info: dict, warnings: list[str]
-) -> TraceMeta:
+def make_meta(path: Path, events: pd.DataFrame, source_format: str, job: Job, warnings: list[str]) -> TraceMeta:
     """TraceMeta of one Ascend rank."""
     ends = events["ts"].to_numpy() + events["dur"].to_numpy()
-    config = (info.get("config") or {}).get("experimental_config") or {}
+    config = _object(_object(job.info.get("config")).get("experimental_config"))
     device = events.loc[events["device"] != NO_ROW, "device"]
     index = int(device.iloc[0]) if len(device) else 0
     return TraceMeta(
         platform=Platform.ASCEND,
         source_format=source_format,
-        format_version=str(info.get("torch_npu_version") or info.get("cann_version") or ""),
+        format_version=str(job.info.get("torch_npu_version") or job.info.get("cann_version") or ""),
         paths=[str(path)],
-        ranks=[rank if rank is not None else 0],
-        world_size=1,
-        rank_known=rank is not None,
+        ranks=[job.rank if job.rank is not None else 0],
+        world_size=job.world_size,
+        rank_known=job.rank is not None,
         devices=[Device(index=index, name="Ascend NPU")],
         start_ns=int(events["ts"].min()) if len(events) else 0,
         end_ns=int(ends.max()) if len(events) else 0,
         warnings=warnings,
         extra={"profiler_level": config.get("_profiler_level", ""), "aic_metrics": config.get("_aic_metrics", "")},
     )
+
+
+def _object(value) -> dict:
+    """value if it is a JSON object, else {} (a profiler_info field of another type is ignored)."""
+    return value if isinstance(value, dict) else {}

@@ -8,6 +8,7 @@ and immutable: nothing is written beside it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 import tempfile
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
+from traceanalyzer.parsers.ascend import job
 
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
@@ -37,16 +39,17 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
         records = _memory_records(con, strings, tables)
         snapshots, blocks, modules = _memory(records), _blocks(con, strings, tables, records), _modules(con, tables)
+        db_metadata = _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
     events = _categorize(events)
     events["caller"] = _callers(events)
     events = events.drop(columns="queue", errors="ignore")
-    info = c.profiler_info(path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None)
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
     warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
-    meta = c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
+    meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     return events, c.block_memory(events, blocks, snapshots), meta
 
@@ -104,6 +107,23 @@ def _tables(path: Path, con: sqlite3.Connection) -> set[str]:
         shown = ", ".join(sorted(tables)[:8]) or "no tables"
         raise TraceError(path, f"is not an Ascend profiler database: no {', '.join(missing)} table (has {shown})")
     return tables
+
+
+_METADATA_KEYS = ("distributed_args", "parallel_group_info")
+
+
+def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
+    """profiler_metadata.json keys as torch_npu copies them into META_DATA (JSON text; ENV_VARIABLES in samples)."""
+    if "META_DATA" not in tables:
+        return {}
+    rows = con.execute("select name, value from META_DATA where name in (?, ?)", _METADATA_KEYS).fetchall()
+    out = {}
+    for name, value in rows:
+        try:
+            out[name] = json.loads(value)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _strings(con: sqlite3.Connection) -> dict[int, str]:

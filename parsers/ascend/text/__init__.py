@@ -17,11 +17,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
+from traceanalyzer.parsers.ascend import communication, job
 from traceanalyzer.parsers.ascend.text import kernels, layout, memory, trace_view
 
 from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import Kind
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
@@ -39,13 +42,25 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     )
     warnings: list[str] = []
     kernel_table = c.kernel_details(kernels_csv) if kernels_csv else None
-    events = _events(path, folder, trace, kernels_csv, kernel_table, warnings)
+    events = _with_groups(_events(path, folder, trace, kernels_csv, kernel_table, warnings), folder)
     blocks = c.block_memory(events, memory.blocks(folder, warnings), memory.snapshots(folder, warnings))
-    info = c.profiler_info(layout.run_dir(folder))
     fmt = "torch_npu-text" if (trace or kernels_csv).name in layout.TORCH_NPU_NAMES else "msprof-text"
-    meta = c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    meta = c.make_meta(path, events, fmt, job.describe(layout.run_dir(folder), path, warnings), warnings)
     meta.extra["module_memory"] = memory.modules(folder)
     return events, blocks, meta
+
+
+def _with_groups(events: pd.DataFrame, folder: Path) -> pd.DataFrame:
+    """Communication ops without a group (read from kernel_details) take their group from communication.json."""
+    named = communication.groups(folder)
+    group = events["group"].astype(str).to_numpy() if "group" in events else np.full(len(events), "", dtype=object)
+    blank = (events["kind"] == Kind.COMMUNICATION.value) & (group == "")
+    if not named or not blank.any():
+        return events
+    group = group.astype(object)
+    group[blank.to_numpy()] = [named.get(n, "") for n in events.loc[blank, "name"].astype(str)]
+    events["group"] = pd.Categorical(group)
+    return events
 
 
 def _events(
