@@ -346,3 +346,18 @@ def test_a_job_whose_rank_folders_are_missing_says_which(tmp_path, monkeypatch, 
     out = capsys.readouterr()
     assert "ranks     0, 2 of 4" in out.out
     assert "the job has 4 ranks, but ranks 1, 3 have no rank folder here" in out.err
+
+
+@pytest.mark.parametrize("kind", ["pytorch_text", "pytorch_db"])
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_hccl_task_is_linked_to_the_collective_it_belongs_to(kind, level):
+    """The ``caller`` of a comm_task row (Notify_Wait, Memcpy, Reduce_Inline …) is its communication op: by opId in
+    the database, by containment on the device in the trace; every collective has its tasks."""
+    ev = load_shared(*MSINSIGHT, kind, level, "rank0_ascend_pt").events
+    tasks = ev[ev["kind"] == Kind.COMM_TASK.value]
+    assert len(tasks) and (tasks["caller"] >= 0).all()
+    ops = ev.loc[tasks["caller"].to_numpy()]
+    assert (ops["kind"] == Kind.COMMUNICATION.value).all()
+    start, end = ops["ts"].to_numpy(), (ops["ts"] + ops["dur"]).to_numpy()
+    assert ((start <= tasks["ts"].to_numpy()) & (tasks["ts"].to_numpy() <= end)).all()
+    assert tasks["caller"].nunique() == (ev["kind"] == Kind.COMMUNICATION.value).sum()

@@ -44,8 +44,9 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
     events = _categorize(events)
-    events["caller"] = _callers(events)
-    events = events.drop(columns="queue", errors="ignore")
+    queue = _callers(events)
+    events["caller"] = np.where(queue != NO_ROW, queue, _task_ops(events))
+    events = events.drop(columns=["queue", "comm_op"], errors="ignore")
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
     warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
     run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
@@ -150,7 +151,11 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
         "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
         + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
         + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
-        + ("m.taskType as ctask, m.size as csize " if comm else "null as ctask, null as csize ")
+        + (
+            "m.taskType as ctask, m.size as csize, m.opId as cop "
+            if comm
+            else "null as ctask, null as csize, null as cop "
+        )
         + "from TASK t "
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
         + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")
@@ -180,6 +185,7 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
             "stream": t["streamId"].fillna(NO_ROW).astype(np.int64),
             "correlation": np.where(is_comm, NO_ROW, t["connectionId"].fillna(NO_ROW)).astype(np.int64),
             "bytes": np.where(is_comm, t["csize"].fillna(NO_ROW), NO_ROW).astype(np.int64),
+            "comm_op": np.where(is_comm, t["cop"].fillna(NO_ROW), NO_ROW).astype(np.int64),
             "core": core,
             "input_dims": [c.shapes_json(s) for s in _names(t["inputShapes"], strings)],
             "input_types": _names(t["inputDataTypes"], strings),
@@ -210,6 +216,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
             "collective": [x[0] for x in coll],
             "bytes": np.array([x[1] for x in coll], dtype=np.int64),
             "group": _names(t["groupName"], strings),
+            "comm_op": t["opId"].fillna(NO_ROW).astype(np.int64) if "opId" in t else NO_ROW,
             "core": c.HCCL_CORE,
         }
     )
@@ -292,6 +299,23 @@ def _callers(events: pd.DataFrame) -> np.ndarray:
     found = by_id[~by_id.index.duplicated()].reindex(queue[dequeue]).to_numpy()
     ok = ~np.isnan(found)
     out[np.flatnonzero(dequeue)[ok]] = found[ok].astype(np.int64)
+    return out
+
+
+def _task_ops(events: pd.DataFrame) -> np.ndarray:
+    """Per row, for the tasks of collectives (COMM_TASK), the COMMUNICATION row of the same opId; NO_ROW elsewhere."""
+    out = np.full(len(events), NO_ROW, dtype=np.int64)
+    if "comm_op" not in events:
+        return out
+    op_id = events["comm_op"].fillna(NO_ROW).astype(np.int64).to_numpy()
+    kind = events["kind"].astype(str).to_numpy()
+    ops = np.flatnonzero((kind == Kind.COMMUNICATION.value) & (op_id != NO_ROW))
+    by_id = pd.Series(ops, index=op_id[ops])
+    by_id = by_id[~by_id.index.duplicated()]
+    tasks = np.flatnonzero((kind == Kind.COMM_TASK.value) & (op_id != NO_ROW))
+    found = by_id.reindex(op_id[tasks]).to_numpy()
+    ok = ~np.isnan(found)
+    out[tasks[ok]] = found[ok].astype(np.int64)
     return out
 
 

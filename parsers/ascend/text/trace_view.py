@@ -10,7 +10,7 @@ from traceanalyzer.parsers.ascend import common as c
 from traceanalyzer.parsers.ascend.text import flows, kernels, lanes, trace_json
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import Kind
+from traceanalyzer.schema import NO_ROW, Kind
 
 
 def events(trace: Path, kernel_table: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
@@ -23,10 +23,23 @@ def events(trace: Path, kernel_table: pd.DataFrame | None, warnings: list[str]) 
     frame = lanes.frame(ev, src, found)
     flows.bind_flows(frame, src, ev)
     frame = _drop_task_twins(frame)
-    frame["caller"] = flows.callers(frame, ev)
+    queue = flows.callers(frame, ev)
+    frame["caller"] = np.where(queue != NO_ROW, queue, task_ops(frame))
     if kernel_table is not None:
         kernels.join_kernels(frame, kernel_table, warnings)
     return frame
+
+
+def task_ops(frame: pd.DataFrame) -> np.ndarray:
+    """Per row, for the tasks of collectives (COMM_TASK), the collective (COMMUNICATION row) of the same device that
+    contains its start: the latest-starting one, where several do; NO_ROW for other rows and tasks outside any."""
+    kind = frame["kind"].astype(str).to_numpy()
+    device = frame["device"].to_numpy()
+    out = np.full(len(frame), NO_ROW, dtype=np.int64)
+    ops, tasks = kind == Kind.COMMUNICATION.value, np.flatnonzero(kind == Kind.COMM_TASK.value)
+    lane = np.where(ops, device, NO_ROW - 1)
+    out[tasks] = flows.slices_at(frame, lane, device[tasks], frame["ts"].to_numpy()[tasks])
+    return out
 
 
 def _drop_task_twins(frame: pd.DataFrame) -> pd.DataFrame:
