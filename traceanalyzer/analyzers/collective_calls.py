@@ -368,6 +368,8 @@ def link_gbps(trace) -> float:
     return float("nan")
 
 
+NOT_RECORDED = "not_recorded"
+"""The cause of a late arrival on a rank whose compute and host work are not in the trace."""
 LATE_COLUMNS = [
     "match", "step", "collective", "group", "late_rank", "caused_wait_ns", "window_ns", "late_compute_ns", "cause",
     "detail",
@@ -417,9 +419,13 @@ class _RankActivity:
         device = events[events["kind"].isin(_DEVICE_BUSY)]
         self.busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
         self.host = events[events["kind"].isin(_HOST_WORK)]
+        self.recorded = bool(len(device) or len(self.host))
 
     def cause(self, start: int, end: int) -> tuple[int, str, str]:
-        """Device busy time in [start, end), the cause (compute, data_loading, host, idle) and the host range."""
+        """Device busy time in [start, end), the cause (compute, data_loading, host, idle; not_recorded for a rank of
+        which only communication was loaded) and the host range."""
+        if not self.recorded:
+            return 0, NOT_RECORDED, ""
         compute = intervals.length(intervals.clip(self.busy, start, end))
         detail = self.dominant_host_range(start, end, (end - start - compute) / 2)
         if compute >= (end - start) / 2:

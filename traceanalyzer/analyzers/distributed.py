@@ -254,8 +254,14 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
     )  # fmt: skip
 
 
-def _straggler(trace) -> Finding | None:
+def _explained_late(trace) -> pd.DataFrame:
+    """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged)."""
     late = late_arrivals(trace)
+    return late[late["cause"] != collective_calls.NOT_RECORDED]
+
+
+def _straggler(trace) -> Finding | None:
+    late = _explained_late(trace)
     if not len(late):
         return None
     caused = late.groupby("late_rank")["caused_wait_ns"].sum()
@@ -265,7 +271,8 @@ def _straggler(trace) -> Finding | None:
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
     calls = trace.collectives()
-    waits = calls[calls["rank"] != rank].groupby("rank")["wait_ns"].sum()
+    waited = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)]
+    waits = waited.groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
     advice = f"Rank {rank} arrives last at its collectives; the others wait. " + _ADVICE_LATE[cause].format(
         detail=detail
@@ -382,7 +389,9 @@ def _cross_rank_facts(trace, tables: dict, options) -> dict:
         facts.update(pipeline.facts(bubble, trace.collectives()))
     if len(late):
         tables["Late arrivals"] = _records(late.head(options.top).drop(columns="match"))
-        caused = late.groupby("late_rank")["caused_wait_ns"].sum()
+    explained = _explained_late(trace)
+    if len(explained):
+        caused = explained.groupby("late_rank")["caused_wait_ns"].sum()
         facts["late_rank"] = int(caused.idxmax())
         facts["late_rank_caused_wait_ns"] = int(caused.max())
     return facts

@@ -21,7 +21,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, make
-from traceanalyzer.schema import NO_ROW
+from traceanalyzer.schema import NO_ROW, Kind
 
 P2P = frozenset({"send", "recv", "send_recv"})
 """Collectives that are point-to-point transfers."""
@@ -105,11 +105,14 @@ def bubble(trace) -> pd.DataFrame:
 
 
 def finding(trace) -> Finding | None:
-    """The pipeline bubble of the rank that idles most in it, with the schedule advice."""
+    """The pipeline bubble of the rank that idles most in it, with the schedule advice; ranks whose compute is
+    recorded are preferred (a rank loaded from its communication alone has no step span to share against)."""
     table = bubble(trace)
     if not len(table):
         return None
-    total = table.groupby("rank")["bubble_ns"].sum()
+    events = trace.events
+    recorded = table["rank"].isin(events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique())
+    total = (table[recorded] if recorded.any() else table).groupby("rank")["bubble_ns"].sum()
     rank = int(total.idxmax())
     ours = table[table["rank"] == rank]
     steps = max(len(ours), 1)
