@@ -42,6 +42,7 @@ def report_parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         help="also treat device work whose name matches REGEX as communication (repeatable)",
     )
+    _cache_option(p)
     _output_options(p, "report")
     return p
 
@@ -58,8 +59,29 @@ def compare_parser() -> argparse.ArgumentParser:
     p.add_argument("candidate", metavar="CANDIDATE")
     p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
     p.add_argument("--rank", type=int, help="only this rank (in both runs)")
+    _cache_option(p)
     _output_options(p, "comparison")
     return p
+
+
+def cache_parser() -> argparse.ArgumentParser:
+    """Arguments of the cache command."""
+    p = argparse.ArgumentParser(
+        prog="traceanalyze cache",
+        description="Parsed traces are kept in $XDG_CACHE_HOME/traceanalyzer (default ~/.cache/traceanalyzer) so "
+        "that opening one again is fast: 'info' lists the entries, 'clear' removes them all.",
+    )
+    p.add_argument("action", choices=("info", "clear"))
+    return p
+
+
+def _cache_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse the traces again and keep nothing (default: reuse and keep parsed tables in the user's cache "
+        "folder, see 'traceanalyze cache info')",
+    )
 
 
 def _output_options(p: argparse.ArgumentParser, what: str) -> None:
@@ -76,6 +98,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from traceanalyzer.dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "cache":
+        return guarded(lambda: _cache(cache_parser().parse_args(argv[1:])))
     if argv and argv[0] == "compare":
         args = compare_parser().parse_args(argv[1:])
         return guarded(lambda: _compare(args), debug=args.debug)
@@ -108,7 +132,7 @@ def _report(args: argparse.Namespace) -> int:
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = load(args.paths, rules=rules)
+        trace = load(args.paths, rules=rules, cache=False if args.no_cache else None)
         report = trace.report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(RENDERERS[args.format](report), args.output)
@@ -121,10 +145,20 @@ def _compare(args: argparse.Namespace) -> int:
 
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traces = [load(path) for path in (args.baseline, args.candidate)]
+        traces = [load(path, cache=False if args.no_cache else None) for path in (args.baseline, args.candidate)]
         data = compare(*traces, rank=args.rank).to_dict(top=args.top)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
     return _write(compare_renderer.render(data, args.format), args.output)
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from traceanalyzer import cache
+
+    if args.action == "clear":
+        removed = cache.clear()
+        size = sum(e.size for e in removed) / (1 << 20)
+        return _write(f"removed {len(removed)} entries ({size:.1f} MiB) from {cache.folder()}\n", None)
+    return _write(cache.describe(), None)
 
 
 def _warn(messages: list[str]) -> None:

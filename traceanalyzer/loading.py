@@ -5,16 +5,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
 
-from traceanalyzer import schema
-from traceanalyzer.classify import Rule, classify
+from traceanalyzer import cache, classify, linking, schema
+from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
-from traceanalyzer.linking import link
 from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.trace import Trace
 
@@ -27,8 +27,20 @@ def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | None = None,
+    cache: bool | None = None,
 ) -> Trace:
-    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side)."""
+    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side). ``cache``: keep
+    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``)."""
+    return Trace(*load_tables(path, rules, progress, cache))
+
+
+def load_tables(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    rules: Sequence[Rule] = (),
+    progress: Callable[[str], None] | None = None,
+    use_cache: bool | None = None,
+) -> Parsed:
+    """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     if not paths:
         raise TraceError("(no path)", "nothing to load")
@@ -37,29 +49,78 @@ def load(
     units = [unit for p in paths for unit in detect.units(Path(p))]
     if progress:
         progress(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
-    parsed = _parse_all(units, tuple(rules))
+    cached = cache.enabled(use_cache)
+    parsed = _parse_all(units, tuple(rules), cached)
+    if cached:
+        cache.evict()
     return _join(_assign_ranks(parsed))
 
 
-def _parse_all(units: list, rules: tuple[Rule, ...]) -> list[Parsed]:
+def _parse_all(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed]:
+    """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached)."""
+    found = [_from_cache(u, rules) if cached else None for u in units]
+    parsed = iter(_parse_many([u for u, t in zip(units, found, strict=True) if t is None], rules, cached))
+    return [t if t is not None else next(parsed) for t in found]
+
+
+def _parse_many(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
     from traceanalyzer.parsers.jsonstream import fork_is_safe
 
-    if len(units) == 1 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
-        return [_parse_one(u, rules) for u in units]
+    if len(units) < 2 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
+        return [_parse_one(u, rules, cached) for u in units]
     workers = min(len(units), os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_parse_one, units, [rules] * len(units)))
+        return list(pool.map(_parse_one, units, [rules] * len(units), [cached] * len(units)))
 
 
-def _parse_one(unit, rules: tuple[Rule, ...]) -> Parsed:
+def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
+    """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry)."""
+    slot = _slot(unit, rules)
+    return cache.read(slot, cache.fingerprint(slot.source))
+
+
+def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed:
+    """One rank's linked and classified tables, parsed; kept in the cache if asked (and unchanged while read)."""
+    if not cached:
+        return _build(unit, rules)
+    slot = _slot(unit, rules)
+    identity = cache.fingerprint(slot.source)
+    tables = _build(unit, rules)
+    if cache.fingerprint(slot.source) == identity:
+        cache.write(slot, identity, tables)
+    return tables
+
+
+def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     """Parse, link and classify one rank's trace."""
     events, memory, meta = unit.parse()
     events = schema.conform(events, _RAW_COLUMNS)
-    events, memory = link(events, memory)
-    events = classify(events, rules)
+    events, memory = linking.link(events, memory)
+    events = classify.classify(events, rules)
     events = schema.conform(events, schema.EVENT_COLUMNS)
     return events, memory, meta
+
+
+def _source_of(unit) -> Path:
+    """What a unit's tables are read from: a Kineto file itself; for other formats the rank folder around it (an
+    Ascend parser reads the files beside the one it was given)."""
+    from traceanalyzer.parsers import ascend, kineto
+
+    if unit.parse_with is kineto.parse:
+        return unit.path
+    folder = unit.path if unit.path.is_dir() else unit.path.parent
+    return folder.parent if folder.name in ascend.OUTPUT_DIRS else folder
+
+
+def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
+    """Where the cache keeps a unit's tables: by source, parser and classification rules, built by this code."""
+    from traceanalyzer import parsers
+
+    parser = f"{unit.parse_with.__module__}.{unit.parse_with.__qualname__}"
+    variant = (parser, *(f"{r.kind.value}:{r.pattern}" for r in rules))
+    code = cache.code_digest((parsers, linking, classify, schema, cache, sys.modules[__name__]))
+    return cache.Slot(_source_of(unit), variant, code, str(unit.path))
 
 
 _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
@@ -85,7 +146,7 @@ def _assign_ranks(parsed: list[Parsed]) -> list[Parsed]:
     return out
 
 
-def _join(parsed: list[Parsed]) -> Trace:
+def _join(parsed: list[Parsed]) -> Parsed:
     frames, memories, metas = [], [], []
     offset = 0
     for events, memory, meta in parsed:
@@ -105,7 +166,7 @@ def _join(parsed: list[Parsed]) -> Trace:
         metas.append(meta)
     events = _concat(frames)
     memory = pd.concat(memories, ignore_index=True) if len(memories) > 1 else memories[0]
-    return Trace(schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas))
+    return schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
