@@ -80,7 +80,7 @@ LATE_EXPLAINED = 50
 """How many of the costliest late arrivals get their cause looked up."""
 
 CALL_COLUMNS = [
-    "rank", "step", "group", "seq", "collective", "name", "dtype", "bytes", "group_size", "phase",
+    "rank", "step", "group", "seq", "collective", "p2p", "name", "dtype", "bytes", "group_size", "phase",
     "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "task_wait_ns", "match", "ranks_matched", "transfer_ns",
     "transfer_basis", "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps",
     "link_bytes", "link_bw_gbps", "link_gbps", "row",
@@ -102,12 +102,14 @@ def calls(trace) -> pd.DataFrame:
 
 def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
     names = comm["name"].astype(str)
+    collectives = _collectives(trace.events, comm)
     table = pd.DataFrame(
         {
             "rank": comm["rank"].to_numpy(),
             "step": comm["step"].to_numpy(),
             "group": _groups(comm["group"].astype(str), names),
-            "collective": _collectives(trace.events, comm),
+            "collective": collectives,
+            "p2p": pipeline.p2p_rows(trace.events, comm, collectives),
             "name": names.to_numpy(),
             "dtype": names.str.extract(DTYPE_IN_NAME, expand=False).fillna("").to_numpy(),
             "bytes": comm["bytes"].to_numpy(),

@@ -1,7 +1,9 @@
 """Pipeline parallelism: point-to-point transfers between ranks, the stages they connect, and the pipeline bubble.
 
-A call is point-to-point when its collective is a send, a recv or both (NCCL ``SendRecv`` kernels, ``nccl:send`` /
-``nccl:recv`` ops, HCCL ``batchSendRecv`` / ``send`` / ``receive``). Two ranks that exchange a matched point-to-point
+A call is point-to-point when the trace says it is a send or a recv (collective args ``send`` / ``recv``; it, or the op
+that launched it, is ``nccl:send`` / ``nccl:recv`` / ``c10d::send`` / ``batch_isend_irecv`` ...; HCCL ``hcom_send`` /
+``hcom_receive`` / ``hcom_batchSendRecv``, msprof's point-to-point ops). A NCCL ``SendRecv`` kernel alone is not
+enough: NCCL runs all-to-all and other grouped collectives on it too. Two ranks that exchange a matched point-to-point
 call are in different pipeline stages. Time a stage spends in point-to-point calls beyond the transfer itself is the
 **pipeline bubble**: it waits for the neighbouring stage to produce its activations or gradients, which the schedule
 decides, not an imbalance between ranks. So do waits in a collective whose ranks lie in different stages (the
@@ -23,10 +25,13 @@ from traceanalyzer.analyzers.steps import step_time_ns
 from traceanalyzer.findings import Finding, make
 from traceanalyzer.schema import NO_ROW, Kind
 
-P2P = frozenset({"send", "recv", "send_recv"})
+P2P = frozenset({"send", "recv"})
 """Collectives that are point-to-point transfers."""
-P2P_NAME = re.compile(r"send|recv|receive", re.I)
-"""Names of point-to-point calls whose collective is not recognised (HCCL ``hcom_receive``)."""
+P2P_NAME = re.compile(
+    r"^hcom_(?:send|receive|batchsendrecv)|nccl:(?:send|recv)|c10d::(?:send|recv)|batch_isend_irecv|\bi(?:send|recv)\b",
+    re.I,
+)
+"""Names of point-to-point ops and kernels (the call's own name, or the op that launched it)."""
 MIN_SHARE = 0.01
 """A bubble smaller than this share of the step is not reported."""
 ANALYZER = "distributed"
@@ -43,11 +48,20 @@ ADVICE = (
 TABLE_COLUMNS = ["rank", "step", "span_ns", "p2p_calls", "p2p_ns", "cross_stage_wait_ns", "bubble_ns", "bubble_share"]
 
 
+def p2p_rows(events: pd.DataFrame, comm: pd.DataFrame, collectives: np.ndarray) -> np.ndarray:
+    """Per communication row: is it a point-to-point transfer, by its collective, its name or its launching ops?"""
+    out = np.isin(collectives, list(P2P)) | comm["name"].astype(str).str.contains(P2P_NAME).to_numpy()
+    for link in ("op", "top_op"):
+        rows = comm[link].to_numpy()
+        linked = rows != NO_ROW
+        names = events["name"].reindex(rows[linked]).astype(str)
+        out[linked] |= names.str.contains(P2P_NAME).to_numpy()
+    return out
+
+
 def is_p2p(calls: pd.DataFrame) -> np.ndarray:
-    """Per call: is it a point-to-point transfer?"""
-    collective = calls["collective"].astype(str)
-    unnamed = (collective == "") & calls["name"].astype(str).str.contains(P2P_NAME)
-    return (collective.isin(P2P) | unnamed).to_numpy()
+    """Per call of a calls table: is it a point-to-point transfer?"""
+    return calls["p2p"].to_numpy(dtype=bool)
 
 
 def peer_pairs(calls: pd.DataFrame) -> set[tuple[int, int]]:
