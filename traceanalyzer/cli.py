@@ -1,6 +1,7 @@
 """``traceanalyze``: the report, ``traceanalyze compare`` for two runs, ``traceanalyze dashboard`` for the Dash app.
 
-Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error.
+Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error, 3 the compare gate
+failed (``--fail-on-regression``: the candidate regressed).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import DEVICE_KINDS
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_REGRESSION = 3
+"""``traceanalyze compare --fail-on-regression``: the candidate regressed (see ``comparison.gate``)."""
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -53,12 +56,26 @@ def compare_parser() -> argparse.ArgumentParser:
         prog="traceanalyze compare",
         description="Did my change make it faster, and where? Compares two runs per step: step time, device busy, "
         "time by kind, and kernels, CPU ops and launching ops by name (new, gone, faster, slower). Each path is "
-        "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces.",
+        "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces. "
+        f"With --fail-on-regression(-ms) it is a CI gate: exit {EXIT_REGRESSION} when the candidate's step time is "
+        "worse by more than the threshold(s) and beyond the step-to-step noise (0 otherwise; 2 bad input).",
     )
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
     p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
     p.add_argument("--rank", type=int, help="only this rank (in both runs)")
+    p.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        help=f"exit {EXIT_REGRESSION} when the median step time is more than PCT %% slower (beyond noise)",
+    )
+    p.add_argument(
+        "--fail-on-regression-ms",
+        type=float,
+        metavar="MS",
+        help=f"exit {EXIT_REGRESSION} when it is more than MS ms per step slower (with PCT too: both must be exceeded)",
+    )
     _cache_option(p)
     _output_options(p, "comparison")
     return p
@@ -139,16 +156,33 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from traceanalyzer.analyzers.compare import compare
+    from traceanalyzer.comparison import compare
     from traceanalyzer.loading import load
     from traceanalyzer.renderers import compare as compare_renderer
 
+    threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traces = [load(path, cache=False if args.no_cache else None) for path in (args.baseline, args.candidate)]
-        data = compare(*traces, rank=args.rank).to_dict(top=args.top)
+        data = compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
-    return _write(compare_renderer.render(data, args.format), args.output)
+    _write(compare_renderer.render(data, args.format), args.output)
+    return EXIT_REGRESSION if data["gate"] and data["gate"]["failed"] else EXIT_OK
+
+
+def _threshold(args: argparse.Namespace):
+    """The gate's threshold from --fail-on-regression(-ms); None without either. Negative ones are bad input."""
+    from traceanalyzer.comparison import Threshold
+
+    given = {"--fail-on-regression": args.fail_on_regression, "--fail-on-regression-ms": args.fail_on_regression_ms}
+    for option, value in given.items():
+        if value is not None and not value >= 0:
+            raise TraceError(option, f"the threshold must be a number >= 0, not {value:g}")
+    if args.fail_on_regression is None and args.fail_on_regression_ms is None:
+        return None
+    share = None if args.fail_on_regression is None else args.fail_on_regression / 100
+    ns = None if args.fail_on_regression_ms is None else args.fail_on_regression_ms * 1e6
+    return Threshold(share=share, ns=ns)
 
 
 def _cache(args: argparse.Namespace) -> int:
