@@ -96,6 +96,8 @@ def test_no_late_arrival_rests_on_a_pipeline_wait(job):
     section = distributed.section(job, Options())
     assert section["facts"]["pipeline_stage_pairs"]
     assert "Pipeline bubble per rank and step" in section["tables"]
+    bubble = pipeline.finding(job)
+    assert section["facts"]["pipeline_bubble_ns_per_step"] == bubble.evidence["bubble_ns_per_step"]
 
 
 def _aligned(calls, offsets):

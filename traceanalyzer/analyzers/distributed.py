@@ -386,7 +386,7 @@ def _cross_rank_facts(trace, tables: dict, options) -> dict:
     bubble = pipeline.bubble(trace)
     if len(bubble):
         tables["Pipeline bubble per rank and step"] = _records(bubble)
-        facts.update(pipeline.facts(bubble, trace.collectives()))
+        facts.update(pipeline.facts(trace, bubble))
     if len(late):
         tables["Late arrivals"] = _records(late.head(options.top).drop(columns="match"))
     explained = _explained_late(trace)

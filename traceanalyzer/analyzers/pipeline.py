@@ -121,12 +121,10 @@ def bubble(trace) -> pd.DataFrame:
 def finding(trace) -> Finding | None:
     """The pipeline bubble of the rank that idles most in it, with the schedule advice; ranks whose compute is
     recorded are preferred (a rank loaded from its communication alone has no step span to share against)."""
-    table = bubble(trace)
+    table = _judged(trace, bubble(trace))
     if not len(table):
         return None
-    events = trace.events
-    recorded = table["rank"].isin(events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique())
-    total = (table[recorded] if recorded.any() else table).groupby("rank")["bubble_ns"].sum()
+    total = table.groupby("rank")["bubble_ns"].sum()
     rank = int(total.idxmax())
     ours = table[table["rank"] == rank]
     steps = max(len(ours), 1)
@@ -148,18 +146,26 @@ def finding(trace) -> Finding | None:
     )
 
 
+def _judged(trace, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ranks whose compute is recorded (all rows when none is)."""
+    events = trace.events
+    recorded = table["rank"].isin(events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique())
+    return table[recorded] if recorded.any() else table
+
+
 def _shares(table: pd.DataFrame) -> pd.Series:
     sums = table.groupby("rank")[["bubble_ns", "span_ns"]].sum()
     return sums["bubble_ns"] / sums["span_ns"].where(sums["span_ns"] > 0)
 
 
-def facts(table: pd.DataFrame, calls: pd.DataFrame) -> dict:
-    """Section facts of a pipeline: its stage pairs and the bubble per step (median over steps, largest rank)."""
+def facts(trace, table: pd.DataFrame) -> dict:
+    """Section facts of a pipeline: its stage pairs and the bubble per step (median over steps; the rank with the
+    largest, among ranks whose compute is recorded)."""
     if not len(table):
         return {}
-    per_rank = table.groupby("rank")[["bubble_ns", "bubble_share"]].median()
+    per_rank = _judged(trace, table).groupby("rank")[["bubble_ns", "bubble_share"]].median()
     return {
-        "pipeline_stage_pairs": ", ".join(f"{a}↔{b}" for a, b in sorted(peer_pairs(calls))),
+        "pipeline_stage_pairs": ", ".join(f"{a}↔{b}" for a, b in sorted(peer_pairs(trace.collectives()))),
         "pipeline_bubble_ns_per_step": int(per_rank["bubble_ns"].max()),
         "pipeline_bubble_share": float(per_rank["bubble_share"].max()),
     }
