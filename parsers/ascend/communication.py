@@ -32,10 +32,11 @@ _MAX_US = 9.2e15
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     """Parse the communication.json of one rank's output folder (a rank torch_npu wrote nothing else for)."""
     folder = path if path.is_dir() else path.parent
-    warnings = [
+    warnings = c.Notes()
+    warnings.append(
         f"{folder}: no trace, kernel table or profiler database; only its communication ops ({COMMUNICATION_FILE}) "
         "are loaded: no compute, host or memory data for this rank"
-    ]
+    )
     ops = _ops(folder / COMMUNICATION_FILE, warnings)
     if not len(ops):
         raise TraceError(folder / COMMUNICATION_FILE, "has no communication ops with a start time and duration")
@@ -44,7 +45,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     return events, c.empty_memory(), c.make_meta(path, events, "torch_npu-communication", described, warnings)
 
 
-def _ops(file: Path, warnings: list[str]) -> pd.DataFrame:
+def _ops(file: Path, warnings: c.Notes) -> pd.DataFrame:
     """Per op of every step and kind (p2p, collective): step, name, group, start ns, duration ns."""
     rows = []
     for step, kinds in _object(_load(file)).items():
@@ -55,8 +56,7 @@ def _ops(file: Path, warnings: list[str]) -> pd.DataFrame:
                     rows.append(_op(number, str(key), _object(_object(op).get(_TIME_INFO))))
     table = pd.DataFrame(rows, columns=["step", "name", "group", "ts", "dur"])
     bad = table["ts"].isna() | table["dur"].isna()
-    if bad.any():
-        warnings.append(f"{file}: {int(bad.sum())} ops without a valid start time or elapsed time skipped")
+    warnings.adjust(str(file), "communication ops without a valid start time or elapsed time dropped", int(bad.sum()))
     return table[~bad].astype({"ts": np.int64, "dur": np.int64}).sort_values("ts", kind="stable")
 
 

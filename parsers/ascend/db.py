@@ -43,12 +43,14 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
-    events = _categorize(events)
+    warnings = c.Notes()
+    events = _categorize(c.sanitize(events, str(path), warnings))
     queue = _callers(events)
     events["caller"] = np.where(queue != NO_ROW, queue, _task_ops(events))
     events = events.drop(columns=["queue", "comm_op"], errors="ignore")
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
-    warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
+    if "PYTORCH_API" not in tables:
+        warnings.append(f"{path.name}: no framework (PyTorch) tables; device and CANN only")
     run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
@@ -175,7 +177,7 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": name,
             "kind": kind,
             "cat": task_type,
@@ -205,7 +207,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": names,
             "kind": Kind.COMMUNICATION.value,
             "cat": _names(t["algType"], strings) if "algType" in t else "",
@@ -236,7 +238,7 @@ def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) ->
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": _names(t["name"], strings),
             "kind": Kind.RUNTIME.value,
             "cat": t["type"].astype(str),

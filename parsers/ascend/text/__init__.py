@@ -40,13 +40,15 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         if path.is_file() and path.suffix == ".csv"
         else layout.first(folder, layout.KERNEL_NAMES, layout.KERNEL_GLOB)
     )
-    warnings: list[str] = []
-    kernel_table = c.kernel_details(kernels_csv) if kernels_csv else None
-    events = _with_groups(_events(path, folder, trace, kernels_csv, kernel_table, warnings), folder)
+    warnings = c.Notes()
+    kernel_table = c.kernel_details(kernels_csv, warnings) if kernels_csv else None
+    events = _events(path, folder, trace, kernels_csv, kernel_table, warnings)
+    events = _with_groups(c.sanitize(events, str(trace or kernels_csv), warnings), folder)
     blocks = c.block_memory(events, memory.blocks(folder, warnings), memory.snapshots(folder, warnings))
     fmt = "torch_npu-text" if (trace or kernels_csv).name in layout.TORCH_NPU_NAMES else "msprof-text"
+    modules = memory.modules(folder, warnings)
     meta = c.make_meta(path, events, fmt, job.describe(layout.run_dir(folder), path, warnings), warnings)
-    meta.extra["module_memory"] = memory.modules(folder)
+    meta.extra["module_memory"] = modules
     return events, blocks, meta
 
 
@@ -64,7 +66,7 @@ def _with_groups(events: pd.DataFrame, folder: Path) -> pd.DataFrame:
 
 
 def _events(
-    path: Path, folder: Path, trace: Path | None, kernels_csv: Path | None, kernel_table, warnings: list[str]
+    path: Path, folder: Path, trace: Path | None, kernels_csv: Path | None, kernel_table, warnings: c.Notes
 ) -> pd.DataFrame:
     """The event rows: from the trace (kernel_details joined), else from kernel_details alone, with a warning."""
     if trace is not None:

@@ -86,7 +86,7 @@ def frame(ev: Events, src: np.ndarray, lanes: Lanes) -> pd.DataFrame:
     out = pd.DataFrame(
         {
             "ts": np.where(ts == ABSENT, NO_ROW, ts),
-            "dur": np.maximum(dur, 0),
+            "dur": dur,
             **{k: cols[k] for k in _INT_COLUMNS},
         }
     )
