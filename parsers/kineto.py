@@ -171,20 +171,77 @@ def _append(parts: dict[str, list[np.ndarray]], arrays: dict[str, np.ndarray]) -
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
-    """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
+    """Parse one Kineto trace file into (events, memory, meta) without links or steps; impossible values are dropped
+    or clipped, each kind counted in ``meta.adjustments`` with a warning."""
     stream = Stream()
     read = Reader(_fields(_needs_exact_ts(path)))
     chunks = map_chunks(path, read, stream, _chunk_columns, worker_count(path), threads=read.native)
     cols = _Columns(chunks)
     del chunks
-    events = _events_frame(cols)
-    memory = _memory_frame(cols)
+    skipped = stream.skipped + cols.skipped
+    events, memory, strays = _without_strays(_events_frame(cols), _memory_frame(cols))
     if not len(events) and not len(memory):
-        raise TraceError(path, _nothing_to_analyze(stream.events, stream.skipped + cols.skipped))
-    meta = _meta(
-        path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
-    )
+        raise TraceError(path, _nothing_to_analyze(stream.events, skipped))
+    adjusted = {
+        _SKIPPED: skipped,
+        _NEGATIVE: cols.negative,
+        _STRAY: strays,
+        _OVERLONG: _clip_overlong(events, memory),
+    }
+    meta = _meta(path, stream.header, events, stream.warnings + _data_warnings(path, adjusted))
+    for reason, count in adjusted.items():
+        meta.adjust(reason, count)
     return events, memory, meta
+
+
+_SKIPPED = "events with missing or wrongly typed fields dropped"
+_NEGATIVE = "negative durations clipped to 0 ns"
+_STRAY = "events far outside the trace's time window dropped"
+_OVERLONG = "durations reaching far past the trace's time window clipped to its end"
+_STRAY_FACTOR = 10
+"""An event is stray when it starts (or, for a duration, ends) further from the bulk of the trace's events (the 1st
+to the 99th percentile of their starts) than this many times the bulk's length and at least _STRAY_MIN_NS: a clock
+that jumped or a broken value, never a real event of the profiled window (a first step that waits 13 s for Triton to
+compile its kernels, in a trace whose other events span 1.5 ms, is well inside)."""
+_STRAY_MIN_NS = 3600 * 1_000_000_000
+_WINDOW_LIMIT = 1 << 61
+"""Window bounds are kept within this, so that differences of times inside it cannot overflow int64."""
+
+
+def _window(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[int, int]:
+    """The times (ns) within which a real event of this trace starts and ends."""
+    ts = events["ts"].to_numpy() if len(events) else memory["ts"].to_numpy()
+    if not len(ts):
+        return -_WINDOW_LIMIT, _WINDOW_LIMIT
+    low, high = (int(q) for q in np.quantile(ts, [0.01, 0.99], method="nearest"))
+    margin = max(_STRAY_FACTOR * (high - low), _STRAY_MIN_NS)
+    return max(low - margin, -_WINDOW_LIMIT), min(high + margin, _WINDOW_LIMIT)
+
+
+def _without_strays(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The events and memory events that start inside the trace's window, and how many did not."""
+    low, high = _window(events, memory)
+    keep = [(df["ts"].to_numpy() >= low) & (df["ts"].to_numpy() <= high) for df in (events, memory)]
+    strays = sum(int((~k).sum()) for k in keep)
+    if not strays:
+        return events, memory, 0
+    events, memory = (df[k].reset_index(drop=True) for df, k in zip((events, memory), keep, strict=True))
+    return events, memory, strays
+
+
+def _clip_overlong(events: pd.DataFrame, memory: pd.DataFrame) -> int:
+    """End events that reach past the window at the last end inside it; how many were clipped."""
+    if not len(events):
+        return 0
+    high = _window(events, memory)[1]
+    ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
+    over = dur > high - ts
+    if not over.any():
+        return 0
+    inside = ts[~over] + dur[~over]
+    last = int(inside.max()) if len(inside) else int(ts.max())
+    events.loc[over, "dur"] = np.maximum(last - ts[over], 0)
+    return int(over.sum())
 
 
 def _nothing_to_analyze(read: int, skipped: int) -> str:
@@ -195,14 +252,16 @@ def _nothing_to_analyze(read: int, skipped: int) -> str:
     return "has an empty traceEvents array (no events to analyze)"
 
 
-def _data_warnings(path: Path, skipped: int, cols: _Columns) -> list[str]:
-    """Warnings about events that were dropped or repaired while reading."""
-    out = []
-    if skipped:
-        out.append(f"{path}: skipped {skipped:,} events with missing or wrongly typed fields")
-    if cols.negative:
-        out.append(f"{path}: {cols.negative:,} events have a negative duration; counted them as 0 ns")
-    return out
+def _data_warnings(path: Path, adjusted: dict[str, int]) -> list[str]:
+    """Warnings about events that were dropped or clipped while reading."""
+    texts = {
+        _SKIPPED: "skipped {:,} events with missing or wrongly typed fields",
+        _NEGATIVE: "{:,} events have a negative duration; counted them as 0 ns",
+        _STRAY: f"dropped {{:,}} events that start far outside the trace's time window (more than {_STRAY_FACTOR}x "
+        "the length of the bulk of its events, and more than an hour, away from it)",
+        _OVERLONG: "clipped {:,} durations that reach far past the trace's time window to the last end inside it",
+    }
+    return [f"{path}: {texts[reason].format(count)}" for reason, count in adjusted.items() if count]
 
 
 def _needs_exact_ts(path: Path) -> bool:
