@@ -9,8 +9,8 @@ from traceanalyzer.dashboards import timeline as timeline_lanes
 from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.views import View
 
-from traceanalyzer import units
 from traceanalyzer import comparison as comparing
+from traceanalyzer import units
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
 

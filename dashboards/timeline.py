@@ -1,8 +1,9 @@
 """One step of one rank as Gantt lanes: each device stream, and each host thread at its own call depths.
 
 Host depth is counted per thread. On ``with_stack`` traces the main thread's ops sit under dozens of Python frames;
-by default those frames are collapsed (a level counts only ancestors that are not Python frames), so the steps,
-annotations, ops and runtime calls of every thread show in the first few levels; both can be expanded.
+by default those frames are collapsed (a level counts only ancestors that are not Python frames), so the
+annotations, ops and runtime calls of every thread show in the first few levels; both can be expanded. Step
+markers have a lane of their own per thread (however the profiler nested them).
 """
 
 from __future__ import annotations
@@ -51,11 +52,14 @@ def step_segments(
     device = events[mine & kinds.isin(_DEVICE).to_numpy()]
     host_mask = mine & kinds.isin(_HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
     level = events["depth"].to_numpy() if python else levels
-    host_mask &= level < max_level
+    is_step = (kinds == Kind.STEP.value).to_numpy()
+    steps = events[host_mask & is_step]
+    host_mask &= ~is_step & (level < max_level)
     host = events[host_mask]
     lanes = pd.concat(
         [
             _frame(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
+            _frame(steps, "thread " + steps["tid"].astype(str) + " · Step"),
             _frame(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
         ]
     )

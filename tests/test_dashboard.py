@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from traceanalyzer.dashboards.names import shortened
 
 from tests.conftest import REPO, SHARED, shared_path
@@ -26,7 +25,7 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--window-size=1500,1100",
+    "--window-size=1280,800",  # the smallest laptop screen the pages must fit
 )
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 WAIT_S = 30
@@ -189,7 +188,6 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _, store, keys = app_url
     view = store.view(keys["gpt_train"])
     names = [str(n) for n in view.hotspots("kernel")["name"]]
-    top = names[0]
     _open(browser, app_url, "/hotspots", "gpt_train")
     _wait(browser, "#hs-table td[data-dash-column=name]")
     assert _table_names(browser, "hs-table")[0] == shortened(names)[0]
@@ -275,7 +273,6 @@ def test_trace_names_stay_text(browser, app_url):
 
 def _open_by_path(browser, path: str) -> None:
     from selenium.webdriver.common.by import By
-
     from selenium.webdriver.common.keys import Keys
 
     field = _wait(browser, "#open-path")
@@ -354,3 +351,73 @@ def test_bad_upload_shows_its_error_and_the_app_keeps_running(browser, app_url, 
     browser.find_element("css selector", "#upload input[type=file]").send_keys(str(garbage))
     assert "could not open garbage.json (uploaded)" in _wait(browser, "#load-status", "garbage.json (uploaded)").text
     _open(browser, app_url, "/", "gpt_train")
+
+
+def _dropdown_value(browser, dropdown: str) -> str:
+    return _wait(browser, f"{dropdown}").text.strip()
+
+
+def test_picks_live_in_the_url_and_survive_a_reload(browser, app_url):
+    url, store, keys = app_url
+    _open(browser, app_url, "/hotspots", "ddp")
+    _pick(browser, "#hs-level", "cpu_op")
+    _pick(browser, "#hs-step", "3")
+    _pick(browser, "#hs-rank", "1")
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, WAIT_S).until(lambda b: "rank=1" in b.current_url and "level=cpu_op" in b.current_url)
+    assert f"trace={keys['ddp']}" in browser.current_url and "step=3" in browser.current_url
+    first = _wait(browser, "#hs-table td[data-dash-column=name]").text
+    browser.refresh()
+    _wait(browser, ".page-title", store.jobs()[list(keys).index("ddp")].label)
+    assert [_dropdown_value(browser, d) for d in ("#hs-level", "#hs-step", "#hs-rank")] == ["cpu_op", "3", "1"]
+    assert _wait(browser, "#hs-table td[data-dash-column=name]").text == first
+    browser.find_element("css selector", "#nav-timeline").click()
+    _wait(browser, "#tl-note", "segments")
+    assert [_dropdown_value(browser, d) for d in ("#tl-rank", "#tl-step")] == ["1", "3"]
+
+
+def test_hotspot_filter_resets_and_selection_follows_the_step(browser, app_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, app_url, "/hotspots", "ddp")
+    name_filter = _wait(browser, "#hs-table th.dash-filter[data-dash-column=name] input")
+    name_filter.send_keys("nccl", Keys.ENTER)
+    _wait(browser, "#hs-table td[data-dash-column=name]", "nccl")
+    browser.find_element(By.CSS_SELECTOR, "#hs-table td[data-dash-column=name]").click()
+    picked = _wait(browser, "#selected-name").text
+    _pick(browser, "#hs-step", "3")
+    _wait(browser, "#hs-details", "in step 3")
+    assert _wait(browser, "#selected-name").text == picked
+    _pick(browser, "#hs-level", "cpu_op")
+    _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")
+    refreshed = _wait(browser, "#hs-table th.dash-filter[data-dash-column=name] input")
+    assert refreshed.get_attribute("value") == "" and _table_names(browser, "hs-table")
+    assert "Click a name" in _wait(browser, "#hs-details").text
+
+
+TIMELINE_NAMES = (
+    "return document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => (t.hovertext || []).filter(x => x))"
+)
+TIMELINE_LANES = (
+    "return [...new Set(document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => t.y.filter(y => y)))]"
+)
+
+
+def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
+    """ddp_no_overlap was recorded with_stack: rank 1's straggler sleep annotation is on its main Python thread."""
+    url, store, keys = app_url
+    view = store.view(keys["ddp"])
+    sleeps = view.trace.events[view.trace.events["name"].astype(str).str.startswith("STRAGGLER_rank1_sleep")]
+    main_tid = str(sleeps["tid"].iloc[0])
+    browser.get(f"{url}/timeline?trace={keys['ddp']}&rank=1&step=3")
+    _wait(browser, "#tl-note", "segments")
+    _wait_script(browser, TIMELINE_NAMES, "STRAGGLER_rank1_sleep")
+    lanes = browser.execute_script(TIMELINE_LANES)
+    assert any(lane.startswith(f"thread {main_tid} ") for lane in lanes), lanes
+    _shot(browser, "timeline-with-stack")
+    browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
+    _pick(browser, "#tl-levels", "64")
+    _wait_script(browser, TIMELINE_NAMES, "built-in function sleep")
+    assert "frames=python" in browser.current_url and "levels=64" in browser.current_url
