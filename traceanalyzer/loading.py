@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -20,6 +22,7 @@ from traceanalyzer.trace import Trace
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_DIGITS = re.compile(r"\d+")
 _LINKS = ("parent", "launch", "op", "top_op", "caller")
 
 
@@ -46,24 +49,57 @@ def load_tables(
         raise TraceError("(no path)", "nothing to load")
     from traceanalyzer.parsers import detect  # parsers import this package; importing them lazily breaks the cycle
 
-    units = [unit for p in paths for unit in detect.units(Path(p))]
+    found = [(Path(p), detect.units(Path(p))) for p in paths]
+    units = [unit for _, of_path in found for unit in of_path]
     if progress:
         progress(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
     cached = cache.enabled(use_cache)
-    parsed = _parse_all(units, tuple(rules), cached)
+    results = _parse_all(units, tuple(rules), cached)
     if cached:
         cache.evict()
-    return _join(_assign_ranks(parsed))
+    parsed = [r for r in results if not isinstance(r, Skipped)]
+    skipped = [r for r in results if isinstance(r, Skipped)]
+    skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
+    if not parsed:
+        raise TraceError(skipped[0].path, skipped[0].problem)
+    events, memory, meta = _join(_assign_ranks(parsed))
+    total = len(parsed) + len(skipped)
+    meta.warnings += [f"{s.path}: {s.problem}; left out: {len(parsed)} of {total} ranks analysed" for s in skipped]
+    return events, memory, meta
 
 
-def _parse_all(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed]:
+@dataclass(frozen=True)
+class Skipped:
+    """A rank of a job that could not be read, and why (a plain value: it comes back from a worker process)."""
+
+    path: str
+    problem: str
+
+
+def _unread_rank_files(units: list) -> list[Skipped]:
+    """Files beside the rank traces found in a folder, named like them, that the detector did not take (empty, or
+    not a trace), so that a rank missing from the job is said, not silently dropped."""
+    taken = {u.path for u in units}
+    kinds = {(u.path.parent, _DIGITS.sub("#", u.path.name)) for u in units if u.path.is_file()}
+    found = []
+    for folder in sorted({f for f, _ in kinds}):
+        for path in sorted(folder.iterdir()):
+            if path not in taken and (folder, _DIGITS.sub("#", path.name)) in kinds and path.is_file():
+                empty = path.stat().st_size == 0
+                found.append(
+                    Skipped(str(path), "is empty" if empty else "is not a trace (no traceEvents at its start)")
+                )
+    return found
+
+
+def _parse_all(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
     """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached)."""
     found = [_from_cache(u, rules) if cached else None for u in units]
     parsed = iter(_parse_many([u for u, t in zip(units, found, strict=True) if t is None], rules, cached))
     return [t if t is not None else next(parsed) for t in found]
 
 
-def _parse_many(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed]:
+def _parse_many(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
     from traceanalyzer.parsers.jsonstream import fork_is_safe
 
@@ -80,13 +116,16 @@ def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
     return cache.read(slot, cache.fingerprint(slot.source))
 
 
-def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed:
+def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | Skipped:
     """One rank's linked and classified tables, parsed; kept in the cache if asked (and unchanged while read)."""
-    if not cached:
-        return _build(unit, rules)
-    slot = _slot(unit, rules)
-    identity = cache.fingerprint(slot.source)
-    tables = _build(unit, rules)
+    try:
+        if not cached:
+            return _build(unit, rules)
+        slot = _slot(unit, rules)
+        identity = cache.fingerprint(slot.source)
+        tables = _build(unit, rules)
+    except TraceError as e:
+        return Skipped(e.path, e.problem)
     if cache.fingerprint(slot.source) == identity:
         cache.write(slot, identity, tables)
     return tables
@@ -177,11 +216,19 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     out = {}
     for col in frames[0].columns:
         if isinstance(frames[0][col].dtype, pd.CategoricalDtype):
-            out[col] = union_categoricals([f[col] for f in frames], ignore_order=True)
+            out[col] = union_categoricals(_same_text_dtype([f[col].array for f in frames]), ignore_order=True)
         else:
             out[col] = pd.concat([f[col] for f in frames]).to_numpy()
     index = pd.RangeIndex(frames[0].index.start, frames[-1].index.stop)
     return pd.DataFrame(out, index=index)
+
+
+def _same_text_dtype(columns: list[pd.Categorical]) -> list[pd.Categorical]:
+    """Categoricals whose categories share one dtype (object where ranks differ: one parsed by the native reader,
+    one by the fallback), as union_categoricals needs."""
+    if len({str(c.categories.dtype) for c in columns}) == 1:
+        return columns
+    return [pd.Categorical.from_codes(c.codes, pd.Index(c.categories, dtype=object), validate=False) for c in columns]
 
 
 def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
@@ -203,6 +250,7 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         end_ns=max(m.end_ns for m in metas),
         process_groups=first.process_groups,
         warnings=[w for m in metas for w in m.warnings],
+        adjustments=dict(sum((collections.Counter(m.adjustments) for m in metas), collections.Counter())),
         extra={
             "per_rank": {
                 m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns, "extra": m.extra}
