@@ -18,6 +18,7 @@ from traceanalyzer.parsers import columns, jsonstream
 
 import traceanalyzer as ta
 from tests.conftest import shared_path
+from traceanalyzer import loading
 from traceanalyzer.cli import main
 
 SOURCE = ("h200", "fp32_matmul", "fp32_matmul.json.gz")
@@ -399,3 +400,36 @@ def test_a_big_header_keeps_its_process_groups(inbox, raw):
     path.write_bytes(_with_process_groups(raw, 1500))
     meta = ta.load(path).meta
     assert (meta.rank_known, meta.world_size, len(meta.process_groups)) == (True, 8, 1500)
+
+
+# ---------------------------------------------------------------- bad options, found before the analysis starts
+
+
+BAD_OPTIONS = {
+    "a --comm-pattern that is not a regex": (
+        ["--comm-pattern", "nccl(["],
+        "--comm-pattern",
+        "not a regular expression",
+    ),
+    "-o into a folder that does not exist": (["-o", "{tmp}/missing/report.txt"], "missing", "does not exist"),
+    "-o onto a folder": (["-o", "{tmp}"], "{tmp}", "is a folder"),
+    "-o onto the input": (["-o", "{input}"], "{input}", "is one of the inputs"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
+def test_bad_options_are_refused_before_the_trace_is_loaded(tmp_path, inbox, raw, bad, monkeypatch, capsys):
+    path = inbox / "trace.json"
+    path.write_bytes(raw)
+    options, named, problem = bad
+    options = [o.format(tmp=tmp_path, input=path) for o in options]
+    named = named.format(tmp=tmp_path, input=path)
+
+    def load_must_not_run(*args, **kwargs):
+        raise AssertionError("the trace was loaded before the options were checked")
+
+    monkeypatch.setattr(loading, "load", load_must_not_run)
+    code, lines, out = run(path, capsys, *options)
+    assert code == 2 and out == ""
+    (line,) = lines
+    assert named in line and problem in line, line

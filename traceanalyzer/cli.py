@@ -7,11 +7,14 @@ failed (``--fail-on-regression``: the candidate regressed).
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
@@ -146,6 +149,7 @@ def _report(args: argparse.Namespace) -> int:
     from traceanalyzer.loading import load
     from traceanalyzer.renderers import RENDERERS
 
+    _check_options(args, args.paths)
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -160,6 +164,7 @@ def _compare(args: argparse.Namespace) -> int:
     from traceanalyzer.loading import load
     from traceanalyzer.renderers import compare as compare_renderer
 
+    _check_options(args, [args.baseline, args.candidate])
     threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -195,6 +200,35 @@ def _cache(args: argparse.Namespace) -> int:
     return _write(cache.describe(), None)
 
 
+def _check_options(args: argparse.Namespace, inputs: list[str]) -> None:
+    """Before any analysis: a --comm-pattern that is not a regex, or an -o that cannot be written or would overwrite
+    an input, is bad input (one line, exit 2)."""
+    for pattern in getattr(args, "comm_pattern", ()):
+        try:
+            re.compile(pattern, re.IGNORECASE)
+        except re.error as e:
+            raise TraceError("--comm-pattern", f"{pattern!r} is not a regular expression ({e})") from None
+    if not args.output:
+        return
+    problem = _output_problem(Path(args.output), inputs)
+    if problem:
+        raise TraceError(args.output, f"(the -o output) {problem}")
+
+
+def _output_problem(out: Path, inputs: list[str]) -> str | None:
+    """Why the report cannot be written to ``out``, or None."""
+    folder = out.absolute().parent
+    if out.is_dir():
+        return "is a folder"
+    if not folder.is_dir():
+        return "is in a folder that does not exist"
+    if not os.access(folder, os.W_OK):
+        return "is in a folder that cannot be written to"
+    if out.exists() and any(Path(p).exists() and out.samefile(p) for p in inputs):
+        return "is one of the inputs (it would be overwritten)"
+    return None
+
+
 def _warn(messages: list[str]) -> None:
     for message in messages:
         print(f"traceanalyze: warning: {message}", file=sys.stderr)
@@ -202,8 +236,11 @@ def _warn(messages: list[str]) -> None:
 
 def _write(text: str, output: str | None) -> int:
     if output:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise TraceError(output, f"(the -o output) cannot be written: {e.strerror or e}") from None
     else:
         sys.stdout.write(text)
     return EXIT_OK
