@@ -100,3 +100,14 @@ def test_an_all_reduce_that_mostly_waits_is_costed_by_its_transfer(level):
         pytest.skip("the parser does not record the size of this export's HCCL ops")
     np.testing.assert_allclose(first["algbw_gbps"], first["bytes"] / first["transfer_ns"])
     assert (first["algbw_gbps"] > 10).all()  # GB/s; from the whole duration it was 0.22 GB/s
+
+
+@pytest.mark.parametrize("export", ["pytorch_text", "pytorch_db"])
+def test_level0_tasks_without_planes_give_the_union_of_data_movement(export):
+    calls = load_shared("public", "ascend", "msinsight", export, "level0").collectives()
+    # level 0 records the tasks on the device stream only, all planes on one lane: no main plane to pick
+    assert (calls["transfer_basis"] == "tasks: union (planes not recorded)").all()
+    first = calls[calls["seq"] == 0]
+    assert (first["dur_ns"] > 50 * MS).all()
+    assert (first["transfer_ns"] < 0.01 * first["dur_ns"]).all()
+    assert (calls["transfer_ns"] <= calls["dur_ns"]).all()

@@ -71,8 +71,8 @@ can finish before its peers have even started, so it does not say how the clocks
 HCCL_OP = re.compile(r"^hcom_[A-Za-z]+__(\d+)_\d+_\d+$")
 """An HCCL op name: ``hcom_<op>__<last 3 digits of the group hash>_<index in the group>_<n>``."""
 
-WAIT_TASK = re.compile(r"Notify_?Wait", re.I)
-"""Tasks inside a collective that wait for peers (HCCL Notify_Wait)."""
+WAIT_TASK = re.compile(r"Notify[_ ]?Wait", re.I)
+"""Tasks inside a collective that wait for peers (HCCL Notify_Wait; Notify Wait on the device stream)."""
 
 LATE_MIN_NS = 100_000
 """A call whose peers waited less than this is not worth naming a late rank for."""

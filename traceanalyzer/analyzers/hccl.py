@@ -1,7 +1,9 @@
 """Transfer time of Ascend HCCL operations from their task lanes (``Kind.COMM_TASK`` rows), as msprof computes it.
 
 An HCCL op runs as tasks on several planes (lanes: one per peer link, plus the main stream's local copies).
-``Memcpy`` / ``Reduce_Inline`` / ``RDMASend`` tasks move data; ``Notify_Wait`` waits for a peer. As in msprof's
+``Memcpy`` / ``Reduce_Inline`` / ``RDMASend`` tasks move data (``SDMA`` / ``RDMA`` where only the device stream
+records them); ``Notify_Wait`` waits for a peer and ``Notify_Record`` (``Write Value`` on the device stream) signals
+one. As in msprof's
 communication analysis (``communication_parser.py``, whose per-rank ``communication.json`` msprof-analyze's cluster
 analysis gathers unchanged):
 
@@ -25,9 +27,9 @@ import pandas as pd
 
 from traceanalyzer.schema import Kind
 
-TRANSFER_TASK = re.compile(r"^(Memcpy|Reduce[_ ]?Inline|RDMASend)$", re.I)
+TRANSFER_TASK = re.compile(r"^(?:Memcpy|Reduce[_ ]?Inline|RDMASend|SDMA|RDMA)$", re.I)
 """Tasks of an HCCL op that move data."""
-NOTIFY_TASK = re.compile(r"^Notify[_ ]?(Wait|Record)$", re.I)
+NOTIFY_TASK = re.compile(r"^(?:Notify[_ ]?(?:Wait|Record)|Write Value)$", re.I)
 """Tasks of an HCCL op that synchronise with a peer."""
 BASIS_PLANE = "tasks: main plane"
 BASIS_UNION = "tasks: union (planes not recorded)"
@@ -56,6 +58,7 @@ def task_times(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     linked = tasks.merge(lanes[["call", "lane", "peer"]], on=["call", "lane"])
     linked = linked[linked["transfer"] & (linked["peer"] | linked["call"].map(merged))]
     link = linked.groupby("call")[["bytes", "dur"]].sum()
+    link = link[link["bytes"] > 0]
     rows = per_call.index.to_numpy()
     out.loc[rows, "transfer_ns"] = np.where(per_call["merged"], per_call["union"], per_call["plane"])
     out.loc[rows, "transfer_basis"] = np.where(per_call["merged"], BASIS_UNION, BASIS_PLANE)
@@ -81,7 +84,10 @@ def _owned_tasks(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def _task_frame(tasks: pd.DataFrame, call: np.ndarray) -> pd.DataFrame:
+    """The tasks of calls, by lane and time; a task's type is its name, or its device task type (``cat``) where the
+    name is not recorded (``N/A`` in level-0 databases)."""
     names = tasks["name"].astype(str)
+    names = names.where(~names.isin(["", "N/A"]), tasks["cat"].astype(str))
     return pd.DataFrame(
         {
             "call": call,
