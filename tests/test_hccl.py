@@ -87,6 +87,7 @@ def test_transfer_time_agrees_with_msprof_transit_time(level):
 def test_link_bandwidth_and_size_agree_with_msprof(level):
     for row, (_, size_mb, bandwidth_gbps) in _paired(level):
         assert row.link_bytes / 1e6 == pytest.approx(size_mb, rel=0.05), row.name
+        assert row.link_bytes / row.link_transfer_ns == pytest.approx(row.link_bw_gbps)
         assert row.link_bw_gbps == pytest.approx(bandwidth_gbps, rel=0.05), row.name
 
 

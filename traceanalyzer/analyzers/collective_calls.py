@@ -83,7 +83,7 @@ CALL_COLUMNS = [
     "rank", "step", "group", "seq", "collective", "p2p", "name", "dtype", "bytes", "group_size", "phase",
     "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "task_wait_ns", "match", "ranks_matched", "transfer_ns",
     "transfer_basis", "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps",
-    "link_bytes", "link_bw_gbps", "link_gbps", "row",
+    "link_bytes", "link_transfer_ns", "link_bw_gbps", "link_gbps", "row",
 ]  # fmt: skip
 
 
@@ -307,6 +307,7 @@ def _keeps_order(pairs: pd.DataFrame, offsets: pd.DataFrame) -> bool:
 
 
 def _method(rows: pd.DataFrame) -> str:
+    """How an offset estimate was found: which kinds of calls it rests on."""
     p2p = pipeline.is_p2p(rows)
     if p2p.all():
         return "send/recv ends"
@@ -342,6 +343,7 @@ def _task_transfer(table: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
     table.loc[known, "transfer_ns"] = tasks.loc[known, "transfer_ns"]
     table.loc[known, "transfer_basis"] = tasks.loc[known, "transfer_basis"]
     table["link_bytes"] = tasks["link_bytes"]
+    table["link_transfer_ns"] = tasks["link_transfer_ns"]
     table["link_bw_gbps"] = tasks["link_bytes"] / tasks["link_transfer_ns"].where(tasks["link_transfer_ns"] > 0)
     return table
 
