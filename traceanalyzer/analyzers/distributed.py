@@ -384,6 +384,7 @@ def _cross_rank_facts(trace, tables: dict, options) -> dict:
     late = late_arrivals(trace)
     facts = {"max_clock_offset_ns": int(offsets["offset_ns"].abs().max())}
     bubble = pipeline.bubble(trace)
+    bubble = bubble[_in_scope(bubble, options)]
     if len(bubble):
         tables["Pipeline bubble per rank and step"] = _records(bubble)
         facts.update(pipeline.facts(trace, bubble))
@@ -395,6 +396,15 @@ def _cross_rank_facts(trace, tables: dict, options) -> dict:
         facts["late_rank"] = int(caused.idxmax())
         facts["late_rank_caused_wait_ns"] = int(caused.max())
     return facts
+
+
+def _in_scope(table: pd.DataFrame, options) -> np.ndarray:
+    """Rows of a per rank and step table within the report's --rank / --step."""
+    keep = np.ones(len(table), dtype=bool)
+    for column, value in (("rank", options.rank), ("step", options.step)):
+        if value is not None:
+            keep &= (table[column] == value).to_numpy()
+    return keep
 
 
 def _records(frame: pd.DataFrame) -> list[dict]:
