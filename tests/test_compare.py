@@ -7,13 +7,14 @@ import json
 import statistics
 
 import orjson
+import pandas as pd
 import pytest
 from scipy.stats import mannwhitneyu
 
 import traceanalyzer as ta
 from tests.conftest import REPO, load_shared, shared_path
 from tests.test_cli import assert_typed, documented, run
-from traceanalyzer.comparison import Status, Threshold
+from traceanalyzer.comparison import Status, Threshold, platforms
 from traceanalyzer.comparison.matching import Rule
 
 UNFUSED = ("h200", "unfused_ops")
@@ -206,6 +207,62 @@ def test_a_run_without_steps_is_compared_over_whole_windows_and_says_so():
     assert set(diff.levels["kernel"]["noise"]) == {"too few steps"}
     verdict = diff.gate(Threshold(share=0.10))
     assert verdict.noise == "too few steps" and "too few steps" in verdict.reason
+
+
+CNN_H200 = REPO / "sample_traces" / "cnn_h200" / "alexnet_ddp.json.gz"
+ASCEND_CNN = ("public", "ascend", "msinsight", "pytorch_text", "level2", "rank0_ascend_pt")
+
+
+@pytest.fixture(scope="module")
+def gpu_npu() -> ta.Comparison:
+    """AlexNet under DDP on one H200 (sample_traces/cnn_h200, recorded to match the Ascend sample) against the
+    msinsight level-2 AlexNet run on an Ascend NPU (rank 0 of 8)."""
+    if not CNN_H200.exists():
+        pytest.skip(f"{CNN_H200} is not in this checkout")
+    return ta.compare(ta.load(CNN_H200), load_shared(*ASCEND_CNN))
+
+
+def test_gpu_npu_compares_by_category_and_fills_every_shared_category(gpu_npu):
+    view = gpu_npu.platforms
+    assert view is not None and ta.compare(ta.load(SAMPLE), ta.load(SAMPLE)).platforms is None
+    table = view.categories.set_index("name")
+    assert list(table.index) == [c for c in platforms.CATEGORIES if c in table.index]  # in taxonomy order
+    both = table[(table["baseline_ns"] > 0) & (table["candidate_ns"] > 0)]
+    assert set(both.index) == set(platforms.CATEGORIES) - {"attention", "communication exposed"}  # no attention
+    # one GPU, world size 1: its all-reduces move nothing; rank 0 of 8 NPUs waits on HCCL
+    assert table.loc["communication exposed", "baseline_ns"] == 0
+    assert table.loc["communication exposed", "more"] == "candidate (ascend)"
+    meta = json.loads(CNN_H200.with_name("alexnet_ddp.meta.json").read_text())["key_averages_top_self_device_ns"]
+    gemm = (meta["aten::mm"] + meta["aten::addmm"]) / 4  # 4 profiled steps
+    assert table.loc["gemm", "baseline_ns"] == pytest.approx(gemm, rel=0.05)
+    assert set(table["noise"]) <= {"too few steps"}  # the Ascend run profiled one step
+
+
+def test_gpu_npu_names_the_framework_ops_and_modules_that_differ_most(gpu_npu):
+    ops = gpu_npu.platforms.ops
+    assert ops["name"].iloc[0] == "c10d::allreduce_" and ops["status"].iloc[0] == Status.NEW
+    compute = ops[ops["kind"] != "communication"].head(10)
+    assert set(compute["match"]) == {Rule.EXACT.value} and compute["name"].str.startswith("aten::").all()
+    assert compute["name"].iloc[0] == "aten::convolution_backward"
+    dropout = ops.set_index("name").loc["aten::native_dropout_backward"]  # npu::npu_dropout_backward on the NPU
+    assert dropout["match"] == Rule.EXACT and dropout["baseline_ns"] > 0 and dropout["candidate_ns"] > 0
+    assert gpu_npu.platforms.mapped["npu::npu_dropout_backward"] == "aten::native_dropout_backward"
+    modules = gpu_npu.platforms.modules
+    layers = modules[modules["match"] == Rule.EXACT.value]["name"]
+    assert len(layers) >= 20 and layers.str.startswith("DistributedDataParallel_0 › AlexNet_0").sum() >= 20
+
+
+def test_a_torch_npu_fused_op_is_compared_with_the_aten_chain_it_replaces(gpt_train):
+    """Eager Llama's RMSNorm (pow → mean → add → rsqrt → mul): 17 per step (2 per layer and the final norm) over
+    3 steps, and RoPE's rotate_half (slice → neg → cat, then mul → add) for q and k in 8 layers."""
+    labels = platforms.chain_labels(gpt_train, {"npu::npu_rms_norm", "npu::npu_rotary_mul"})
+    names = gpt_train.events["name"].astype(str)
+    per_op = pd.Series({row: (label, names[row]) for row, label in labels.items()}).value_counts()
+    rms = "npu_rms_norm ≈ pow → mean → add → rsqrt → mul"
+    assert {op: per_op[(rms, op)] for op in ("aten::pow", "aten::mean", "aten::rsqrt")} == dict.fromkeys(
+        ("aten::pow", "aten::mean", "aten::rsqrt"), 51
+    )
+    assert per_op[("npu_rotary_mul ≈ chunk → neg → cat → mul → add", "aten::neg")] == 48
 
 
 def gate(capsys, baseline, candidate, *options: str) -> tuple[int, str, str]:

@@ -20,10 +20,11 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.comparison import diff, findings, matching, memory, samples
+from traceanalyzer.comparison import diff, findings, matching, memory, platforms, samples
 from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
 from traceanalyzer.comparison.gate import GateVerdict, Threshold, judge
 from traceanalyzer.comparison.noise import ALPHA, MIN_STEPS, TEST
+from traceanalyzer.comparison.platforms import CrossPlatform
 from traceanalyzer.comparison.samples import Scope
 from traceanalyzer.report import SCHEMA_VERSION, records, trace_facts
 from traceanalyzer.trace import Trace
@@ -46,6 +47,7 @@ class Comparison:
     levels: dict[str, pd.DataFrame]
     findings: pd.DataFrame
     memory: dict
+    platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
     notes: list[str] = field(default_factory=list)
 
     def metric(self, name: str) -> pd.Series:
@@ -74,7 +76,16 @@ class Comparison:
             "changes": {level: changes(table) for level, table in self.levels.items()},
             "findings": records(self.findings.head(top) if top else self.findings),
             "memory": self.memory,
+            "platforms": _platforms(self.platforms, top),
         }
+
+
+def _platforms(view: CrossPlatform | None, top: int | None) -> dict | None:
+    if view is None:
+        return None
+    tables = {"categories": view.categories, "ops": view.ops.head(top) if top else view.ops}
+    tables["modules"] = view.modules.head(top) if top else view.modules
+    return {**{key: records(table) for key, table in tables.items()}, "mapped": view.mapped}
 
 
 def changes(table: pd.DataFrame) -> dict:
@@ -100,17 +111,27 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
     units = (scopes[0].units, scopes[1].units)
     kernels = [samples.level(s, Level.KERNEL) for s in scopes]
     notes = [f"no ProfilerStep markers in the {' and '.join(stepless)}: whole windows compared (per rank)"]
+    summary = diff.summary(*(samples.metrics(s) for s in scopes))
     return Comparison(
         baseline=scopes[0],
         candidate=scopes[1],
         per_step=not stepless,
-        summary=diff.summary(*(samples.metrics(s) for s in scopes)),
+        summary=summary,
         by_kind=_by_kind(kernels, units),
         levels={level.value: _level(scopes, level, kernels, units) for level in LEVELS},
         findings=findings.diff(baseline.findings(), candidate.findings(), units),
         memory=memory.diff(baseline, candidate, rank),
+        platforms=_cross_platform(scopes, summary),
         notes=notes if stepless else [],
     )
+
+
+def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform | None:
+    """The GPU ↔ NPU view, when the runs' platforms differ."""
+    if not platforms.differ(*(s.trace.meta.platform for s in scopes)):
+        return None
+    step = summary.set_index("metric").loc["step_ns"]
+    return platforms.compare(scopes[0], scopes[1], (step["baseline_ns"], step["candidate_ns"]))
 
 
 def _level(scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFrame:

@@ -24,7 +24,8 @@ STEP_TIME = "wall_ns"
 METRICS = ("step_ns", "device_busy_ns", "comm_exposed_ns", "comm_hidden_ns", "idle_ns")
 """Per-unit quantities of the summary: step time, device busy, exposed and hidden communication, device idle."""
 
-_DEVICE = [k.value for k in DEVICE_KINDS]
+DEVICE = [k.value for k in DEVICE_KINDS]
+"""Device kinds by name."""
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def level(scope: Scope, of: Level) -> pd.DataFrame:
 
 def launching_ops(scope: Scope) -> pd.Series:
     """Per kernel name: the CPU op that launched most of its device time ('' where none did)."""
-    events = scope.trace.select(step=scope.steps, rank=scope.rank, kind=_DEVICE)
+    events = scope.trace.select(step=scope.steps, rank=scope.rank, kind=DEVICE)
     names = events["name"].astype(str)
     linked = events["op"] != NO_ROW
     op = scope.trace.events["name"].astype(str).reindex(events.loc[linked, "op"].to_numpy()).to_numpy()

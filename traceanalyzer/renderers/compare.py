@@ -45,6 +45,7 @@ def layout(data: dict, compact: bool = False) -> list[Block]:
     blocks.append(Block("facts", facts=_runs(data) + _gate(data) + _headline(data) + _notes(data)))
     blocks += _culprits(data)
     rows = COMPACT_ROWS if compact else None
+    blocks += _platforms(data["platforms"], per, rows)
     if not compact:
         blocks.append(table(f"Device time by kind ({per})", data["time_by_kind"], ["kind", *_VALUES, *_COUNTS]))
     for level, (title, noun) in _LEVEL_TITLES.items():
@@ -117,6 +118,21 @@ def _changes(noun: str, counts: dict) -> list[tuple[str, str]]:
     ]
 
 
+def _platforms(view: dict | None, per: str, top: int | None) -> list[Block]:
+    """The GPU ↔ NPU view: categories, then the framework ops and modules that differ most."""
+    if not view:
+        return []
+    columns = ["name", "baseline_ns", "candidate_ns", "delta_ns", "baseline_share", "candidate_share", "more"]
+    blocks = [Block("heading", f"GPU ↔ NPU: where each platform spends its step ({per})")]
+    blocks.append(table("By category (share: of the run's step time)", view["categories"], [*columns, *_COUNTS]))
+    blocks.append(table("Framework ops that differ most", view["ops"][:top], columns))
+    if view["modules"]:
+        blocks.append(table("nn.Module paths that differ most", view["modules"][:top], columns))
+    if view["mapped"]:
+        blocks.append(Block("facts", facts=[(op, f"compared as {label}") for op, label in view["mapped"].items()]))
+    return blocks
+
+
 def _findings(rows: list[dict], top: int | None) -> list[Block]:
     changed = [r for r in rows if r["status"] in ("new", "gone")][:top]
     if not changed:
@@ -140,7 +156,8 @@ def _peak(side: dict | None) -> str:
     if not side:
         return "no memory records"
     where = side["path"] or side["op"] or "?"
-    return f"{units.size(side['peak_allocated_bytes'])} allocated on rank {side['rank']} device {side['device']}, in {where}"
+    size = units.size(side["peak_allocated_bytes"])
+    return f"{size} allocated on rank {side['rank']} device {side['device']}, in {where}"
 
 
 def _signed(ns: float) -> str:
