@@ -9,18 +9,15 @@ import tempfile
 from pathlib import Path
 
 import dash
-from dash import Input, Output, State, dcc, html, no_update
-from traceanalyzer.dashboards import pages, tables
+import flask
+from dash import ALL, Input, Output, State, dcc, html, no_update
+from traceanalyzer.dashboards import access, callbacks, pages, state
 from traceanalyzer.dashboards.store import Store
-
-from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.renderers import figures
 
 UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""
 
 POLL_MS = 700
-NS_PER_MS = 1_000_000
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _STYLE = {
     "fontFamily": "system-ui, sans-serif",
@@ -30,16 +27,23 @@ _STYLE = {
 }
 
 
-def create_app(store: Store) -> dash.Dash:
-    """The dashboard app over the traces in store."""
+def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
+    """The dashboard app over the traces in store, answering only requests whose Host is one of hosts."""
     app = dash.Dash(
         __name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None, eager_loading=True
     )
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
+    app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))
     app.layout = _layout()
     _loading_callbacks(app, store)
     _page_callbacks(app, store)
     return app
+
+
+def _check_host(hosts: set[str]) -> None:
+    """Refuse (403) a request whose Host header names another site: a DNS-rebinding page must not reach us."""
+    if access.host_of(flask.request.host) not in hosts:
+        flask.abort(403)
 
 
 def _layout() -> html.Div:
@@ -62,7 +66,7 @@ def _layout() -> html.Div:
     )
     return html.Div(
         [
-            dcc.Location(id="url"),
+            dcc.Location(id="url", refresh=False),
             dcc.Interval(id="poll", interval=POLL_MS),
             html.Div(
                 [
@@ -98,10 +102,12 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         prevent_initial_call=True,
     )
     def open_path(clicks, path):
-        if not clicks or not path:
+        if not clicks:
             return no_update, no_update
-        store.open([path.strip()])
-        return f"opening {path.strip()} …", False
+        if not path or not path.strip():
+            return "enter the path of a trace file or run folder", no_update
+        store.open_requested(path)
+        return "", False
 
     @app.callback(
         Output("open-msg", "children", allow_duplicate=True),
@@ -119,6 +125,17 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         return f"opening uploaded {Path(path).name} …", False
 
     @app.callback(
+        Output("load-status", "children", allow_duplicate=True),
+        Input({"dismiss": ALL}, "n_clicks"),
+        prevent_initial_call=True,
+    )
+    def dismiss(clicks):
+        if not any(clicks):
+            return no_update
+        store.dismiss(dash.ctx.triggered_id["dismiss"])
+        return [_status_line(j) for j in store.jobs() if j.state != "ready"]
+
+    @app.callback(
         Output("load-status", "children"),
         Output("trace", "options"),
         Output("trace", "value"),
@@ -126,19 +143,36 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         Input("poll", "n_intervals"),
         State("trace", "options"),
         State("trace", "value"),
+        State("url", "search"),
     )
-    def poll(_n, options, value):
+    def poll(_n, options, value, search):
         idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
         ready = [{"label": j.label, "value": j.key} for j in store.ready()]
         status = [_status_line(j) for j in store.jobs() if j.state != "ready"]
         if ready == (options or []):
             return status, no_update, no_update, idle
-        return status, ready, value if value else ready[0]["value"], idle
+        keys = [o["value"] for o in ready]
+        return status, ready, value or state.choice(state.parse(search), "trace", keys, keys[0]), idle
+
+    @app.callback(
+        Output("url", "search", allow_duplicate=True),
+        Input("trace", "value"),
+        State("url", "search"),
+        prevent_initial_call=True,
+    )
+    def trace_in_url(key, search):
+        return no_update if state.parse(search).get("trace") == key else state.updated(search, trace=key)
+
+    @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in pages.PAGES.values()], Input("url", "search"))
+    def nav_links(search):
+        return [f"{path}{search or ''}" for path in pages.PAGES]
 
 
 def _status_line(job) -> html.Div:
+    """A job's progress, or its error with a button that dismisses it."""
     if job.state == "error":
-        return html.Div(f"could not open {job.label}: {job.message}", className="error")
+        dismiss = html.Button("×", id={"dismiss": job.key}, title="dismiss", className="dismiss")
+        return html.Div([f"could not open {job.label}: {job.message} ", dismiss], className="error")
     return html.Div(f"loading {job.label}: {job.message} … {job.elapsed_s():.1f} s", className="progress")
 
 
@@ -159,114 +193,9 @@ def save_upload(contents: str | None, filename: str | None) -> Path:
 
 
 def _page_callbacks(app: dash.Dash, store: Store) -> None:
-    def views():
-        return [j.view for j in store.ready()]
+    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("trace", "value"), State("url", "search"))
+    def page(path, key, search):
+        views = {j.key: j.view for j in store.ready()}
+        return pages.render(path or "/", views, key, state.parse(search))
 
-    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("trace", "value"))
-    def page(path, key):
-        return pages.render(path or "/", views(), store.view(key))
-
-    @app.callback(
-        *[Output("hs-table", prop) for prop in tables.CONTENT],
-        Output("hs-table", "page_current"),
-        Output("hs-bars", "figure"),
-        Output("hs-kind", "disabled"),
-        Input("hs-level", "value"),
-        Input("hs-step", "value"),
-        Input("hs-rank", "value"),
-        Input("hs-kind", "value"),
-        State("trace", "value"),
-        prevent_initial_call=True,
-    )
-    def hotspot_table(level, step, rank, kind, key):
-        view = store.view(key)
-        if view is None:
-            return (no_update,) * (len(tables.CONTENT) + 3)
-        table = pages.hotspot_table(view, level, step, rank, kind)
-        content = tables.content(table)
-        first_page, bars = 0, figures.hotspot_bars(table)
-        return *(content[prop] for prop in tables.CONTENT), first_page, bars, level != Level.KERNEL.value
-
-    @app.callback(
-        Output("hs-details", "children"),
-        Input("hs-table", "active_cell"),
-        Input("hs-bars", "clickData"),
-        State("hs-table", "derived_viewport_data"),
-        State("hs-level", "value"),
-        State("trace", "value"),
-        prevent_initial_call=True,
-    )
-    def hotspot_details(cell, click, rows, level, key):
-        view = store.view(key)
-        name = _selected_name(cell, click, rows)
-        if view is None or name is None:
-            return no_update
-        if level not in pages.DETAIL_LEVELS:
-            return html.P(f"{name}: pick the kernel, cpu_op or op_device level to see kernels, shapes and stacks.")
-        return pages.details(view.details(level, name))
-
-    def draw_timeline(key, rank, step, window: tuple[int, int] | None = None):
-        view = store.view(key)
-        if view is None or rank is None or step is None:
-            return no_update, no_update
-        seg = view.segments(int(rank), int(step), window)
-        merged = int(seg["count"].sum()) if len(seg) else 0
-        note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
-        note += "; zoom in to split them)." if merged > len(seg) else ")."
-        return figures.gantt(seg, (rank, step)), note
-
-    @app.callback(
-        Output("tl-graph", "figure"),
-        Output("tl-note", "children"),
-        Input("tl-rank", "value"),
-        Input("tl-step", "value"),
-        State("trace", "value"),
-    )
-    def timeline(rank, step, key):
-        return draw_timeline(key, rank, step)
-
-    # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
-    # request that draws the step.
-    @app.callback(
-        Output("tl-graph", "figure", allow_duplicate=True),
-        Output("tl-note", "children", allow_duplicate=True),
-        Input("tl-graph", "relayoutData"),
-        State("tl-rank", "value"),
-        State("tl-step", "value"),
-        State("trace", "value"),
-        prevent_initial_call=True,
-    )
-    def timeline_zoom(relayout, rank, step, key):
-        window = zoom_window(relayout)
-        if window is None and not _reset(relayout):
-            return no_update, no_update
-        return draw_timeline(key, rank, step, window)
-
-    @app.callback(Output("cmp-body", "children"), Input("cmp-a", "value"), Input("cmp-b", "value"))
-    def compare(a, b):
-        loaded = views()
-        if a is None or b is None or max(a, b) >= len(loaded):
-            return html.P("Pick two loaded traces.")
-        return pages.comparison(loaded[a], loaded[b])
-
-
-def _selected_name(cell, click, rows) -> str | None:
-    """The name the user picked: the clicked table row, or the clicked bar."""
-    trigger = dash.ctx.triggered_id
-    if trigger == "hs-table" and cell and rows and cell["row"] < len(rows):
-        return rows[cell["row"]]["name"]
-    if trigger == "hs-bars" and click:
-        return click["points"][0].get("customdata")
-    return None
-
-
-def zoom_window(relayout: dict | None) -> tuple[int, int] | None:
-    """The x range (ns) a zoom on the timeline asked for, or None when it was not a zoom."""
-    if not relayout or "xaxis.range[0]" not in relayout:
-        return None
-    lo, hi = (relayout[f"xaxis.range[{i}]"] for i in (0, 1))
-    return int(float(lo) * NS_PER_MS), int(float(hi) * NS_PER_MS)
-
-
-def _reset(relayout: dict | None) -> bool:
-    return bool(relayout) and relayout.get("xaxis.autorange") is True
+    callbacks.register(app, store)

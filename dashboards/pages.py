@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import pandas as pd
 from dash import dcc, html
-from traceanalyzer.dashboards import tables
+from traceanalyzer.dashboards import charts, state, tables
+from traceanalyzer.dashboards import timeline as timeline_lanes
+from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.views import View
 
+from traceanalyzer import comparison as comparing
 from traceanalyzer import humanize
-from traceanalyzer.analyzers import compare as comparing
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
+from traceanalyzer.renderers.document import cell
+from traceanalyzer.section import Unit
 
 PAGES = {
     "/": "Overview",
@@ -40,7 +44,7 @@ COMPARE_TOP = 15
 HOTSPOT_ROWS = 20
 LOADING_DELAY_MS = 300
 """Spinners show only for updates slower than this (a quick update would only flash)."""
-FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
+FINDING_COLUMNS = ("severity", "title", "saving_ns_per_step", "step_share", "basis", "advice")
 EXPOSED_COMM = "comm_exposed_ns"
 COLLECTIVE_COLUMNS = [
     "rank",
@@ -59,14 +63,15 @@ COLLECTIVE_COLUMNS = [
 """Columns of the collectives table the Distributed page shows."""
 
 
-def render(path: str, views: list[View], view: View | None) -> list:
-    """The content of one page for the selected trace."""
+def render(path: str, views: dict[str, View], key: str | None, query: dict[str, str]) -> list:
+    """The content of one page for the selected trace (key), with the picks the URL's query holds."""
+    view = views.get(key or "")
     if view is None:
         return [html.P("No trace loaded yet: open one above.", id="no-trace")]
     if path == "/compare":
-        return compare(views, view)
+        return compare(views, key, query)
     builder = _BUILDERS.get(path, overview)
-    return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view)]
+    return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view, query)]
 
 
 def unavailable(what: str, reason: str) -> html.Div:
@@ -85,10 +90,10 @@ def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
     return html.Dl(items, id=list_id or "", className="facts")
 
 
-def overview(view: View) -> list:
+def overview(view: View, query: dict[str, str]) -> list:
     """Trace facts, the headline numbers, steps and the ranked findings."""
     report = view.report()
-    t, s = report["trace"], report["summary"]
+    t = report["trace"]
     trace_facts = {
         "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
         "ranks": ", ".join(map(str, t["ranks"])),
@@ -101,29 +106,42 @@ def overview(view: View) -> list:
         html.H3("Findings, ranked by what they are worth"),
         findings_table(report["findings"]),
         html.H3("Steps"),
-        dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
+        dcc.Graph(id="step-chart", figure=figures.step_bars(_rows(report, "summary", "steps"))),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
-        html.P(f"device time by kind: {_kinds(s['time_by_kind'])}"),
+        html.P(f"device time by kind (total): {_kinds(_rows(report, 'summary', 'time_by_kind'))}"),
     ]
 
 
 def headline(view: View) -> dict:
     """Step time, device busy, exposed communication and peak memory, as the analyzers report them."""
     report = view.report()
-    s = report["summary"]
     return {
-        "steps": s["steps"],
-        "step_wall_median_ns": s["step_wall_ns_median"],
-        "device_busy_share": s["device_busy_share"],
-        "kernel_ns_per_step": s["kernel_ns_per_step"],
-        "communication_share": s["communication_share"],
+        "steps": _fact(report, "summary", "steps"),
+        "step_time_ns_per_step": _fact(report, "summary", "step_ns"),
+        "device_busy_share": _fact(report, "summary", "device_busy_share"),
+        "kernel_ns_per_step": _fact(report, "summary", "kernel_ns"),
+        "communication_share": _fact(report, "summary", "communication_share"),
         "exposed_communication_ns": _fact(report, "distributed", "comm_exposed_ns"),
         "peak_allocated_bytes": _fact(report, "memory", "peak_allocated_bytes"),
     }
 
 
 def _fact(report: dict, section: str, key: str) -> object:
-    return (report.get(section) or {}).get("facts", {}).get(key)
+    """One fact of a report section by id (None where the section or fact is absent)."""
+    facts = report["sections"].get(section, {}).get("facts", [])
+    return next((f["value"] for f in facts if f["id"] == key), None)
+
+
+def _fact_text(fact: dict) -> str:
+    """A report fact's value in its declared unit."""
+    text = cell(fact["value"], Unit(fact["unit"]))
+    return text + (" (total)" if fact["per"] == "total" else "") + (" (estimated)" if fact["estimated"] else "")
+
+
+def _rows(report: dict, section: str, table: str) -> list[dict]:
+    """The rows of one table of a report section by id ([] where absent)."""
+    tables = report["sections"].get(section, {}).get("tables", [])
+    return next((t["rows"] for t in tables if t["id"] == table), [])
 
 
 def _kinds(rows: list[dict]) -> str:
@@ -146,30 +164,37 @@ def findings_table(findings: list[dict]) -> html.Table | html.P:
     return html.Table([html.Thead(header), html.Tbody(rows)], id="findings", className="findings")
 
 
-def hotspots(view: View) -> list:
-    """Filters, the hotspot table and chart (drawn for the default filter), and the selected op's details."""
-    table = hotspot_table(view, Level.KERNEL.value)
+def hotspots(view: View, query: dict[str, str]) -> list:
+    """Filters (from the URL), the hotspot table and chart drawn for them, and the selected op's details."""
+    levels = [lv.value for lv in Level]
+    picks = {
+        "level": state.choice(query, "level", levels, Level.KERNEL.value),
+        "step": state.choice(query, "step", [ALL, *view.steps()], ALL),
+        "rank": state.choice(query, "rank", [ALL, *view.ranks()], ALL),
+        "kind": state.choice(query, "kind", [ALL, *view.kinds()], ALL),
+    }
+    table = hotspot_table(view, **picks)
+    grid = tables.grid("hs-table", hotspot_content(table), page_size=HOTSPOT_ROWS)
     return [
         html.Div(
             [
-                _dropdown("hs-level", [lv.value for lv in Level], Level.KERNEL.value, "level"),
-                _dropdown("hs-step", [ALL, *view.steps()], ALL, "step"),
-                _dropdown("hs-rank", [ALL, *view.ranks()], ALL, "rank"),
-                _dropdown("hs-kind", [ALL, *view.kinds()], ALL, "kind (kernel level)"),
+                _dropdown("hs-level", levels, picks["level"], "level"),
+                _dropdown("hs-step", [ALL, *view.steps()], picks["step"], "step"),
+                _dropdown("hs-rank", [ALL, *view.ranks()], picks["rank"], "rank"),
+                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)"),
                 html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
             ],
             className="controls",
         ),
+        html.P(HOTSPOT_BASIS, className="note"),
         html.Div(
             [
-                html.Div(
-                    dcc.Loading(tables.table("hs-table", table, page_size=HOTSPOT_ROWS), delay_show=LOADING_DELAY_MS),
-                    className="col-wide",
-                ),
+                html.Div(dcc.Loading(grid, delay_show=LOADING_DELAY_MS), className="col-wide"),
                 html.Div(
                     [
-                        dcc.Graph(id="hs-bars", figure=figures.hotspot_bars(table)),
+                        dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)),
                         html.H3("Selected"),
+                        dcc.Store(id="hs-selected"),
                         dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
                     ],
                     className="col-narrow",
@@ -178,6 +203,27 @@ def hotspots(view: View) -> list:
             className="row",
         ),
     ]
+
+
+HOTSPOT_BASIS = (
+    "Times are totals over the steps and ranks picked (all: the whole recorded window); share is of the table's "
+    "total, cumulative share down the ranking."
+)
+HOTSPOT_FIRST = ("name", "kind", "total_ns", "self_ns", "share", "cum_share")
+"""Hotspot columns shown first, so share and cumulative share sit beside the total at any width."""
+
+
+def hotspot_content(table: pd.DataFrame) -> dict:
+    """The hotspot grid's props: names cut in the middle (full name on hover and in each row's full_name), share
+    and cumulative share beside the total."""
+    columns = [c for c in HOTSPOT_FIRST if c in table] + [c for c in table if c not in HOTSPOT_FIRST]
+    full = [str(n) for n in table["name"]] if len(table) else []
+    shown = table.assign(name=shortened(full)) if len(table) else table
+    content = tables.content(shown, columns)
+    for row, name in zip(content["data"], full, strict=True):
+        row["full_name"] = name
+    content["tooltip_data"] = [{**tip, "name": name} for tip, name in zip(content["tooltip_data"], full, strict=True)]
+    return content
 
 
 def _dropdown(dropdown_id: str, values: list, value: object, label: str) -> html.Label:
@@ -203,6 +249,17 @@ def hotspot_table(view: View, level: str, step: object = ALL, rank: object = ALL
     return view.hotspots(level, hotspot_filter(step), hotspot_filter(rank), kind)
 
 
+def selection(view: View, level: str, name: str, step: object, rank: object) -> list:
+    """The details of a picked name for the step and rank picked, or why there are none."""
+    if level not in DETAIL_LEVELS:
+        return [html.P(f"{name}: pick the kernel, cpu_op or op_device level to see kernels, shapes and stacks.")]
+    where = ", ".join(f"{k} {v}" for k, v in (("step", step), ("rank", rank)) if v not in (None, ALL)) or "all steps"
+    info = view.details(level, name, hotspot_filter(step), hotspot_filter(rank))
+    if not info["kernels"] and not info["ops"]:
+        return [html.H4(name, id="selected-name"), html.P(f"Nothing of this name in {where}.", id="selected-none")]
+    return [html.P(f"in {where} (times are totals there)", className="note"), *details(info)]
+
+
 def details(info: dict) -> list:
     """A selected op or kernel: the kernels it runs, the ops that launch it, its shapes and call stack."""
     stack = [html.Li(f"[{f['kind']}] {f['name']} ({humanize.duration(f['dur_ns'])})") for f in info["stack"]]
@@ -224,25 +281,54 @@ def details(info: dict) -> list:
     ]
 
 
-def timeline(view: View) -> list:
-    """Step and rank pickers and the Gantt chart of that step."""
+def timeline(view: View, query: dict[str, str]) -> list:
+    """Step and rank pickers, how many host levels to show (Python frames collapsed or not), and the step's Gantt."""
     steps = view.steps()
     if not steps:
         return [unavailable("Timeline", "the trace has no step markers")]
+    levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, timeline_lanes.LEVEL_CHOICES[0])
+    frames = ["python"] if query.get("frames") == "python" else []
     return [
         html.Div(
             [
-                _dropdown("tl-rank", view.ranks(), view.ranks()[0], "rank"),
-                _dropdown("tl-step", steps, steps[0], "step"),
+                _dropdown("tl-rank", view.ranks(), state.choice(query, "rank", view.ranks(), view.ranks()[0]), "rank"),
+                _dropdown("tl-step", steps, state.choice(query, "step", steps, steps[0]), "step"),
+                _dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
+                dcc.Checklist(
+                    id="tl-python",
+                    options=[
+                        {"label": " show Python frames", "value": "python", "disabled": not view.has_python_frames()}
+                    ],
+                    value=frames,
+                    className="control",
+                ),
             ],
             className="controls",
         ),
+        html.P(TIMELINE_BASIS, className="note"),
         html.P(id="tl-note"),
         dcc.Loading(dcc.Graph(id="tl-graph", config={"scrollZoom": True})),
     ]
 
 
-def distributed(view: View) -> list:
+TIMELINE_BASIS = (
+    "One step of one rank, ms from the step's first event. Each host thread has lanes per call level, counted in "
+    "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'."
+)
+
+
+def timeline_figure(
+    view: View, rank: int, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
+) -> tuple:
+    """The Gantt of one step and the note saying how many events it draws as how many segments."""
+    seg = view.segments(rank, step, levels, python, window)
+    merged = int(seg["count"].sum()) if len(seg) else 0
+    note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
+    note += "; zoom in to split them)." if merged > len(seg) else ")."
+    return figures.gantt(seg, (rank, step, levels, python)), note
+
+
+def distributed(view: View, query: dict[str, str]) -> list:
     """Exposed communication per rank and step, the late rank, and every collective with wait vs transfer."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
     out: list = [_late_rank(view)]
@@ -262,8 +348,8 @@ def distributed(view: View) -> list:
 
 def _late_rank(view: View) -> html.Div:
     """The rank the others waited for, as the distributed analyzer names it."""
-    facts = (view.report().get("distributed") or {}).get("facts", {})
-    if facts.get("late_rank") is None:
+    facts = {k: _fact(view.report(), "distributed", k) for k in ("late_rank", "late_rank_caused_wait_ns")}
+    if facts["late_rank"] is None:
         return html.Div()
     late = view.optional("late_arrivals").data
     cause = ""
@@ -278,7 +364,7 @@ def _late_rank(view: View) -> html.Div:
     )
 
 
-def fusion(view: View) -> list:
+def fusion(view: View, query: dict[str, str]) -> list:
     """Fusion opportunities ranked by estimated saving."""
     found = view.optional("fusion")
     facts = _section(view, "fusion", with_tables=False)
@@ -287,7 +373,7 @@ def fusion(view: View) -> list:
     return [*facts, html.H3("Opportunities"), tables.table("fusion-table", found.data)]
 
 
-def memory(view: View) -> list:
+def memory(view: View, query: dict[str, str]) -> list:
     """Allocated/reserved over time with the peak marked, blocks live at the peak, per-op stats and leak trend."""
     found = view.optional("memory")
     if found.data is None:
@@ -301,28 +387,44 @@ def memory(view: View) -> list:
 
 def _section(view: View, name: str, with_tables: bool = True) -> list:
     """An analyzer's report section: its facts and (optionally) tables, formatted generically."""
-    section = view.report().get(name)
+    section = view.report()["sections"].get(name)
     if not section:
         return []
-    out: list = [facts_list(section.get("facts", {}), f"{name}-facts")]
-    for i, (key, rows) in enumerate(section.get("tables", {}).items() if with_tables else ()):
-        if rows:
-            out += [html.H3(key), tables.table(f"{name}-section-{i}", rows, page_size=10)]
+    facts = {f["title"] + (f" (per {f['per']})" if f["per"] == "step" else ""): _fact_text(f) for f in section["facts"]}
+    out: list = [facts_list(facts, f"{name}-facts")]
+    for i, table in enumerate(section["tables"] if with_tables else ()):
+        if table["rows"]:
+            out += [html.H3(table["title"]), tables.table(f"{name}-section-{i}", table["rows"], page_size=10)]
     return out
 
 
-def compare(views: list[View], view: View) -> list:
-    """Pickers for two loaded traces; the comparison fills in below."""
-    options = [{"label": v.label, "value": i} for i, v in enumerate(views)]
-    other = next((i for i, v in enumerate(views) if v is not view), 0)
+COMPARE_HINT = (
+    "Pick two loaded traces (open a second one above); picking one trace on both sides compares it with itself."
+)
+
+
+COMPARE_METRICS = {
+    "step_ns": "step time",
+    "device_busy_ns": "device busy",
+    "comm_exposed_ns": "exposed communication",
+    "comm_hidden_ns": "hidden communication",
+}
+"""Human names of the comparison's summary metrics."""
+
+
+def compare(views: dict[str, View], key: str, query: dict[str, str]) -> list:
+    """Pickers for two loaded traces (the one selected on the left, another on the right); the comparison fills in
+    below. A lone trace is not compared with itself unless the user picks it on both sides."""
+    options = [{"label": v.label, "value": k} for k, v in views.items()]
+    others = [k for k in views if k != key]
+    left = state.choice(query, "left", list(views), key)
+    right = state.choice(query, "right", list(views), others[0] if others else None)
     return [
-        html.H2(f"Compare · {view.label}", className="page-title"),
+        html.H2(f"Compare · {views[key].label}", className="page-title"),
         html.Div(
             [
-                html.Label(
-                    ["left", dcc.Dropdown(id="cmp-a", options=options, value=views.index(view))], className="control"
-                ),
-                html.Label(["right", dcc.Dropdown(id="cmp-b", options=options, value=other)], className="control"),
+                html.Label(["baseline", dcc.Dropdown(id="cmp-a", options=options, value=left)], className="control"),
+                html.Label(["candidate", dcc.Dropdown(id="cmp-b", options=options, value=right)], className="control"),
             ],
             className="controls",
         ),
@@ -333,10 +435,12 @@ def compare(views: list[View], view: View) -> list:
 def comparison(left: View, right: View) -> list:
     """What changed per step from the left trace to the right one, then their summaries and top kernels side by side."""
     diff = comparing.compare(left.trace, right.trace)
+    per = "median per step" if diff.per_step else "per rank, whole window"
+    summary = diff.summary.assign(metric=[f"{COMPARE_METRICS.get(m, m)} ({per})" for m in diff.summary["metric"]])
     return [
         html.H3(f"What changed per step: {left.label} → {right.label}"),
         *(html.P(note, className="note") for note in diff.notes),
-        tables.table("cmp-summary", diff.summary, page_size=len(diff.summary) or 1),
+        tables.table("cmp-summary", summary, page_size=len(summary) or 1),
         html.H4("Kernels by change (new, gone, faster, slower)"),
         tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), page_size=COMPARE_TOP),
         html.Div(

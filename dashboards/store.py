@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from traceanalyzer.dashboards.access import REFUSED, Allowed, Refused
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.loading import load
+from traceanalyzer.trace import load
 
 
 @dataclass
@@ -25,6 +28,7 @@ class Job:
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
     view: View | None = None
+    guarded: bool = False  # opened by path from the page: its errors say nothing of the file (REFUSED)
 
     def elapsed_s(self) -> float:
         """Seconds spent so far (or in total, once finished)."""
@@ -34,21 +38,42 @@ class Job:
 class Store:
     """Thread-safe registry of load jobs; each ready job holds a View of its trace."""
 
-    def __init__(self) -> None:
+    def __init__(self, allowed: Allowed | None = None) -> None:
+        self.allowed = allowed or Allowed()
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
+        self._keys = itertools.count(1)
 
-    def open(self, paths: list[str], label: str | None = None, wait: bool = False) -> str:
+    def open(self, paths: list[str], label: str | None = None, wait: bool = False, guarded: bool = False) -> str:
         """Start loading paths (one trace, ranks side by side); returns the job key at once unless wait."""
-        label = label or " + ".join(Path(p).name or p for p in paths)
-        with self._lock:
-            key = f"t{len(self._jobs) + 1}"
-            self._jobs[key] = Job(key, label, list(paths))
-        thread = threading.Thread(target=self._load, args=(self._jobs[key],), daemon=True)
+        job = self._add(label or " + ".join(Path(p).name or p for p in paths), paths, guarded)
+        thread = threading.Thread(target=self._load, args=(job,), daemon=True)
         thread.start()
         if wait:
             thread.join()
-        return key
+        return job.key
+
+    def open_requested(self, text: str | None) -> str:
+        """Open a path typed into the page, if the allowed set covers it; a refused one becomes a failed job at once."""
+        try:
+            path = self.allowed.check(text)
+        except Refused as e:
+            job = self._add(text.strip() if text else "(no path)", [], guarded=True)
+            job.state, job.message, job.finished = "error", str(e), time.monotonic()
+            return job.key
+        return self.open([str(path)], label=text.strip(), guarded=True)
+
+    def _add(self, label: str, paths: list[str], guarded: bool) -> Job:
+        with self._lock:
+            key = f"t{next(self._keys)}"
+            self._jobs[key] = Job(key, label, list(paths), guarded=guarded)
+            return self._jobs[key]
+
+    def dismiss(self, key: str) -> None:
+        """Forget a failed job (its error line goes away)."""
+        with self._lock:
+            if key in self._jobs and self._jobs[key].state == "error":
+                del self._jobs[key]
 
     def _load(self, job: Job) -> None:
         try:
@@ -59,11 +84,18 @@ class Store:
             view.warm()
             job.view, job.state, job.message = view, "ready", "ready"
         except TraceError as e:
-            job.state, job.message = "error", str(e)
+            self._failed(job, str(e))
         except Exception as e:  # a parser bug must not take the app down; the user sees one line
-            job.state, job.message = "error", f"internal error while loading: {type(e).__name__}: {e}"
+            self._failed(job, f"internal error while loading: {type(e).__name__}: {e}")
         finally:
             job.finished = time.monotonic()
+
+    @staticmethod
+    def _failed(job: Job, message: str) -> None:
+        """A job's error: the whole message, or for a guarded job the generic one (the detail goes to the console)."""
+        if job.guarded:
+            print(f"traceanalyze dashboard: opening {job.label} failed: {message}", file=sys.stderr)
+        job.state, job.message = "error", REFUSED if job.guarded else message
 
     def jobs(self) -> list[Job]:
         """All jobs, in the order they were opened."""

@@ -42,9 +42,14 @@ def rows_of(data: pd.DataFrame | list[dict]) -> list[dict]:
 
 def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[str] | None = None, page_size: int = 25):
     """A sortable, filterable DataTable; every cell is shown as text (never as HTML)."""
+    return grid(table_id, content(data, columns), page_size)
+
+
+def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.DataTable:
+    """A sortable, filterable DataTable of prepared content (see content)."""
     return dash_table.DataTable(
         id=table_id,
-        **content(data, columns),
+        **props,
         tooltip_duration=None,
         sort_action="native",
         filter_action="native",

@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
+import numpy as np
 import pandas as pd
+from traceanalyzer.dashboards import timeline
 
+from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
-from traceanalyzer.renderers import timeline
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
 OPTIONAL = {
     "overlap": lambda trace: trace.overlap(),
     "collectives": lambda trace: trace.collectives(),
-    "late_arrivals": lambda trace: _analyzer("distributed").late_arrivals(trace),
+    "late_arrivals": distributed.late_arrivals,
     "fusion": lambda trace: trace.fusion(),
     "memory": lambda trace: trace.memory(),
 }
@@ -57,7 +58,7 @@ class View:
         for name in OPTIONAL:
             self.optional(name)
         if self.steps():
-            self.segments(self.ranks()[0], self.steps()[0])
+            self.segments(self.ranks()[0], self.steps()[0], timeline.LEVEL_CHOICES[0], False)
 
     def report(self) -> dict:
         """The analyzers' report (summary, findings, sections), with analyzer warnings suppressed."""
@@ -85,8 +86,20 @@ class View:
     def _hotspots(self, level: str, step: int | None = None, rank: int | None = None, kind: str | None = None):
         return self.trace.hotspots(level, step=step, rank=rank, kind=kind)
 
-    def _segments(self, rank: int, step: int, window: tuple[int, int] | None = None) -> pd.DataFrame:
-        return timeline.step_segments(self.trace.events, rank, step, window)
+    @cached_property
+    def host_levels(self) -> np.ndarray:
+        """Per event: its host level with Python frames collapsed (see dashboards.timeline)."""
+        return timeline.host_levels(self.trace.events)
+
+    def has_python_frames(self) -> bool:
+        """Whether the trace was recorded with_stack (it has Python frame events)."""
+        return bool((self.trace.events["kind"] == Kind.PYTHON.value).any())
+
+    def _segments(
+        self, rank: int, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
+    ) -> pd.DataFrame:
+        events = self.trace.events
+        return timeline.step_segments(events, self.host_levels, rank, step, levels, python, window)
 
     def _optional(self, name: str) -> Optional:
         try:
@@ -99,15 +112,16 @@ class View:
             return Optional(reason="the analyzer found nothing in this trace")
         return Optional(data=data)
 
-    def _details(self, level: str, name: str) -> dict:
+    def _details(self, level: str, name: str, step: int | None = None, rank: int | None = None) -> dict:
         ev = self.trace.events
-        named = ev[ev["name"] == name]
+        mine = self.trace.select(step, rank)
+        named = mine[mine["name"] == name]
         if level == Level.KERNEL.value:
             kernels = named[named["kind"].isin(DEVICE)]
             ops = ev.reindex(kernels.loc[kernels["op"] != NO_ROW, "op"].unique())
         else:
             ops = named[named["kind"] == Kind.CPU_OP.value]
-            kernels = ev[ev["kind"].isin(DEVICE) & ev["op"].isin(ops.index)]
+            kernels = mine[mine["kind"].isin(DEVICE) & mine["op"].isin(ops.index)]
         slowest = kernels["dur"].idxmax() if len(kernels) else (ops["dur"].idxmax() if len(ops) else None)
         return {
             "name": name,
@@ -140,7 +154,3 @@ def _counted(rows: pd.DataFrame, col: str, top: int = 15) -> list[dict]:
     g = rows.groupby(rows[col].astype(str), sort=False)["dur"].agg(["size", "sum"])
     g = g.sort_values("sum", ascending=False).head(top)
     return [{col: k, "count": int(r["size"]), "total_ns": int(r["sum"])} for k, r in g.iterrows()]
-
-
-def _analyzer(name: str):
-    return importlib.import_module(f"traceanalyzer.analyzers.{name}")

@@ -35,6 +35,8 @@ enum {
 #define MAX_KEYS 64
 #define MAX_DEPTH 512
 
+static const char TOO_DEEP[] = "nested too deeply";
+
 typedef struct Table Table;
 
 typedef struct {
@@ -92,6 +94,7 @@ typedef struct {
     const char *error;
     Py_ssize_t error_at;
     int nomem;                /* malloc failed: raise MemoryError once the GIL is back */
+    int too_deep;             /* the error is nesting beyond MAX_DEPTH: raise RecursionError */
     PyThreadState *released;  /* the GIL is released while scanning (NULL while it is held) */
 } Scan;
 
@@ -111,6 +114,7 @@ static inline void skip_ws(Scan *s) {
 
 static int fail(Scan *s, const char *what) {
     if (!s->error) {
+        s->too_deep = what == TOO_DEEP;
         s->error = what;
         s->error_at = s->p - s->start;
     }
@@ -242,7 +246,7 @@ static int read_object(Scan *s, Table *t, int *bad, int depth);
 static Table NO_KEYS; /* an object none of whose keys is wanted: read_object then only checks and skips it */
 
 static int skip_array(Scan *s, int depth) {
-    if (depth > MAX_DEPTH) return fail(s, "nested too deeply");
+    if (depth > MAX_DEPTH) return fail(s, TOO_DEEP);
     s->p++;
     skip_ws(s);
     if (s->p < s->end && *s->p == ']') {
@@ -650,7 +654,7 @@ static void forget(Scan *s, Table *t) {
 
 /* An object (s->p on '{') whose keys are looked up in t; sets *bad on a wrongly typed field. */
 static int read_object(Scan *s, Table *t, int *bad, int depth) {
-    if (depth > MAX_DEPTH) return fail(s, "nested too deeply");
+    if (depth > MAX_DEPTH) return fail(s, TOO_DEEP);
     s->p++;
     skip_ws(s);
     if (s->p < s->end && *s->p == '}') {
@@ -907,7 +911,8 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *args) {
     if (failed) {
         if (s->nomem) PyErr_NoMemory();
         else if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "%s at byte %zd", s->error ? s->error : "invalid JSON", s->error_at);
+            PyErr_Format(s->too_deep ? PyExc_RecursionError : PyExc_ValueError, "%s at byte %zd",
+                         s->error ? s->error : "invalid JSON", s->error_at);
         goto done;
     }
     out = results(s);
@@ -930,4 +935,8 @@ static struct PyModuleDef module = {
     .m_methods = methods,
 };
 
-PyMODINIT_FUNC PyInit__scan(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__scan(void) {
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "MAX_DEPTH", MAX_DEPTH)) Py_CLEAR(m);
+    return m;
+}

@@ -89,6 +89,15 @@ class MalformedJSON(ValueError):
     """The piece is not a sequence of JSON values separated by commas."""
 
 
+class TooDeep(ValueError):
+    """The piece nests arrays or objects deeper than the reader goes (MAX_DEPTH levels for the native reader,
+    Python's recursion limit for msgspec)."""
+
+
+MAX_DEPTH = 512
+"""Levels of nesting the native reader reads (``MAX_DEPTH`` in parsers/_scan.c); deeper raises TooDeep."""
+
+
 def int_or_no_row(value: Any) -> int:
     """An int from an int, a float or a numeric string (decimal or 0x hex); NO_ROW (-1) otherwise."""
     if isinstance(value, str):
@@ -106,8 +115,9 @@ def int_or_no_row(value: Any) -> int:
 class Reader:
     """Turns a piece of a JSON array (its elements, comma-separated, without brackets) into Columns.
 
-    Both readers give the same columns; the one known difference: a string with a lone UTF-16 surrogate escape
-    (``"\\ud800"``) is read as U+FFFD by the native reader, while msgspec refuses the piece.
+    Both readers give the same columns; the known differences: a string with a lone UTF-16 surrogate escape
+    (``"\\ud800"``) is read as U+FFFD by the native reader, while msgspec refuses the piece; and nesting between
+    MAX_DEPTH levels and Python's recursion limit (about 1,000) is TooDeep for the native reader only.
     """
 
     def __init__(self, fields: tuple[Field, ...], native: bool | None = None) -> None:
@@ -129,6 +139,8 @@ class Reader:
     def _native(self, piece: bytes) -> tuple[int, int, dict]:
         try:
             rows, skipped, raw = _scan.scan(piece, self._spec, int_or_no_row)
+        except RecursionError as e:
+            raise TooDeep(str(e)) from None
         except ValueError as e:
             raise MalformedJSON(str(e)) from None
         values = {
@@ -249,7 +261,7 @@ class _Structs:
         try:
             return self._decode(data)
         except RecursionError:
-            raise MalformedJSON("nested too deeply") from None
+            raise TooDeep("nested too deeply") from None
         except msgspec.DecodeError as e:
             fixed = _repair_utf8(data)
             if fixed is None:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import msgspec
 from traceanalyzer.parsers import ascend, kineto
-from traceanalyzer.parsers.jsonstream import describe_json, open_binary, read_all, top_level
+from traceanalyzer.parsers.columns import TooDeep
+from traceanalyzer.parsers.jsonstream import decode_json, describe_json, events_head, read_all, top_level
 from traceanalyzer.parsers.unit import Unit
 
 from traceanalyzer.errors import TraceError
 
-_SNIFF_BYTES = 1 << 16
 _KINETO_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
 
 
@@ -38,13 +38,8 @@ def _folder(path: Path) -> list[Unit]:
 
 
 def is_kineto(path: Path) -> bool:
-    """Does the file start like a Kineto/Chrome trace object (a traceEvents key near the top)?"""
-    try:
-        with open_binary(path) as f:
-            head = f.read(_SNIFF_BYTES)
-    except (OSError, EOFError):
-        return False
-    return b'"traceEvents"' in head
+    """Does the file hold a traceEvents key (after a header of any size)?"""
+    return events_head(path, 0) is not None
 
 
 def _check_file(path: Path) -> None:
@@ -64,8 +59,13 @@ def describe_document(data: bytes, path: Path) -> str:
     head = data.lstrip()[:1]
     if head not in (b"{", b"["):
         return "binary data" if b"\x00" in data[:1024] else "text that is not JSON"
-    if head == b"[":
-        return _describe_array(data)
+    try:
+        return _describe_array(data) if head == b"[" else _describe_object(data, path)
+    except TooDeep:
+        return "JSON nested too deeply to read"
+
+
+def _describe_object(data: bytes, path: Path) -> str:
     keys = set(top_level(data, path))
     if {"nodes", "schema"} <= keys:
         return "a PyTorch execution trace (ExecutionTraceObserver), which has no timings; pass the Kineto trace"
@@ -75,7 +75,7 @@ def describe_document(data: bytes, path: Path) -> str:
 
 def _describe_array(data: bytes) -> str:
     try:
-        doc = msgspec.json.decode(data)
+        doc = decode_json(data)
     except msgspec.DecodeError as e:
         return f"broken JSON ({e})"
     if doc and isinstance(doc[0], list) and doc[0] and all(isinstance(v, int) for v in doc[0][:8]):

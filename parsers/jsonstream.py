@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import msgspec
-from traceanalyzer.parsers.columns import Columns, MalformedJSON
+from traceanalyzer.parsers.columns import MAX_DEPTH, Columns, MalformedJSON, TooDeep
 
 from traceanalyzer.errors import TraceError
 
@@ -42,6 +42,15 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BETWEEN_EVENTS = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _GZIP_MAGIC = b"\x1f\x8b"
+_BOM = b"\xef\xbb\xbf"
+_PADDING = b" \t\r\n\x00"
+PADDING_KEPT = 1 << 20
+"""Of a run of padding (whitespace or NUL bytes) only this much is kept: JSON means the same with a long run of
+whitespace cut short (but inside a string, where only spaces may appear), so memory stays bounded however much
+padding a file holds."""
+_OVERLAP = 256
+"""Bytes searched again at each block's start, so a boundary or key split between two blocks is found."""
+_SEPARATOR = re.compile(rb"[ \t\r\n,]*")
 T = TypeVar("T")
 
 
@@ -59,11 +68,13 @@ class Stream:
     """Events read."""
     truncated: bool = False
     """The file ends before the events array does (the events before the break were read)."""
+    padding: int = 0
+    """Bytes in runs of padding longer than PADDING_KEPT inside the document (read cut short)."""
 
     def reset(self) -> None:
         """Forget what a partial read found."""
         self.warnings.clear()
-        self.skipped = self.repaired = self.events = 0
+        self.skipped = self.repaired = self.events = self.padding = 0
         self.truncated = False
 
     def count(self, cols: Columns) -> None:
@@ -71,6 +82,70 @@ class Stream:
         self.skipped += cols.skipped
         self.repaired += cols.repaired
         self.events += cols.rows
+
+
+class _Body:
+    """Bytes read but not yet handed on; a run of padding at their end is held apart and kept only in part.
+
+    Every operation costs the bytes it adds or removes, never the bytes held, so reading is linear in the file
+    whatever its shape (a long run of padding, an event longer than a block).
+    """
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+        self.run = bytearray()
+        """The padding after ``data``: at most PADDING_KEPT of its bytes."""
+        self.run_length = 0
+        self.long_runs = 0
+        """Bytes of runs longer than PADDING_KEPT that ``data`` holds in part."""
+        self.searched = 0
+        """Offset in ``data`` up to which event boundaries were looked for."""
+
+    def add(self, block: bytes) -> None:
+        """Append a block (leading blanks of the document are dropped)."""
+        content = block.strip(_PADDING)
+        if not content:
+            self._pad(block)
+            return
+        lead = block.index(content[:1])
+        self._pad(block[:lead])
+        self.long_runs += self.run_length if self.run_length > PADDING_KEPT else 0
+        if self.data or self.run.strip(b" \t\r\n"):  # blanks before the document mean nothing
+            self.data += self.run
+        self.run.clear()
+        self.run_length = 0
+        self.data += content
+        self._pad(block[lead + len(content) :])
+
+    def _pad(self, padding: bytes) -> None:
+        self.run += padding[: max(0, PADDING_KEPT - len(self.run))]
+        self.run_length += len(padding)
+
+    def cut(self) -> bytes | None:
+        """The bytes up to the last likely event boundary, taken out; None while there is none."""
+        start, self.searched = max(0, self.searched - _OVERLAP), len(self.data)
+        end = _last_boundary(self.data, start)
+        if end is None:
+            return None
+        with memoryview(self.data) as view:
+            piece = bytes(view[:end])
+        del self.data[: _SEPARATOR.match(self.data, end).end()]
+        self.searched = len(self.data)
+        return piece
+
+    def trailing(self, path: Path) -> list[str]:
+        """Warnings on the padding inside the document and after its end."""
+        out = []
+        if self.long_runs:
+            out.append(
+                f"{path}: skipped {self.long_runs:,} bytes of padding (runs of whitespace or NUL bytes longer than "
+                f"{PADDING_KEPT >> 20} MiB, each read as its first {PADDING_KEPT >> 20} MiB)"
+            )
+        if self.run.strip(b" \t\r\n"):
+            out.append(f"{path}: ignored {self.run_length:,} bytes of padding (NUL bytes) after the JSON document")
+        elif self.run_length > PADDING_KEPT:
+            out.append(f"{path}: ignored {self.run_length:,} bytes of whitespace after the JSON document")
+        return out
 
 
 class _Resplit(Exception):
@@ -85,12 +160,12 @@ def open_binary(path: Path):
 
 
 def read_all(path: Path) -> bytes:
-    """The file's whole (decompressed) content, with read errors turned into TraceError."""
-    with open_binary(path) as f:
-        try:
-            return f.read()
-        except _READ_ERRORS as e:
-            raise _read_error(path, e) from None
+    """The file's whole (decompressed) content without a BOM and with long runs of padding cut short (see
+    PADDING_KEPT); read errors raise TraceError."""
+    body = _Body()
+    for block in _blocks(path, None):
+        body.add(block)
+    return bytes(body.data + body.run)
 
 
 _READ_ERRORS = (OSError, EOFError, zlib.error, _InflateError)
@@ -123,10 +198,16 @@ def map_chunks(
     """
     with _gc_paused():
         try:
-            return _map_chunked(path, read, stream, fn, workers, threads)
-        except _Resplit:
-            stream.reset()
-            return [fn(cols) for cols in _read_whole(path, read, stream)]
+            try:
+                return _map_chunked(path, read, stream, fn, workers, threads)
+            except _Resplit:
+                stream.reset()
+                return [fn(cols) for cols in _read_whole(path, read, stream)]
+        except TooDeep:
+            raise TraceError(path, _TOO_DEEP) from None
+
+
+_TOO_DEEP = f"is not a trace: its JSON nests arrays or objects too deeply to read (more than {MAX_DEPTH} levels)"
 
 
 def _map_chunked(
@@ -138,21 +219,21 @@ def _map_chunked(
     with _runner(workers, threads) as runner:
         pending: deque[Future] = deque()
         for block in blocks:
-            body += block
-            cut = _last_boundary(body)
-            if cut is None:
+            body.add(block)
+            piece = body.cut()
+            if piece is None:
                 continue
-            pending.append(runner.submit(_read_and_map, read, fn, body[:cut]))
-            body = body[cut:].lstrip(b" \t\r\n,")
+            pending.append(runner.submit(_read_and_map, read, fn, piece))
             while len(pending) > _IN_FLIGHT * workers:
                 results.append(_collect(pending.popleft(), stream))
         while pending:
             results.append(_collect(pending.popleft(), stream))
-    last, tail = _finish(read, body, path, stream)
+    last, tail = _finish(read, bytes(body.data), path, stream)
     if last is not None:
         stream.count(last)
         results.append(fn(last))
     stream.header = _decode_header(header, tail, path, stream)
+    stream.warnings.extend(body.trailing(path))
     _warn_repaired(path, stream)
     return results
 
@@ -161,20 +242,25 @@ _IN_FLIGHT = 2
 """Chunks queued per worker: enough to keep workers busy, few enough that memory stays at a few chunks."""
 
 
-def _split_header(blocks: Iterator[bytes]) -> tuple[bytes, bytes]:
-    """The bytes before the traceEvents array (none for a document that is the array), and the first bytes inside."""
-    buf = b""
-    while True:
-        block = next(blocks, b"")
-        buf += block
-        head = buf.lstrip()
-        if head.startswith(b"["):  # the Chrome trace "JSON array format" (torch_npu's trace_view.json)
-            return b"", head[1:]
-        match = _EVENTS_KEY.search(buf)
+def _split_header(blocks: Iterator[bytes]) -> tuple[bytes, _Body]:
+    """The bytes before the traceEvents array (none for a document that is the array), and the body after its ``[``."""
+    body = _Body()
+    for block in blocks:
+        body.add(block)
+        data = body.data
+        if data[:1] == b"[":  # the Chrome trace "JSON array format" (torch_npu's trace_view.json)
+            del data[:1]
+            return b"", body
+        match = _EVENTS_KEY.search(data, max(0, body.searched - _OVERLAP))
+        body.searched = len(data)
         if match is not None:
-            return buf[: match.end() - 1], buf[match.end() :]
-        if not block or len(buf) > _HEADER_LIMIT:
-            raise _Resplit
+            header = bytes(data[: match.end() - 1])
+            del data[: match.end()]
+            body.searched = 0
+            return header, body
+        if len(data) > _HEADER_LIMIT:
+            break
+    raise _Resplit
 
 
 def _read_and_map(read: Read, fn: Callable[[Columns], T], piece: bytes) -> tuple[T, Columns]:
@@ -264,17 +350,52 @@ def _json_size_hint(path: Path) -> int:
         return max(size, int.from_bytes(f.read(4), "little"))
 
 
-def _blocks(path: Path, stream: Stream) -> Iterator[bytes]:
-    """The file's decompressed bytes, CHUNK_BYTES at a time; a gzip stream cut short yields what it holds."""
+def events_head(path: Path, size: int = 1 << 16) -> bytes | None:
+    """Up to ``size`` bytes from the first ``"traceEvents"`` key on, None if the file has none (or cannot be read).
+
+    Reads a block at a time up to the key, so a header of any size is found in bounded memory."""
+    key = b'"traceEvents"'
+    carry = b""
+    try:
+        blocks = _blocks(path, Stream())
+        for block in blocks:
+            text = carry + block
+            at = text.find(key)
+            if at >= 0:
+                head = text[at : at + size]
+                for more in blocks:
+                    if len(head) >= size:
+                        break
+                    head += more[: size - len(head)]
+                return head
+            carry = text[-len(key) :]
+    except (TraceError, OSError):
+        return None
+    return None
+
+
+def _blocks(path: Path, stream: Stream | None) -> Iterator[bytes]:
+    """The file's decompressed bytes without a UTF-8 BOM, CHUNK_BYTES at a time."""
+    blocks = _raw_blocks(path, stream)
+    first = next(blocks, b"")
+    yield first[len(_BOM) :] if first.startswith(_BOM) else first
+    yield from blocks
+
+
+def _raw_blocks(path: Path, stream: Stream | None) -> Iterator[bytes]:
+    """The file's decompressed bytes; a gzip stream cut short yields what it holds, with a warning in ``stream``
+    (without a stream: a TraceError)."""
     with open_binary(path) as f:
         read = 0
         while True:
             try:
                 block = f.read(CHUNK_BYTES)
-            except EOFError:
+            except EOFError as e:
+                if stream is None:
+                    raise _read_error(path, e) from None
                 stream.warnings.append(f"{path}: the gzip stream ends early (truncated file?)")
                 stream.truncated = True
-                yield _gunzip_prefix(path)[read:]
+                yield from _gunzip_prefix(path, read)
                 return
             except _READ_ERRORS as e:
                 raise _read_error(path, e) from None
@@ -284,10 +405,21 @@ def _blocks(path: Path, stream: Stream) -> Iterator[bytes]:
             yield block
 
 
-def _gunzip_prefix(path: Path) -> bytes:
-    """All a truncated gzip file's complete compressed blocks decompress to."""
+def _gunzip_prefix(path: Path, skip: int) -> Iterator[bytes]:
+    """What a truncated gzip file's complete compressed blocks decompress to, after its first ``skip`` bytes."""
+    inflate = zlib.decompressobj(wbits=31)
     with open(path, "rb") as f:
-        return zlib.decompressobj(wbits=31).decompress(f.read())
+        while not inflate.eof:
+            packed = inflate.unconsumed_tail or f.read(CHUNK_BYTES)
+            if not packed:
+                return
+            try:
+                block = inflate.decompress(packed, CHUNK_BYTES)
+            except zlib.error as e:
+                raise _read_error(path, e) from None
+            block, skip = block[skip:], max(0, skip - len(block))
+            if block:
+                yield block
 
 
 def _warn_repaired(path: Path, stream: Stream) -> None:
@@ -297,10 +429,10 @@ def _warn_repaired(path: Path, stream: Stream) -> None:
         )
 
 
-def _last_boundary(body: bytes) -> int | None:
-    """Offset just after the last ``}`` that is followed by ``, {`` (a likely event boundary)."""
-    for window in (_BOUNDARY_WINDOW, len(body)):
-        last = deque(_BETWEEN_EVENTS.finditer(body, max(0, len(body) - window)), maxlen=1)
+def _last_boundary(body: bytes | bytearray, start: int = 0) -> int | None:
+    """Offset just after the last ``}`` at or after ``start`` that is followed by ``, {`` (a likely event boundary)."""
+    for lo in (max(start, len(body) - _BOUNDARY_WINDOW), start):
+        last = deque(_BETWEEN_EVENTS.finditer(body, lo), maxlen=1)
         if last:
             return last[0].start() + 1
     return None
@@ -356,7 +488,7 @@ def _decode_header(header: bytes, tail: bytes, path: Path, stream: Stream) -> di
         return {}
     for closing in (tail, b"}"):
         try:
-            doc = msgspec.json.decode(header + b"[]" + closing)
+            doc = decode_json(header + b"[]" + closing)
         except msgspec.DecodeError:
             continue
         if isinstance(doc, dict):
@@ -369,12 +501,20 @@ def _decode_header(header: bytes, tail: bytes, path: Path, stream: Stream) -> di
 def top_level(data: bytes, path: Path) -> dict[str, msgspec.Raw]:
     """The top-level keys of a JSON object document, values left undecoded."""
     try:
-        doc = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        doc = decode_json(data, dict[str, msgspec.Raw])
     except msgspec.ValidationError:
         raise TraceError(path, f"is JSON but not an object: it looks like {describe_json(data)}") from None
     except msgspec.DecodeError as e:
         raise TraceError(path, f"is not valid JSON ({e})") from None
     return doc
+
+
+def decode_json(data: bytes, kind: Any = Any) -> Any:
+    """``msgspec.json.decode``; nesting deeper than Python's recursion limit raises TooDeep."""
+    try:
+        return msgspec.json.decode(data, type=kind)
+    except RecursionError:
+        raise TooDeep("nested too deeply") from None
 
 
 def describe_json(data: bytes) -> str:
@@ -397,7 +537,7 @@ def _read_whole(path: Path, read: Read, stream: Stream) -> Iterator[Columns]:
         cols = read(events[1:-1])
     except MalformedJSON as e:
         raise TraceError(path, f"is not valid JSON ({e})") from None
-    stream.header = {k: msgspec.json.decode(v) for k, v in doc.items()}
+    stream.header = {k: decode_json(v) for k, v in doc.items()}
     stream.count(cols)
     _warn_repaired(path, stream)
     yield cols

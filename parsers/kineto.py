@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
-from traceanalyzer.parsers.jsonstream import Stream, map_chunks, worker_count
+from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, worker_count
 
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
@@ -171,20 +171,77 @@ def _append(parts: dict[str, list[np.ndarray]], arrays: dict[str, np.ndarray]) -
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
-    """Parse one Kineto trace file into (events, memory, meta) without links or steps."""
+    """Parse one Kineto trace file into (events, memory, meta) without links or steps; impossible values are dropped
+    or clipped, each kind counted in ``meta.adjustments`` with a warning."""
     stream = Stream()
     read = Reader(_fields(_needs_exact_ts(path)))
     chunks = map_chunks(path, read, stream, _chunk_columns, worker_count(path), threads=read.native)
     cols = _Columns(chunks)
     del chunks
-    events = _events_frame(cols)
-    memory = _memory_frame(cols)
+    skipped = stream.skipped + cols.skipped
+    events, memory, strays = _without_strays(_events_frame(cols), _memory_frame(cols))
     if not len(events) and not len(memory):
-        raise TraceError(path, _nothing_to_analyze(stream.events, stream.skipped + cols.skipped))
-    meta = _meta(
-        path, stream.header, events, stream.warnings + _data_warnings(path, stream.skipped + cols.skipped, cols)
-    )
+        raise TraceError(path, _nothing_to_analyze(stream.events, skipped))
+    adjusted = {
+        _SKIPPED: skipped,
+        _NEGATIVE: cols.negative,
+        _STRAY: strays,
+        _OVERLONG: _clip_overlong(events, memory),
+    }
+    meta = _meta(path, stream.header, events, stream.warnings + _data_warnings(path, adjusted))
+    for reason, count in adjusted.items():
+        meta.adjust(reason, count)
     return events, memory, meta
+
+
+_SKIPPED = "events with missing or wrongly typed fields dropped"
+_NEGATIVE = "negative durations clipped to 0 ns"
+_STRAY = "events far outside the trace's time window dropped"
+_OVERLONG = "durations reaching far past the trace's time window clipped to its end"
+_STRAY_FACTOR = 10
+"""An event is stray when it starts (or, for a duration, ends) further from the bulk of the trace's events (the 1st
+to the 99th percentile of their starts) than this many times the bulk's length and at least _STRAY_MIN_NS: a clock
+that jumped or a broken value, never a real event of the profiled window (a first step that waits 13 s for Triton to
+compile its kernels, in a trace whose other events span 1.5 ms, is well inside)."""
+_STRAY_MIN_NS = 3600 * 1_000_000_000
+_WINDOW_LIMIT = 1 << 61
+"""Window bounds are kept within this, so that differences of times inside it cannot overflow int64."""
+
+
+def _window(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[int, int]:
+    """The times (ns) within which a real event of this trace starts and ends."""
+    ts = events["ts"].to_numpy() if len(events) else memory["ts"].to_numpy()
+    if not len(ts):
+        return -_WINDOW_LIMIT, _WINDOW_LIMIT
+    low, high = (int(q) for q in np.quantile(ts, [0.01, 0.99], method="nearest"))
+    margin = max(_STRAY_FACTOR * (high - low), _STRAY_MIN_NS)
+    return max(low - margin, -_WINDOW_LIMIT), min(high + margin, _WINDOW_LIMIT)
+
+
+def _without_strays(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, int]:
+    """The events and memory events that start inside the trace's window, and how many did not."""
+    low, high = _window(events, memory)
+    keep = [(df["ts"].to_numpy() >= low) & (df["ts"].to_numpy() <= high) for df in (events, memory)]
+    strays = sum(int((~k).sum()) for k in keep)
+    if not strays:
+        return events, memory, 0
+    events, memory = (df[k].reset_index(drop=True) for df, k in zip((events, memory), keep, strict=True))
+    return events, memory, strays
+
+
+def _clip_overlong(events: pd.DataFrame, memory: pd.DataFrame) -> int:
+    """End events that reach past the window at the last end inside it; how many were clipped."""
+    if not len(events):
+        return 0
+    high = _window(events, memory)[1]
+    ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
+    over = dur > high - ts
+    if not over.any():
+        return 0
+    inside = ts[~over] + dur[~over]
+    last = int(inside.max()) if len(inside) else int(ts.max())
+    events.loc[over, "dur"] = np.maximum(last - ts[over], 0)
+    return int(over.sum())
 
 
 def _nothing_to_analyze(read: int, skipped: int) -> str:
@@ -195,24 +252,21 @@ def _nothing_to_analyze(read: int, skipped: int) -> str:
     return "has an empty traceEvents array (no events to analyze)"
 
 
-def _data_warnings(path: Path, skipped: int, cols: _Columns) -> list[str]:
-    """Warnings about events that were dropped or repaired while reading."""
-    out = []
-    if skipped:
-        out.append(f"{path}: skipped {skipped:,} events with missing or wrongly typed fields")
-    if cols.negative:
-        out.append(f"{path}: {cols.negative:,} events have a negative duration; counted them as 0 ns")
-    return out
+def _data_warnings(path: Path, adjusted: dict[str, int]) -> list[str]:
+    """Warnings about events that were dropped or clipped while reading."""
+    texts = {
+        _SKIPPED: "skipped {:,} events with missing or wrongly typed fields",
+        _NEGATIVE: "{:,} events have a negative duration; counted them as 0 ns",
+        _STRAY: f"dropped {{:,}} events that start far outside the trace's time window (more than {_STRAY_FACTOR}x "
+        "the length of the bulk of its events, and more than an hour, away from it)",
+        _OVERLONG: "clipped {:,} durations that reach far past the trace's time window to the last end inside it",
+    }
+    return [f"{path}: {texts[reason].format(count)}" for reason, count in adjusted.items() if count]
 
 
 def _needs_exact_ts(path: Path) -> bool:
-    from traceanalyzer.parsers.jsonstream import open_binary
-
-    with open_binary(path) as f:
-        try:
-            head = f.read(1 << 16)
-        except (OSError, EOFError):
-            return False
+    """Do the first events' timestamps have more digits than a float64 keeps?"""
+    head = events_head(path) or b""
     start = head.find(b'"ts"')
     if start < 0:
         return False
@@ -303,41 +357,171 @@ def _memory_frame(cols: _Columns) -> pd.DataFrame:
 
 
 def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -> TraceMeta:
-    dist = header.get("distributedInfo") or {}
-    rank_known = isinstance(dist, dict) and "rank" in dist
-    rank = int(dist.get("rank", 0)) if rank_known else 0
-    devices = [
-        Device(
-            index=int(p.get("id", i)),
-            name=str(p.get("name", "")),
-            memory_bytes=p.get("totalGlobalMem"),
-            properties=p,
-        )
-        for i, p in enumerate(header.get("deviceProperties") or [])
-        if isinstance(p, dict)
-    ]
+    h = _Header(header, path)
+    dist = h.table(header, "distributedInfo")
+    rank = h.integer(dist, "rank", None, low=0, where="distributedInfo.")
     ends = events["ts"].to_numpy() + events["dur"].to_numpy()
-    return TraceMeta(
-        platform=_platform(events, devices),
+    meta = TraceMeta(
+        platform=Platform.CPU,
         source_format="kineto",
-        format_version=str(header.get("schemaVersion", "")),
+        format_version=h.text(header, "schemaVersion"),
         paths=[str(path)],
-        ranks=[rank],
-        world_size=int(dist.get("world_size", 1)) if isinstance(dist, dict) else 1,
-        rank_known=rank_known,
-        devices=devices,
-        base_time_ns=int(header.get("baseTimeNanoseconds") or 0),
+        ranks=[rank or 0],
+        world_size=h.integer(dist, "world_size", 1, low=1, where="distributedInfo."),
+        rank_known=rank is not None,
+        devices=h.devices(),
+        base_time_ns=h.integer(header, "baseTimeNanoseconds", 0, low=0),
         start_ns=int(events["ts"].min()) if len(events) else 0,
         end_ns=int(ends.max()) if len(events) else 0,
-        process_groups=list(dist.get("pg_config") or []) if isinstance(dist, dict) else [],
+        process_groups=h.process_groups(dist),
         warnings=warnings,
-        extra={
-            k: header[k]
-            for k in ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")
-            if k in header
-        }
-        | ({"backend": dist.get("backend"), "nccl_version": dist.get("nccl_version")} if rank_known else {}),
+        extra={k: h.scalar(header, k) for k in _EXTRA_KEYS if k in header}
+        | ({k: h.scalar(dist, k) for k in ("backend", "nccl_version")} if rank is not None else {}),
     )
+    h.check_display_unit()
+    meta.platform = _platform(events, meta.devices)
+    meta.warnings.extend(h.warnings)
+    return meta
+
+
+_EXTRA_KEYS = ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")
+_NUMERIC_DEVICE_KEYS = frozenset(
+    {
+        *("id", "totalGlobalMem", "computeMajor", "computeMinor", "numSms", "warpSize"),
+        *("maxThreadsPerBlock", "maxThreadsPerMultiprocessor", "regsPerBlock", "regsPerMultiprocessor"),
+        *("sharedMemPerBlock", "sharedMemPerBlockOptin", "sharedMemPerMultiprocessor"),
+        *("maxSharedMemoryPerMultiProcessor", "maxGridHeight", "maxGridWidth"),
+        *("runtimeMajorVersion", "runtimeMinorVersion"),
+    }
+)
+"""deviceProperties that Kineto writes as numbers (seen in CUDA and ROCm traces); a string there is dropped."""
+_SCALARS = (str, int, float, bool)
+
+
+class _Header:
+    """Reads the trace's top-level keys leniently: a value of the wrong type is a warning and the default."""
+
+    def __init__(self, header: dict, path: Path) -> None:
+        self.header = header
+        self.path = path
+        self.warnings: list[str] = []
+
+    def _wrong(self, where: str, value: object, expected: str, used: object) -> None:
+        shown = repr(value)[:40] if isinstance(value, _SCALARS) else f"a JSON {_json_type(value)}"
+        self.warnings.append(f"{self.path}: header field {where} is {shown}, not {expected}; used {used}")
+
+    def table(self, owner: dict, key: str) -> dict:
+        """``owner[key]`` when it is an object, else {} (with a warning when present)."""
+        value = owner.get(key)
+        if value is None or isinstance(value, dict):
+            return value or {}
+        self._wrong(key, value, "an object", "none")
+        return {}
+
+    def integer(self, owner: dict, key: str, default: int | None, low: int, where: str = "") -> int | None:
+        """``owner[key]`` as an int of at least ``low`` (from an int, a number or a numeric string)."""
+        if key not in owner or owner[key] is None:
+            return default
+        value = _as_int(owner[key])
+        if value is None or value < low:
+            shown = "none" if default is None else default
+            self._wrong(where + key, owner[key], f"a whole number >= {low}", shown)
+            return default
+        return value
+
+    def text(self, owner: dict, key: str) -> str:
+        value = owner.get(key, "")
+        if isinstance(value, str | int | float):
+            return str(value)
+        self._wrong(key, value, "a string or number", "''")
+        return ""
+
+    def scalar(self, owner: dict, key: str) -> str | int | float | bool | None:
+        value = owner.get(key)
+        if value is None or isinstance(value, _SCALARS):
+            return value
+        self._wrong(key, value, "a string or number", "none")
+        return None
+
+    def check_display_unit(self) -> None:
+        unit = self.header.get("displayTimeUnit", "ms")
+        if unit not in ("ms", "ns"):
+            self._wrong("displayTimeUnit", unit, "'ms' or 'ns'", "'ms' (it only sets how trace viewers show times)")
+
+    def devices(self) -> list[Device]:
+        """The deviceProperties entries that are objects, with numeric properties that are numbers."""
+        entries = self.header.get("deviceProperties") or []
+        if not isinstance(entries, list):
+            self._wrong("deviceProperties", entries, "an array", "none")
+            return []
+        out = []
+        for i, p in enumerate(entries):
+            if not isinstance(p, dict):
+                self._wrong(f"deviceProperties[{i}]", p, "an object", "none")
+                continue
+            props = {key: value for key, value in p.items() if self._device_property(i, key, value)}
+            name = props.get("name", "")
+            memory = _as_int(props.get("totalGlobalMem"))
+            out.append(
+                Device(
+                    index=self.integer(props, "id", i, low=0, where=f"deviceProperties[{i}]."),
+                    name=name if isinstance(name, str) else str(name),
+                    memory_bytes=memory if memory and memory > 0 else None,
+                    properties=props,
+                )
+            )
+        return out
+
+    def _device_property(self, i: int, key: str, value: object) -> bool:
+        """Is ``value`` fit to keep: a number where one belongs, else a scalar? (null: absent, silently)"""
+        if value is None:
+            return False
+        if key in _NUMERIC_DEVICE_KEYS:
+            fit = isinstance(value, int | float) and not isinstance(value, bool) and _as_int(value) is not None
+        else:
+            fit = isinstance(value, _SCALARS)
+        if not fit:
+            self._wrong(
+                f"deviceProperties[{i}].{key}", value, "a number" if key in _NUMERIC_DEVICE_KEYS else "a scalar", "none"
+            )
+        return fit
+
+    def process_groups(self, dist: dict) -> list[dict]:
+        """The pg_config entries that are objects, a pg_size that is not a count left out."""
+        groups = dist.get("pg_config") or []
+        if not isinstance(groups, list):
+            self._wrong("distributedInfo.pg_config", groups, "an array", "none")
+            return []
+        out = []
+        for i, pg in enumerate(groups):
+            if not isinstance(pg, dict):
+                self._wrong(f"distributedInfo.pg_config[{i}]", pg, "an object", "none")
+                continue
+            size = self.integer(pg, "pg_size", None, low=0, where=f"distributedInfo.pg_config[{i}].")
+            out.append(
+                {k: v for k, v in pg.items() if k != "pg_size"} | ({"pg_size": size} if size is not None else {})
+            )
+        return out
+
+
+def _as_int(value: object) -> int | None:
+    """An int from an int, a finite number or a numeric string within int64; None for anything else."""
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = int(text)
+        except ValueError:
+            try:
+                value = float(text)
+            except ValueError:
+                return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value) if abs(value) < 2**63 else None
+
+
+def _json_type(value: object) -> str:
+    return "object" if isinstance(value, dict) else "array" if isinstance(value, list) else "null"
 
 
 def _platform(events: pd.DataFrame, devices: list[Device]) -> Platform:

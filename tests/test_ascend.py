@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 from traceanalyzer.parsers import ascend, columns
 from traceanalyzer.parsers.ascend import common, text
+from traceanalyzer.parsers.ascend import db as db_reader
 
 import traceanalyzer as ta
 from tests.conftest import facts, load_shared, rows, shared_path
@@ -108,7 +109,7 @@ def _step_trace_csv(level: str, rank: str) -> dict:
 
 def _step_trace_db(level: str, rank: str) -> dict:
     db = _output("pytorch_db", level, rank) / "analysis.db"
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+    with sqlite3.connect(db_reader.uri(db), uri=True) as con:
         row = con.execute("select computing, communication_not_overlapped, free from StepTraceTime").fetchone()
     return dict(zip(("Computing", "Communication(Not Overlapped)", "Free"), (v * 1000 for v in row), strict=True))
 
@@ -276,3 +277,87 @@ def test_bad_trace_view_is_a_one_line_trace_error(tmp_path, content, problem):
         text.parse(path)
     assert "\n" not in str(error.value)
     assert re.search(problem, error.value.problem), error.value.problem
+
+
+QWEN = (*MSINSIGHT, "st_level2_qwen3_4rank")
+
+
+def _communication_ops(rank: int) -> dict[str, float]:
+    """Elapsed ms of each op in a Qwen rank's communication.json, by op name (the key before '@')."""
+    path = shared_path(*QWEN, f"rank_{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT", "communication.json")
+    data = json.loads(path.read_bytes())
+    return {
+        key.partition("@")[0]: op["Communication Time Info"]["Elapse Time(ms)"]
+        for kinds in data.values()
+        for ops in kinds.values()
+        for key, op in ops.items()
+        if key != "Total Op Info"
+    }
+
+
+def test_qwen_4rank_job_reports_4_ranks_and_says_what_ranks_1_and_3_lack():
+    """Ranks 1 and 3 of the PP=2 job have only communication.json: loaded from it, with a warning saying so."""
+    trace = load_shared(*QWEN)
+    assert trace.meta.ranks == [0, 1, 2, 3] and trace.meta.world_size == 4
+    for rank in (1, 3):
+        partial = [w for w in trace.meta.warnings if f"rank_{rank}_ascend_pt" in w and "only its communication" in w]
+        assert len(partial) == 1
+        ev = trace.events[(trace.events["rank"] == rank) & (trace.events["kind"] == Kind.COMMUNICATION.value)]
+        expected = _communication_ops(rank)
+        assert sorted(ev["name"].astype(str)) == sorted(expected)
+        for name, ms in expected.items():
+            assert int(ev.loc[ev["name"] == name, "dur"].iloc[0]) == round(ms * 1e6)
+    assert not any("rank_0_ascend_pt" in w and "only its communication" in w for w in trace.meta.warnings)
+
+
+def test_qwen_kernel_table_collectives_take_their_group_from_communication_json():
+    """kernel_details names no group; communication.json's ``name@group`` keys give it, the same on every rank."""
+    ev = load_shared(*QWEN).events
+    comm = ev[ev["kind"] == Kind.COMMUNICATION.value]
+    groups = comm.groupby("name", observed=True)["group"].agg(lambda g: set(g.astype(str)))
+    rank0 = comm.loc[comm["rank"] == 0, "name"].astype(str)
+    assert len(rank0) and all(groups[n] != {""} for n in rank0)
+    shared = comm.groupby("name", observed=True)["rank"].nunique()
+    assert (shared >= 2).any() and all(len(groups[n]) == 1 for n in shared[shared >= 2].index)
+
+
+def _qwen_copy(tmp_path: Path) -> Path:
+    job = tmp_path / "qwen"
+    shutil.copytree(shared_path(*QWEN), job)
+    return job
+
+
+def test_a_rank_with_nothing_readable_is_named_with_why(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "0")
+    job = _qwen_copy(tmp_path)
+    (job / "rank_3_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "communication.json").unlink()
+    trace = ta.load(job)
+    assert trace.meta.ranks == [0, 1, 2] and trace.meta.world_size == 4
+    named = [w for w in trace.meta.warnings if "rank 3 has no readable output" in w]
+    assert len(named) == 1 and "rank_3_ascend_pt" in named[0] and "kernel_details.csv" in named[0]
+
+
+def test_a_job_whose_rank_folders_are_missing_says_which(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "0")
+    job = _qwen_copy(tmp_path)
+    shutil.rmtree(job / "rank_1_ascend_pt")
+    shutil.rmtree(job / "rank_3_ascend_pt")
+    assert cli.main([str(job)]) == 0
+    out = capsys.readouterr()
+    assert re.search(r"ranks analysed \(of the world size\) +0, 2 of 4\n", out.out)
+    assert "the job has 4 ranks, but ranks 1, 3 have no rank folder here" in out.err
+
+
+@pytest.mark.parametrize("kind", ["pytorch_text", "pytorch_db"])
+@pytest.mark.parametrize("level", LEVELS)
+def test_every_hccl_task_is_linked_to_the_collective_it_belongs_to(kind, level):
+    """The ``caller`` of a comm_task row (Notify_Wait, Memcpy, Reduce_Inline …) is its communication op: by opId in
+    the database, by containment on the device in the trace; every collective has its tasks."""
+    ev = load_shared(*MSINSIGHT, kind, level, "rank0_ascend_pt").events
+    tasks = ev[ev["kind"] == Kind.COMM_TASK.value]
+    assert len(tasks) and (tasks["caller"] >= 0).all()
+    ops = ev.loc[tasks["caller"].to_numpy()]
+    assert (ops["kind"] == Kind.COMMUNICATION.value).all()
+    start, end = ops["ts"].to_numpy(), (ops["ts"] + ops["dur"]).to_numpy()
+    assert ((start <= tasks["ts"].to_numpy()) & (tasks["ts"].to_numpy() <= end)).all()
+    assert tasks["caller"].nunique() == (ev["kind"] == Kind.COMMUNICATION.value).sum()

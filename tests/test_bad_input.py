@@ -9,12 +9,16 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import re
 from pathlib import Path
 
+import pandas as pd
 import pytest
+from traceanalyzer.parsers import columns, jsonstream
 
 import traceanalyzer as ta
 from tests.conftest import shared_path
+from traceanalyzer import loading
 from traceanalyzer.cli import main
 
 SOURCE = ("h200", "fp32_matmul", "fp32_matmul.json.gz")
@@ -175,3 +179,257 @@ def test_non_utf8_bytes_in_names_are_replaced_with_a_warning(tmp_path, inbox, ra
     assert any("not UTF-8" in w for w in warnings_of(lines))
     names = ta.load(path).events["name"].astype(str)
     assert names.str.startswith("\ufffd\ufffd" + name.decode()).any()
+
+
+# ---------------------------------------------------------------- padding: linear time, bounded memory
+
+
+@pytest.fixture(scope="module")
+def clean_events(raw, tmp_path_factory) -> pd.DataFrame:
+    """The event table of the undamaged trace, to compare damaged-but-readable copies with."""
+    path = tmp_path_factory.mktemp("clean") / "trace.json"
+    path.write_bytes(raw)
+    return ta.load(path).events
+
+
+PADDED = 24 << 20
+
+
+@pytest.mark.parametrize(("filler", "said"), [(b" ", "of whitespace"), (b"\0", "of padding (NUL bytes)")])
+def test_a_trace_followed_by_padding_is_read_with_a_warning(inbox, raw, filler, said, clean_events, capsys):
+    path = inbox / "trace.json"
+    with path.open("wb") as f:
+        f.write(raw)
+        f.write(filler * PADDED)
+    code, lines, out = run(path, capsys)
+    assert code == 0 and out
+    assert any(f"ignored {PADDED:,} bytes {said} after the JSON document" in w for w in warnings_of(lines)), lines
+    pd.testing.assert_frame_equal(ta.load(path).events, clean_events)
+
+
+def test_a_small_gzip_that_inflates_to_mostly_spaces_is_read_in_bounded_memory(inbox, raw, clean_events, capsys):
+    path = inbox / "trace.json.gz"
+    with gzip.open(path, "wb", compresslevel=9) as f:
+        f.write(raw)
+        for _ in range(64):
+            f.write(b" " * (1 << 20))
+    assert path.stat().st_size < len(raw)
+    code, lines, _ = run(path, capsys)
+    assert code == 0
+    assert any(f"ignored {64 << 20:,} bytes of whitespace" in w for w in warnings_of(lines))
+    assert len(jsonstream.read_all(path)) <= len(raw) + jsonstream.PADDING_KEPT  # the padding is not held whole
+    pd.testing.assert_frame_equal(ta.load(path).events, clean_events)
+
+
+def test_padding_between_events_is_read_cut_short_with_a_warning(inbox, raw, clean_events, capsys):
+    cut = raw.index(b"},", len(raw) // 2) + 2
+    path = inbox / "trace.json"
+    path.write_bytes(raw[:cut] + b"\n" * PADDED + raw[cut:])
+    code, lines, _ = run(path, capsys)
+    assert code == 0
+    (said,) = [re.search(r"skipped ([\d,]+) bytes of padding", w) for w in warnings_of(lines) if "padding" in w]
+    assert PADDED <= int(said.group(1).replace(",", "")) < PADDED + 16  # the run, with the blanks around it
+    pd.testing.assert_frame_equal(ta.load(path).events, clean_events)
+
+
+def test_a_truncated_gzip_of_a_padded_trace_is_salvaged_block_by_block(inbox, raw, capsys):
+    path = inbox / "trace.json.gz"
+    packed = gzip.compress(raw + b" " * (8 << 20) + raw[:1000], compresslevel=9)
+    path.write_bytes(packed[: len(packed) - 64])
+    code, lines, _ = run(path, capsys)
+    assert code == 0
+    assert any("gzip stream ends early" in w for w in warnings_of(lines))
+
+
+# ---------------------------------------------------------------- nesting too deep for any reader
+
+DEEP = 100_000
+
+
+def _deep_variants(raw: bytes) -> dict[str, bytes]:
+    key = raw.index(b'"traceEvents"')
+    args = raw.index(b'"args": {', key) + len(b'"args": {')
+    arrays, objects = b"[" * DEEP + b"]" * DEEP, b'{"a":' * DEEP + b"1" + b"}" * DEEP
+    return {
+        "in an event's args": raw[:args] + b'"x": ' + arrays + b", " + raw[args:],
+        "unclosed, in an event": raw[:args] + b'"x": ' + b'{"a":' * DEEP + raw[args:],
+        "in the header": raw[:key] + b'"distributedInfo": ' + objects + b", " + raw[key:],
+        "after the events": raw.rstrip()[:-1] + b', "junk": ' + arrays + b"}",
+        "the whole document": arrays,
+    }
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native reader", "msgspec reader"])
+@pytest.mark.parametrize(
+    "where", ["in an event's args", "unclosed, in an event", "in the header", "after the events", "the whole document"]
+)
+def test_deep_nesting_is_refused_in_one_line(inbox, raw, where, native, monkeypatch, capsys):
+    if not native:
+        monkeypatch.setattr(columns, "_scan", None)
+    elif columns._scan is None:
+        pytest.skip("the native reader was not built")
+    path = inbox / "trace.json"
+    path.write_bytes(_deep_variants(raw)[where])
+    assert_refused(path, capsys, "too deeply")
+
+
+# ---------------------------------------------------------------- header fields of the wrong type
+
+
+HEADER_DAMAGE = {
+    "baseTimeNanoseconds as text": (("baseTimeNanoseconds",), "abc", "baseTimeNanoseconds"),
+    "baseTimeNanoseconds beyond double": (("baseTimeNanoseconds",), "1e400", "baseTimeNanoseconds"),
+    "baseTimeNanoseconds as an object": (("baseTimeNanoseconds",), {"a": 1}, "baseTimeNanoseconds"),
+    "device id as text": (("deviceProperties", 0, "id"), "abc", "deviceProperties[0].id"),
+    "device id as an array": (("deviceProperties", 0, "id"), [0], "deviceProperties[0].id"),
+    "compute capability as text": (("deviceProperties", 0, "computeMajor"), "nine", "deviceProperties[0].computeMajor"),
+    "device memory as an object": (("deviceProperties", 0, "totalGlobalMem"), {}, "deviceProperties[0].totalGlobalMem"),
+    "device name as an array": (("deviceProperties", 0, "name"), ["H200"], "deviceProperties[0].name"),
+    "deviceProperties as text": (("deviceProperties",), "H200", "deviceProperties"),
+    "a device as a number": (("deviceProperties", 0), 7, "deviceProperties[0]"),
+    "displayTimeUnit as a number": (("displayTimeUnit",), 5, "displayTimeUnit"),
+    "displayTimeUnit as an object": (("displayTimeUnit",), {"unit": "ms"}, "displayTimeUnit"),
+    "schemaVersion as an object": (("schemaVersion",), {"v": 1}, "schemaVersion"),
+    "trace_id as an array": (("trace_id",), [1, 2], "trace_id"),
+    "distributedInfo as text": (("distributedInfo",), "nccl", "distributedInfo"),
+    "rank as text": (("distributedInfo",), {"rank": "first", "world_size": 2}, "distributedInfo.rank"),
+    "world_size as an array": (("distributedInfo",), {"rank": 0, "world_size": [2]}, "distributedInfo.world_size"),
+    "pg_config as an object": (("distributedInfo",), {"rank": 0, "pg_config": {"a": 1}}, "distributedInfo.pg_config"),
+    "pg_size as text": (
+        ("distributedInfo",),
+        {"rank": 0, "pg_config": [{"pg_name": "0", "pg_size": "all"}]},
+        "distributedInfo.pg_config[0].pg_size",
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", HEADER_DAMAGE.values(), ids=HEADER_DAMAGE.keys())
+def test_header_fields_of_the_wrong_type_are_a_warning_and_the_default(inbox, doc, damage, capsys):
+    keys, value, named = damage
+    damaged = json.loads(json.dumps(doc))
+    owner = damaged
+    for key in keys[:-1]:
+        owner = owner[key]
+    owner[keys[-1]] = value
+    path = _write_events(inbox, damaged, doc["traceEvents"])
+    code, lines, out = run(path, capsys, "--format", "json")
+    assert code == 0
+    assert any(f"header field {named} is" in w for w in warnings_of(lines)), lines
+    report = json.loads(out)
+    assert report["trace"]["world_size"] >= 1
+
+
+# ---------------------------------------------------------------- impossible values sanitised at the parser
+
+
+def test_stray_timestamps_negative_and_overlong_durations_are_dropped_or_clipped_and_counted(inbox, doc, capsys):
+    events = [dict(e) for e in doc["traceEvents"]]
+    xs = _x_events(doc)
+    clean = ta.load(_write_events(inbox, doc, events, "clean.json")).meta
+    for i in xs[5:8]:
+        events[i]["ts"] = 0  # the epoch: a clock that was never set
+    for i in xs[8:10]:
+        events[i]["ts"] = 1e15  # 31 years after the trace
+    for i in xs[20:22]:
+        events[i]["dur"] = 9.1e15  # ends 288 years later, beyond int64 ns once added to ts
+    for i in xs[30:32]:
+        events[i]["dur"] = -3
+    path = _write_events(inbox, doc, events)
+    code, lines, _ = run(path, capsys)
+    assert code == 0
+    meta = ta.load(path).meta
+    assert meta.adjustments == {
+        "events far outside the trace's time window dropped": 5,
+        "durations reaching far past the trace's time window clipped to its end": 2,
+        "negative durations clipped to 0 ns": 2,
+    }
+    assert (meta.start_ns, meta.end_ns) == (clean.start_ns, clean.end_ns)
+    said = " ".join(warnings_of(lines))
+    assert "dropped 5 events that start far outside" in said and "clipped 2 durations" in said
+
+
+def test_a_long_first_step_is_not_mistaken_for_a_stray(inbox, doc):
+    events = [dict(e) for e in doc["traceEvents"]]
+    step = next(i for i, e in enumerate(events) if str(e.get("name", "")).startswith("ProfilerStep#"))
+    events[step]["dur"] = events[step]["dur"] + 13e6  # waits 13 s (Triton compiling), as in HTA's triton_example
+    meta = ta.load(_write_events(inbox, doc, events)).meta
+    assert meta.adjustments == {} and not meta.warnings
+
+
+# ---------------------------------------------------------------- detection reads what it needs
+
+
+def _with_process_groups(raw: bytes, count: int) -> bytes:
+    groups = [
+        {
+            "pg_name": str(k),
+            "pg_desc": f"group_{k}",
+            "backend_config": "cuda:nccl",
+            "pg_size": 8,
+            "ranks": list(range(8)),
+        }
+        for k in range(count)
+    ]
+    dist = {"backend": "nccl", "rank": 0, "world_size": 8, "pg_count": count, "pg_config": groups}
+    key = raw.index(b'"traceEvents"')
+    return raw[:key] + b'"distributedInfo": ' + json.dumps(dist).encode() + b",\n" + raw[key:]
+
+
+DETECTED = {
+    "1,500 process groups before the events": lambda raw: _with_process_groups(raw, 1500),
+    "70 kB of leading whitespace": lambda raw: b" " * 70_000 + raw,
+    "a UTF-8 BOM": lambda raw: b"\xef\xbb\xbf" + raw,
+    "CRLF line ends": lambda raw: raw.replace(b"\n", b"\r\n"),
+    "a BOM and CRLF": lambda raw: b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"),
+}
+
+
+@pytest.mark.parametrize("gz", [False, True], ids=["json", "json.gz"])
+@pytest.mark.parametrize("make", DETECTED.values(), ids=DETECTED.keys())
+def test_valid_traces_with_a_big_header_bom_or_crlf_are_read(inbox, raw, make, gz, clean_events, capsys):
+    data = make(raw)
+    path = inbox / ("trace.json.gz" if gz else "trace.json")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    code, lines, out = run(path, capsys)
+    assert code == 0 and out and not warnings_of(lines)
+    pd.testing.assert_frame_equal(ta.load(path).events, clean_events)
+
+
+def test_a_big_header_keeps_its_process_groups(inbox, raw):
+    path = inbox / "trace.json"
+    path.write_bytes(_with_process_groups(raw, 1500))
+    meta = ta.load(path).meta
+    assert (meta.rank_known, meta.world_size, len(meta.process_groups)) == (True, 8, 1500)
+
+
+# ---------------------------------------------------------------- bad options, found before the analysis starts
+
+
+BAD_OPTIONS = {
+    "a --comm-pattern that is not a regex": (
+        ["--comm-pattern", "nccl(["],
+        "--comm-pattern",
+        "not a regular expression",
+    ),
+    "-o into a folder that does not exist": (["-o", "{tmp}/missing/report.txt"], "missing", "does not exist"),
+    "-o onto a folder": (["-o", "{tmp}"], "{tmp}", "is a folder"),
+    "-o onto the input": (["-o", "{input}"], "{input}", "is one of the inputs"),
+}
+
+
+@pytest.mark.parametrize("bad", BAD_OPTIONS.values(), ids=BAD_OPTIONS.keys())
+def test_bad_options_are_refused_before_the_trace_is_loaded(tmp_path, inbox, raw, bad, monkeypatch, capsys):
+    path = inbox / "trace.json"
+    path.write_bytes(raw)
+    options, named, problem = bad
+    options = [o.format(tmp=tmp_path, input=path) for o in options]
+    named = named.format(tmp=tmp_path, input=path)
+
+    def load_must_not_run(*args, **kwargs):
+        raise AssertionError("the trace was loaded before the options were checked")
+
+    monkeypatch.setattr(loading, "load", load_must_not_run)
+    code, lines, out = run(path, capsys, *options)
+    assert code == 2 and out == ""
+    (line,) = lines
+    assert named in line and problem in line, line

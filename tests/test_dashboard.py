@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from traceanalyzer.dashboards.names import shortened
 
 from tests.conftest import REPO, SHARED, shared_path
 
@@ -24,7 +25,7 @@ CHROMIUM_FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--no-first-run",
-    "--window-size=1500,1100",
+    "--window-size=1280,800",  # the smallest laptop screen the pages must fit
 )
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 WAIT_S = 30
@@ -77,12 +78,31 @@ def crafted(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def app_url(crafted):
+def allowed_dir(tmp_path_factory) -> Path:
+    """A folder the page may open from: a trace, a JSON file that is not one, a link out, a folder too deep."""
+    folder = tmp_path_factory.mktemp("allowed")
+    shutil.copy(REPO / "sample_traces" / "fused_ops.json.gz", folder / "fused.json.gz")
+    (folder / "notes.json").write_text(json.dumps({"inner_secret_key": 1}))
+    (folder / "escape.json").symlink_to("/etc/passwd")
+    deep = folder / "deep"
+    deep.joinpath(*["d"] * 8).mkdir(parents=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def app_url(crafted, allowed_dir):
     """The real app on real traces (each PATH one picker entry), served on a free local port."""
+    from traceanalyzer.dashboards.access import Allowed
     from traceanalyzer.dashboards.cli import serve
     from traceanalyzer.dashboards.store import Store
 
-    store = Store()
+    starting = [
+        shared_path("h200", "gpt_train", "gpt_train.json.gz"),
+        shared_path("h200", "ddp_no_overlap"),
+        shared_path("h200", "memory_peak", "memory_peak.json.gz"),
+        crafted,
+    ]
+    store = Store(Allowed([*starting, allowed_dir]))
     keys = {
         "gpt_train": store.open([str(shared_path("h200", "gpt_train", "gpt_train.json.gz"))]),
         "ddp": store.open([str(shared_path("h200", "ddp_no_overlap"))]),
@@ -158,7 +178,7 @@ def _table_names(browser, table: str) -> list[str]:
 def test_overview_shows_facts_steps_and_findings(browser, app_url):
     _open(browser, app_url, "/", "gpt_train")
     headline = _wait(browser, "#headline").text
-    assert "step wall" in headline and "device busy" in headline
+    assert "step time/step" in headline and "device busy" in headline
     assert "NVIDIA H200" in _wait(browser, "#trace-facts").text
     _wait(browser, "#step-chart .main-svg")
     _shot(browser, "overview")
@@ -167,14 +187,15 @@ def test_overview_shows_facts_steps_and_findings(browser, app_url):
 def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _, store, keys = app_url
     view = store.view(keys["gpt_train"])
-    top = str(view.hotspots("kernel")["name"].iloc[0])
+    names = [str(n) for n in view.hotspots("kernel")["name"]]
     _open(browser, app_url, "/hotspots", "gpt_train")
     _wait(browser, "#hs-table td[data-dash-column=name]")
-    assert _table_names(browser, "hs-table")[0] == top
+    assert _table_names(browser, "hs-table")[0] == shortened(names)[0]
+    assert len(set(_table_names(browser, "hs-table"))) == len(_table_names(browser, "hs-table"))
     _pick(browser, "#hs-kind", "memset")
     _wait(browser, "#hs-table td[data-dash-column=kind]", "memset")
-    names = _table_names(browser, "hs-table")
-    assert top not in names and names
+    memsets = _table_names(browser, "hs-table")
+    assert shortened(names)[0] not in memsets and memsets
     _pick(browser, "#hs-level", "cpu_op")
     _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")  # the table is updated in place: wait for cpu_op's
     first = _table_names(browser, "hs-table")[0]
@@ -218,7 +239,7 @@ def test_fusion_and_compare_pages_open(browser, app_url):
     assert _wait(browser, "#page").text
     _shot(browser, "fusion")
     _open(browser, app_url, "/compare", "gpt_train")
-    _wait(browser, "#cmp-summary td[data-dash-column=metric]", "step_ns")
+    _wait(browser, "#cmp-summary td[data-dash-column=metric]", "step time (median per step)")
     _wait(browser, "#cmp-changes td[data-dash-column=status]")
     _wait(browser, "#cmp-a-kernels td[data-dash-column=name]")
     _wait(browser, "#cmp-b-kernels td[data-dash-column=name]")
@@ -250,16 +271,153 @@ def test_trace_names_stay_text(browser, app_url):
         browser.switch_to.alert.text  # noqa: B018
 
 
-def test_bad_path_and_bad_upload_show_an_error_and_the_app_keeps_running(browser, app_url, tmp_path):
+def _open_by_path(browser, path: str) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    field = _wait(browser, "#open-path")
+    field.send_keys(Keys.CONTROL, "a")  # clear() does not reach React's state
+    field.send_keys(Keys.DELETE, path)
+    browser.find_element(By.CSS_SELECTOR, "#open-btn").click()
+
+
+def _errors(browser) -> list[str]:
+    """The error lines under the open panel (read in one script: they are redrawn while polling)."""
+    return browser.execute_script(
+        "return Array.from(document.querySelectorAll('#load-status .error')).map(e => e.innerText)"
+    )
+
+
+def test_open_by_path_reaches_only_the_allowed_folders(browser, app_url, allowed_dir, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from traceanalyzer.dashboards.access import REFUSED
+
+    url, store, _ = app_url
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"outer_secret_key": 1}))
+    probes = [
+        "/etc/shadow",
+        "/no/such/trace.json",
+        str(outside),
+        str(allowed_dir / "notes.json"),
+        str(allowed_dir / "escape.json"),
+        str(allowed_dir / ".." / outside.parent.name / "outside.json"),
+        str(SHARED / "h200" / "fused_ops"),
+        "/",
+    ]
+    browser.get(url)
+    _wait(browser, "details summary").click()
+    for probe in probes:
+        _open_by_path(browser, probe)
+        WebDriverWait(browser, WAIT_S).until(
+            lambda b, p=probe: any(f"open {p}:" in e for e in _errors(b)), f"{probe}: {_errors(browser)}"
+        )
+    errors = _errors(browser)
+    assert [e.split(": ", 1)[1].rstrip(" ×\n") for e in errors] == [REFUSED] * len(probes), errors
+    assert not any(w in " ".join(errors) for w in ("exist", "secret_key", "JSON", "root:"))
+    _open_by_path(browser, "   ")
+    assert "enter the path" in _wait(browser, "#open-msg", "enter the path").text
+    _open_by_path(browser, str(allowed_dir / "deep"))
+    _wait(browser, "#load-status", "levels deep")
+    _shot(browser, "open-refused")
+    while browser.find_elements(By.CSS_SELECTOR, "#load-status button.dismiss"):
+        count = len(_errors(browser))
+        browser.find_element(By.CSS_SELECTOR, "#load-status button.dismiss").click()
+        WebDriverWait(browser, WAIT_S).until(lambda b, n=count: len(_errors(b)) == n - 1)
+    _open_by_path(browser, str(allowed_dir / "fused.json.gz"))
+    _pick(browser, "#trace", str(allowed_dir / "fused.json.gz"))
+    assert [j.state for j in store.jobs()][-1] == "ready"
+
+
+def test_requests_for_another_host_are_refused(app_url):
+    import http.client
+
+    url, _, _ = app_url
+    port = int(url.rsplit(":", 1)[1])
+    for host, status in ((f"attacker.example:{port}", 403), (f"localhost:{port}", 200), (f"127.0.0.1:{port}", 200)):
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
+        conn.request("GET", "/", headers={"Host": host})
+        assert conn.getresponse().status == status, host
+        conn.close()
+
+
+def test_bad_upload_shows_its_error_and_the_app_keeps_running(browser, app_url, tmp_path):
     url, _, _ = app_url
     browser.get(url)
     _wait(browser, "details summary").click()
-    _wait(browser, "#open-path").send_keys("/no/such/trace.json")
-    browser.find_element("css selector", "#open-btn").click()
-    error = _wait(browser, "#load-status .error", "/no/such/trace.json").text
-    assert "could not open" in error
     garbage = tmp_path / "garbage.json"
     garbage.write_text("this is not a trace")
     browser.find_element("css selector", "#upload input[type=file]").send_keys(str(garbage))
     assert "could not open garbage.json (uploaded)" in _wait(browser, "#load-status", "garbage.json (uploaded)").text
     _open(browser, app_url, "/", "gpt_train")
+
+
+def _dropdown_value(browser, dropdown: str) -> str:
+    return _wait(browser, f"{dropdown}").text.strip()
+
+
+def test_picks_live_in_the_url_and_survive_a_reload(browser, app_url):
+    url, store, keys = app_url
+    _open(browser, app_url, "/hotspots", "ddp")
+    _pick(browser, "#hs-level", "cpu_op")
+    _pick(browser, "#hs-step", "3")
+    _pick(browser, "#hs-rank", "1")
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, WAIT_S).until(lambda b: "rank=1" in b.current_url and "level=cpu_op" in b.current_url)
+    assert f"trace={keys['ddp']}" in browser.current_url and "step=3" in browser.current_url
+    first = _wait(browser, "#hs-table td[data-dash-column=name]").text
+    browser.refresh()
+    _wait(browser, ".page-title", store.jobs()[list(keys).index("ddp")].label)
+    assert [_dropdown_value(browser, d) for d in ("#hs-level", "#hs-step", "#hs-rank")] == ["cpu_op", "3", "1"]
+    assert _wait(browser, "#hs-table td[data-dash-column=name]").text == first
+    browser.find_element("css selector", "#nav-timeline").click()
+    _wait(browser, "#tl-note", "segments")
+    assert [_dropdown_value(browser, d) for d in ("#tl-rank", "#tl-step")] == ["1", "3"]
+
+
+def test_hotspot_filter_resets_and_selection_follows_the_step(browser, app_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    _open(browser, app_url, "/hotspots", "ddp")
+    name_filter = _wait(browser, "#hs-table th.dash-filter[data-dash-column=name] input")
+    name_filter.send_keys("nccl", Keys.ENTER)
+    _wait(browser, "#hs-table td[data-dash-column=name]", "nccl")
+    browser.find_element(By.CSS_SELECTOR, "#hs-table td[data-dash-column=name]").click()
+    picked = _wait(browser, "#selected-name").text
+    _pick(browser, "#hs-step", "3")
+    _wait(browser, "#hs-details", "in step 3")
+    assert _wait(browser, "#selected-name").text == picked
+    _pick(browser, "#hs-level", "cpu_op")
+    _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")
+    refreshed = _wait(browser, "#hs-table th.dash-filter[data-dash-column=name] input")
+    assert refreshed.get_attribute("value") == "" and _table_names(browser, "hs-table")
+    assert "Click a name" in _wait(browser, "#hs-details").text
+
+
+TIMELINE_NAMES = (
+    "return document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => (t.hovertext || []).filter(x => x))"
+)
+TIMELINE_LANES = (
+    "return [...new Set(document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => t.y.filter(y => y)))]"
+)
+
+
+def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
+    """ddp_no_overlap was recorded with_stack: rank 1's straggler sleep annotation is on its main Python thread."""
+    url, store, keys = app_url
+    view = store.view(keys["ddp"])
+    sleeps = view.trace.events[view.trace.events["name"].astype(str).str.startswith("STRAGGLER_rank1_sleep")]
+    main_tid = str(sleeps["tid"].iloc[0])
+    browser.get(f"{url}/timeline?trace={keys['ddp']}&rank=1&step=3")
+    _wait(browser, "#tl-note", "segments")
+    _wait_script(browser, TIMELINE_NAMES, "STRAGGLER_rank1_sleep")
+    lanes = browser.execute_script(TIMELINE_LANES)
+    assert any(lane.startswith(f"thread {main_tid} ") for lane in lanes), lanes
+    _shot(browser, "timeline-with-stack")
+    browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
+    _pick(browser, "#tl-levels", "64")
+    _wait_script(browser, TIMELINE_NAMES, "built-in function sleep")
+    assert "frames=python" in browser.current_url and "levels=64" in browser.current_url

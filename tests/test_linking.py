@@ -158,7 +158,10 @@ def test_callers_stay_in_their_rank_when_ranks_are_joined():
     called = events[events["caller"] != NO_ROW]
     assert set(called["rank"]) == {0, 1}
     assert (events.loc[called["caller"], "rank"].to_numpy() == called["rank"].to_numpy()).all()
-    assert set(events.loc[called["caller"], "name"].astype(str)) == {"Enqueue"}
+    runtime = called[called["kind"] == Kind.RUNTIME.value]
+    assert set(events.loc[runtime["caller"], "name"].astype(str)) == {"Enqueue"}  # Dequeue@op ← its Enqueue
+    tasks = called[called["kind"] == Kind.COMM_TASK.value]  # an HCCL task ← the collective it belongs to
+    assert (events.loc[tasks["caller"], "kind"] == Kind.COMMUNICATION.value).all()
 
 
 def test_work_launched_before_the_recorded_window_is_in_no_step(gpt_train):

@@ -8,8 +8,8 @@ t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
 """
 
-from traceanalyzer.analyzers.compare import Comparison, compare
 from traceanalyzer.classify import Rule
+from traceanalyzer.comparison import Comparison, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import Kind, Platform

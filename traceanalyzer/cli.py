@@ -1,16 +1,20 @@
 """``traceanalyze``: the report, ``traceanalyze compare`` for two runs, ``traceanalyze dashboard`` for the Dash app.
 
-Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error.
+Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error, 3 the compare gate
+failed (``--fail-on-regression``: the candidate regressed).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 import threading
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
@@ -19,6 +23,8 @@ from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
 
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_REGRESSION = 3
+"""``traceanalyze compare --fail-on-regression``: the candidate regressed (see ``comparison.gate``)."""
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -44,6 +50,7 @@ def report_parser() -> argparse.ArgumentParser:
         metavar="REGEX",
         help="also treat device work whose name matches REGEX as communication (repeatable)",
     )
+    _cache_option(p)
     _output_options(p, "report")
     return p
 
@@ -54,14 +61,49 @@ def compare_parser() -> argparse.ArgumentParser:
         prog="traceanalyze compare",
         description="Did my change make it faster, and where? Compares two runs per step: step time, device busy, "
         "time by kind, and kernels, CPU ops and launching ops by name (new, gone, faster, slower). Each path is "
-        "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces.",
+        "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces. "
+        f"With --fail-on-regression(-ms) it is a CI gate: exit {EXIT_REGRESSION} when the candidate's step time is "
+        "worse by more than the threshold(s) and beyond the step-to-step noise (0 otherwise; 2 bad input).",
     )
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
     p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
     p.add_argument("--rank", type=int, help="only this rank (in both runs)")
+    p.add_argument(
+        "--fail-on-regression",
+        type=float,
+        metavar="PCT",
+        help=f"exit {EXIT_REGRESSION} when the median step time is more than PCT %% slower (beyond noise)",
+    )
+    p.add_argument(
+        "--fail-on-regression-ms",
+        type=float,
+        metavar="MS",
+        help=f"exit {EXIT_REGRESSION} when it is more than MS ms per step slower (with PCT too: both must be exceeded)",
+    )
+    _cache_option(p)
     _output_options(p, "comparison")
     return p
+
+
+def cache_parser() -> argparse.ArgumentParser:
+    """Arguments of the cache command."""
+    p = argparse.ArgumentParser(
+        prog="traceanalyze cache",
+        description="Parsed traces are kept in $XDG_CACHE_HOME/traceanalyzer (default ~/.cache/traceanalyzer) so "
+        "that opening one again is fast: 'info' lists the entries, 'clear' removes them all.",
+    )
+    p.add_argument("action", choices=("info", "clear"))
+    return p
+
+
+def _cache_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-cache",
+        action="store_true",
+        help="parse the traces again and keep nothing (default: reuse and keep parsed tables in the user's cache "
+        "folder, see 'traceanalyze cache info')",
+    )
 
 
 def _output_options(p: argparse.ArgumentParser, what: str) -> None:
@@ -78,6 +120,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from traceanalyzer.dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "cache":
+        return guarded(lambda: _cache(cache_parser().parse_args(argv[1:])))
     if argv and argv[0] == "compare":
         args = compare_parser().parse_args(argv[1:])
         return guarded(lambda: _compare(args), debug=args.debug)
@@ -104,25 +148,83 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    _check_options(args, args.paths)
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = load(args.paths, rules=rules)
+        trace = load(args.paths, rules=rules, cache=False if args.no_cache else None)
         report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(RENDERERS[args.format](report), args.output)
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from traceanalyzer.analyzers.compare import compare
+    from traceanalyzer.comparison import compare
     from traceanalyzer.renderers import compare as compare_renderer
 
+    _check_options(args, [args.baseline, args.candidate])
+    threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traces = [load(path) for path in (args.baseline, args.candidate)]
-        data = compare(*traces, rank=args.rank).to_dict(top=args.top)
+        traces = [load(path, cache=False if args.no_cache else None) for path in (args.baseline, args.candidate)]
+        data = compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
-    return _write(compare_renderer.render(data, args.format), args.output)
+    _write(compare_renderer.render(data, args.format), args.output)
+    return EXIT_REGRESSION if data["gate"] and data["gate"]["failed"] else EXIT_OK
+
+
+def _threshold(args: argparse.Namespace):
+    """The gate's threshold from --fail-on-regression(-ms); None without either. Negative ones are bad input."""
+    from traceanalyzer.comparison import Threshold
+
+    given = {"--fail-on-regression": args.fail_on_regression, "--fail-on-regression-ms": args.fail_on_regression_ms}
+    for option, value in given.items():
+        if value is not None and not value >= 0:
+            raise TraceError(option, f"the threshold must be a number >= 0, not {value:g}")
+    if args.fail_on_regression is None and args.fail_on_regression_ms is None:
+        return None
+    share = None if args.fail_on_regression is None else args.fail_on_regression / 100
+    ns = None if args.fail_on_regression_ms is None else args.fail_on_regression_ms * 1e6
+    return Threshold(share=share, ns=ns)
+
+
+def _cache(args: argparse.Namespace) -> int:
+    from traceanalyzer import cache
+
+    if args.action == "clear":
+        removed = cache.clear()
+        size = sum(e.size for e in removed) / (1 << 20)
+        return _write(f"removed {len(removed)} entries ({size:.1f} MiB) from {cache.folder()}\n", None)
+    return _write(cache.describe(), None)
+
+
+def _check_options(args: argparse.Namespace, inputs: list[str]) -> None:
+    """Before any analysis: a --comm-pattern that is not a regex, or an -o that cannot be written or would overwrite
+    an input, is bad input (one line, exit 2)."""
+    for pattern in getattr(args, "comm_pattern", ()):
+        try:
+            re.compile(pattern, re.IGNORECASE)
+        except re.error as e:
+            raise TraceError("--comm-pattern", f"{pattern!r} is not a regular expression ({e})") from None
+    if not args.output:
+        return
+    problem = _output_problem(Path(args.output), inputs)
+    if problem:
+        raise TraceError(args.output, f"(the -o output) {problem}")
+
+
+def _output_problem(out: Path, inputs: list[str]) -> str | None:
+    """Why the report cannot be written to ``out``, or None."""
+    folder = out.absolute().parent
+    if out.is_dir():
+        return "is a folder"
+    if not folder.is_dir():
+        return "is in a folder that does not exist"
+    if not os.access(folder, os.W_OK):
+        return "is in a folder that cannot be written to"
+    if out.exists() and any(Path(p).exists() and out.samefile(p) for p in inputs):
+        return "is one of the inputs (it would be overwritten)"
+    return None
 
 
 def _warn(messages: list[str]) -> None:
@@ -132,8 +234,11 @@ def _warn(messages: list[str]) -> None:
 
 def _write(text: str, output: str | None) -> int:
     if output:
-        with open(output, "w", encoding="utf-8") as f:
-            f.write(text)
+        try:
+            with open(output, "w", encoding="utf-8") as f:
+                f.write(text)
+        except OSError as e:
+            raise TraceError(output, f"(the -o output) cannot be written: {e.strerror or e}") from None
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -1,28 +1,32 @@
-"""Find what a path holds, parse it with the right parser, and join ranks into one Trace."""
+"""Find what a path holds, parse it with the right parser (or take it from the cache), and join ranks into one
+TraceData."""
 
 from __future__ import annotations
 
+import collections
 import multiprocessing
 import os
 import re
+import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import schema
-from traceanalyzer.classify import Rule, classify
+from traceanalyzer import cache, classify, linking, parsers, schema
+from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
-from traceanalyzer.linking import link
-from traceanalyzer.parsers import detect
+from traceanalyzer.parsers import ascend, detect, kineto
 from traceanalyzer.parsers.jsonstream import fork_is_safe
 from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.tracedata import TraceData
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_DIGITS = re.compile(r"\d+")
 _LINKS = ("parent", "launch", "op", "top_op", "caller")
 
 
@@ -30,35 +34,128 @@ def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | None = None,
+    cache: bool | None = None,
 ) -> TraceData:
-    """Load a trace file, a run folder, or several of them, into one TraceData (ranks side by side)."""
+    """Load a trace file, a run folder, or several of them, into one TraceData (ranks side by side). ``cache``: keep
+    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``)."""
+    return TraceData(*load_tables(path, rules, progress, cache))
+
+
+def load_tables(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    rules: Sequence[Rule] = (),
+    progress: Callable[[str], None] | None = None,
+    use_cache: bool | None = None,
+) -> Parsed:
+    """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     if not paths:
         raise TraceError("(no path)", "nothing to load")
-    units = [unit for p in paths for unit in detect.units(Path(p))]
+    found = [(Path(p), detect.units(Path(p))) for p in paths]
+    units = [unit for _, of_path in found for unit in of_path]
     if progress:
         progress(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
-    parsed = _parse_all(units, tuple(rules))
-    return _join(_assign_ranks(parsed))
+    cached = cache.enabled(use_cache)
+    results = _parse_all(units, tuple(rules), cached)
+    if cached:
+        cache.evict()
+    parsed = [r for r in results if not isinstance(r, Skipped)]
+    skipped = [r for r in results if isinstance(r, Skipped)]
+    skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
+    if not parsed:
+        raise TraceError(skipped[0].path, skipped[0].problem)
+    events, memory, meta = _join(_assign_ranks(parsed))
+    total = len(parsed) + len(skipped)
+    meta.warnings += [f"{s.path}: {s.problem}; left out: {len(parsed)} of {total} ranks analysed" for s in skipped]
+    return events, memory, meta
 
 
-def _parse_all(units: list, rules: tuple[Rule, ...]) -> list[Parsed]:
+@dataclass(frozen=True)
+class Skipped:
+    """A rank of a job that could not be read, and why (a plain value: it comes back from a worker process)."""
+
+    path: str
+    problem: str
+
+
+def _unread_rank_files(units: list) -> list[Skipped]:
+    """Files beside the rank traces found in a folder, named like them, that the detector did not take (empty, or
+    not a trace), so that a rank missing from the job is said, not silently dropped."""
+    taken = {u.path for u in units}
+    kinds = {(u.path.parent, _DIGITS.sub("#", u.path.name)) for u in units if u.path.is_file()}
+    found = []
+    for folder in sorted({f for f, _ in kinds}):
+        for path in sorted(folder.iterdir()):
+            if path not in taken and (folder, _DIGITS.sub("#", path.name)) in kinds and path.is_file():
+                empty = path.stat().st_size == 0
+                found.append(
+                    Skipped(str(path), "is empty" if empty else "is not a trace (no traceEvents at its start)")
+                )
+    return found
+
+
+def _parse_all(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
+    """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached)."""
+    found = [_from_cache(u, rules) if cached else None for u in units]
+    parsed = iter(_parse_many([u for u, t in zip(units, found, strict=True) if t is None], rules, cached))
+    return [t if t is not None else next(parsed) for t in found]
+
+
+def _parse_many(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
-    if len(units) == 1 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
-        return [_parse_one(u, rules) for u in units]
+    if len(units) < 2 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
+        return [_parse_one(u, rules, cached) for u in units]
     workers = min(len(units), os.cpu_count() or 1)
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_parse_one, units, [rules] * len(units)))
+        return list(pool.map(_parse_one, units, [rules] * len(units), [cached] * len(units)))
 
 
-def _parse_one(unit, rules: tuple[Rule, ...]) -> Parsed:
+def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
+    """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry)."""
+    slot = _slot(unit, rules)
+    return cache.read(slot, cache.fingerprint(slot.source))
+
+
+def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | Skipped:
+    """One rank's linked and classified tables, parsed; kept in the cache if asked (and unchanged while read)."""
+    try:
+        if not cached:
+            return _build(unit, rules)
+        slot = _slot(unit, rules)
+        identity = cache.fingerprint(slot.source)
+        tables = _build(unit, rules)
+    except TraceError as e:
+        return Skipped(e.path, e.problem)
+    if cache.fingerprint(slot.source) == identity:
+        cache.write(slot, identity, tables)
+    return tables
+
+
+def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     """Parse, link and classify one rank's trace."""
     events, memory, meta = unit.parse()
     events = schema.conform(events, _RAW_COLUMNS)
-    events, memory = link(events, memory)
-    events = classify(events, rules)
+    events, memory = linking.link(events, memory)
+    events = classify.classify(events, rules)
     events = schema.conform(events, schema.EVENT_COLUMNS)
     return events, memory, meta
+
+
+def _source_of(unit) -> Path:
+    """What a unit's tables are read from: a Kineto file itself; for other formats the rank folder around it (an
+    Ascend parser reads the files beside the one it was given)."""
+    if unit.parse_with is kineto.parse:
+        return unit.path
+    folder = unit.path if unit.path.is_dir() else unit.path.parent
+    return folder.parent if folder.name in ascend.OUTPUT_DIRS else folder
+
+
+def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
+    """Where the cache keeps a unit's tables: by source, parser and classification rules, built by this code."""
+    parser = f"{unit.parse_with.__module__}.{unit.parse_with.__qualname__}"
+    variant = (parser, *(f"{r.kind.value}:{r.pattern}" for r in rules))
+    code = cache.code_digest((parsers, linking, classify, schema, cache, sys.modules[__name__]))
+    return cache.Slot(_source_of(unit), variant, code, str(unit.path))
 
 
 _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
@@ -84,7 +181,7 @@ def _assign_ranks(parsed: list[Parsed]) -> list[Parsed]:
     return out
 
 
-def _join(parsed: list[Parsed]) -> TraceData:
+def _join(parsed: list[Parsed]) -> Parsed:
     frames, memories, metas = [], [], []
     offset = 0
     for events, memory, meta in parsed:
@@ -104,7 +201,7 @@ def _join(parsed: list[Parsed]) -> TraceData:
         metas.append(meta)
     events = _concat(frames)
     memory = pd.concat(memories, ignore_index=True) if len(memories) > 1 else memories[0]
-    return TraceData(schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas))
+    return schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas)
 
 
 def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -113,11 +210,19 @@ def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
     out = {}
     for col in frames[0].columns:
         if isinstance(frames[0][col].dtype, pd.CategoricalDtype):
-            out[col] = union_categoricals([f[col] for f in frames], ignore_order=True)
+            out[col] = union_categoricals(_same_text_dtype([f[col].array for f in frames]), ignore_order=True)
         else:
             out[col] = pd.concat([f[col] for f in frames]).to_numpy()
     index = pd.RangeIndex(frames[0].index.start, frames[-1].index.stop)
     return pd.DataFrame(out, index=index)
+
+
+def _same_text_dtype(columns: list[pd.Categorical]) -> list[pd.Categorical]:
+    """Categoricals whose categories share one dtype (object where ranks differ: one parsed by the native reader,
+    one by the fallback), as union_categoricals needs."""
+    if len({str(c.categories.dtype) for c in columns}) == 1:
+        return columns
+    return [pd.Categorical.from_codes(c.codes, pd.Index(c.categories, dtype=object), validate=False) for c in columns]
 
 
 def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
@@ -139,7 +244,7 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         end_ns=max(m.end_ns for m in metas),
         process_groups=first.process_groups,
         warnings=[w for m in metas for w in m.warnings],
-        adjustments=_summed([m.adjustments for m in metas]),
+        adjustments=dict(sum((collections.Counter(m.adjustments) for m in metas), collections.Counter())),
         extra={
             "per_rank": {
                 m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns, "extra": m.extra}
@@ -148,12 +253,3 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         }
         | first.extra,
     )
-
-
-def _summed(counts: list[dict[str, int]]) -> dict[str, int]:
-    """Counts by reason, added up over ranks."""
-    out: dict[str, int] = {}
-    for c in counts:
-        for reason, n in c.items():
-            out[reason] = out.get(reason, 0) + n
-    return out

@@ -85,7 +85,7 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("launch", "int64", "device work: the runtime call that launched it"),
     Column("op", "int64", "innermost CPU op that caused it (device work, runtime calls and ops)"),
     Column("top_op", "int64", "top-level CPU op that caused it"),
-    Column("caller", "int64", "host event on another thread that handed this one its work (Ascend task queue)"),
+    Column("caller", "int64", "host event on another thread that handed it its work; of a comm_task, its collective"),
     Column("input_dims", "category", "recorded input shapes, JSON text, '' if none"),
     Column("input_types", "category", "recorded input dtypes, JSON text, '' if none"),
     Column("bytes", "int64", "bytes moved (memcpy/memset/communication message), NO_ROW if unknown"),

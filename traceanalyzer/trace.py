@@ -91,6 +91,10 @@ class Trace(TraceData):
         """Collective calls that peers waited for: the late rank, the wait it caused, what it was doing."""
         return distributed.late_arrivals(self)
 
+    def pipeline_bubble(self) -> pd.DataFrame:
+        """Per rank and step of a pipeline-parallel job: send/recv time, cross-stage waits, the bubble and its share."""
+        return distributed.pipeline_bubble(self)
+
     def fusion(self) -> pd.DataFrame:
         """Fusion opportunities ranked by estimated saving per step."""
         return fusion.opportunities(self)
@@ -142,7 +146,9 @@ def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | None = None,
+    cache: bool | None = None,
 ) -> Trace:
-    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side)."""
-    data = loading.load(path, rules=rules, progress=progress)
+    """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side). ``cache``: keep
+    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``)."""
+    data = loading.load(path, rules=rules, progress=progress, cache=cache)
     return Trace(data.events, data.memory_events, data.meta)

@@ -3,7 +3,8 @@
 Recognised: torch_npu run folders ``*_ascend_pt`` (text: ``ASCEND_PROFILER_OUTPUT/trace_view.json`` + CSVs;
 database: ``ascend_pytorch_profiler_{rank}.db``), plain msprof exports (``PROF_*/mindstudio_profiler_output/``
 with ``msprof_*.json`` / ``op_summary_*.csv``, and ``PROF_*/msprof_*.db``), the files themselves, and parents of
-several ranks. Anything else returns [] quickly (names only; no file is opened).
+several ranks; a rank folder that holds only communication.json (torch_npu wrote no trace or kernel table for it)
+is read from that. Anything else returns [] quickly (names only; no file is opened).
 """
 
 from __future__ import annotations
@@ -11,18 +12,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from traceanalyzer.parsers.ascend import db, text
+from traceanalyzer.parsers.ascend import communication, db, text
+from traceanalyzer.parsers.ascend.outputs import OUTPUT_DIRS, TEXT_FILES, output
 from traceanalyzer.parsers.unit import Unit
 
-OUTPUT_DIRS = ("ASCEND_PROFILER_OUTPUT", "mindstudio_profiler_output")
-TEXT_FILES = re.compile(r"^(trace_view\.json|kernel_details\.csv|msprof_\d[\w.]*\.json|op_summary_\d[\w.]*\.csv)$")
-DB_FILES = re.compile(r"^(ascend_pytorch_profiler(_\d+)?|msprof_\d[\w]*)\.db$")
 ANY_DB = re.compile(r"\.db$")
 _RUN_DIR = re.compile(r"(_ascend_pt|_ascend_ms)$|^PROF_")
 _SEARCH_DEPTH = 4
 
 
-_PARSERS = {"text": text.parse, "db": db.parse}
+_PARSERS = {"text": text.parse, "db": db.parse, "communication": communication.parse}
 
 
 def units(path: Path) -> list[Unit]:
@@ -40,14 +39,14 @@ def _file(path: Path) -> list[tuple[str, Path]]:
 
 
 def _folder(path: Path) -> list[tuple[str, Path]]:
-    own = _output(path)
+    own = output(path)
     if own:
         return [own]
     ranks = []
     for depth in range(1, _SEARCH_DEPTH + 1):
         for child in sorted(path.glob("/".join(["*"] * depth))):
             if (child.name in OUTPUT_DIRS or _RUN_DIR.search(child.name)) and child.is_dir():
-                found = _output(child)
+                found = output(child)
                 if found and found not in ranks:
                     ranks.append(found)
         if ranks:
@@ -61,20 +60,3 @@ def _outermost(ranks: list[tuple[str, Path]]) -> list[tuple[str, Path]]:
     for module, p in ranks:
         seen.setdefault(p, (module, p))
     return list(seen.values())
-
-
-def _output(folder: Path) -> tuple[str, Path] | None:
-    """The unit of one rank folder (run folder, PROF_* folder or output folder), None if it is not one."""
-    for name in OUTPUT_DIRS:
-        inner = folder / name
-        if inner.is_dir():
-            found = _output(inner)
-            if found:
-                return found
-    files = {f.name: f for f in folder.iterdir() if f.is_file()} if folder.is_dir() else {}
-    if any(TEXT_FILES.match(n) for n in files):
-        return ("text", folder)
-    dbs = sorted(f for n, f in files.items() if DB_FILES.match(n))
-    if dbs:
-        return ("db", dbs[0])
-    return None

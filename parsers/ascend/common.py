@@ -5,12 +5,14 @@ Format facts (lane names, task types, units, sentinels) are from ``../shared/doc
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers.ascend.job import Job
 
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.errors import TraceError
@@ -82,12 +84,37 @@ _UNIT = re.compile(r"\((MB|KB|B|Byte|Bytes)\)\s*$")
 _UNIT_BYTES = {"MB": 1 << 20, "KB": 1 << 10, "B": 1, "Byte": 1, "Bytes": 1}
 
 
+BAD_NS = np.iinfo(np.int64).min
+"""A duration or time that is not a number of µs int64 ns can hold (text, inf, 1e308): dropped by ``sanitize``."""
+_MAX_US = 9.2e15
+"""µs values at or beyond this overflow int64 ns."""
+_DECIMAL = re.compile(r"^-?\d{1,16}(\.\d*)?$")
+
+
+class Notes(list):
+    """A parser's warnings (a list of lines) and what it dropped or clipped by reason (TraceMeta.adjustments)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.adjustments: dict[str, int] = {}
+
+    def adjust(self, where: str, reason: str, count: int) -> None:
+        """Count ``count`` rows dropped or clipped for ``reason``, with a warning naming ``where`` (nothing when 0)."""
+        if count:
+            self.adjustments[reason] = self.adjustments.get(reason, 0) + int(count)
+            self.append(f"{where}: {count:,} {reason}")
+
+
 def us_text_to_ns(values) -> np.ndarray:
-    """µs decimal strings (epoch, ns digits, maybe a trailing tab) → int64 ns, exactly; missing → NO_ROW."""
+    """µs decimal strings (epoch, ns digits, maybe a trailing tab) → int64 ns, exactly; missing → NO_ROW; text that
+    is not such a number (abc, inf, 1e308) → BAD_NS."""
     out = np.full(len(values), NO_ROW, dtype=np.int64)
     for i, v in enumerate(values):
         text = str(v).strip()
         if text in MISSING:
+            continue
+        if not _DECIMAL.match(text):
+            out[i] = _float_text_ns(text)
             continue
         whole, _, frac = text.partition(".")
         sign = -1 if whole.startswith("-") else 1
@@ -95,10 +122,50 @@ def us_text_to_ns(values) -> np.ndarray:
     return out
 
 
+def _float_text_ns(text: str) -> int:
+    """A µs number in another spelling (1.5e3) as ns; BAD_NS where it is not a finite number int64 ns can hold."""
+    try:
+        value = float(text)
+    except ValueError:
+        return BAD_NS
+    return round(value * 1000) if abs(value) < _MAX_US else BAD_NS
+
+
 def us_float_to_ns(values) -> np.ndarray:
-    """µs durations (numbers or strings, small) → int64 ns, rounded; missing → 0."""
-    arr = pd.to_numeric(pd.Series(values, dtype=object).astype(str).str.strip(), errors="coerce").to_numpy(float)
-    return np.where(np.isnan(arr), 0, np.rint(arr * 1000)).astype(np.int64)
+    """µs durations (numbers or strings, small) → int64 ns, rounded; missing → 0; not a finite number that int64 ns
+    can hold (abc, inf, 1e308) → BAD_NS."""
+    text = pd.Series(values, dtype=object).astype(str).str.strip()
+    arr = pd.to_numeric(text, errors="coerce").to_numpy(float)
+    missing = text.isin(MISSING).to_numpy()
+    bad = ~missing & (np.isnan(arr) | ~(np.abs(np.nan_to_num(arr, nan=0.0)) < _MAX_US))
+    ns = np.rint(np.where(np.isnan(arr) | bad, 0, arr) * 1000).astype(np.int64)
+    return np.where(bad, BAD_NS, ns)
+
+
+MAX_DURATION_NS = 86_400 * 10**9
+"""Longer than a day is not an event's duration but a broken value."""
+WINDOW_SLACK_NS = 86_400 * 10**9
+"""An event starting this far from the median start is a stray value, not part of the recording."""
+
+
+def sanitize(events: pd.DataFrame, where: str, notes: Notes) -> pd.DataFrame:
+    """Rows no analysis can use dropped (no valid start, a broken or day-long duration, a start far outside the
+    recording) and negative durations clipped to 0, each counted in ``notes``."""
+    ts, dur = events["ts"].to_numpy(), events["dur"].to_numpy()
+    no_start = (ts == NO_ROW) | (ts == BAD_NS) | (ts < 0)
+    broken = ~no_start & ((dur == BAD_NS) | (dur > MAX_DURATION_NS))
+    centre = int(np.median(ts[~no_start & ~broken])) if (~no_start & ~broken).any() else 0
+    stray = ~no_start & ~broken & (np.abs(ts - centre) > WINDOW_SLACK_NS)
+    notes.adjust(where, "events without a valid start time dropped", int(no_start.sum()))
+    notes.adjust(where, "events with a broken or longer-than-a-day duration dropped", int(broken.sum()))
+    notes.adjust(where, "events starting more than a day from the rest dropped", int(stray.sum()))
+    keep = ~(no_start | broken | stray)
+    out = events[keep].reset_index(drop=True) if not keep.all() else events
+    negative = out["dur"].to_numpy() < 0
+    notes.adjust(where, "negative durations clipped to 0", int(negative.sum()))
+    if negative.any():
+        out["dur"] = np.maximum(out["dur"].to_numpy(), 0)
+    return out
 
 
 def int_or_none(value) -> int:
@@ -112,19 +179,37 @@ def int_or_none(value) -> int:
         return NO_ROW
 
 
-def read_csv(path: Path) -> pd.DataFrame:
-    """A profiler CSV as stripped strings, columns by header name (CRLF, tabs and quotes handled)."""
+def read_csv(path: Path, notes: Notes | None = None) -> pd.DataFrame:
+    """A profiler CSV as stripped strings, columns by header name (CRLF, tabs and quotes handled); rows with more
+    fields than the header are skipped and counted in ``notes``; a file that is not CSV is a TraceError."""
     try:
         frame = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=False)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
+    except pd.errors.ParserError as e:
+        if "EOF inside string" in str(e):
+            raise TraceError(path, f"is not a readable CSV (a quote is never closed: {e})") from None
+        frame = _read_skipping(path, notes if notes is not None else Notes())
+    except (pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as e:
         raise TraceError(path, f"is not a readable CSV ({type(e).__name__}: {e})") from None
-    frame.columns = [c.strip() for c in frame.columns]
+    frame.columns = [str(c).strip() for c in frame.columns]
     return frame.apply(lambda s: s.str.strip())
 
 
-def kernel_details(path: Path) -> pd.DataFrame:
-    """kernel_details.csv or op_summary_*.csv with torch_npu's header names, ts/dur as int ns."""
-    frame = read_csv(path).rename(columns=KERNEL_DETAILS_RENAME)
+def _read_skipping(path: Path, notes: Notes) -> pd.DataFrame:
+    """The CSV without its rows that have more fields than the header (the slower reader, which can skip them)."""
+    skipped: list[list[str]] = []
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, engine="python", on_bad_lines=skipped.append)
+    except (pd.errors.ParserError, csv.Error, UnicodeDecodeError, OSError) as e:
+        raise TraceError(path, f"is not a readable CSV ({type(e).__name__}: {e})") from None
+    notes.adjust(str(path), "CSV rows with more fields than the header skipped", len(skipped))
+    return frame
+
+
+def kernel_details(path: Path, notes: Notes | None = None) -> pd.DataFrame:
+    """kernel_details.csv or op_summary_*.csv with torch_npu's header names, ts/dur as int ns; rows without a valid
+    start, with a broken duration or far outside the recording dropped (and negative durations clipped), counted."""
+    notes = notes if notes is not None else Notes()
+    frame = read_csv(path, notes).rename(columns=KERNEL_DETAILS_RENAME)
     for need in ("Name", "Start Time(us)", "Duration(us)"):
         if need not in frame:
             raise TraceError(path, f"has no '{need}' column; not a kernel_details/op_summary table")
@@ -132,7 +217,7 @@ def kernel_details(path: Path) -> pd.DataFrame:
     frame["dur"] = us_float_to_ns(frame["Duration(us)"].to_numpy())
     core = frame.get("Accelerator Core", pd.Series("", index=frame.index))
     frame["core"] = core.where(~core.isin(MISSING), "")
-    return frame
+    return sanitize(frame, str(path), notes)
 
 
 def shapes_json(text: str) -> str:
@@ -279,46 +364,36 @@ def empty_memory() -> pd.DataFrame:
     return memory_frame([], [], [], [])
 
 
-def profiler_info(run_dir: Path | None) -> dict:
-    """The run's profiler_info[_rank].json (config, rank), {} when absent or unreadable."""
-    if run_dir is None:
-        return {}
-    for f in sorted(run_dir.glob("profiler_info*.json")):
-        try:
-            return json.loads(f.read_text())
-        except (OSError, ValueError):
-            return {}
-    return {}
-
-
-def rank_from(info: dict, path: Path) -> int | None:
-    """Rank from profiler_info (``rank_id``, int or digits) or a ``*_{rank}.db`` name."""
-    rank = int_or_none(info.get("rank_id"))  # an int, or a string of one (torch_npu 2.7.1)
-    if rank >= 0:
-        return rank
-    m = re.search(r"_(\d+)\.db$", path.name)
-    return int(m.group(1)) if m else None
-
-
-def make_meta(
-    path: Path, events: pd.DataFrame, source_format: str, rank: int | None, info: dict, warnings: list[str]
-) -> TraceMeta:
+def make_meta(path: Path, events: pd.DataFrame, source_format: str, job: Job, notes: Notes) -> TraceMeta:
     """TraceMeta of one Ascend rank."""
     ends = events["ts"].to_numpy() + events["dur"].to_numpy()
-    config = (info.get("config") or {}).get("experimental_config") or {}
+    config = _object(_object(job.info.get("config")).get("experimental_config"))
     device = events.loc[events["device"] != NO_ROW, "device"]
     index = int(device.iloc[0]) if len(device) else 0
     return TraceMeta(
         platform=Platform.ASCEND,
         source_format=source_format,
-        format_version=str(info.get("torch_npu_version") or info.get("cann_version") or ""),
+        format_version=str(job.info.get("torch_npu_version") or job.info.get("cann_version") or ""),
         paths=[str(path)],
-        ranks=[rank if rank is not None else 0],
-        world_size=1,
-        rank_known=rank is not None,
+        ranks=[job.rank if job.rank is not None else 0],
+        world_size=job.world_size,
+        rank_known=job.rank is not None,
         devices=[Device(index=index, name="Ascend NPU")],
         start_ns=int(events["ts"].min()) if len(events) else 0,
         end_ns=int(ends.max()) if len(events) else 0,
-        warnings=warnings,
+        warnings=list(notes),
+        adjustments=dict(notes.adjustments),
         extra={"profiler_level": config.get("_profiler_level", ""), "aic_metrics": config.get("_aic_metrics", "")},
     )
+
+
+def _object(value) -> dict:
+    """value if it is a JSON object, else {} (a profiler_info field of another type is ignored)."""
+    return value if isinstance(value, dict) else {}
+
+
+def valid_times(ts: np.ndarray, where: str, notes: Notes, what: str = "rows") -> np.ndarray:
+    """Per value, whether it is a recorded time (not missing, not BAD_NS); the bad ones counted in ``notes``."""
+    bad = ts == BAD_NS
+    notes.adjust(where, f"{what} with a time that is not a µs timestamp dropped", int(bad.sum()))
+    return (ts != NO_ROW) & ~bad

@@ -2,17 +2,22 @@
 
 Device tasks are ``TASK`` rows: compute when a ``COMPUTE_TASK_INFO`` row shares the globalTaskId, tasks of a
 collective when a ``COMMUNICATION_TASK_INFO`` row does; whole collectives are ``COMMUNICATION_OP``. Host side:
-``CANN_API`` (runtime), ``PYTORCH_API`` (ops, queue, Python frames), ``STEP_TIME``. The file is opened read-only.
+``CANN_API`` (runtime), ``PYTORCH_API`` (ops, queue, Python frames), ``STEP_TIME``. The file is opened read-only
+and immutable: nothing is written beside it.
 """
 
 from __future__ import annotations
 
+import json
+import shutil
 import sqlite3
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
+from traceanalyzer.parsers.ascend import job
 
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
@@ -34,36 +39,66 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
         records = _memory_records(con, strings, tables)
         snapshots, blocks, modules = _memory(records), _blocks(con, strings, tables, records), _modules(con, tables)
+        db_metadata = _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
-    events = _categorize(events)
-    events["caller"] = _callers(events)
-    events = events.drop(columns="queue", errors="ignore")
-    info = c.profiler_info(path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None)
+    warnings = c.Notes()
+    events = _categorize(c.sanitize(events, str(path), warnings))
+    queue = _callers(events)
+    events["caller"] = np.where(queue != NO_ROW, queue, _task_ops(events))
+    events = events.drop(columns=["queue", "comm_op"], errors="ignore")
     fmt = "torch_npu-db" if "PYTORCH_API" in tables else "msprof-db"
-    warnings = [] if "PYTORCH_API" in tables else [f"{path.name}: no framework (PyTorch) tables; device and CANN only"]
-    meta = c.make_meta(path, events, fmt, c.rank_from(info, path), info, warnings)
+    if "PYTORCH_API" not in tables:
+        warnings.append(f"{path.name}: no framework (PyTorch) tables; device and CANN only")
+    run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
+    meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     return events, c.block_memory(events, blocks, snapshots), meta
 
 
+def uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only and immutable: SQLite then creates no ``-wal`` / ``-shm`` file
+    beside a WAL-mode database and rewrites no existing one (``mode=ro`` alone does both)."""
+    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
+
+
 class _connect:
-    """A read-only SQLite connection that is always closed, with bad files reported as TraceError."""
+    """A read-only SQLite connection that is always closed, with bad files reported as TraceError. A database whose
+    ``-wal`` file holds changes not yet in the database (which an immutable open would not see) is read from a
+    private copy of both."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.private: tempfile.TemporaryDirectory | None = None
 
     def __enter__(self) -> sqlite3.Connection:
         try:
-            self.con = sqlite3.connect(f"file:{self.path.resolve()}?mode=ro", uri=True)
+            self.con = self._open()
             self.con.execute("select count(*) from sqlite_master").fetchone()
-        except sqlite3.DatabaseError as e:
+        except (sqlite3.DatabaseError, OSError) as e:
+            self._close()
             raise TraceError(self.path, f"is not a readable SQLite database ({e})") from None
         return self.con
 
+    def _open(self) -> sqlite3.Connection:
+        wal = self.path.with_name(self.path.name + "-wal")
+        if not (wal.is_file() and wal.stat().st_size):
+            return sqlite3.connect(uri(self.path), uri=True)
+        self.private = tempfile.TemporaryDirectory(prefix="traceanalyzer-db-")
+        copy = Path(self.private.name) / self.path.name
+        shutil.copyfile(self.path, copy)
+        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        return sqlite3.connect(copy)
+
+    def _close(self) -> None:
+        if getattr(self, "con", None) is not None:
+            self.con.close()
+        if self.private is not None:
+            self.private.cleanup()
+
     def __exit__(self, *exc) -> None:
-        self.con.close()
+        self._close()
         if exc[0] is not None and issubclass(exc[0], sqlite3.DatabaseError):
             raise TraceError(self.path, f"is a corrupt or unexpected profiler database ({exc[1]})") from None
 
@@ -75,6 +110,23 @@ def _tables(path: Path, con: sqlite3.Connection) -> set[str]:
         shown = ", ".join(sorted(tables)[:8]) or "no tables"
         raise TraceError(path, f"is not an Ascend profiler database: no {', '.join(missing)} table (has {shown})")
     return tables
+
+
+_METADATA_KEYS = ("distributed_args", "parallel_group_info")
+
+
+def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
+    """profiler_metadata.json keys as torch_npu copies them into META_DATA (JSON text; ENV_VARIABLES in samples)."""
+    if "META_DATA" not in tables:
+        return {}
+    rows = con.execute("select name, value from META_DATA where name in (?, ?)", _METADATA_KEYS).fetchall()
+    out = {}
+    for name, value in rows:
+        try:
+            out[name] = json.loads(value)
+        except (TypeError, ValueError):
+            continue
+    return out
 
 
 def _strings(con: sqlite3.Connection) -> dict[int, str]:
@@ -101,7 +153,11 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
         "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
         + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
         + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
-        + ("m.taskType as ctask, m.size as csize " if comm else "null as ctask, null as csize ")
+        + (
+            "m.taskType as ctask, m.size as csize, m.opId as cop "
+            if comm
+            else "null as ctask, null as csize, null as cop "
+        )
         + "from TASK t "
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
         + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")
@@ -121,7 +177,7 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": name,
             "kind": kind,
             "cat": task_type,
@@ -131,6 +187,7 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
             "stream": t["streamId"].fillna(NO_ROW).astype(np.int64),
             "correlation": np.where(is_comm, NO_ROW, t["connectionId"].fillna(NO_ROW)).astype(np.int64),
             "bytes": np.where(is_comm, t["csize"].fillna(NO_ROW), NO_ROW).astype(np.int64),
+            "comm_op": np.where(is_comm, t["cop"].fillna(NO_ROW), NO_ROW).astype(np.int64),
             "core": core,
             "input_dims": [c.shapes_json(s) for s in _names(t["inputShapes"], strings)],
             "input_types": _names(t["inputDataTypes"], strings),
@@ -150,7 +207,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": names,
             "kind": Kind.COMMUNICATION.value,
             "cat": _names(t["algType"], strings) if "algType" in t else "",
@@ -161,6 +218,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
             "collective": [x[0] for x in coll],
             "bytes": np.array([x[1] for x in coll], dtype=np.int64),
             "group": _names(t["groupName"], strings),
+            "comm_op": t["opId"].fillna(NO_ROW).astype(np.int64) if "opId" in t else NO_ROW,
             "core": c.HCCL_CORE,
         }
     )
@@ -180,7 +238,7 @@ def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) ->
     return pd.DataFrame(
         {
             "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64).clip(lower=0),
+            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
             "name": _names(t["name"], strings),
             "kind": Kind.RUNTIME.value,
             "cat": t["type"].astype(str),
@@ -243,6 +301,23 @@ def _callers(events: pd.DataFrame) -> np.ndarray:
     found = by_id[~by_id.index.duplicated()].reindex(queue[dequeue]).to_numpy()
     ok = ~np.isnan(found)
     out[np.flatnonzero(dequeue)[ok]] = found[ok].astype(np.int64)
+    return out
+
+
+def _task_ops(events: pd.DataFrame) -> np.ndarray:
+    """Per row, for the tasks of collectives (COMM_TASK), the COMMUNICATION row of the same opId; NO_ROW elsewhere."""
+    out = np.full(len(events), NO_ROW, dtype=np.int64)
+    if "comm_op" not in events:
+        return out
+    op_id = events["comm_op"].fillna(NO_ROW).astype(np.int64).to_numpy()
+    kind = events["kind"].astype(str).to_numpy()
+    ops = np.flatnonzero((kind == Kind.COMMUNICATION.value) & (op_id != NO_ROW))
+    by_id = pd.Series(ops, index=op_id[ops])
+    by_id = by_id[~by_id.index.duplicated()]
+    tasks = np.flatnonzero((kind == Kind.COMM_TASK.value) & (op_id != NO_ROW))
+    found = by_id.reindex(op_id[tasks]).to_numpy()
+    ok = ~np.isnan(found)
+    out[tasks[ok]] = found[ok].astype(np.int64)
     return out
 
 

@@ -1,11 +1,14 @@
 """Collective calls: one row per communication call on each rank, matched across ranks.
 
 Calls are matched by process group and sequence number within the group (order on the device), with a
-small shift search where a rank's window cut a call off. Clock offsets between ranks come from the ends
-of matched calls that finish together everywhere (all-reduce, all-gather, ...: not a broadcast, whose root may
-finish before the others start); they are applied here, never written
-back into the event table. Wait is the part of a call beyond the shortest duration across ranks (time
-spent waiting for peers); transfer is that shortest duration.
+small shift search where a rank's window cut a call off; an HCCL op without a recorded group takes it from its
+name (``hcom_allReduce__170_1_1``: the last three digits of the group's hash, then the op's index in the group).
+Clock offsets between ranks come only from the ends of matched calls that finish together everywhere
+(all-reduce, all-gather, ...: not a broadcast, whose root may finish before the others start) and of matched
+send/recv pairs; an estimate under which a matched send/recv pair no longer overlaps (one side ends before the other
+started) is rejected. Offsets are applied here, never written back into the event table. Wait is the part of a call
+beyond the shortest duration across ranks (time spent waiting for peers); transfer is the time data moves: from the
+HCCL task lanes where the trace records them (``hccl``), else that shortest duration.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers import hccl, pipeline
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.schema import NO_ROW, Kind
 
@@ -62,10 +66,13 @@ _ID_SPAN = 1 << 32
 
 ENDS_TOGETHER = frozenset({"allreduce", "allgather", "reduce_scatter", "alltoall", "barrier"})
 """Collectives in which every rank receives from every other, so they end together on all ranks; a broadcast's root
-or a send's sender can finish before its peers have even started, so those do not say how the clocks differ."""
+can finish before its peers have even started, so it does not say how the clocks differ. Matched send/recv pairs
+(``pipeline.is_p2p``) end together too: the transfer finishes on both sides."""
+HCCL_OP = re.compile(r"^hcom_[A-Za-z]+__(\d+)_\d+_\d+$")
+"""An HCCL op name: ``hcom_<op>__<last 3 digits of the group hash>_<index in the group>_<n>``."""
 
-WAIT_TASK = re.compile(r"Notify_?Wait", re.I)
-"""Tasks inside a collective that wait for peers (HCCL Notify_Wait)."""
+WAIT_TASK = re.compile(r"Notify[_ ]?Wait", re.I)
+"""Tasks inside a collective that wait for peers (HCCL Notify_Wait; Notify Wait on the device stream)."""
 
 LATE_MIN_NS = 100_000
 """A call whose peers waited less than this is not worth naming a late rank for."""
@@ -73,9 +80,10 @@ LATE_EXPLAINED = 50
 """How many of the costliest late arrivals get their cause looked up."""
 
 CALL_COLUMNS = [
-    "rank", "step", "group", "seq", "collective", "name", "dtype", "bytes", "group_size", "phase",
+    "rank", "step", "group", "seq", "collective", "p2p", "name", "dtype", "bytes", "group_size", "phase",
     "start_ns", "dur_ns", "exposed_ns", "compute_beside_ns", "task_wait_ns", "match", "ranks_matched", "transfer_ns",
-    "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps", "link_gbps", "row",
+    "transfer_basis", "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps",
+    "link_bytes", "link_transfer_ns", "link_bw_gbps", "link_gbps", "row",
 ]  # fmt: skip
 
 
@@ -88,17 +96,20 @@ def calls(trace) -> pd.DataFrame:
     table = _base(trace, comm)
     table = _match(table)
     table = _cross_rank(table, clock_offsets_of(table))
+    table = _task_transfer(table, trace.events)
     return _bandwidth(table, trace)[CALL_COLUMNS].reset_index(drop=True)
 
 
 def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
     names = comm["name"].astype(str)
+    collectives = _collectives(trace.events, comm)
     table = pd.DataFrame(
         {
             "rank": comm["rank"].to_numpy(),
             "step": comm["step"].to_numpy(),
-            "group": comm["group"].astype(str).to_numpy(),
-            "collective": _collectives(trace.events, comm),
+            "group": _groups(comm["group"].astype(str), names),
+            "collective": collectives,
+            "p2p": pipeline.p2p_rows(trace.events, comm, collectives),
             "name": names.to_numpy(),
             "dtype": names.str.extract(DTYPE_IN_NAME, expand=False).fillna("").to_numpy(),
             "bytes": comm["bytes"].to_numpy(),
@@ -114,6 +125,13 @@ def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
     table = table.sort_values(["rank", "group", "start_ns"], kind="stable").reset_index(drop=True)
     table["seq"] = table.groupby(["rank", "group"]).cumcount()
     return table
+
+
+def _groups(groups: pd.Series, names: pd.Series) -> np.ndarray:
+    """The process group of each call; an HCCL op without one takes the group its name encodes."""
+    encoded = names.str.extract(HCCL_OP, expand=False)
+    fallback = "hccl group *" + encoded
+    return groups.where((groups != "") | encoded.isna(), fallback).to_numpy()
 
 
 def _collectives(events: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
@@ -220,7 +238,9 @@ def _match(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _signature(frame: pd.DataFrame) -> np.ndarray:
-    return (frame["collective"].astype(str) + ":" + frame["bytes"].astype(str)).to_numpy()
+    """What a call looks like on every rank: its collective (a send matches its recv) and size."""
+    collective = frame["collective"].astype(str).where(~pipeline.is_p2p(frame), "p2p")
+    return (collective + ":" + frame["bytes"].astype(str)).to_numpy()
 
 
 def _best_shift(ref: np.ndarray, other: np.ndarray) -> int:
@@ -236,27 +256,62 @@ def _best_shift(ref: np.ndarray, other: np.ndarray) -> int:
 
 
 def clock_offsets_of(table: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: clock offset against the lowest rank (ns, to subtract), its spread, and how many calls it rests on
-    (the calls that end together on every rank, where there are any)."""
+    """Per rank: clock offset against the lowest rank (ns, to subtract), its spread, how many calls it rests on and
+    how it was found: from the ends of matched calls that end together (collectives and send/recv pairs), else from
+    the send/recv pairs alone, taking the first estimate that keeps every matched send/recv pair overlapping."""
     ranks = sorted(table["rank"].unique())
     matched = table[table["match"] != NO_ROW]
-    together = matched["collective"].isin(ENDS_TOGETHER)
-    matched = matched[together] if together.any() else matched
-    end = matched["start_ns"] + matched["dur_ns"]
-    residual = end - end.groupby(matched["match"]).transform("median")
-    by_rank = residual.groupby(matched["rank"])
+    p2p = pipeline.is_p2p(matched)
+    pairs = matched[p2p]
+    candidates = (matched[matched["collective"].isin(ENDS_TOGETHER).to_numpy() | p2p], pairs)
+    rejected = ""
+    for rows in candidates:
+        if not len(rows):
+            continue
+        estimate = _offsets_from_ends(rows, ranks)
+        if _keeps_order(pairs, estimate):
+            estimate["method"] = np.where(estimate["calls"] > 0, _method(rows) + rejected, "none")
+            return estimate
+        rejected = " (the estimate from all calls was rejected: it put a send/recv pair out of order)"
+    return pd.DataFrame(
+        {"rank": ranks, "offset_ns": 0, "spread_ns": 0, "calls": 0, "method": "none" + rejected}
+    ).astype({"offset_ns": np.int64, "spread_ns": np.int64, "calls": np.int64})
+
+
+def _offsets_from_ends(rows: pd.DataFrame, ranks: list) -> pd.DataFrame:
+    """Per rank: the median of its calls' end against the median end of each call across ranks, and its spread."""
+    end = rows["start_ns"] + rows["dur_ns"]
+    residual = end - end.groupby(rows["match"]).transform("median")
+    by_rank = residual.groupby(rows["rank"])
     offset = by_rank.median().reindex(ranks)
-    offset = (offset - offset.iloc[0]).fillna(0) if len(offset) and not np.isnan(offset.iloc[0]) else offset.fillna(0)
-    spread = (residual - matched["rank"].map(by_rank.median())).abs().groupby(matched["rank"]).median()
+    offset = (offset - offset.iloc[0]).fillna(0) if not np.isnan(offset.iloc[0]) else offset.fillna(0)
+    spread = (residual - rows["rank"].map(by_rank.median())).abs().groupby(rows["rank"]).median()
     return pd.DataFrame(
         {
             "rank": ranks,
             "offset_ns": offset.round().astype(np.int64).to_numpy(),
             "spread_ns": spread.reindex(ranks).fillna(0).round().astype(np.int64).to_numpy(),
             "calls": by_rank.size().reindex(ranks).fillna(0).astype(np.int64).to_numpy(),
-            "method": np.where(by_rank.size().reindex(ranks).fillna(0) > 0, "collective ends", "none"),
         }
     )
+
+
+def _keeps_order(pairs: pd.DataFrame, offsets: pd.DataFrame) -> bool:
+    """Whether, after alignment, the two sides of every matched send/recv pair overlap (no side ends before the
+    other started: a recv cannot complete before its send began)."""
+    if not len(pairs):
+        return True
+    start = pairs["start_ns"] - pairs["rank"].map(offsets.set_index("rank")["offset_ns"]).fillna(0)
+    end = start + pairs["dur_ns"]
+    return bool((start.groupby(pairs["match"]).max() <= end.groupby(pairs["match"]).min()).all())
+
+
+def _method(rows: pd.DataFrame) -> str:
+    """How an offset estimate was found: which kinds of calls it rests on."""
+    p2p = pipeline.is_p2p(rows)
+    if p2p.all():
+        return "send/recv ends"
+    return "collective and send/recv ends" if p2p.any() else "collective ends"
 
 
 def _cross_rank(table: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
@@ -277,6 +332,19 @@ def _cross_rank(table: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
         table.loc[late.to_numpy(), "rank"].set_axis(late.index)
     )
     table["aligned_start_ns"] = aligned
+    return table
+
+
+def _task_transfer(table: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+    """Transfer time, link bytes and per-link bandwidth from the HCCL task lanes, where the trace records them."""
+    tasks = hccl.task_times(events, table)
+    known = tasks["transfer_ns"].notna()
+    table["transfer_basis"] = np.where(table["match"] != NO_ROW, "shortest across ranks", "")
+    table.loc[known, "transfer_ns"] = tasks.loc[known, "transfer_ns"]
+    table.loc[known, "transfer_basis"] = tasks.loc[known, "transfer_basis"]
+    table["link_bytes"] = tasks["link_bytes"]
+    table["link_transfer_ns"] = tasks["link_transfer_ns"]
+    table["link_bw_gbps"] = tasks["link_bytes"] / tasks["link_transfer_ns"].where(tasks["link_transfer_ns"] > 0)
     return table
 
 
@@ -304,6 +372,8 @@ def link_gbps(trace) -> float:
     return float("nan")
 
 
+NOT_RECORDED = "not_recorded"
+"""The cause of a late arrival on a rank whose compute and host work are not in the trace."""
 LATE_COLUMNS = [
     "match", "step", "collective", "group", "late_rank", "caused_wait_ns", "window_ns", "late_compute_ns", "cause",
     "detail",
@@ -313,8 +383,10 @@ _DEVICE_BUSY = [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value]
 
 
 def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
-    """The costliest matched calls that peers waited for: who arrived last, and what it did meanwhile."""
-    matched = table[(table["match"] != NO_ROW) & (table["late_rank"] != NO_ROW)]
+    """The costliest matched calls that peers waited for: who arrived last, and what it did meanwhile. Send/recv and
+    collectives across pipeline stages are left out: waiting there is the pipeline bubble (``pipeline``)."""
+    scheduled = pipeline.is_p2p(table) | pipeline.cross_stage(table, pipeline.peer_pairs(table))
+    matched = table[(table["match"] != NO_ROW).to_numpy() & (table["late_rank"] != NO_ROW).to_numpy() & ~scheduled]
     if not len(matched):
         return pd.DataFrame(columns=LATE_COLUMNS)
     g = matched.groupby("match")
@@ -351,9 +423,13 @@ class _RankActivity:
         device = events[events["kind"].isin(_DEVICE_BUSY)]
         self.busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
         self.host = events[events["kind"].isin(_HOST_WORK)]
+        self.recorded = bool(len(device) or len(self.host))
 
     def cause(self, start: int, end: int) -> tuple[int, str, str]:
-        """Device busy time in [start, end), the cause (compute, data_loading, host, idle) and the host range."""
+        """Device busy time in [start, end), the cause (compute, data_loading, host, idle; not_recorded for a rank of
+        which only communication was loaded) and the host range."""
+        if not self.recorded:
+            return 0, NOT_RECORDED, ""
         compute = intervals.length(intervals.clip(self.busy, start, end))
         detail = self.dominant_host_range(start, end, (end - start - compute) / 2)
         if compute >= (end - start) / 2:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import collective_calls
+from traceanalyzer.analyzers import collective_calls, pipeline
 from traceanalyzer.analyzers.steps import step_spans, step_time
 from traceanalyzer.findings import Basis, Finding, make
 from traceanalyzer.memo import per_trace
@@ -135,7 +135,7 @@ def _job_calls(trace: TraceData) -> pd.DataFrame:
 
 
 def clock_offsets(trace: TraceData) -> pd.DataFrame:
-    """Per rank of the job: estimated clock offset against the lowest rank (ns), its spread and the calls it rests on."""
+    """Per rank of the job: estimated clock offset against the lowest rank (ns), its spread, the calls it rests on."""
     return collective_calls.clock_offsets_of(_job_calls(trace.base))
 
 
@@ -217,7 +217,8 @@ _ADVICE_LATE = {
 
 
 def findings(trace) -> list[Finding]:
-    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, many small messages, low bandwidth."""
+    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline bubble, many small messages,
+    low bandwidth."""
     calls = collectives(trace)
     if not len(calls):
         return []
@@ -225,6 +226,7 @@ def findings(trace) -> list[Finding]:
         _exposed(trace, calls, "allreduce", GRADIENT_PHASES),
         _exposed(trace, calls, "allgather", PREFETCH_PHASES),
         _straggler(trace),
+        pipeline.finding(trace, pipeline_bubble(trace), calls),
         _small_messages(trace, calls),
         _low_bandwidth(trace, calls),
     ]
@@ -267,8 +269,14 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
     )  # fmt: skip
 
 
-def _straggler(trace) -> Finding | None:
+def _explained_late(trace) -> pd.DataFrame:
+    """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged)."""
     late = late_arrivals(trace)
+    return late[late["cause"] != collective_calls.NOT_RECORDED]
+
+
+def _straggler(trace) -> Finding | None:
+    late = _explained_late(trace)
     if not len(late):
         return None
     caused = late.groupby("late_rank")["caused_wait_ns"].sum()
@@ -278,7 +286,8 @@ def _straggler(trace) -> Finding | None:
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
     calls = collectives(trace)
-    waits = calls[calls["rank"] != rank].groupby("rank")["wait_ns"].sum()
+    waited = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)]
+    waits = waited.groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
     advice = f"Rank {rank} arrives last at its collectives; the others wait. " + _ADVICE_LATE[cause].format(
         detail=detail
@@ -333,7 +342,7 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
 
 TOP_COLUMNS = [
     "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "task_wait_ns",
-    "transfer_ns", "busbw_gbps", "late_rank",
+    "transfer_ns", "transfer_basis", "busbw_gbps", "link_bw_gbps", "late_rank",
 ]  # fmt: skip
 STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
 
@@ -345,19 +354,22 @@ def section(trace: TraceData, options: Options) -> Section | None:
     if not len(calls) or not len(table):
         return None
     ranks = per_rank(trace)
+    by_rank = ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share", "calls", "wait_ns"]]
+    exposed = _top(calls, options.top)[TOP_COLUMNS].dropna(axis=1, how="all")
     tables = [
-        Table("by_rank", "Communication by rank", ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns",
-              "hidden_comm_share", "calls", "wait_ns"]], Per.TOTAL),
+        Table("by_rank", "Communication by rank", by_rank, Per.TOTAL),
         Table("overlap", "Overlap per rank and step", table[[c for c in STEP_COLUMNS if c in table]], Per.STEP),
-        Table("most_exposed", "Most exposed collectives", _top(calls, options.top)[TOP_COLUMNS].dropna(axis=1, how="all")),
-    ]  # fmt: skip
+        Table("most_exposed", "Most exposed collectives", exposed),
+    ]
+    matched = int((calls["match"] != NO_ROW).sum())
+    hidden = float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1))
     facts = [
         Fact("ranks", "ranks", len(ranks), Unit.COUNT),
         Fact("collective_calls", "collective calls", len(calls), Unit.COUNT, Per.TOTAL),
-        Fact("matched_across_ranks", "calls matched across ranks", int((calls["match"] != NO_ROW).sum()), Unit.COUNT, Per.TOTAL),
-        Fact("hidden_comm_share", "communication hidden under compute", float(ranks["comm_hidden_ns"].sum() / max(ranks["comm_ns"].sum(), 1)), Unit.SHARE),
+        Fact("matched_across_ranks", "calls matched across ranks", matched, Unit.COUNT, Per.TOTAL),
+        Fact("hidden_comm_share", "communication hidden under compute", hidden, Unit.SHARE),
         Fact("comm_exposed_ns", "exposed communication", int(table["comm_exposed_ns"].median()), Unit.NS, Per.STEP),
-    ]  # fmt: skip
+    ]
     link = collective_calls.link_gbps(trace)
     if not np.isnan(link):
         facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", link, Unit.GBPS))
@@ -392,11 +404,44 @@ def _cross_rank(trace: TraceData, tables: list[Table], top: int) -> list[Fact]:
     tables.append(Table("clock_offsets", "Clock offsets", offsets))
     late = late_arrivals(trace)
     facts = [Fact("max_clock_offset_ns", "largest clock offset", int(offsets["offset_ns"].abs().max()), Unit.NS)]
+    calls = collectives(trace)
+    table = pipeline_bubble(trace)
+    if len(table):
+        tables.append(Table("pipeline_bubble", "Pipeline bubble per rank and step", table, Per.STEP))
+        facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(trace, table, calls).items()]
     if len(late):
         tables.append(Table("late_arrivals", "Late arrivals", late.head(top).drop(columns="match")))
-        caused = late.groupby("late_rank")["caused_wait_ns"].sum()
+    explained = _explained_late(trace)
+    if len(explained):
+        caused = explained.groupby("late_rank")["caused_wait_ns"].sum()
         facts.append(Fact("late_rank", "late rank", int(caused.idxmax()), Unit.NUMBER))
         facts.append(
             Fact("late_rank_caused_wait_ns", "wait the late rank caused", int(caused.max()), Unit.NS, Per.TOTAL)
         )
     return facts
+
+
+_PIPELINE_FACTS = {
+    "pipeline_stage_pairs": ("pipeline stage pairs", Unit.TEXT, Per.NONE),
+    "pipeline_bubble_ns_per_step": ("pipeline bubble (largest rank, median)", Unit.NS, Per.STEP),
+    "pipeline_bubble_share": ("pipeline bubble share of the step", Unit.SHARE, Per.NONE),
+}
+
+
+def _pipeline_fact(key: str, value: object) -> Fact:
+    title, unit, per = _PIPELINE_FACTS[key]
+    return Fact(key.replace("_ns_per_step", "_ns"), title, value, unit, per)
+
+
+def pipeline_bubble(trace: TraceData) -> pd.DataFrame:
+    """The pipeline bubble per rank and step of the scope (stages matched over the whole job)."""
+    return _in_scope(pipeline.bubble(_job_calls(trace.base), overlap(trace.base)), trace)
+
+
+def _in_scope(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:
+    """Rows of a per rank and step table within the trace's scope."""
+    keep = np.ones(len(table), dtype=bool)
+    for column, value in (("rank", trace.scope.rank), ("step", trace.scope.step)):
+        if value is not None:
+            keep &= (table[column] == value).to_numpy()
+    return table[keep]

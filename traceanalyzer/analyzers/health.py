@@ -637,9 +637,9 @@ def _shape_findings(trace, step_ns: fnd.StepTime) -> list[Finding]:
             ANALYZER,
             "dynamic_shapes",
             f"Dynamic shapes: {table['name'].nunique()} ops see new input shapes in later steps ({', '.join(names)})",
-            "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn the "
-            "caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the dimension "
-            "dynamic (torch._dynamo.mark_dynamic) when compiling.",
+            "Shapes that change every step make torch.compile recompile (or fall back), defeat CUDA graphs and churn "
+            "the caching allocator. Pad or bucket sequence lengths / batch sizes to a few fixed sizes, or mark the "
+            "dimension dynamic (torch._dynamo.mark_dynamic) when compiling.",
             step_ns,
             concerns_ns=int(table["device_ns"].sum()),
             where={"ops": names},

@@ -260,7 +260,7 @@ def _hotspot_finding(
 
 def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:
     """A GEMM's saving if it ran at ``GEMM_TARGET`` of the dense peak for its dtype (total ns), and its basis."""
-    if not rate or not rate["peak_tflops"] == rate["peak_tflops"]:
+    if not rate or rate["peak_tflops"] != rate["peak_tflops"]:  # no rate, or the peak is NaN (device unknown)
         return 0, Basis.NONE, ""
     target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
     model = (
@@ -296,12 +296,16 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     return _ranked(stats)[HOTSPOT_COLUMNS]
 
 
+_SHARES = ["share", "cum_share"]
 HOTSPOT_TABLES = {
-    Level.KERNEL: ("Top device kernels", ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]),
-    Level.CPU_OP: ("Top CPU ops (self time)", ["name", "count", "total_ns", "inclusive_ns", "device_self_ns", "share", "cum_share"]),
-    Level.OP_DEVICE: ("Device time by launching op", ["name", "count", "kernels", "total_ns", "mean_ns", "share", "cum_share"]),
-    Level.CATEGORY: ("Device time by op category", ["name", "count", "total_ns", "share", "cum_share"]),
-}  # fmt: skip
+    Level.KERNEL: ("Top device kernels", [*HOTSPOT_COLUMNS[:-2], *_SHARES]),
+    Level.CPU_OP: (
+        "Top CPU ops (self time)",
+        ["name", "count", "total_ns", "inclusive_ns", "device_self_ns", *_SHARES],
+    ),
+    Level.OP_DEVICE: ("Device time by launching op", ["name", "count", "kernels", "total_ns", "mean_ns", *_SHARES]),
+    Level.CATEGORY: ("Device time by op category", ["name", "count", "total_ns", *_SHARES]),
+}
 """The hotspot tables of the report: title and columns shown per level."""
 
 

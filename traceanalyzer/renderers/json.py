@@ -20,4 +20,9 @@ def data(report: Report) -> dict:
 
 def render(report: Report) -> str:
     """Pretty JSON text of the report."""
-    return orjson.dumps(data(report), option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    return dumps(data(report))
+
+
+def dumps(plain: dict) -> str:
+    """Pretty JSON text of plain data (numpy scalars allowed)."""
+    return orjson.dumps(plain, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()

@@ -1,0 +1,159 @@
+"""The pages' interactions: hotspot filters and selection, timeline picks and zoom, the compare pickers. Each one
+that changes what the user picked writes it to the URL's query string (see state)."""
+
+from __future__ import annotations
+
+import dash
+from dash import Input, Output, State, html, no_update
+from traceanalyzer.dashboards import charts, pages, state, tables
+from traceanalyzer.dashboards.store import Store
+
+from traceanalyzer.analyzers.hotspots import Level
+
+NS_PER_MS = 1_000_000
+URL = Output("url", "search", allow_duplicate=True)
+
+
+def register(app: dash.Dash, store: Store) -> None:
+    """Add the page callbacks to app."""
+    _hotspots(app, store)
+    _timeline(app, store)
+    _compare(app, store)
+
+
+def _hotspots(app: dash.Dash, store: Store) -> None:
+    @app.callback(
+        *[Output("hs-table", prop) for prop in tables.CONTENT],
+        Output("hs-table", "page_current"),
+        Output("hs-table", "filter_query"),
+        Output("hs-table", "sort_by"),
+        Output("hs-table", "active_cell"),
+        Output("hs-bars", "figure"),
+        Output("hs-kind", "disabled"),
+        URL,
+        Input("hs-level", "value"),
+        Input("hs-step", "value"),
+        Input("hs-rank", "value"),
+        Input("hs-kind", "value"),
+        State("trace", "value"),
+        State("url", "search"),
+        prevent_initial_call=True,
+    )
+    def hotspot_table(level, step, rank, kind, key, search):
+        view = store.view(key)
+        if view is None:
+            return (no_update,) * (len(tables.CONTENT) + 7)
+        table = pages.hotspot_table(view, level, step, rank, kind)
+        content = pages.hotspot_content(table)
+        # a name filter or sort of one level means nothing at another: they reset when the level changes
+        reset = ("", []) if dash.ctx.triggered_id == "hs-level" else (no_update, no_update)
+        search = state.updated(search, level=level, step=step, rank=rank, kind=kind)
+        bars = charts.hotspot_bars(table)
+        return *(content[p] for p in tables.CONTENT), 0, *reset, None, bars, level != Level.KERNEL.value, search
+
+    @app.callback(
+        Output("hs-details", "children"),
+        Output("hs-selected", "data"),
+        Input("hs-table", "active_cell"),
+        Input("hs-bars", "clickData"),
+        Input("hs-step", "value"),
+        Input("hs-rank", "value"),
+        Input("hs-level", "value"),
+        State("hs-table", "derived_viewport_data"),
+        State("hs-selected", "data"),
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def hotspot_details(cell, click, step, rank, level, rows, selected, key):
+        view = store.view(key)
+        if view is None:
+            return no_update, no_update
+        if dash.ctx.triggered_id == "hs-level":
+            return html.P(pages.PICK_HINT), None  # the picked name belongs to the other level
+        name = _selected_name(cell, click, rows) or selected
+        if name is None:
+            return html.P(pages.PICK_HINT), None
+        return pages.selection(view, level, name, step, rank), name
+
+
+def _selected_name(cell, click, rows) -> str | None:
+    """The name the user picked: the clicked table row, or the clicked bar."""
+    trigger = dash.ctx.triggered_id
+    if trigger == "hs-table" and cell and rows and cell["row"] < len(rows):
+        return rows[cell["row"]]["full_name"]
+    if trigger == "hs-bars" and click:
+        return click["points"][0].get("customdata")
+    return None
+
+
+def _timeline(app: dash.Dash, store: Store) -> None:
+    def draw(key, rank, step, levels, python, window: tuple[int, int] | None = None):
+        view = store.view(key)
+        if view is None or rank is None or step is None:
+            return no_update, no_update
+        return pages.timeline_figure(view, int(rank), int(step), int(levels), bool(python), window)
+
+    @app.callback(
+        Output("tl-graph", "figure"),
+        Output("tl-note", "children"),
+        URL,
+        Input("tl-rank", "value"),
+        Input("tl-step", "value"),
+        Input("tl-levels", "value"),
+        Input("tl-python", "value"),
+        State("trace", "value"),
+        State("url", "search"),
+        prevent_initial_call="initial_duplicate",  # draws when the page opens
+    )
+    def timeline(rank, step, levels, python, key, search):
+        frames = "python" if python else None
+        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames)
+        return *draw(key, rank, step, levels, python), search
+
+    # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
+    # request that draws the step.
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Output("tl-note", "children", allow_duplicate=True),
+        Input("tl-graph", "relayoutData"),
+        State("tl-rank", "value"),
+        State("tl-step", "value"),
+        State("tl-levels", "value"),
+        State("tl-python", "value"),
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def timeline_zoom(relayout, rank, step, levels, python, key):
+        window = zoom_window(relayout)
+        if window is None and not _reset(relayout):
+            return no_update, no_update
+        return draw(key, rank, step, levels, python, window)
+
+
+def zoom_window(relayout: dict | None) -> tuple[int, int] | None:
+    """The x range (ns) a zoom on the timeline asked for, or None when it was not a zoom."""
+    if not relayout or "xaxis.range[0]" not in relayout:
+        return None
+    lo, hi = (relayout[f"xaxis.range[{i}]"] for i in (0, 1))
+    return int(float(lo) * NS_PER_MS), int(float(hi) * NS_PER_MS)
+
+
+def _reset(relayout: dict | None) -> bool:
+    return bool(relayout) and relayout.get("xaxis.autorange") is True
+
+
+def _compare(app: dash.Dash, store: Store) -> None:
+    @app.callback(
+        Output("cmp-body", "children"),
+        URL,
+        Input("cmp-a", "value"),
+        Input("cmp-b", "value"),
+        State("url", "search"),
+        prevent_initial_call="initial_duplicate",  # compares when the page opens
+    )
+    def compare(left, right, search):
+        search = state.updated(search, left=left, right=right)
+        a, b = store.view(left), store.view(right)
+        if a is None or b is None:
+            return html.P(pages.COMPARE_HINT, id="cmp-hint"), search
+        return pages.comparison(a, b), search

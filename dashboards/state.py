@@ -1,0 +1,31 @@
+"""What the user picked (trace, step, rank, filters) as the URL's query string: a reload or a shared link keeps it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from urllib.parse import parse_qsl, urlencode
+
+KEYS = ("trace", "step", "rank", "level", "kind", "levels", "frames", "left", "right")
+"""The query keys the pages read and write, in the order the URL lists them."""
+
+
+def parse(search: str | None) -> dict[str, str]:
+    """The known keys of a query string (``?trace=t1&step=3``)."""
+    return {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in KEYS}
+
+
+def encode(query: dict[str, object]) -> str:
+    """A query string of the known keys that have a value ('' when none)."""
+    pairs = [(k, str(query[k])) for k in KEYS if query.get(k) not in (None, "")]
+    return f"?{urlencode(pairs)}" if pairs else ""
+
+
+def updated(search: str | None, **changes: object) -> str:
+    """The query string with some keys set (None removes one)."""
+    return encode({**parse(search), **changes})
+
+
+def choice(query: dict[str, str], key: str, options: Sequence, default: object) -> object:
+    """The option the query names for key (compared as text), else default: a stale or edited URL falls back."""
+    wanted = query.get(key)
+    return next((o for o in options if str(o) == wanted), default)

@@ -1,0 +1,231 @@
+"""The trace cache on real traces: a reopened trace is the same tables as a fresh parse, in the user's cache folder
+only; a changed source, a truncated or corrupt entry is found out and rebuilt; --no-cache, the size cap and
+`traceanalyze cache info|clear`."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+
+import pandas as pd
+import pandas.testing as pdt
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import REPO, shared_path
+from traceanalyzer import cache, loading
+from traceanalyzer.cli import main
+
+FSDP = REPO / "sample_traces" / "fsdp"
+FUSED = REPO / "sample_traces" / "fused_ops.json.gz"
+UNFUSED = REPO / "sample_traces" / "unfused_ops.json.gz"
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh, empty cache folder for one test, with the cache on by default."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "1")
+    monkeypatch.delenv("TRACEANALYZER_CACHE_SIZE", raising=False)
+    return tmp_path / "xdg" / "traceanalyzer"
+
+
+@pytest.fixture
+def builds(monkeypatch):
+    """Counts the ranks actually parsed (not read from the cache) in this process."""
+    count = {"n": 0}
+    build = loading._build
+
+    def counting(unit, rules):
+        count["n"] += 1
+        return build(unit, rules)
+
+    monkeypatch.setattr(loading, "_build", counting)
+    return count
+
+
+def assert_same(cold: ta.Trace, cached: ta.Trace) -> None:
+    """Every column with its dtype (categories and their order, int64 ns), the index, and the whole meta."""
+    pdt.assert_frame_equal(cold.events, cached.events, check_exact=True, check_categorical=True)
+    pdt.assert_frame_equal(cold.memory_events, cached.memory_events, check_exact=True, check_categorical=True)
+    plain = {k: v for k, v in dataclasses.asdict(cold.meta).items() if k != "extra"}
+    assert plain == {k: v for k, v in dataclasses.asdict(cached.meta).items() if k != "extra"}
+    assert cold.meta.extra.keys() == cached.meta.extra.keys()
+    for key, value in cold.meta.extra.items():
+        if isinstance(value, pd.DataFrame):
+            pdt.assert_frame_equal(value, cached.meta.extra[key], check_exact=True)
+        else:
+            assert value == cached.meta.extra[key], key
+
+
+def _copy(src, tmp_path):
+    dst = tmp_path / "user" / src.name
+    dst.parent.mkdir(exist_ok=True)
+    (shutil.copytree if src.is_dir() else shutil.copy2)(src, dst)
+    return dst
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("h200", "gpt_train", "gpt_train.json.gz"),
+        ("h200", "memory_peak", "memory_peak.json.gz"),  # memory events
+        ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt"),  # a table in meta.extra
+        ("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt"),
+    ],
+    ids=["kineto", "kineto-memory", "ascend-text", "ascend-db"],
+)
+def test_reopened_trace_equals_fresh_parse(cache_dir, builds, parts):
+    path = shared_path(*parts)
+    cold = ta.load(path, cache=False)
+    assert not cache_dir.exists(), "cache=False keeps nothing"
+    first = ta.load(path)
+    assert builds["n"] == 2 and len(cache.entries()) == 1
+    again = ta.load(path)
+    assert builds["n"] == 2, "the second load came from the cache"
+    assert_same(cold, first)
+    assert_same(cold, again)
+
+
+def test_multi_rank_job_is_cached_per_rank(cache_dir, monkeypatch):
+    cold = ta.load(FSDP, cache=False)
+    ta.load(FSDP)  # ranks parsed in forked workers, each keeps its entry
+    assert sorted(e.source for e in cache.entries()) == sorted(str(p) for p in FSDP.glob("*.json.gz"))
+
+    def no_parse(unit, rules):
+        raise AssertionError(f"{unit.path} parsed again")
+
+    monkeypatch.setattr(loading, "_build", no_parse)
+    cached = ta.load(FSDP)
+    assert_same(cold, cached)
+    assert cached.meta.ranks == [0, 1]
+
+
+def test_entry_is_in_the_cache_folder_never_beside_the_trace(cache_dir, tmp_path):
+    trace = _copy(FUSED, tmp_path)
+    ta.load(trace)
+    assert os.listdir(trace.parent) == [trace.name]
+    assert [p.suffix for p in cache_dir.iterdir()] == [".tacache"], "no temporary file is left"
+
+
+def test_changed_file_is_parsed_again(cache_dir, tmp_path):
+    trace = _copy(FUSED, tmp_path)
+    before = ta.load(trace)
+    shutil.copy(UNFUSED, trace)
+    after = ta.load(trace)
+    assert_same(ta.load(trace, cache=False), after)
+    assert len(after.events) != len(before.events)
+    assert len(cache.entries()) == 1, "the stale entry is replaced"
+
+
+def test_same_size_and_mtime_but_other_bytes_is_stale(cache_dir, tmp_path, builds):
+    """A copy that kept size and mtime (cp -p of an edited file) is told apart by the hash of head and tail."""
+    trace = _copy(FUSED, tmp_path)
+    ta.load(trace)
+    stat = trace.stat()
+    data = bytearray(trace.read_bytes())
+    data[-9] ^= 0xFF  # inside the gzip trailer's CRC: the same size, a different file
+    trace.write_bytes(bytes(data))
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(ta.TraceError):  # a fresh parse checks the CRC and fails: the stale entry was not used
+        ta.load(trace)
+    assert builds["n"] == 2
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip body byte", "flip header byte", "empty"])
+def test_damaged_entry_is_rebuilt(cache_dir, builds, damage):
+    cold = ta.load(FUSED, cache=False)
+    ta.load(FUSED)
+    (entry,) = cache.entries()
+    data = bytearray(entry.path.read_bytes())
+    if damage == "truncate":
+        data = data[: len(data) // 2]
+    elif damage == "flip body byte":
+        data[len(data) * 3 // 4] ^= 0x55
+    elif damage == "flip header byte":
+        data[40] ^= 0x01
+    else:
+        data = bytearray()
+    entry.path.write_bytes(bytes(data))
+    rebuilt = ta.load(FUSED)
+    assert builds["n"] == 3, "the damaged entry was not used"
+    assert_same(cold, rebuilt)
+    assert_same(cold, ta.load(FUSED))
+    assert builds["n"] == 3, "and was written again, whole"
+
+
+def test_comm_pattern_has_its_own_entry(cache_dir):
+    rules = (ta.Rule("gemm|nvjet"),)
+    plain = ta.load(FUSED)
+    classified = ta.load(FUSED, rules=rules)
+    assert len(cache.entries()) == 2
+    assert (ta.load(FUSED, rules=rules).events["kind"] == "communication").sum() > 0
+    assert_same(classified, ta.load(FUSED, rules=rules))
+    assert_same(plain, ta.load(FUSED))
+
+
+def test_warnings_of_the_first_load_are_kept_and_name_the_path_given_now(cache_dir, tmp_path, builds):
+    """A run folder without trace_view.json warns, naming the folder; from the cache the warning comes back, naming
+    the folder as given this time (reached by another path)."""
+    source = shared_path("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+    out = tmp_path / "run_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(source / "ASCEND_PROFILER_OUTPUT" / "kernel_details.csv", out)
+    first = ta.load(tmp_path / "run_ascend_pt")
+    (warning,) = [w for w in first.meta.warnings if "trace_view.json" in w]
+    assert warning.startswith(str(out))
+    other_name = tmp_path / "run_ascend_pt" / ".." / "run_ascend_pt"
+    again = ta.load(other_name)
+    assert builds["n"] == 1
+    assert again.meta.warnings == ta.load(other_name, cache=False).meta.warnings
+    assert again.meta.paths == [str(other_name / "ASCEND_PROFILER_OUTPUT")]
+
+
+def test_least_recently_used_entries_are_evicted_beyond_the_cap(cache_dir, monkeypatch):
+    stalls = REPO / "sample_traces" / "sync_stalls.json.gz"
+    for path in (FUSED, UNFUSED, stalls):
+        ta.load(path)
+    size = {e.source: e.size for e in cache.entries()}
+    cache.clear()
+    monkeypatch.setenv("TRACEANALYZER_CACHE_SIZE", str(sum(size.values()) - 1))  # two fit, three do not
+    ta.load(FUSED)
+    ta.load(UNFUSED)
+    now = {e.source: e for e in cache.entries()}
+    for age, path in ((200, FUSED), (100, UNFUSED)):  # FUSED used longest ago ...
+        used = now[str(path)].used_ns - age * 10**9
+        os.utime(now[str(path)].path, ns=(used, used))
+    ta.load(FUSED)  # ... until it is used again, from the cache: now UNFUSED is the least recently used
+    ta.load(stalls)
+    assert sorted(e.source for e in cache.entries()) == sorted([str(FUSED), str(stalls)])
+
+
+def test_entry_larger_than_the_cap_is_not_kept(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRACEANALYZER_CACHE_SIZE", "10k")
+    assert cache.size_limit() == 10 * 1024
+    ta.load(FUSED)
+    assert cache.entries() == []
+
+
+def _cli(capsys, *args):
+    code = main([str(a) for a in args])
+    return code, capsys.readouterr().out
+
+
+def test_cli_no_cache_keeps_nothing_and_cache_info_and_clear(cache_dir, capsys):
+    assert _cli(capsys, FUSED, "--no-cache")[0] == 0
+    assert cache.entries() == []
+    assert _cli(capsys, FUSED)[0] == 0
+    code, info = _cli(capsys, "cache", "info")
+    assert code == 0 and str(cache_dir) in info and str(FUSED) in info and "entries: 1," in info
+    code, cleared = _cli(capsys, "cache", "clear")
+    assert code == 0 and "removed 1 entries" in cleared
+    assert "entries: 0," in _cli(capsys, "cache", "info")[1]
+
+
+def test_environment_turns_the_cache_off(cache_dir, monkeypatch):
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "0")
+    ta.load(FUSED)
+    assert cache.entries() == []
+    ta.load(FUSED, cache=True)
+    assert len(cache.entries()) == 1

@@ -1,0 +1,347 @@
+"""The trace cache: a rank's parsed and linked tables, kept as Arrow in the user's cache folder, so a trace opened
+again is read in a fraction of its parse time.
+
+An entry is one file ``<key>.tacache`` in ``$XDG_CACHE_HOME/traceanalyzer`` (default ``~/.cache/traceanalyzer``),
+never beside the user's files: a header (JSON: what the entry was built from and the trace's meta) followed by the
+tables as zstd-compressed Arrow IPC files, each with its SHA-1. The key is the source's resolved path and what
+decides its tables (``PARSER_VERSION``, a digest of the code that builds them, library versions, classification
+rules); the header holds the source's identity (size, mtime and a hash of the head and tail of each file), so an
+entry of a file that changed since is found stale and rebuilt, and a truncated or corrupt one fails its size or
+digest check and is rebuilt. Entries are written to a temporary file and renamed into place, and the least
+recently used are evicted beyond ``TRACEANALYZER_CACHE_SIZE`` (default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the
+cache off.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import json
+import os
+import re
+import struct
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+import pyarrow as pa
+
+from traceanalyzer.schema import Device, Platform, TraceMeta
+
+PARSER_VERSION = 1
+"""Bump when the tables or meta that a given trace yields change for a reason the code digest cannot see (the
+digest covers the code that builds the tables, so a change there already makes new entries): a change of meaning
+in data read from outside that code, or of the entry's own layout."""
+
+DEFAULT_SIZE = 5 << 30
+_MAGIC = b"TACACHE1"
+_HEAD = struct.Struct("<8sQ20s")  # magic, header length, SHA-1 of the header
+_SUFFIX = ".tacache"
+_HASHED_BYTES = 1 << 20
+_HASHED_BYTES_IN_FOLDER = 1 << 16
+_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
+_UNREADABLE = (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
+
+Tables = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
+
+
+def folder() -> Path:
+    """The cache folder: ``$XDG_CACHE_HOME/traceanalyzer``, else ``~/.cache/traceanalyzer``."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "traceanalyzer"
+
+
+def enabled(asked: bool | None = None) -> bool:
+    """Is the cache used: as asked, else unless ``TRACEANALYZER_CACHE`` is 0/off/no/false."""
+    if asked is not None:
+        return asked
+    return os.environ.get("TRACEANALYZER_CACHE", "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+def size_limit() -> int:
+    """The cap on the cache's size in bytes: ``TRACEANALYZER_CACHE_SIZE`` (e.g. 5G, 500M, 123456), default 5 GiB."""
+    text = os.environ.get("TRACEANALYZER_CACHE_SIZE", "").strip().lower()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text)
+    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else DEFAULT_SIZE
+
+
+@functools.cache
+def code_digest(modules: tuple[ModuleType, ...]) -> str:
+    """SHA-1 over the source (and built extension) files of the given modules and packages."""
+    digest = hashlib.sha1()
+    for module in modules:
+        for path in _code_files(module):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _code_files(module: ModuleType) -> list[Path]:
+    file = Path(module.__file__ or "")
+    if file.name != "__init__.py":
+        return [file]
+    return sorted(p for p in file.parent.rglob("*") if p.suffix in (".py", ".so", ".pyd") and p.is_file())
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one rank's tables are kept: the source they are read from (a file or a rank folder) and how they are
+    classified (entries apart), the code that builds them (an entry built by other code is stale), and the path
+    as the user gave it now (which the meta and warnings then name)."""
+
+    source: Path
+    variant: tuple[str, ...]
+    code: str
+    name: str
+
+    @property
+    def path(self) -> Path:
+        """The entry's file."""
+        key = json.dumps([str(self.source.resolve()), *self.variant])
+        return folder() / (hashlib.sha256(key.encode()).hexdigest()[:32] + _SUFFIX)
+
+    @property
+    def built_with(self) -> list[str]:
+        """What the entry must have been built with to be current."""
+        return [str(PARSER_VERSION), self.code, pd.__version__, pa.__version__]
+
+
+def fingerprint(source: Path) -> list:
+    """The identity of a file or of every file in a folder: name, size, mtime in ns and a hash of head and tail."""
+    if source.is_file():
+        return [_identity(source, source.name, _HASHED_BYTES)]
+    files = sorted(p for p in source.rglob("*") if p.is_file())
+    return [_identity(p, str(p.relative_to(source)), _HASHED_BYTES_IN_FOLDER) for p in files]
+
+
+def _identity(path: Path, name: str, hashed: int) -> list:
+    stat = path.stat()
+    digest = hashlib.sha1()
+    with open(path, "rb") as f:
+        digest.update(f.read(hashed))
+        if stat.st_size > hashed:
+            f.seek(max(hashed, stat.st_size - hashed))
+            digest.update(f.read(hashed))
+    return [name, stat.st_size, stat.st_mtime_ns, digest.hexdigest()]
+
+
+def read(slot: Slot, identity: list) -> Tables | None:
+    """The cached tables, or None when there is no entry; a stale, truncated or corrupt entry is removed."""
+    try:
+        data = slot.path.read_bytes()
+    except OSError:
+        return None
+    try:
+        header, body = _split(data)
+        current = header["identity"] == identity and header["built_with"] == slot.built_with
+        tables = _tables(header, body) if current else None
+    except _UNREADABLE:
+        tables = None
+    if tables is None:
+        _remove(slot.path)
+        return None
+    with contextlib.suppress(OSError):
+        os.utime(slot.path)  # last used, for eviction
+    _rename(tables[2], header["name"], slot.name)
+    return tables
+
+
+def _rename(meta: TraceMeta, old: str, new: str) -> None:
+    """Name the source in the meta's paths and warnings as the user gave it this time."""
+    if old != new:
+        meta.paths = [p.replace(old, new) for p in meta.paths]
+        meta.warnings = [w.replace(old, new) for w in meta.warnings]
+
+
+def _split(data: bytes) -> tuple[dict, memoryview]:
+    magic, length, sha1 = _HEAD.unpack_from(data)
+    head = data[_HEAD.size : _HEAD.size + length]
+    if magic != _MAGIC or len(head) != length or hashlib.sha1(head).digest() != sha1:
+        raise ValueError("not a cache entry, truncated or corrupt")
+    return json.loads(head), memoryview(data)[_HEAD.size + length :]
+
+
+def _tables(header: dict, body: memoryview) -> Tables:
+    frames = {}
+    for name, start, size, sha1 in header["tables"]:
+        chunk = body[start : start + size]
+        if len(chunk) != size or hashlib.sha1(chunk).hexdigest() != sha1:
+            raise ValueError(f"table {name} is truncated or corrupt")
+        table = pa.ipc.open_file(pa.py_buffer(chunk)).read_all()
+        frames[name] = _with_categories(table.to_pandas(split_blocks=True, self_destruct=True), header["text"][name])
+    meta = _meta_from(header["meta"], {k: frames[k] for k in header["extra_tables"]})
+    return frames["events"], frames["memory"], meta
+
+
+def write(slot: Slot, identity: list, tables: Tables) -> bool:
+    """Store the tables in the slot (atomically: a temporary file renamed into place); False if they cannot be kept
+    exactly (meta that JSON would change) or the entry would not fit the cap. Never raises for a full disk."""
+    events, memory, meta = tables
+    plain, extra_tables = _meta_to(meta)
+    if plain is None:
+        return False
+    frames = {"events": events, "memory": memory} | extra_tables
+    blobs = {k: _ipc(v) for k, v in frames.items()}
+    text = {k: _category_dtypes(v) for k, v in frames.items()}
+    header = {
+        "name": slot.name,
+        "identity": identity,
+        "built_with": slot.built_with,
+        "meta": plain,
+        "extra_tables": list(extra_tables),
+        "text": text,
+        "tables": [],
+    }
+    offset = 0
+    for name, blob in blobs.items():
+        header["tables"].append([name, offset, len(blob), hashlib.sha1(blob).hexdigest()])
+        offset += len(blob)
+    head = json.dumps(header).encode()
+    if _HEAD.size + len(head) + offset > size_limit():
+        return False
+    return _store(slot.path, [_HEAD.pack(_MAGIC, len(head), hashlib.sha1(head).digest()), head, *blobs.values()])
+
+
+def _ipc(frame: pd.DataFrame) -> bytes:
+    table = pa.Table.from_pandas(frame)
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_file(sink, table.schema, options=_IPC) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _category_dtypes(frame: pd.DataFrame) -> dict[str, str]:
+    """The dtype of each categorical column's categories (object or str), which Arrow does not keep."""
+    return {
+        col: str(dtype.categories.dtype)
+        for col, dtype in frame.dtypes.items()
+        if isinstance(dtype, pd.CategoricalDtype)
+    }
+
+
+def _with_categories(frame: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
+    """Give categorical columns back the dtype of their categories they were written with."""
+    for col, dtype in dtypes.items():
+        values = frame[col].array
+        if str(values.categories.dtype) != dtype:
+            categories = pd.Index(values.categories, dtype=dtype)
+            frame[col] = pd.Categorical.from_codes(
+                values.codes, categories=categories, ordered=values.ordered, validate=False
+            )
+    return frame
+
+
+def _store(path: Path, parts: Iterable[bytes]) -> bool:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=_SUFFIX)
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "wb") as f:
+            for part in parts:
+                f.write(part)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        _remove(Path(tmp))
+        return False
+
+
+def _remove(path: Path) -> None:
+    with contextlib.suppress(OSError):
+        path.unlink()
+
+
+def _meta_to(meta: TraceMeta) -> tuple[dict | None, dict[str, pd.DataFrame]]:
+    """The meta as JSON-ready data and its tables (DataFrames in ``extra``); None if JSON would not keep it exactly."""
+    plain = dataclasses.asdict(meta)
+    plain["platform"] = meta.platform.value
+    extra_tables = {f"extra.{k}": v for k, v in meta.extra.items() if isinstance(v, pd.DataFrame)}
+    plain["extra"] = {k: v for k, v in plain["extra"].items() if not isinstance(v, pd.DataFrame)}
+    try:
+        exact = json.loads(json.dumps(plain)) == plain
+    except (TypeError, ValueError):
+        exact = False
+    return (plain if exact else None), extra_tables
+
+
+def _meta_from(plain: dict, extra_tables: dict[str, pd.DataFrame]) -> TraceMeta:
+    fields = dict(plain)
+    fields["platform"] = Platform(plain["platform"])
+    fields["devices"] = [Device(**d) for d in plain["devices"]]
+    fields["extra"] = plain["extra"] | {k.removeprefix("extra."): v for k, v in extra_tables.items()}
+    return TraceMeta(**fields)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One cache entry: its file, size in bytes, when last used (ns since the epoch) and the trace it holds."""
+
+    path: Path
+    size: int
+    used_ns: int
+    source: str
+
+
+def entries() -> list[Entry]:
+    """Every entry, least recently used first."""
+    found = []
+    for path in folder().glob("*" + _SUFFIX):
+        with contextlib.suppress(OSError):
+            stat = path.stat()
+            found.append(Entry(path, stat.st_size, stat.st_mtime_ns, _source_of(path)))
+    return sorted(found, key=lambda e: e.used_ns)
+
+
+def _source_of(path: Path) -> str:
+    """The trace an entry was built from, as its header says ('?' if unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            magic, length, _ = _HEAD.unpack(f.read(_HEAD.size))
+            return str(json.loads(f.read(length))["name"]) if magic == _MAGIC else "?"
+    except _UNREADABLE:
+        return "?"
+
+
+def evict(limit: int | None = None) -> list[Entry]:
+    """Remove the least recently used entries until the cache fits the cap (``TRACEANALYZER_CACHE_SIZE``)."""
+    limit = size_limit() if limit is None else limit
+    found = entries()
+    total = sum(e.size for e in found)
+    removed = []
+    for entry in found:
+        if total <= limit:
+            break
+        _remove(entry.path)
+        total -= entry.size
+        removed.append(entry)
+    return removed
+
+
+def clear() -> list[Entry]:
+    """Remove every entry and any temporary file a stopped write left."""
+    for tmp in folder().glob(".tmp-*" + _SUFFIX):
+        _remove(tmp)
+    return evict(0)
+
+
+def describe() -> str:
+    """What ``traceanalyze cache info`` prints: the folder, the cap, and every entry, most recently used first."""
+    found = entries()
+    total = sum(e.size for e in found)
+    lines = [
+        f"cache folder: {folder()}",
+        f"entries: {len(found)}, {total / (1 << 20):.1f} MiB of {size_limit() / (1 << 30):.2f} GiB "
+        "(TRACEANALYZER_CACHE_SIZE; least recently used entries are removed beyond it)",
+    ]
+    for entry in reversed(found):
+        used = pd.Timestamp(entry.used_ns, unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
+        lines.append(f"  {entry.size / (1 << 20):8.1f} MiB  last used {used}  {entry.source}")
+    return "\n".join(lines) + "\n"

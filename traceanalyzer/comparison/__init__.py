@@ -1,0 +1,151 @@
+"""Compare two runs (baseline → candidate): step time, device busy, communication, idle, time by kind, kernels,
+CPU ops and launching ops, findings and peak memory, per step, each change set against the step-to-step noise;
+and the regression gate a CI job acts on.
+
+This package sits above the analyzers: it reads both traces through them and no analyzer imports it.
+
+- Times are per step, so runs that profiled different numbers of steps compare: the summary metrics are medians
+  over each run's (rank, step) pairs, the tables are totals over them divided by their number. When either run has
+  no ProfilerStep markers, both are compared over their whole window per rank (``per_step`` False; ``notes``).
+- Kernels are matched across the runs by name: exactly, then normalised, then by launching op (``matching``); CPU
+  ops and launching ops exactly. Every row says which rule matched it.
+- Every change carries its noise verdict (``noise``): beyond or within the step-to-step variation, or too few steps.
+- ``Comparison.gate(threshold)`` is the verdict of the regression gate (``gate``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.comparison import diff, findings, matching, memory, platforms, samples
+from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
+from traceanalyzer.comparison.gate import GateVerdict, Threshold, judge
+from traceanalyzer.comparison.noise import ALPHA, MIN_STEPS, TEST
+from traceanalyzer.comparison.platforms import CrossPlatform
+from traceanalyzer.comparison.samples import Scope
+from traceanalyzer.records import records
+from traceanalyzer.report import SCHEMA_VERSION, trace_facts
+from traceanalyzer.trace import Trace
+
+__all__ = ["DIFF_COLUMNS", "SUMMARY_COLUMNS", "Comparison", "Scope", "Status", "Threshold", "compare"]
+
+LEVELS = (Level.KERNEL, Level.CPU_OP, Level.OP_DEVICE)
+"""Hotspot levels compared by name: device kernels, CPU ops (self host time), device time per launching op."""
+
+
+@dataclass
+class Comparison:
+    """Baseline → candidate: summary, device time by kind, one diff table per level, findings and peak memory."""
+
+    baseline: Scope
+    candidate: Scope
+    per_step: bool
+    summary: pd.DataFrame
+    by_kind: pd.DataFrame
+    levels: dict[str, pd.DataFrame]
+    findings: pd.DataFrame
+    memory: dict
+    platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
+    notes: list[str] = field(default_factory=list)
+
+    def metric(self, name: str) -> pd.Series:
+        """One summary row (``step_ns``, ``device_busy_ns``, ``comm_exposed_ns``, ``comm_hidden_ns``, ``idle_ns``)."""
+        return self.summary.set_index("metric").loc[name]
+
+    def gate(self, threshold: Threshold) -> GateVerdict:
+        """The regression gate's verdict for a threshold."""
+        return judge(self.summary, self.levels, self.findings, threshold)
+
+    def to_dict(self, top: int | None = None, threshold: Threshold | None = None) -> dict:
+        """Plain-data form (the JSON ``traceanalyze compare`` writes); ``top`` keeps that many rows per table;
+        ``gate`` is the verdict for ``threshold`` (None without one)."""
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "baseline": _facts(self.baseline),
+            "candidate": _facts(self.candidate),
+            "rank": self.baseline.rank,
+            "per_step": self.per_step,
+            "notes": self.notes,
+            "noise": {"test": TEST, "alpha": ALPHA, "min_steps": MIN_STEPS},
+            "gate": self.gate(threshold).to_dict() if threshold else None,
+            "summary": records(self.summary),
+            "time_by_kind": records(self.by_kind),
+            "levels": {level: records(table.head(top) if top else table) for level, table in self.levels.items()},
+            "changes": {level: changes(table) for level, table in self.levels.items()},
+            "findings": records(self.findings.head(top) if top else self.findings),
+            "memory": self.memory,
+            "platforms": _platforms(self.platforms, top),
+        }
+
+
+def _platforms(view: CrossPlatform | None, top: int | None) -> dict | None:
+    if view is None:
+        return None
+    tables = {"categories": view.categories, "ops": view.ops.head(top) if top else view.ops}
+    tables["modules"] = view.modules.head(top) if top else view.modules
+    return {**{key: records(table) for key, table in tables.items()}, "mapped": view.mapped}
+
+
+def changes(table: pd.DataFrame) -> dict:
+    """Entries per status at one level, the time per step of the new and gone ones, and entries per match rule."""
+    counts = table["status"].value_counts()
+    out = {status.value: int(counts.get(status.value, 0)) for status in Status}
+    out["new_ns"] = float(table.loc[table["status"] == Status.NEW.value, "candidate_ns"].sum())
+    out["gone_ns"] = float(table.loc[table["status"] == Status.GONE.value, "baseline_ns"].sum())
+    rules = table["match"].value_counts()
+    out["matched"] = {rule.value: int(rules.get(rule.value, 0)) for rule in matching.Rule}
+    return out
+
+
+def _facts(scope: Scope) -> dict:
+    return {**trace_facts(scope.trace), "compared_steps": scope.steps, "units": scope.units}
+
+
+def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Comparison:
+    """Compare two traces per step (or over their whole windows when either has no step markers)."""
+    runs = {"baseline": baseline, "candidate": candidate}
+    stepless = [role for role, trace in runs.items() if not len(samples.step_table(trace, rank))]
+    scopes = [samples.scope(t, rank, per_step=not stepless) for t in runs.values()]
+    units = (scopes[0].units, scopes[1].units)
+    kernels = [samples.level(s, Level.KERNEL) for s in scopes]
+    notes = [f"no ProfilerStep markers in the {' and '.join(stepless)}: whole windows compared (per rank)"]
+    summary = diff.summary(*(samples.metrics(s) for s in scopes))
+    return Comparison(
+        baseline=scopes[0],
+        candidate=scopes[1],
+        per_step=not stepless,
+        summary=summary,
+        by_kind=_by_kind(kernels, units),
+        levels={level.value: _level(scopes, level, kernels, units) for level in LEVELS},
+        findings=findings.diff(baseline.findings(), candidate.findings(), units),
+        memory=memory.diff(baseline, candidate, rank),
+        platforms=_cross_platform(scopes, summary),
+        notes=notes if stepless else [],
+    )
+
+
+def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform | None:
+    """The GPU ↔ NPU view, when the runs' platforms differ."""
+    if not platforms.differ(*(s.trace.meta.platform for s in scopes)):
+        return None
+    step = summary.set_index("metric").loc["step_ns"]
+    return platforms.compare(scopes[0], scopes[1], (step["baseline_ns"], step["candidate_ns"]))
+
+
+def _level(scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFrame:
+    """The diff table of one level; kernels matched by the rules of ``matching``, ops by exact name."""
+    if level is Level.KERNEL:
+        keys = matching.match(*(samples.launching_ops(s) for s in scopes))
+        return diff.level_diff((kernels[0], kernels[1]), keys, units)
+    tables = [samples.level(s, level) for s in scopes]
+    return diff.level_diff((tables[0], tables[1]), (diff.exact(*tables), diff.exact(*tables[::-1])), units)
+
+
+def _by_kind(kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFrame:
+    """Device time and count per step by kind (kernel, communication, memcpy, ...)."""
+    tables = [k.assign(name=k["kind"]) for k in kernels]
+    table = diff.level_diff((tables[0], tables[1]), (diff.exact(*tables), diff.exact(*tables[::-1])), units)
+    return table.drop(columns=["kind", "match", "baseline_names", "candidate_names"]).rename(columns={"name": "kind"})

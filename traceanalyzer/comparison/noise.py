@@ -1,0 +1,65 @@
+"""Is a change beyond the step-to-step variation? A one-sided Mann–Whitney U test of the candidate's per-step values
+against the baseline's, in the direction of the change.
+
+The samples are the (rank, step) pairs each run profiled. With fewer than ``MIN_STEPS`` per run the test is not
+made and the verdict says so. A rank test asks only that the candidate's steps rank above (or below) the
+baseline's: with 3 steps per run, only a complete separation (every candidate step slower than every baseline step)
+reaches p = 0.05. scipy.stats takes most of a second to import, so it is loaded on the first test, not with the
+package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+MIN_STEPS = 3
+"""Steps per run below which the variation is not assessed."""
+ALPHA = 0.05
+"""A change is beyond noise when the one-sided p-value is at most this."""
+TEST = "one-sided Mann–Whitney U over the (rank, step) samples"
+
+
+class Verdict(str, Enum):
+    """What the step-to-step variation says about one change."""
+
+    BEYOND = "beyond noise"
+    WITHIN = "within noise"
+    FEW_STEPS = "too few steps"
+    UNCHANGED = "no change"
+
+
+@dataclass(frozen=True)
+class Noise:
+    """The verdict on one change, its p-value (None where no test was made) and the samples behind it."""
+
+    verdict: Verdict
+    p_value: float | None
+    baseline_steps: int
+    candidate_steps: int
+
+    def describe(self) -> str:
+        """E.g. 'beyond noise (p = 0.05, 3 vs 3 steps)'."""
+        steps = f"{self.baseline_steps} vs {self.candidate_steps} steps"
+        if self.verdict is Verdict.UNCHANGED:
+            return self.verdict.value
+        if self.verdict is Verdict.FEW_STEPS:
+            return f"{self.verdict.value} to tell ({steps}; {MIN_STEPS} per run needed)"
+        return f"{self.verdict.value} (p = {self.p_value:.2g}, {steps})"
+
+
+def assess(baseline: np.ndarray, candidate: np.ndarray) -> Noise:
+    """The verdict on candidate vs baseline (per-step values of one quantity); the same values are no change."""
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    n = (len(b), len(c))
+    if not (len(b) and len(c)) or np.array_equal(np.sort(b), np.sort(c)):
+        return Noise(Verdict.UNCHANGED, None, *n)
+    if min(n) < MIN_STEPS:
+        return Noise(Verdict.FEW_STEPS, None, *n)
+    alternative = "greater" if c.mean() > b.mean() else "less"
+    from scipy.stats import mannwhitneyu  # loaded on the first test: see the module docstring
+
+    p = float(mannwhitneyu(c, b, alternative=alternative).pvalue)
+    return Noise(Verdict.BEYOND if p <= ALPHA else Verdict.WITHIN, p, *n)
