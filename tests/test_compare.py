@@ -236,6 +236,10 @@ def test_gpu_npu_compares_by_category_and_fills_every_shared_category(gpu_npu):
     gemm = (meta["aten::mm"] + meta["aten::addmm"]) / 4  # 4 profiled steps
     assert table.loc["gemm", "baseline_ns"] == pytest.approx(gemm, rel=0.05)
     assert set(table["noise"]) <= {"too few steps"}  # the Ascend run profiled one step
+    data = orjson.loads(orjson.dumps(gpu_npu.to_dict(top=5)))
+    for key in ("categories", "ops", "modules"):
+        for row in data["platforms"][key]:
+            assert_typed(row, documented("`compare.platforms`"), f"compare.platforms.{key}")
 
 
 def test_gpu_npu_names_the_framework_ops_and_modules_that_differ_most(gpu_npu):
