@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 from dash import dcc, html
-from traceanalyzer.dashboards import charts, state, tables
+from traceanalyzer.dashboards import analyses, charts, state, tables
 from traceanalyzer.dashboards import timeline as timeline_lanes
+from traceanalyzer.dashboards.blocks import facts_list, unavailable
 from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.views import View
 
@@ -18,21 +19,34 @@ PAGES = {
     "/": "Overview",
     "/hotspots": "Hotspots",
     "/timeline": "Timeline",
+    "/health": "Health",
     "/distributed": "Distributed",
     "/fusion": "Fusion",
     "/memory": "Memory",
+    "/ascend": "Ascend",
     "/compare": "Compare",
 }
 """URL path → page title, in menu order."""
 
 FINDING_PAGE = {
     "hotspots": "/hotspots",
-    "health": "/timeline",
+    "health": "/health",
+    "gemm": "/health#gemm-throughput",
     "distributed": "/distributed",
     "fusion": "/fusion",
     "memory": "/memory",
+    "ascend": "/ascend",
 }
 """Which page shows the evidence of an analyzer's findings."""
+
+HEALTH_EVIDENCE = (
+    ("syncs", "syncs"),
+    ("idle_before_ns", "launch-bound"),
+    ("fp32_gemm_ns", "fp32-gemms"),
+    ("ops_with_device_work", "dynamic-shapes"),
+    ("large_gaps", "idle-gaps"),
+)
+"""Health findings by an evidence key only that check writes → the Health page table with their rows."""
 
 ALL = "all"
 DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
@@ -72,22 +86,6 @@ def render(path: str, views: dict[str, View], key: str | None, query: dict[str, 
     return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view, query)]
 
 
-def unavailable(what: str, reason: str) -> html.Div:
-    """The notice a page shows when an analysis has nothing for this trace."""
-    return html.Div(
-        [html.B(f"{what}: not available for this trace."), html.Span(f" ({reason})" if reason else "")],
-        className="unavailable",
-    )
-
-
-def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
-    """Facts as a definition list."""
-    items = []
-    for key, value in tables.facts(pairs):
-        items += [html.Dt(key), html.Dd(value)]
-    return html.Dl(items, id=list_id or "", className="facts")
-
-
 def overview(view: View, query: dict[str, str]) -> list:
     """Trace facts, the headline numbers, steps and the ranked findings."""
     report = view.report()
@@ -102,7 +100,7 @@ def overview(view: View, query: dict[str, str]) -> list:
     return [
         html.Div([facts_list(trace_facts, "trace-facts"), facts_list(headline(view), "headline")], className="row"),
         html.H3("Findings, ranked by what they are worth"),
-        findings_table(report["findings"]),
+        findings_table(report["findings"], state.encode(query)),
         html.H3("Steps"),
         dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
@@ -133,7 +131,17 @@ def _kinds(rows: list[dict]) -> str:
     return ", ".join(f"{r['kind']} {units.duration(r['total_ns'])}" for r in rows) or "–"
 
 
-def findings_table(findings: list[dict]) -> html.Table | html.P:
+def finding_link(finding: dict, search: str) -> str:
+    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks."""
+    page = FINDING_PAGE.get(finding["analyzer"], "/")
+    if finding["analyzer"] == "health":
+        anchor = next((a for key, a in HEALTH_EVIDENCE if key in finding.get("evidence", {})), "")
+        page += f"#{anchor}" if anchor else ""
+    path, _, anchor = page.partition("#")
+    return f"{path}{search}" + (f"#{anchor}" if anchor else "")
+
+
+def findings_table(findings: list[dict], search: str = "") -> html.Table | html.P:
     """Findings with their worth, advice and a link to the page with the evidence."""
     if not findings:
         return html.P("No findings.", id="findings")
@@ -141,7 +149,7 @@ def findings_table(findings: list[dict]) -> html.Table | html.P:
     rows = [
         html.Tr(
             [html.Td(units.value(c, f.get(c))) for c in FINDING_COLUMNS]
-            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=FINDING_PAGE.get(f["analyzer"], "/")))],
+            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=finding_link(f, search)))],
             className=f"severity-{f['severity']}",
         )
         for f in findings
@@ -448,7 +456,9 @@ _BUILDERS = {
     "/": overview,
     "/hotspots": hotspots,
     "/timeline": timeline,
+    "/health": analyses.health,
     "/distributed": distributed,
     "/fusion": fusion,
     "/memory": memory,
+    "/ascend": analyses.ascend,
 }

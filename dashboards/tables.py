@@ -13,7 +13,7 @@ from traceanalyzer import units
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
-TEXT_WIDTH = "460px"
+TEXT_WIDTH = "300px"
 LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
 """Columns cut to one line; the full text shows on hover."""
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards import timeline
 
-from traceanalyzer.analyzers import distributed
+from traceanalyzer.analyzers import ascend, distributed, gemm, health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.trace import Trace
@@ -21,6 +21,18 @@ OPTIONAL = {
     "late_arrivals": distributed.late_arrivals,
     "fusion": lambda trace: trace.fusion(),
     "memory": lambda trace: trace.memory(),
+    "device_busy": health.device_busy,
+    "idle_gaps": health.idle_gaps,
+    "sync_places": health.sync_places,
+    "dtoh_copies": health.dtoh_copies,
+    "launch_bound": health.launch_bound,
+    "fp32_gemms": health.fp32_gemms,
+    "gemm_throughput": gemm.gemm_throughput,
+    "dynamic_shapes": health.dynamic_shapes,
+    "ascend_cores": lambda trace: ascend.core_breakdown(trace.events),
+    "ascend_overlap": ascend.overlap,
+    "ascend_aicpu": lambda trace: ascend.aicpu_ops(trace.events),
+    "ascend_dynamic": lambda trace: ascend.dynamic_shape_ops(trace.events),
 }
 """Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
@@ -38,6 +50,8 @@ class Optional:
 
 class View:
     """A loaded trace plus everything the pages need from it, cached per argument set."""
+
+    NOTHING_FOUND = "the analyzer found nothing in this trace"
 
     def __init__(self, trace: Trace, label: str) -> None:
         self.trace = trace
@@ -109,7 +123,7 @@ class View:
         except Exception as e:  # an analyzer that is missing or fails on this trace: say so, keep the page
             return Optional(reason=f"{type(e).__name__}: {e}")
         if data is None or (isinstance(data, pd.DataFrame) and data.empty):
-            return Optional(reason="the analyzer found nothing in this trace")
+            return Optional(reason=self.NOTHING_FOUND)
         return Optional(data=data)
 
     def _details(self, level: str, name: str, step: int | None = None, rank: int | None = None) -> dict:

@@ -421,3 +421,39 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     _pick(browser, "#tl-levels", "64")
     _wait_script(browser, TIMELINE_NAMES, "built-in function sleep")
     assert "frames=python" in browser.current_url and "levels=64" in browser.current_url
+
+
+def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser, app_url):
+    from traceanalyzer.dashboards.analyses import HEALTH
+    from traceanalyzer.dashboards.pages import finding_link
+
+    url, store, keys = app_url
+    view = store.view(keys["ddp"])
+    linked = [f for f in view.report()["findings"] if f["analyzer"] == "health" and "#" in finding_link(f, "")]
+    assert linked, "ddp_no_overlap has health findings"
+    _open(browser, app_url, "/", "ddp")
+    anchor = finding_link(linked[0], "").split("#")[1]
+    link = browser.find_element("css selector", f"#findings a[href$='#{anchor}']")
+    link.click()
+    _wait(browser, f"#{anchor} h3")
+    assert browser.execute_script(f"return document.getElementById('{anchor}').getBoundingClientRect().top") < 400
+    for block in HEALTH:
+        section = _wait(browser, f"#{block.anchor}")
+        assert block.title in section.text and ("(ms" in section.text or "ms)" in section.text)
+    assert _wait(browser, "#device-busy-table td[data-dash-column=rank]").text in ("0", "1")
+    _shot(browser, "health")
+
+
+def test_ascend_page_shows_core_types(browser, app_url):
+    _, store, keys = app_url
+    if "ascend" not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    _open(browser, app_url, "/ascend", "ascend")
+    groups = {
+        c.text for c in browser.find_elements("css selector", "#core-types-table td[data-dash-column=core_group]")
+    }
+    expected = set(store.view(keys["ascend"]).optional("ascend_cores").data["core_group"])
+    assert groups == expected and groups
+    _shot(browser, "ascend")
+    _open(browser, app_url, "/ascend", "gpt_train")
+    assert "not an Ascend (CANN) trace" in _wait(browser, ".unavailable").text
