@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from types import ModuleType
 import pandas as pd
 import pyarrow as pa
 
+from traceanalyzer.footprint import parse_bytes
 from traceanalyzer.schema import Device, Platform, TraceMeta
 
 PARSER_VERSION = 1
@@ -44,7 +44,6 @@ _HEAD = struct.Struct("<8sQ20s")  # magic, header length, SHA-1 of the header
 _SUFFIX = ".tacache"
 _HASHED_BYTES = 1 << 20
 _HASHED_BYTES_IN_FOLDER = 1 << 16
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
 
@@ -66,9 +65,8 @@ def enabled(asked: bool | None = None) -> bool:
 
 def size_limit() -> int:
     """The cap on the cache's size in bytes: ``TRACEANALYZER_CACHE_SIZE`` (e.g. 5G, 500M, 123456), default 5 GiB."""
-    text = os.environ.get("TRACEANALYZER_CACHE_SIZE", "").strip().lower()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text)
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else DEFAULT_SIZE
+    size = parse_bytes(os.environ.get("TRACEANALYZER_CACHE_SIZE", ""))
+    return DEFAULT_SIZE if size is None else size
 
 
 @functools.cache

@@ -147,13 +147,14 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     from traceanalyzer.loading import load
+    from traceanalyzer.progress import Stderr
     from traceanalyzer.renderers import RENDERERS
 
     _check_options(args, args.paths)
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = load(args.paths, rules=rules, cache=False if args.no_cache else None)
+        trace = load(args.paths, rules=rules, progress=Stderr(), cache=False if args.no_cache else None)
         report = trace.report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(RENDERERS[args.format](report), args.output)
@@ -162,13 +163,17 @@ def _report(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from traceanalyzer.comparison import compare
     from traceanalyzer.loading import load
+    from traceanalyzer.progress import Stderr
     from traceanalyzer.renderers import compare as compare_renderer
 
     _check_options(args, [args.baseline, args.candidate])
     threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traces = [load(path, cache=False if args.no_cache else None) for path in (args.baseline, args.candidate)]
+        traces = [
+            load(path, progress=Stderr(), cache=False if args.no_cache else None)
+            for path in (args.baseline, args.candidate)
+        ]
         data = compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
     _write(compare_renderer.render(data, args.format), args.output)
