@@ -433,11 +433,29 @@ def comparison(left: View, right: View) -> list:
         html.H3(f"What changed per step: {left.label} → {right.label}"),
         *(html.P(note, className="note") for note in diff.notes),
         tables.table("cmp-summary", summary, page_size=len(summary) or 1),
-        html.H4("Kernels by change (new, gone, faster, slower)"),
-        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), page_size=COMPARE_TOP),
+        html.H4("Kernels by change (new, gone, faster, slower), the rule that matched each and its noise verdict"),
+        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), COMPARE_COLUMNS, COMPARE_TOP),
+        *_cross_platform(diff),
         html.Div(
             [html.Div(_compared(v, side), className="col") for v, side in ((left, "a"), (right, "b"))], className="row"
         ),
+    ]
+
+
+COMPARE_COLUMNS = [c for c in comparing.DIFF_COLUMNS if not c.endswith("_names")]
+"""Columns of the kernel changes table (the matched names' lists stay in the JSON)."""
+
+
+def _cross_platform(diff: comparing.Comparison) -> list:
+    """GPU ↔ NPU: device time per step by category and the framework ops that differ most (nothing otherwise)."""
+    if diff.platforms is None:
+        return []
+    categories, ops = diff.platforms.categories, diff.platforms.ops.head(COMPARE_TOP)
+    return [
+        html.H4("GPU ↔ NPU: device time per step by category (msprof-analyze compare taxonomy)"),
+        tables.table("cmp-categories", categories, page_size=len(categories) or 1),
+        html.H4("Framework ops that differ most"),
+        tables.table("cmp-ops", ops, page_size=COMPARE_TOP),
     ]
 
 
