@@ -186,10 +186,8 @@ def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:
     module = np.where(op != NO_ROW, where.reindex(op).fillna("").to_numpy(), "")
     kernel = device["name"].astype(str).to_numpy()
     kind = device["kind"].astype(str).to_numpy()
-    cats = [
-        category(f, lo, k) if kd == Kind.KERNEL.value else _kind_category(kd)
-        for f, lo, k, kd in zip(fw_name, launcher, kernel, kind, strict=True)
-    ]
+    keys = pd.Series(list(zip(fw_name, launcher, kernel, kind, strict=True)), dtype=object)
+    cats = keys.map({key: _category_of(*key) for key in set(keys)}).to_numpy()
     return pd.DataFrame(
         {
             "unit": unit,
@@ -204,7 +202,10 @@ def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:
     )
 
 
-def _kind_category(kind: str) -> str:
+def _category_of(framework_op: str, launcher: str, kernel: str, kind: str) -> str:
+    """Kernels by their names; communication as such; copies and memsets are copies."""
+    if kind == Kind.KERNEL.value:
+        return category(framework_op, launcher, kernel)
     return "communication" if kind == Kind.COMMUNICATION.value else "copy"
 
 
