@@ -146,12 +146,13 @@ def read(slot: Slot, identity: list) -> Tables | None:
         return None
     with contextlib.suppress(OSError):
         os.utime(slot.path)  # last used, for eviction
-    _rename(tables[2], header["name"], slot.name)
+    rename(tables[2], header["name"], slot.name)
     return tables
 
 
-def _rename(meta: TraceMeta, old: str, new: str) -> None:
-    """Name the source in the meta's paths and warnings as the user gave it this time."""
+def rename(meta: TraceMeta, old: str, new: str) -> None:
+    """Name the source in the meta's paths and warnings as the user gave it this time (tables read from the cache,
+    or parsed elsewhere under the resolved path)."""
     if old != new:
         meta.paths = [p.replace(old, new) for p in meta.paths]
         meta.warnings = [w.replace(old, new) for w in meta.warnings]

@@ -54,9 +54,10 @@ def json_size(path: Path) -> int:
 
 
 def estimate(rank_json_bytes: list[int], workers: int) -> Estimate:
-    """The memory a load of ranks of these JSON sizes needs with ``workers`` parsing at once."""
+    """The memory a load of ranks of these JSON sizes needs here with ``workers`` parsing at once here (0: all are
+    parsed elsewhere, on a cluster)."""
     total = sum(rank_json_bytes)
-    largest = sorted(rank_json_bytes, reverse=True)[: max(workers, 1)]
+    largest = sorted(rank_json_bytes, reverse=True)[:workers]
     need = BASE_BYTES + TABLE_PER_JSON * total + (PARSE_PER_JSON - TABLE_PER_JSON) * sum(largest)
     return Estimate(total, int(need))
 

@@ -9,12 +9,13 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from traceanalyzer import cache, classify, footprint, linking, schema
+from traceanalyzer import cache, classify, cluster, footprint, linking, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
@@ -32,11 +33,13 @@ def load(
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | Progress | None = None,
     cache: bool | None = None,
+    scheduler: Any = None,
 ) -> Trace:
     """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side). ``cache``: keep
     and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``); ``progress``:
-    a callback for messages, or a traceanalyzer.progress.Progress."""
-    return Trace(*load_tables(path, rules, progress, cache))
+    a callback for messages, or a traceanalyzer.progress.Progress; ``scheduler``: a Dask scheduler address
+    (tcp://HOST:PORT) or distributed.Client to parse the ranks on (None: ``TRACEANALYZER_SCHEDULER``, else here)."""
+    return Trace(*load_tables(path, rules, progress, cache, scheduler))
 
 
 def load_tables(
@@ -44,6 +47,7 @@ def load_tables(
     rules: Sequence[Rule] = (),
     progress: Callable[[str], None] | Progress | None = None,
     use_cache: bool | None = None,
+    scheduler: Any = None,
 ) -> Parsed:
     """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
@@ -56,7 +60,8 @@ def load_tables(
     meter = progress if isinstance(progress, Progress) else Messages(progress) if progress else Progress()
     meter.status(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
     cached = cache.enabled(use_cache)
-    results = _parse_all(units, _Plan(tuple(rules), cached, meter, ", ".join(map(str, paths))))
+    plan = _Plan(tuple(rules), cached, meter, ", ".join(map(str, paths)), cluster.scheduler_from(scheduler))
+    results = _parse_all(units, plan)
     if cached:
         cache.evict()
     parsed = [r for r in results if not isinstance(r, Skipped)]
@@ -73,12 +78,13 @@ def load_tables(
 @dataclass(frozen=True)
 class _Plan:
     """How the ranks of one load are read: classification rules, whether through the cache, where progress goes,
-    and the paths as the user gave them (for messages)."""
+    the paths as the user gave them (for messages), and the Dask scheduler that parses them (None: here)."""
 
     rules: tuple[Rule, ...]
     cached: bool
     progress: Progress
     named: str
+    scheduler: Any = None
 
 
 @dataclass(frozen=True)
@@ -117,7 +123,7 @@ def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
 def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     """Say what the load will need; refuse it (one line, what to do) when this machine does not have it."""
     sizes = [footprint.json_size(_source_of(u)) for u in missing]
-    need = footprint.estimate(sizes, _workers(len(missing)))
+    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)))
     need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(_source_of(u)) for u in hits)
     free = footprint.available()
     if need.json_bytes >= SHOWN_FROM_BYTES:
@@ -149,6 +155,8 @@ def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
     workers = _workers(len(units))
     counted = len(units) >= SHOWN_FROM_RANKS
+    if plan.scheduler is not None and units:
+        return _parse_on_cluster(units, plan, counted)
     if workers == 1:
         out = []
         for unit in units:
@@ -162,6 +170,26 @@ def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
             if counted:
                 plan.progress.count("ranks parsed", done, len(units), "ranks")
         return [f.result() for f in futures]
+
+
+def _parse_on_cluster(units: list, plan: _Plan, counted: bool) -> list[Parsed | Skipped]:
+    """Ranks parsed by Dask workers, which open the files by their resolved paths; named here as the user gave
+    them."""
+
+    def done(n: int) -> None:
+        if counted:
+            plan.progress.count("ranks parsed", n, len(units), "ranks")
+
+    sent = [replace(u, path=u.path.resolve()) for u in units]
+    results = cluster.run(plan.scheduler, _parse_one, sent, (plan.rules, plan.cached), done)
+    return [_named(r, str(s.path), str(u.path)) for r, s, u in zip(results, sent, units, strict=True)]
+
+
+def _named(result: Parsed | Skipped, resolved: str, given: str) -> Parsed | Skipped:
+    if isinstance(result, Skipped):
+        return Skipped(result.path.replace(resolved, given), result.problem)
+    cache.rename(result[2], resolved, given)
+    return result
 
 
 def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
