@@ -6,6 +6,8 @@ import pandas as pd
 from dash import html
 from traceanalyzer.dashboards import tables
 
+from traceanalyzer import units
+
 
 def unavailable(what: str, reason: str) -> html.Div:
     """The notice a page shows when an analysis has nothing for this trace."""
@@ -15,12 +17,32 @@ def unavailable(what: str, reason: str) -> html.Div:
     )
 
 
-def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
-    """Facts as a definition list."""
+def facts_list(pairs: dict | list, list_id: str | None = None) -> html.Dl:
+    """Facts as a definition list: a section's facts (a list of {id, title, value, unit, per} records, or a plain
+    {key: value} mapping formatted by the key's suffix)."""
+    return labelled(tables.facts(pairs) if isinstance(pairs, dict) else [_fact(f) for f in pairs], list_id)
+
+
+def labelled(pairs: list[tuple[str, str]], list_id: str | None = None) -> html.Dl:
+    """Label/text pairs as a definition list."""
     items = []
-    for key, value in tables.facts(pairs):
-        items += [html.Dt(key), html.Dd(value)]
+    for label, text in pairs:
+        items += [html.Dt(label), html.Dd(text)]
     return html.Dl(items, id=list_id or "", className="facts")
+
+
+PER = {"step": "per step", "total": "total"}
+
+
+def _fact(fact: dict) -> tuple[str, str]:
+    """A section fact's label (with per step or total) and its value in its unit."""
+    basis = PER.get(fact.get("per", ""), "")
+    label = f"{fact['title']} ({basis})" if basis else fact["title"]
+    return label, units.value(_UNIT_KEYS.get(fact.get("unit", ""), fact["id"]), fact["value"])
+
+
+_UNIT_KEYS = {"ns": "value_ns", "share": "value_share", "bytes": "value_bytes"}
+"""A fact's unit as the key suffix units.value formats by."""
 
 
 def analysis(block_id: str, title: str, basis: str, data: object, empty: str, page_size: int = 10) -> html.Section:

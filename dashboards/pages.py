@@ -6,7 +6,7 @@ import pandas as pd
 from dash import dcc, html
 from traceanalyzer.dashboards import analyses, charts, state, tables
 from traceanalyzer.dashboards import timeline as timeline_lanes
-from traceanalyzer.dashboards.blocks import facts_list, unavailable
+from traceanalyzer.dashboards.blocks import facts_list, labelled, unavailable
 from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.views import View
 
@@ -14,6 +14,7 @@ from traceanalyzer import comparison as comparing
 from traceanalyzer import units
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
+from traceanalyzer.schema import DEVICE_KINDS, Kind
 
 PAGES = {
     "/": "Overview",
@@ -56,7 +57,14 @@ COMPARE_TOP = 15
 HOTSPOT_ROWS = 20
 LOADING_DELAY_MS = 300
 """Spinners show only for updates slower than this (a quick update would only flash)."""
-FINDING_COLUMNS = ("severity", "title", "cost_ns", "step_share", "advice")
+FINDING_COLUMNS = {
+    "severity": "severity",
+    "title": "finding",
+    "cost_ns": "cost (total over the steps)",
+    "step_share": "share of step time",
+    "advice": "advice",
+}
+"""Columns of the findings table and their headers."""
 EXPOSED_COMM = "comm_exposed_ns"
 COLLECTIVE_COLUMNS = [
     "rank",
@@ -87,48 +95,71 @@ def render(path: str, views: dict[str, View], key: str | None, query: dict[str, 
 
 
 def overview(view: View, query: dict[str, str]) -> list:
-    """Trace facts, the headline numbers, steps and the ranked findings."""
+    """Trace facts, the headline numbers, the per-step breakdown and the ranked findings."""
     report = view.report()
     t, s = report["trace"], report["summary"]
     trace_facts = {
         "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
         "ranks": ", ".join(map(str, t["ranks"])),
         "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
-        "window_ns": t["span_ns"],
+        "recorded_window_ns": t["span_ns"],
         "events": t["events"],
     }
     return [
-        html.Div([facts_list(trace_facts, "trace-facts"), facts_list(headline(view), "headline")], className="row"),
+        html.Div([facts_list(trace_facts, "trace-facts"), labelled(headline(view), "headline")], className="row"),
         html.H3("Findings, ranked by what they are worth"),
         findings_table(report["findings"], state.encode(query)),
-        html.H3("Steps"),
-        dcc.Graph(id="step-chart", figure=figures.step_bars(report["steps"])),
+        html.H3("Where each step's time goes (ms per step)"),
+        dcc.Graph(id="step-chart", figure=_step_chart(view)),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
-        html.P(f"device time by kind: {_kinds(s['time_by_kind'])}"),
+        html.P(f"Device time by kind (total over the recorded window): {_kinds(s['time_by_kind'])}", id="by-kind"),
     ]
 
 
-def headline(view: View) -> dict:
-    """Step time, device busy, exposed communication and peak memory, as the analyzers report them."""
+def _step_chart(view: View):
+    overlap = view.optional("overlap")
+    if overlap.data is None:
+        return figures.step_bars(view.report()["steps"])
+    return charts.step_breakdown(overlap.data)
+
+
+def headline(view: View) -> list[tuple[str, str]]:
+    """Step time, device busy, kernel time, communication and peak memory as the report has them, each saying
+    whether it is per step or a total, in its unit."""
     report = view.report()
     s = report["summary"]
-    return {
-        "steps": s["steps"],
-        "step_wall_median_ns": s["step_wall_ns_median"],
-        "device_busy_share": s["device_busy_share"],
-        "kernel_ns_per_step": s["kernel_ns_per_step"],
-        "communication_share": s["communication_share"],
-        "exposed_communication_ns": _fact(report, "distributed", "comm_exposed_ns"),
-        "peak_allocated_bytes": _fact(report, "memory", "peak_allocated_bytes"),
-    }
+    multi = len(view.ranks()) > 1
+    pairs = [
+        ("steps profiled" + (" (rank × step)" if multi else ""), units.value("steps", s["steps"])),
+        ("step time (median per step)", units.duration(s["step_wall_ns_median"])),
+        ("device busy (share of the recorded window)", units.share(s["device_busy_share"])),
+        ("kernel time (median per step)", units.duration(s["kernel_ns_per_step"])),
+        ("communication (share of kernel time, total)", units.share(s["communication_share"])),
+    ]
+    exposed = _fact(report, "distributed", "comm_exposed_ns")
+    if multi and exposed is not None:
+        pairs.append(("exposed communication (total over ranks and steps)", units.duration(exposed)))
+    peak = _fact(report, "memory", "peak_allocated_bytes")
+    if peak is not None:
+        pairs.append(("peak allocated memory (highest rank)", units.size(peak)))
+    return pairs
 
 
 def _fact(report: dict, section: str, key: str) -> object:
-    return (report.get(section) or {}).get("facts", {}).get(key)
+    """A fact of a report section by its id (sections as records or as a plain mapping)."""
+    facts = (report.get(section) or {}).get("facts", {})
+    if isinstance(facts, list):
+        return next((f["value"] for f in facts if f["id"] == key), None)
+    return facts.get(key)
+
+
+DEVICE_WORK = {k.value for k in DEVICE_KINDS} | {Kind.COMM_TASK.value}
+"""Kinds that are device work (the by-kind line leaves host time out)."""
 
 
 def _kinds(rows: list[dict]) -> str:
-    return ", ".join(f"{r['kind']} {units.duration(r['total_ns'])}" for r in rows) or "–"
+    device = [r for r in rows if r["kind"] in DEVICE_WORK]
+    return ", ".join(f"{r['kind']} {units.duration(r['total_ns'])}" for r in device) or "–"
 
 
 def finding_link(finding: dict, search: str) -> str:
@@ -145,7 +176,7 @@ def findings_table(findings: list[dict], search: str = "") -> html.Table | html.
     """Findings with their worth, advice and a link to the page with the evidence."""
     if not findings:
         return html.P("No findings.", id="findings")
-    header = html.Tr([html.Th(units.label(c)) for c in FINDING_COLUMNS] + [html.Th("details")])
+    header = html.Tr([html.Th(title) for title in FINDING_COLUMNS.values()] + [html.Th("evidence")])
     rows = [
         html.Tr(
             [html.Td(units.value(c, f.get(c))) for c in FINDING_COLUMNS]
@@ -321,14 +352,19 @@ def timeline_figure(
     return figures.gantt(seg, (rank, step, levels, python)), note
 
 
+SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); its collectives are listed below."
+
+
 def distributed(view: View, query: dict[str, str]) -> list:
     """Exposed communication per rank and step, the late rank, and every collective with wait vs transfer."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
     out: list = [_late_rank(view)]
-    if overlap.data is None:
+    if len(view.ranks()) < 2:
+        out.append(html.P(SINGLE_RANK, id="single-rank", className="note"))
+    elif overlap.data is None:
         out.append(unavailable("Overlap", overlap.reason))
     else:
-        title = "Exposed communication per rank and step (ms)"
+        title = "Exposed communication per rank and step (ms per step)"
         out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, EXPOSED_COMM, title)))
     out += _section(view, "distributed")
     if collectives.data is None:
@@ -400,6 +436,7 @@ COMPARE_METRICS = {
     "device_busy_ns": "device busy",
     "comm_exposed_ns": "exposed communication",
     "comm_hidden_ns": "hidden communication",
+    "idle_ns": "device idle",
 }
 """Human names of the comparison's summary metrics."""
 
@@ -462,7 +499,7 @@ def _cross_platform(diff: comparing.Comparison) -> list:
 def _compared(view: View, side: str) -> list:
     return [
         html.H3(view.label),
-        facts_list(headline(view), f"cmp-{side}-facts"),
+        labelled(headline(view), f"cmp-{side}-facts"),
         html.H4("Top kernels"),
         tables.table(f"cmp-{side}-kernels", view.hotspots(Level.KERNEL.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
         html.H4("Top CPU ops (self time)"),

@@ -10,12 +10,15 @@ from dash import dash_table
 from dash.dash_table.Format import Format, Scheme, Trim
 
 from traceanalyzer import units
+from traceanalyzer.schema import NO_ROW
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
 TEXT_WIDTH = "300px"
 LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
 """Columns cut to one line; the full text shows on hover."""
+ID_COLUMNS = {"rank", "step", "late_rank", "device", "stream", "tid", "pid", "op", "launch", "correlation"}
+"""Columns where NO_ROW (-1) means none: shown as an empty cell, never as -1."""
 
 
 def _unit(key: str) -> tuple[str, float, Format | None]:
@@ -96,7 +99,7 @@ def _cell(key: str, value: object) -> object:
         return "" if value is None else str(value)
     if isinstance(value, Number):
         v = float(value)
-        if math.isnan(v):
+        if math.isnan(v) or (key in ID_COLUMNS and value == NO_ROW):
             return None
         return v * _unit(key)[1] if _unit(key)[2] is not None else value
     return str(value)

@@ -175,15 +175,6 @@ def _table_names(browser, table: str) -> list[str]:
     return [c.text for c in cells]
 
 
-def test_overview_shows_facts_steps_and_findings(browser, app_url):
-    _open(browser, app_url, "/", "gpt_train")
-    headline = _wait(browser, "#headline").text
-    assert "step wall" in headline and "device busy" in headline
-    assert "NVIDIA H200" in _wait(browser, "#trace-facts").text
-    _wait(browser, "#step-chart .main-svg")
-    _shot(browser, "overview")
-
-
 def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _, store, keys = app_url
     view = store.view(keys["gpt_train"])
@@ -457,3 +448,57 @@ def test_ascend_page_shows_core_types(browser, app_url):
     _shot(browser, "ascend")
     _open(browser, app_url, "/ascend", "gpt_train")
     assert "not an Ascend (CANN) trace" in _wait(browser, ".unavailable").text
+
+
+def _json_report(path: Path) -> dict:
+    """The CLI's JSON report of a trace (traceanalyze PATH --format json)."""
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-c", "import sys; from traceanalyzer.cli import main; sys.exit(main())"]
+    done = subprocess.run([*run, str(path), "--format", "json"], capture_output=True, text=True, timeout=LOAD_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _headline(browser) -> dict[str, str]:
+    pairs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#headline dt')).map(t => [t.innerText, t.nextSibling.innerText])"
+    )
+    return dict(pairs)
+
+
+@pytest.mark.parametrize("trace", ["gpt_train", "ddp"])
+def test_overview_figures_equal_the_json_report(browser, app_url, trace):
+    from traceanalyzer import units
+
+    _, store, keys = app_url
+    report = _json_report(Path(store.jobs()[list(keys).index(trace)].paths[0]))
+    _open(browser, app_url, "/", trace)
+    assert {d["name"] for d in report["trace"]["devices"]} <= set(_wait(browser, "#trace-facts").text.split("\n"))
+    shown = _headline(browser)
+    s = report["summary"]
+    assert shown["step time (median per step)"] == units.duration(s["step_wall_ns_median"])
+    assert shown["device busy (share of the recorded window)"] == units.share(s["device_busy_share"])
+    assert shown["kernel time (median per step)"] == units.duration(s["kernel_ns_per_step"])
+    exposed = [k for k in shown if k.startswith("exposed communication")]
+    if trace == "ddp":
+        assert shown[exposed[0]] == units.duration(report["distributed"]["facts"]["comm_exposed_ns"])
+    else:
+        assert not exposed  # one rank: nothing is exposed across ranks
+    first = _wait(browser, "#findings tbody tr td:nth-child(2)").text
+    assert first == report["findings"][0]["title"]
+    by_kind = _wait(browser, "#by-kind").text
+    assert "cpu_op" not in by_kind and "runtime" not in by_kind
+    kernel = next(r for r in s["time_by_kind"] if r["kind"] == "kernel")
+    assert f"kernel {units.duration(kernel['total_ns'])}" in by_kind
+    _wait(browser, "#step-chart .main-svg")
+    _shot(browser, f"overview-{trace}")
+
+
+def test_single_rank_trace_has_no_cross_rank_views(browser, app_url):
+    _open(browser, app_url, "/distributed", "gpt_train")
+    assert "no cross-rank views" in _wait(browser, "#single-rank").text
+    assert not browser.find_elements("css selector", "#overlap-heatmap")
+    cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
+    assert "-1" not in cells
