@@ -130,7 +130,37 @@ def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
 
 
 def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    return dict(con.execute("select id, value from STRING_IDS"))
+    """STRING_IDS as id → text (rows whose id is not an integer ignored)."""
+    return {i: str(v) for i, v in con.execute("select id, value from STRING_IDS") if isinstance(i, int)}
+
+
+def _ints(values) -> np.ndarray:
+    """SQLite values as int64: integers (and integral numbers or digit strings) as they are; NULL, text, blobs,
+    fractions and values beyond int64 as NO_ROW (SQLite stores any type in any column)."""
+    series = pd.Series(values).reset_index(drop=True)
+    if pd.api.types.is_integer_dtype(series.dtype):
+        return series.to_numpy(np.int64)
+    numbers = pd.to_numeric(series.map(lambda v: v if isinstance(v, int | float | str) else None), errors="coerce")
+    arr = numbers.to_numpy(float)
+    ok = np.isfinite(arr) & (np.abs(arr) < 9.2e18) & (arr == np.round(arr))
+    out = np.full(len(series), NO_ROW, dtype=np.int64)
+    exact = series[ok].map(_exact_int)
+    out[ok] = exact.to_numpy(np.int64)
+    return out
+
+
+def _exact_int(value) -> int:
+    """An integral number or numeric string as an int, exactly where it is written as digits (19-digit ns)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return int(float(value))
+
+
+def _durations(start, end) -> np.ndarray:
+    """end - start in ns; c.BAD_NS where either is not an integer or the difference overflows (sanitize drops it)."""
+    a, b = _ints(start), _ints(end)
+    bad = (a == NO_ROW) | (b == NO_ROW) | (np.abs(b.astype(float) - a.astype(float)) >= 9.2e18)
+    return np.where(bad, c.BAD_NS, b - np.where(bad, 0, a))
 
 
 def _sql(con: sqlite3.Connection, query: str) -> pd.DataFrame:
@@ -138,7 +168,7 @@ def _sql(con: sqlite3.Connection, query: str) -> pd.DataFrame:
 
 
 def _names(ids: pd.Series, strings: dict[int, str]) -> np.ndarray:
-    return np.array([strings.get(int(i), "") if pd.notna(i) else "" for i in ids], dtype=object)
+    return np.array([strings.get(int(i), "") for i in _ints(ids)], dtype=object)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
@@ -176,18 +206,18 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
     core[is_comm] = c.HCCL_CORE
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": name,
             "kind": kind,
             "cat": task_type,
             "pid": "device",
             "tid": t["streamId"].astype(str),
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
-            "stream": t["streamId"].fillna(NO_ROW).astype(np.int64),
-            "correlation": np.where(is_comm, NO_ROW, t["connectionId"].fillna(NO_ROW)).astype(np.int64),
-            "bytes": np.where(is_comm, t["csize"].fillna(NO_ROW), NO_ROW).astype(np.int64),
-            "comm_op": np.where(is_comm, t["cop"].fillna(NO_ROW), NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]),
+            "stream": _ints(t["streamId"]),
+            "correlation": np.where(is_comm, NO_ROW, _ints(t["connectionId"])),
+            "bytes": np.where(is_comm, _ints(t["csize"]), NO_ROW),
+            "comm_op": np.where(is_comm, _ints(t["cop"]), NO_ROW),
             "core": core,
             "input_dims": [c.shapes_json(s) for s in _names(t["inputShapes"], strings)],
             "input_types": _names(t["inputDataTypes"], strings),
@@ -206,19 +236,19 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
     ]
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": Kind.COMMUNICATION.value,
             "cat": _names(t["algType"], strings) if "algType" in t else "",
             "pid": "device",
             "tid": "communication",
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64) if "deviceId" in t else NO_ROW,
-            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]) if "deviceId" in t else NO_ROW,
+            "correlation": _ints(t["connectionId"]),
             "collective": [x[0] for x in coll],
             "bytes": np.array([x[1] for x in coll], dtype=np.int64),
             "group": _names(t["groupName"], strings),
-            "comm_op": t["opId"].fillna(NO_ROW).astype(np.int64) if "opId" in t else NO_ROW,
+            "comm_op": _ints(t["opId"]) if "opId" in t else NO_ROW,
             "core": c.HCCL_CORE,
         }
     )
@@ -226,7 +256,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
 
 def _lanes(global_tid: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """globalTid = pid << 32 | tid → (pid, tid) strings."""
-    g = global_tid.fillna(0).astype(np.int64).to_numpy()
+    g = np.maximum(_ints(global_tid), 0)
     return (g >> 32).astype(str), (g & 0xFFFFFFFF).astype(str)
 
 
@@ -237,14 +267,14 @@ def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) ->
     pid, tid = _lanes(t["globalTid"])
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": _names(t["name"], strings),
             "kind": Kind.RUNTIME.value,
             "cat": t["type"].astype(str),
             "pid": pid,
             "tid": tid,
-            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+            "correlation": _ints(t["connectionId"]),
         }
     )
 
@@ -255,17 +285,16 @@ def _pytorch(con: sqlite3.Connection, strings: dict[int, str], tables: set[str])
     columns = "startNs, endNs, globalTid, connectionId, name, inputDtypes, inputShapes, type"
     t = _sql(con, f"select {columns} from PYTORCH_API")
     # PYTORCH_API times are TEXT holding integer ns
-    start = np.array([int(v) for v in t["startNs"]], dtype=np.int64)
-    end = np.array([int(v) for v in t["endNs"]], dtype=np.int64)
+    start = _ints(t["startNs"])
     names = _names(t["name"], strings)
-    kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in t["type"]], dtype=object)
+    kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in _ints(t["type"])], dtype=object)
     kind[[n.startswith(c.DEQUEUE_PREFIX) for n in names]] = Kind.RUNTIME.value
     kind[[n.startswith(c.STEP_PREFIX) for n in names]] = Kind.STEP.value
     pid, tid = _lanes(t["globalTid"])
     return pd.DataFrame(
         {
             "ts": start,
-            "dur": np.maximum(end - start, 0),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": kind,
             "cat": t["type"].astype(str),
@@ -284,8 +313,8 @@ def _queue_ids(con: sqlite3.Connection, api: pd.DataFrame, tables: set[str]) -> 
     if "CONNECTION_IDS" not in tables:
         return out
     ids = _sql(con, "select id, connectionId from CONNECTION_IDS").groupby("id")["connectionId"].min()
-    queue = ((api["type"] == API_QUEUE) & api["connectionId"].notna()).to_numpy()
-    out[queue] = ids.reindex(api.loc[queue, "connectionId"].astype(np.int64)).fillna(NO_ROW).to_numpy()
+    queue = (_ints(api["type"]) == API_QUEUE) & (_ints(api["connectionId"]) != NO_ROW)
+    out[queue] = ids.reindex(_ints(api.loc[queue, "connectionId"])).fillna(NO_ROW).to_numpy()
     return out
 
 
@@ -328,8 +357,8 @@ def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     t = _sql(con, "select id, startNs, endNs from STEP_TIME")
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": [f"{c.STEP_PREFIX}{i}" for i in t["id"]],
             "kind": Kind.STEP.value,
             "pid": "steps",
@@ -342,17 +371,17 @@ def _overlap(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     if "OVERLAP_ANALYSIS" not in tables:
         return pd.DataFrame()
     t = _sql(con, "select deviceId, startNs, endNs, type from OVERLAP_ANALYSIS")
-    names = [c.OVERLAP_NAMES[int(x)] if 0 <= int(x) < len(c.OVERLAP_NAMES) else str(x) for x in t["type"]]
+    names = [c.OVERLAP_NAMES[x] if 0 <= x < len(c.OVERLAP_NAMES) else str(x) for x in _ints(t["type"])]
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": Kind.OVERLAP_LANE.value,
             "cat": c.OVERLAP_LANE,
             "pid": c.OVERLAP_LANE,
             "tid": names,
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]),
         }
     )
 
@@ -368,10 +397,10 @@ def _memory_records(con: sqlite3.Connection, strings: dict[int, str], tables: se
 def _memory(records: pd.DataFrame) -> pd.DataFrame:
     t = records[records["component"] == _MEMORY_COMPONENT]
     return c.memory_frame(
-        t["timestamp"].astype(np.int64),
-        t["deviceId"].fillna(NO_ROW).astype(np.int64),
-        t["totalAllocated"].fillna(NO_ROW).astype(np.int64),
-        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+        _ints(t["timestamp"]),
+        _ints(t["deviceId"]),
+        _ints(t["totalAllocated"]),
+        _ints(t["totalReserved"]),
     )
 
 
@@ -391,9 +420,9 @@ def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], 
         "release_allocated": "releaseTotalAllocated",
         "release_reserved": "releaseTotalReserved",
     }
-    out = {k: t[col].fillna(NO_ROW).astype(np.int64).to_numpy() for k, col in ints.items()}
+    out = {k: _ints(t[col]) for k, col in ints.items()}
     ge = records[records["component"] == _GE_COMPONENT]
-    ge_keys = pd.MultiIndex.from_arrays([ge["timestamp"].astype(np.int64), ge["totalAllocated"].astype(np.int64)])
+    ge_keys = pd.MultiIndex.from_arrays([_ints(ge["timestamp"]), _ints(ge["totalAllocated"])])
     is_ge = pd.MultiIndex.from_arrays([out["alloc_ts"], out["alloc_allocated"]]).isin(ge_keys)
     names = _names(t["name"], strings)
     return pd.DataFrame({"name": np.where(is_ge, c.GE_OP_PREFIX + names.astype(str), names)} | out)
@@ -406,10 +435,10 @@ def _modules(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     t = _sql(con, "select moduleId, timestampNs, totalReserved, deviceId from NPU_MODULE_MEM")
     names = dict(con.execute("select id, name from ENUM_MODULE")) if "ENUM_MODULE" in tables else {}
     return c.module_memory(
-        t["timestampNs"].astype(np.int64),
-        t["deviceId"].fillna(NO_ROW).astype(np.int64),
-        [names.get(int(m), str(m)) for m in t["moduleId"]],
-        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+        _ints(t["timestampNs"]),
+        _ints(t["deviceId"]),
+        [names.get(m, str(m)) for m in _ints(t["moduleId"])],
+        _ints(t["totalReserved"]),
     )
 
 
