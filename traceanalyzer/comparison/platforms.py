@@ -1,13 +1,13 @@
 """GPU ↔ NPU: two runs of different platforms (CUDA or ROCm vs Ascend) compared at the levels both share, since their
 kernels share no names.
 
-- **Categories**, after msprof-analyze's compare tool (its OverallMetrics): device time in GEMM (cube), convolution
-  and attention (forward and backward apart), normalisation, vector (elementwise, reductions, pooling, optimizer), copies (memcpy, memset, TensorMove,
-  TransData, Cast, layout copies); then exposed communication, device idle and host overhead (runtime calls that
-  launch or copy work, synchronisation left out), per step. A kernel's category comes from its framework op, its
-  launching op and its own name, by the first rule that matches (``CATEGORY_RULES``), as the compare tool's
-  ``compare_config.ini`` masks do (``aten::conv``; ``aten::addmm,aten::bmm,aten::mm,aten::matmul``; ``gemm,conv,
-  cutlass,wgrad,gemvx``; ``flash_attention,fusion_attention,...``).
+- **Categories**, after msprof-analyze's compare tool (its OverallMetrics): device time in GEMM (cube),
+  convolution and attention (forward and backward apart), normalisation, vector (elementwise, reductions, pooling,
+  optimizer), copies (memcpy, memset, TensorMove, TransData, Cast, layout copies); then exposed communication,
+  device idle and host overhead (runtime calls that launch or copy work, synchronisation left out), per step. A
+  kernel's category comes from its framework op, its launching op and its own name, by the first rule that matches
+  (``CATEGORY_RULES``), as the compare tool's ``compare_config.ini`` masks do (``aten::conv``; ``aten::addmm,
+  aten::bmm,aten::mm,aten::matmul``; ``gemm,conv,cutlass,wgrad,gemvx``; ``flash_attention,fusion_attention,...``).
 - **Framework ops**: device time per outermost framework op (``aten::conv2d``, ``aten::convolution_backward``, ...),
   the level both platforms' torch record alike. torch_npu's own ops are renamed to what they stand for on a GPU:
   ``NPU_EQUIVALENTS`` to the aten op, ``NPU_FUSED`` to the chain of aten ops the fused op replaces (found on the
