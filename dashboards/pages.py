@@ -198,30 +198,31 @@ def hotspots(view: View, query: dict[str, str]) -> list:
         "kind": state.choice(query, "kind", [ALL, *view.kinds()], ALL),
     }
     table = hotspot_table(view, **picks)
-    grid = tables.grid("hs-table", hotspot_content(table), page_size=HOTSPOT_ROWS)
+    kernel_only = picks["level"] != Level.KERNEL.value
+    grid = tables.grid("hs-table", hotspot_content(table, picks["level"]), page_size=HOTSPOT_ROWS)
     return [
         html.Div(
             [
                 _dropdown("hs-level", levels, picks["level"], "level"),
                 _dropdown("hs-step", [ALL, *view.steps()], picks["step"], "step"),
                 _dropdown("hs-rank", [ALL, *view.ranks()], picks["rank"], "rank"),
-                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)"),
+                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)", kernel_only),
                 html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
             ],
             className="controls",
         ),
         html.P(HOTSPOT_BASIS, className="note"),
+        dcc.Loading(grid, delay_show=LOADING_DELAY_MS),
         html.Div(
             [
-                html.Div(dcc.Loading(grid, delay_show=LOADING_DELAY_MS), className="col-wide"),
+                html.Div(dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)), className="col"),
                 html.Div(
                     [
-                        dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)),
                         html.H3("Selected"),
                         dcc.Store(id="hs-selected"),
                         dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
                     ],
-                    className="col-narrow",
+                    className="col",
                 ),
             ],
             className="row",
@@ -233,31 +234,38 @@ HOTSPOT_BASIS = (
     "Times are totals over the steps and ranks picked (all: the whole recorded window); share is of the table's "
     "total, cumulative share down the ranking."
 )
-HOTSPOT_FIRST = ("name", "kind", "total_ns", "self_ns", "share", "cum_share")
+HOTSPOT_FIRST = ("name", "kind", "total_ns", "share", "cum_share")
 """Hotspot columns shown first, so share and cumulative share sit beside the total at any width."""
+HOTSPOT_HEADERS = {
+    Level.CPU_OP.value: {
+        "total_ns": "self time (ms)",
+        "inclusive_ns": "inclusive time (ms)",
+        "device_self_ns": "device time launched (ms)",
+    },
+    Level.OP_DEVICE.value: {"total_ns": "device time (ms)"},
+}
+"""Headers that say which time a level's total is (a CPU op's total is its self host time)."""
 
 
-def hotspot_content(table: pd.DataFrame) -> dict:
+def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     """The hotspot grid's props: names cut in the middle (full name on hover and in each row's full_name), share
     and cumulative share beside the total."""
     columns = [c for c in HOTSPOT_FIRST if c in table] + [c for c in table if c not in HOTSPOT_FIRST]
     full = [str(n) for n in table["name"]] if len(table) else []
     shown = table.assign(name=shortened(full)) if len(table) else table
     content = tables.content(shown, columns)
+    headers = HOTSPOT_HEADERS.get(level, {})
+    content["columns"] = [{**c, "name": headers.get(c["id"], c["name"])} for c in content["columns"]]
     for row, name in zip(content["data"], full, strict=True):
         row["full_name"] = name
     content["tooltip_data"] = [{**tip, "name": name} for tip, name in zip(content["tooltip_data"], full, strict=True)]
     return content
 
 
-def _dropdown(dropdown_id: str, values: list, value: object, label: str) -> html.Label:
+def _dropdown(dropdown_id: str, values: list, value: object, label: str, disabled: bool = False) -> html.Label:
+    options = [{"label": str(v), "value": v} for v in values]
     return html.Label(
-        [
-            label,
-            dcc.Dropdown(
-                id=dropdown_id, options=[{"label": str(v), "value": v} for v in values], value=value, clearable=False
-            ),
-        ],
+        [label, dcc.Dropdown(id=dropdown_id, options=options, value=value, clearable=False, disabled=disabled)],
         className="control",
     )
 
@@ -399,7 +407,19 @@ def fusion(view: View, query: dict[str, str]) -> list:
     facts = _section(view, "fusion", with_tables=False)
     if found.data is None:
         return [*facts, unavailable("Fusion", found.reason)]
-    return [*facts, html.H3("Opportunities"), tables.table("fusion-table", found.data)]
+    table = found.data
+    columns = [c for c in FUSION_FIRST if c in table] + [c for c in table if c not in FUSION_FIRST]
+    return [
+        *facts,
+        html.H3("Opportunities"),
+        html.P(FUSION_BASIS, className="note"),
+        tables.table("fusion-table", table, columns),
+    ]
+
+
+FUSION_FIRST = ("pattern", "saving_ns_per_step", "where", "replacement", "current_ns_per_step", "occurrences")
+"""Fusion columns shown first: what, what it saves, where and with what, before the breakdown of the estimate."""
+FUSION_BASIS = "Times and bytes are per step (ms, MiB); savings are estimates: what fusing would remove."
 
 
 def memory(view: View, query: dict[str, str]) -> list:

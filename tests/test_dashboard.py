@@ -168,6 +168,10 @@ def _shot(browser, name: str):
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 
+def _dropdown_value(browser, dropdown: str) -> str:
+    return _wait(browser, dropdown).text.strip()
+
+
 def _table_names(browser, table: str) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -189,6 +193,7 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     assert shortened(names)[0] not in memsets and memsets
     _pick(browser, "#hs-level", "cpu_op")
     _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")  # the table is updated in place: wait for cpu_op's
+    assert _dropdown_value(browser, "#hs-kind") == "all"  # the kernel-only kind filter is off at other levels
     first = _table_names(browser, "hs-table")[0]
     browser.find_element("css selector", "#hs-table td[data-dash-column=name]").click()
     _wait(browser, "#selected-name", first)
@@ -342,10 +347,6 @@ def test_bad_upload_shows_its_error_and_the_app_keeps_running(browser, app_url, 
     browser.find_element("css selector", "#upload input[type=file]").send_keys(str(garbage))
     assert "could not open garbage.json (uploaded)" in _wait(browser, "#load-status", "garbage.json (uploaded)").text
     _open(browser, app_url, "/", "gpt_train")
-
-
-def _dropdown_value(browser, dropdown: str) -> str:
-    return _wait(browser, f"{dropdown}").text.strip()
 
 
 def test_picks_live_in_the_url_and_survive_a_reload(browser, app_url):
@@ -502,3 +503,28 @@ def test_single_rank_trace_has_no_cross_rank_views(browser, app_url):
     assert not browser.find_elements("css selector", "#overlap-heatmap")
     cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
     assert "-1" not in cells
+
+
+def _component(tree, component_id: str):
+    """The component of a layout with this id (depth first), or None."""
+    if getattr(tree, "id", None) == component_id:
+        return tree
+    children = tree if isinstance(tree, list) else getattr(tree, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        found = _component(child, component_id) if not isinstance(child, str) else None
+        if found is not None:
+            return found
+    return None
+
+
+def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
+    from traceanalyzer.dashboards import pages
+
+    _, store, keys = app_url
+    one, two = keys["gpt_train"], keys["ddp"]
+    lone = pages.compare({one: store.view(one)}, one, {})
+    assert _component(lone, "cmp-a").value == one and _component(lone, "cmp-b").value is None
+    pair = pages.compare({one: store.view(one), two: store.view(two)}, one, {})
+    assert _component(pair, "cmp-b").value == two
+    asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
+    assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
