@@ -528,3 +528,23 @@ def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
     assert _component(pair, "cmp-b").value == two
     asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
     assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
+
+
+@pytest.mark.parametrize("trace", ["gpt_train", "ddp", "ascend"])
+def test_every_page_opens_at_1280_without_sentinels(browser, app_url, trace):
+    """Each page of a single-GPU, a 2-rank and an Ascend trace: drawn, nothing wider than the window, no -1 shown."""
+    from traceanalyzer.dashboards.pages import PAGES
+
+    url, store, keys = app_url
+    if trace not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    for path, title in PAGES.items():
+        browser.get(f"{url}{path}?trace={keys[trace]}")
+        _wait(browser, ".page-title", title)
+        body = _wait(browser, "#page").text
+        assert "internal error" not in body and "Traceback" not in body, (path, body[:300])
+        cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
+        assert "-1" not in cells, path
+        wide = browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
+        assert not wide, f"{path} is wider than the 1280 px window"
+        _shot(browser, f"{trace}-{title.lower()}")
