@@ -58,8 +58,9 @@ def _copy_run(parts: tuple[str, ...]) -> tuple[Path, Path]:
     return root, Path(shutil.copy2(source, root / source.name))
 
 
-def check_promise(path: Path, root: Path) -> None:
-    """Run the CLI on path: exit 0, or 2 with one line naming a file under root; nothing under root changes."""
+def check_promise(path: Path, root: Path) -> int:
+    """Run the CLI on path: exit 0, or 2 with one line naming a file under root; nothing under root changes. Returns
+    the exit code."""
     before = snapshot(root)
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
@@ -71,6 +72,7 @@ def check_promise(path: Path, root: Path) -> None:
         errors = [line for line in shown.splitlines() if line.startswith("traceanalyze: error:")]
         assert len(errors) == 1 and str(root) in errors[0], shown[-2000:]
     assert snapshot(root) == before
+    return code
 
 
 @pytest.fixture(autouse=True)
@@ -223,3 +225,68 @@ def test_bad_kernel_table_values_are_dropped_with_a_count(tmp_path, column, valu
     assert trace.meta.adjustments == {reason: 1}
     assert any(reason in w and "kernel_details.csv" in w for w in trace.meta.warnings)
     assert (trace.events["dur"] >= 0).all() and (trace.events["ts"] >= 0).all()
+
+
+def _apply(path: Path, sql: str, args: tuple = ()) -> None:
+    con = sqlite3.connect(path)
+    try:
+        con.execute(sql, args)
+        con.commit()
+    finally:
+        con.close()
+
+
+@pytest.mark.parametrize(
+    ("sql", "args", "code"),
+    [
+        ("update TASK set startNs = ? where rowid % 2 = 0", ("abc",), 0),
+        ("update TASK set endNs = ? where rowid % 3 = 0", (None,), 0),
+        ("update TASK set startNs = ? where rowid % 5 = 0", (1.5,), 0),
+        ("update TASK set streamId = ?, deviceId = ?", (b"\x00\x01", "x"), 0),
+        ("update PYTORCH_API set startNs = ? where rowid % 2 = 0", ("not ns",), 0),
+        ("update STRING_IDS set value = ? where rowid % 2 = 0", (b"\xff",), 0),
+        ("alter table CANN_API rename column startNs to startNs_renamed", (), 0),
+        ("alter table TASK rename column endNs to endNs_renamed", (), 2),
+        ("drop table PYTORCH_API", (), 0),
+        ("drop table TASK", (), 2),
+    ],
+)
+def test_the_issues_database_damage_is_a_warning_or_one_line(sql, args, code):
+    """TEXT/NULL/REAL/BLOB where integers belong, a renamed column, a missing table: exit 0 with the rows that
+    cannot be used dropped and counted, or (the TASK table unusable) exit 2 with one line."""
+    root, path = _copy_run(DATABASES["torch_npu"])
+    try:
+        _apply(path, sql, args)
+        assert check_promise(path, root) == code
+    finally:
+        shutil.rmtree(root)
+
+
+def test_a_zeroed_page_is_one_line():
+    root, path = _copy_run(DATABASES["torch_npu"])
+    try:
+        raw = bytearray(path.read_bytes())
+        page = int.from_bytes(raw[16:18], "big")
+        raw[3 * page : 4 * page] = bytes(page)
+        path.write_bytes(bytes(raw))
+        check_promise(path, root)
+    finally:
+        shutil.rmtree(root)
+
+
+def test_links_survive_dropped_rows(tmp_path):
+    """An Enqueue with a broken duration is dropped; the caller links of the other rows still point at the same
+    rows (each task-queue Dequeue at its Enqueue, each HCCL task at its collective)."""
+    run = Path(shutil.copytree(shared_path(*TEXT_RUN), tmp_path / "run"))
+    trace = run / OUTPUT / "trace_view.json"
+    raw = trace.read_bytes()
+    at = raw.find(b'"dur": ', raw.find(b'"name": "Enqueue"'))
+    trace.write_bytes(raw[: at + 7] + b"1e30" + raw[raw.find(b",", at) :])
+    damaged, clean = ta.load(run), ta.load(shared_path(*TEXT_RUN))
+    assert damaged.meta.adjustments == {"events with a broken or longer-than-a-day duration dropped": 1}
+    pairs = []
+    for t in (clean, damaged):
+        linked = t.events[t.events["caller"] != -1]
+        callers = t.events.loc[linked["caller"], "name"].astype(str)
+        pairs.append(sorted(zip(linked["name"].astype(str), callers, strict=True)))
+    assert set(pairs[1]) <= set(pairs[0]) and len(pairs[1]) == len(pairs[0]) - 1

@@ -32,18 +32,21 @@ _GE_COMPONENT = "GE"
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     """Parse one rank's profiler database without links."""
+    warnings = c.Notes()
     with _connect(path) as con:
         tables = _tables(path, con)
         strings = _strings(con)
-        parts = [_tasks(con, strings, tables), _comm_ops(con, strings, tables), _cann(con, strings, tables)]
-        parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
-        records = _memory_records(con, strings, tables)
-        snapshots, blocks, modules = _memory(records), _blocks(con, strings, tables, records), _modules(con, tables)
-        db_metadata = _metadata(con, tables)
+        read = _Optional(path, warnings, con, strings, tables)
+        parts = [_tasks(con, strings, tables)] + [read(f) for f in (_comm_ops, _cann, _pytorch, _steps, _overlap)]
+        records = read(_memory_records, _memory_records(None, strings, set()))
+        snapshots, blocks = (
+            _memory(records),
+            read(lambda *a: _blocks(*a, records), _blocks(None, strings, set(), records)),
+        )
+        modules, db_metadata = read(_modules, _modules(None, strings, set())), _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
-    warnings = c.Notes()
     events = _categorize(c.sanitize(events, str(path), warnings))
     queue = _callers(events)
     events["caller"] = np.where(queue != NO_ROW, queue, _task_ops(events))
@@ -55,6 +58,21 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     return events, c.block_memory(events, blocks, snapshots), meta
+
+
+class _Optional:
+    """Reads an optional table: one that cannot be read as expected (a renamed or missing column, a bad page) is
+    left out with a warning instead of failing the whole database."""
+
+    def __init__(self, path: Path, notes: c.Notes, *args) -> None:
+        self.path, self.notes, self.args = path, notes, args
+
+    def __call__(self, read, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+        try:
+            return read(*self.args)
+        except sqlite3.DatabaseError as e:
+            self.notes.append(f"{self.path}: a table could not be read ({e}); its events are left out")
+            return pd.DataFrame() if empty is None else empty
 
 
 def uri(path: Path) -> str:
@@ -164,7 +182,11 @@ def _durations(start, end) -> np.ndarray:
 
 
 def _sql(con: sqlite3.Connection, query: str) -> pd.DataFrame:
-    return pd.read_sql_query(query, con)
+    """The query's rows; a failing query raises the sqlite3 error (pandas wraps it in its own)."""
+    try:
+        return pd.read_sql_query(query, con)
+    except pd.errors.DatabaseError as e:
+        raise sqlite3.DatabaseError(str(e.__cause__ or e)) from None
 
 
 def _names(ids: pd.Series, strings: dict[int, str]) -> np.ndarray:
@@ -175,11 +197,12 @@ def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"pragma table_info({table})")}
 
 
-def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+def _task_query(con: sqlite3.Connection, tables: set[str]) -> str:
+    """TASK rows joined with their compute or communication task info, where the database has those tables."""
     compute = "COMPUTE_TASK_INFO" in tables
     comm = "COMMUNICATION_TASK_INFO" in tables
     shapes = compute and "inputShapes" in _columns(con, "COMPUTE_TASK_INFO")
-    query = (
+    return (
         "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
         + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
         + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
@@ -192,7 +215,11 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
         + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")
     )
-    t = _sql(con, query)
+
+
+def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    """Device tasks: compute kernels, tasks of collectives, and the rest by their task type."""
+    t = _sql(con, _task_query(con, tables))
     task_type = _names(t["taskType"], strings)
     is_kernel = t["kname"].notna().to_numpy()
     is_comm = t["ctask"].notna().to_numpy() & ~is_kernel
@@ -350,7 +377,7 @@ def _task_ops(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _steps(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     """STEP_TIME rows, only when PYTORCH_API has no ProfilerStep markers of its own (msprof DBs)."""
     if "STEP_TIME" not in tables or "PYTORCH_API" in tables:
         return pd.DataFrame()
@@ -367,7 +394,7 @@ def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     )
 
 
-def _overlap(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _overlap(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     if "OVERLAP_ANALYSIS" not in tables:
         return pd.DataFrame()
     t = _sql(con, "select deviceId, startNs, endNs, type from OVERLAP_ANALYSIS")
@@ -428,7 +455,7 @@ def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], 
     return pd.DataFrame({"name": np.where(is_ge, c.GE_OP_PREFIX + names.astype(str), names)} | out)
 
 
-def _modules(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _modules(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     """NPU_MODULE_MEM with ENUM_MODULE names: reserved bytes per CANN module over time."""
     if "NPU_MODULE_MEM" not in tables:
         return c.module_memory([], [], [], [])
