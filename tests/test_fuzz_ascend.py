@@ -290,3 +290,49 @@ def test_links_survive_dropped_rows(tmp_path):
         callers = t.events.loc[linked["caller"], "name"].astype(str)
         pairs.append(sorted(zip(linked["name"].astype(str), callers, strict=True)))
     assert set(pairs[1]) <= set(pairs[0]) and len(pairs[1]) == len(pairs[0]) - 1
+
+
+def _set_cell(path: Path, row: int, column: str, value: str) -> None:
+    rows = _rows(path)
+    rows[row][[h.strip() for h in rows[0]].index(column)] = value
+    _write_rows(path, rows)
+
+
+def _pta_row(out: Path) -> int:
+    """The first memory_record row of the PTA allocator (the rows the parser reads)."""
+    return next(i for i, r in enumerate(_rows(out / "memory_record.csv")) if r[0] == "PTA")
+
+
+def _append_field(path: Path, row: int) -> None:
+    rows = _rows(path)
+    rows[row].append("extra")
+    _write_rows(path, rows)
+
+
+def _open_quote(path: Path, row: int) -> None:
+    lines = path.read_bytes().splitlines(keepends=True)
+    lines[row] = b'"' + lines[row]
+    path.write_bytes(b"".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("damage", "adjustment", "said"),
+    [
+        (lambda out: _set_cell(out / "npu_module_mem.csv", 1, "Timestamp(us)", "abc"), 1, "not a µs timestamp"),
+        (lambda out: _set_cell(out / "memory_record.csv", _pta_row(out), "Timestamp(us)", "1e308"), 1, "µs timestamp"),
+        (lambda out: _set_cell(out / "operator_memory.csv", 1, "Release Time(us)", "inf"), 1, "never released"),
+        (lambda out: _append_field(out / "kernel_details.csv", 3), 1, "more fields than the header"),
+        (lambda out: _open_quote(out / "memory_record.csv", 5), 0, "a quote is never closed"),
+        (lambda out: (out.parent / "profiler_info_0.json").write_text("[1, 2]"), 0, "not a JSON object"),
+    ],
+    ids=["module mem timestamp", "memory record timestamp", "release time", "extra column", "open quote", "info array"],
+)
+def test_the_issues_csv_and_json_damage_is_a_warning(tmp_path, damage, adjustment, said):
+    """A bad value or row of a side file is dropped (counted in the meta's adjustments) or the file is left out,
+    with a warning saying which and why; the analysis goes on."""
+    run = Path(shutil.copytree(shared_path(*TEXT_RUN), tmp_path / "run"))
+    damage(run / OUTPUT)
+    assert check_promise(run, tmp_path) == 0
+    meta = ta.load(run).meta
+    assert sum(meta.adjustments.values()) == adjustment
+    assert any(said in w for w in meta.warnings), meta.warnings
