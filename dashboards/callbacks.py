@@ -91,7 +91,8 @@ def _selected_name(cell, click, rows) -> str | None:
     """The name the user picked: the clicked table row, or the clicked bar."""
     trigger = dash.ctx.triggered_id
     if trigger == "hs-table" and cell and rows and cell["row"] < len(rows):
-        return rows[cell["row"]]["full_name"]
+        row = rows[cell["row"]]
+        return row.get("full_name", row["name"])
     if trigger == "hs-bars" and click:
         return click["points"][0].get("customdata")
     return None

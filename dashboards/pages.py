@@ -256,9 +256,10 @@ def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     content = tables.content(shown, columns)
     headers = HOTSPOT_HEADERS.get(level, {})
     content["columns"] = [{**c, "name": headers.get(c["id"], c["name"])} for c in content["columns"]]
-    for row, name in zip(content["data"], full, strict=True):
-        row["full_name"] = name
-    content["tooltip_data"] = [{**tip, "name": name} for tip, name in zip(content["tooltip_data"], full, strict=True)]
+    for row, tip, name in zip(content["data"], content["tooltip_data"], full, strict=True):
+        tip.pop("name", None)
+        if row["name"] != name:  # cut: the row keeps its full name for a click, the tooltip shows it
+            row["full_name"] = tip["name"] = name
     return content
 
 
@@ -357,7 +358,27 @@ def timeline_figure(
     merged = int(seg["count"].sum()) if len(seg) else 0
     note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
     note += "; zoom in to split them)." if merged > len(seg) else ")."
-    return figures.gantt(seg, (rank, step, levels, python)), note
+    fig = figures.gantt(seg, (rank, step, levels, python))
+    found = view.marks(rank, seg)
+    for mark in found.itertuples():
+        fig.add_vrect(
+            x0=mark.start_ns / 1e6,
+            x1=mark.end_ns / 1e6,
+            fillcolor=MARK_COLOURS[mark.what],
+            opacity=0.18,
+            line_width=0,
+            layer="below",
+            name=f"{mark.what}: {figures.text(mark.label)}",
+        )
+    counts = found["what"].value_counts()
+    if len(counts):
+        shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
+        note += f" Shaded from the Health page: {shaded}."
+    return fig, note
+
+
+MARK_COLOURS = {"idle gap": "#ff7f0e", "host sync": "#d62728"}
+MARK_NAMES = {"idle gap": "orange", "host sync": "red"}
 
 
 SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); its collectives are listed below."

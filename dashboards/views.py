@@ -12,7 +12,7 @@ from traceanalyzer.dashboards import timeline
 
 from traceanalyzer.analyzers import ascend, distributed, gemm, health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
 OPTIONAL = {
@@ -24,6 +24,7 @@ OPTIONAL = {
     "device_busy": health.device_busy,
     "idle_gaps": health.idle_gaps,
     "sync_places": health.sync_places,
+    "sync_stalls": health.sync_stalls,
     "dtoh_copies": health.dtoh_copies,
     "launch_bound": health.launch_bound,
     "fp32_gemms": health.fp32_gemms,
@@ -104,6 +105,26 @@ class View:
     def host_levels(self) -> np.ndarray:
         """Per event: its host level with Python frames collapsed (see dashboards.timeline)."""
         return timeline.host_levels(self.trace.events)
+
+    @cached_property
+    def first_work(self) -> pd.Series:
+        """Start (ns) of each (rank, device)'s first device work, where the health analyzer's gap offsets count from."""
+        events = self.trace.events
+        busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
+        return busy.groupby(["rank", "device"])["ts"].min()
+
+    def marks(self, rank: int, segments: pd.DataFrame) -> pd.DataFrame:
+        """The idle gaps and host syncs (health findings' evidence) inside the drawn segments of one rank's step."""
+        if not len(segments):
+            return pd.DataFrame(columns=timeline.MARK_COLUMNS)
+        empty = pd.DataFrame(
+            columns=["rank", "device", "offset_ns", "dur_ns", "ts", "sync_ns", "name", "annotation", "op"]
+        )
+        gaps, stalls = (self.optional(name).data for name in ("idle_gaps", "sync_stalls"))
+        gaps = empty if gaps is None else gaps
+        stalls = empty if stalls is None else stalls
+        span = int(segments["end_ns"].max())
+        return timeline.marks(gaps, stalls, self.first_work, rank, segments.attrs["origin_ns"], span)
 
     def has_python_frames(self) -> bool:
         """Whether the trace was recorded with_stack (it has Python frame events)."""

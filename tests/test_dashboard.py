@@ -408,6 +408,12 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     _wait_script(browser, TIMELINE_NAMES, "STRAGGLER_rank1_sleep")
     lanes = browser.execute_script(TIMELINE_LANES)
     assert any(lane.startswith(f"thread {main_tid} ") for lane in lanes), lanes
+    assert "idle gap" in _wait(browser, "#tl-note").text  # the Health page's largest gaps, shaded where they are
+    shaded = browser.execute_script(
+        "return document.querySelector('#tl-graph .js-plotly-plot').layout.shapes.map(s => [s.name, s.x0, s.x1])"
+    )
+    longest = max(x1 - x0 for name, x0, x1 in shaded if name.startswith("idle gap"))
+    assert longest > 0.8 * sleeps["dur"].min() / 1e6  # the GPU idles through the straggler's 50 ms sleep
     _shot(browser, "timeline-with-stack")
     browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
     _pick(browser, "#tl-levels", "64")
