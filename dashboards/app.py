@@ -67,13 +67,14 @@ def _layout() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="url", refresh=False),
+            dcc.Store(id="scrolled"),
             dcc.Interval(id="poll", interval=POLL_MS),
             html.Div(
                 [
                     html.B("traceanalyzer", style={"marginRight": "12px"}),
                     html.Div(
                         dcc.Dropdown(id="trace", clearable=False, placeholder="loading…"),
-                        style={"width": "420px", "display": "inline-block", "verticalAlign": "middle"},
+                        style={"width": "300px", "display": "inline-block", "verticalAlign": "middle"},
                     ),
                     html.Span([" ", *_spaced(nav)], style={"marginLeft": "12px"}),
                 ]
@@ -198,4 +199,13 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         views = {j.key: j.view for j in store.ready()}
         return pages.render(path or "/", views, key, state.parse(search))
 
+    app.clientside_callback(SCROLL_TO_ANCHOR, Output("scrolled", "data"), Input("page", "children"))
     callbacks.register(app, store)
+
+
+SCROLL_TO_ANCHOR = """function (_children) {
+    const target = window.location.hash && document.getElementById(window.location.hash.slice(1));
+    if (target) { target.scrollIntoView(); }
+    return window.location.hash;
+}"""
+"""A link to a table on a page (a finding's evidence) scrolls to it once the page is drawn."""

@@ -29,7 +29,6 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
         Output("hs-table", "sort_by"),
         Output("hs-table", "active_cell"),
         Output("hs-bars", "figure"),
-        Output("hs-kind", "disabled"),
         URL,
         Input("hs-level", "value"),
         Input("hs-step", "value"),
@@ -42,14 +41,26 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
     def hotspot_table(level, step, rank, kind, key, search):
         view = store.view(key)
         if view is None:
-            return (no_update,) * (len(tables.CONTENT) + 7)
+            return (no_update,) * (len(tables.CONTENT) + 6)
         table = pages.hotspot_table(view, level, step, rank, kind)
-        content = pages.hotspot_content(table)
+        content = pages.hotspot_content(table, level)
         # a name filter or sort of one level means nothing at another: they reset when the level changes
         reset = ("", []) if dash.ctx.triggered_id == "hs-level" else (no_update, no_update)
         search = state.updated(search, level=level, step=step, rank=rank, kind=kind)
         bars = charts.hotspot_bars(table)
-        return *(content[p] for p in tables.CONTENT), 0, *reset, None, bars, level != Level.KERNEL.value, search
+        return *(content[p] for p in tables.CONTENT), 0, *reset, None, bars, search
+
+    @app.callback(
+        Output("hs-kind", "value"),
+        Output("hs-kind", "disabled"),
+        Input("hs-level", "value"),
+        State("hs-kind", "value"),
+        prevent_initial_call=True,
+    )
+    def kind_filter(level, kind):
+        """The kind filter applies at the kernel level only: elsewhere it is off and shows all."""
+        kernel = level == Level.KERNEL.value
+        return (kind if kernel else pages.ALL), not kernel
 
     @app.callback(
         Output("hs-details", "children"),
@@ -80,7 +91,8 @@ def _selected_name(cell, click, rows) -> str | None:
     """The name the user picked: the clicked table row, or the clicked bar."""
     trigger = dash.ctx.triggered_id
     if trigger == "hs-table" and cell and rows and cell["row"] < len(rows):
-        return rows[cell["row"]]["full_name"]
+        row = rows[cell["row"]]
+        return row.get("full_name", row["name"])
     if trigger == "hs-bars" and click:
         return click["points"][0].get("customdata")
     return None

@@ -54,3 +54,39 @@ def _bars(rows: pd.DataFrame, labels: list[str], kind: str) -> go.Bar:
         hoverinfo="text",
         marker_color=colour,
     )
+
+
+BREAKDOWN = (
+    ("compute_only_ns", "compute", "compute"),
+    ("comm_exposed_ns", "exposed communication", "communication"),
+    ("memory_exposed_ns", "exposed copies", "memory copy/set"),
+    ("idle_ns", "device idle", "annotation/step"),
+)
+"""Overlap columns stacked per step: (column, legend, colour category). They add up to the step's span."""
+
+
+def step_breakdown(overlap: pd.DataFrame) -> go.Figure:
+    """Per (rank, step) stacked bars of where the step's device time went (ms per step): compute (with the
+    communication it hides), exposed communication, exposed copies and idle, as the overlap analysis splits them."""
+    labels = [f"rank {r} · step {s}" for r, s in zip(overlap["rank"], overlap["step"], strict=True)]
+    fig = go.Figure(
+        [
+            go.Bar(
+                name=legend,
+                x=labels,
+                y=overlap[column] / 1e6,
+                marker_color=figures.COLOURS[colour],
+                hovertemplate=f"{legend}: %{{y:.2f}} ms<extra>%{{x}}</extra>",
+            )
+            for column, legend, colour in BREAKDOWN
+            if column in overlap
+        ]
+    )
+    fig.update_layout(
+        barmode="stack",
+        height=300,
+        yaxis_title="ms per step",
+        margin={"t": 30, "b": 40},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+    )
+    return fig

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 from dash import dcc, html
-from traceanalyzer.dashboards import charts, state, tables
+from traceanalyzer.dashboards import analyses, charts, state, tables
 from traceanalyzer.dashboards import timeline as timeline_lanes
+from traceanalyzer.dashboards.blocks import facts_list, labelled, unavailable
 from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.views import View
 
@@ -13,28 +14,40 @@ from traceanalyzer import comparison as comparing
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
-from traceanalyzer.renderers.document import cell
-from traceanalyzer.section import Unit
+from traceanalyzer.schema import DEVICE_KINDS, Kind
 
 PAGES = {
     "/": "Overview",
     "/hotspots": "Hotspots",
     "/timeline": "Timeline",
+    "/health": "Health",
     "/distributed": "Distributed",
     "/fusion": "Fusion",
     "/memory": "Memory",
+    "/ascend": "Ascend",
     "/compare": "Compare",
 }
 """URL path → page title, in menu order."""
 
 FINDING_PAGE = {
     "hotspots": "/hotspots",
-    "health": "/timeline",
+    "health": "/health",
+    "gemm": "/health#gemm-throughput",
     "distributed": "/distributed",
     "fusion": "/fusion",
     "memory": "/memory",
+    "ascend": "/ascend",
 }
 """Which page shows the evidence of an analyzer's findings."""
+
+HEALTH_EVIDENCE = (
+    ("syncs", "syncs"),
+    ("idle_before_ns", "launch-bound"),
+    ("fp32_gemm_ns", "fp32-gemms"),
+    ("ops_with_device_work", "dynamic-shapes"),
+    ("large_gaps", "idle-gaps"),
+)
+"""Health findings by an evidence key only that check writes → the Health page table with their rows."""
 
 ALL = "all"
 DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
@@ -44,7 +57,14 @@ COMPARE_TOP = 15
 HOTSPOT_ROWS = 20
 LOADING_DELAY_MS = 300
 """Spinners show only for updates slower than this (a quick update would only flash)."""
-FINDING_COLUMNS = ("severity", "title", "saving_ns_per_step", "step_share", "basis", "advice")
+FINDING_COLUMNS = {
+    "severity": "severity",
+    "title": "finding",
+    "cost_ns": "cost (total over the steps)",
+    "step_share": "share of step time",
+    "advice": "advice",
+}
+"""Columns of the findings table and their headers."""
 EXPOSED_COMM = "comm_exposed_ns"
 COLLECTIVE_COLUMNS = [
     "rank",
@@ -74,89 +94,93 @@ def render(path: str, views: dict[str, View], key: str | None, query: dict[str, 
     return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view, query)]
 
 
-def unavailable(what: str, reason: str) -> html.Div:
-    """The notice a page shows when an analysis has nothing for this trace."""
-    return html.Div(
-        [html.B(f"{what}: not available for this trace."), html.Span(f" ({reason})" if reason else "")],
-        className="unavailable",
-    )
-
-
-def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
-    """Facts as a definition list."""
-    items = []
-    for key, value in tables.facts(pairs):
-        items += [html.Dt(key), html.Dd(value)]
-    return html.Dl(items, id=list_id or "", className="facts")
-
-
 def overview(view: View, query: dict[str, str]) -> list:
-    """Trace facts, the headline numbers, steps and the ranked findings."""
+    """Trace facts, the headline numbers, the per-step breakdown and the ranked findings."""
     report = view.report()
-    t = report["trace"]
+    t, s = report["trace"], report["summary"]
     trace_facts = {
         "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
         "ranks": ", ".join(map(str, t["ranks"])),
         "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
-        "window_ns": t["span_ns"],
+        "recorded_window_ns": t["span_ns"],
         "events": t["events"],
     }
     return [
-        html.Div([facts_list(trace_facts, "trace-facts"), facts_list(headline(view), "headline")], className="row"),
+        html.Div([facts_list(trace_facts, "trace-facts"), labelled(headline(view), "headline")], className="row"),
         html.H3("Findings, ranked by what they are worth"),
-        findings_table(report["findings"]),
-        html.H3("Steps"),
-        dcc.Graph(id="step-chart", figure=figures.step_bars(_rows(report, "summary", "steps"))),
+        findings_table(report["findings"], state.encode(query)),
+        html.H3("Where each step's time goes (ms per step)"),
+        dcc.Graph(id="step-chart", figure=_step_chart(view)),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
-        html.P(f"device time by kind (total): {_kinds(_rows(report, 'summary', 'time_by_kind'))}"),
+        html.P(f"Device time by kind (total over the recorded window): {_kinds(s['time_by_kind'])}", id="by-kind"),
     ]
 
 
-def headline(view: View) -> dict:
-    """Step time, device busy, exposed communication and peak memory, as the analyzers report them."""
+def _step_chart(view: View):
+    overlap = view.optional("overlap")
+    if overlap.data is None:
+        return figures.step_bars(view.report()["steps"])
+    return charts.step_breakdown(overlap.data)
+
+
+def headline(view: View) -> list[tuple[str, str]]:
+    """Step time, device busy, kernel time, communication and peak memory as the report has them, each saying
+    whether it is per step or a total, in its unit."""
     report = view.report()
-    return {
-        "steps": _fact(report, "summary", "steps"),
-        "step_time_ns_per_step": _fact(report, "summary", "step_ns"),
-        "device_busy_share": _fact(report, "summary", "device_busy_share"),
-        "kernel_ns_per_step": _fact(report, "summary", "kernel_ns"),
-        "communication_share": _fact(report, "summary", "communication_share"),
-        "exposed_communication_ns": _fact(report, "distributed", "comm_exposed_ns"),
-        "peak_allocated_bytes": _fact(report, "memory", "peak_allocated_bytes"),
-    }
+    s = report["summary"]
+    multi = len(view.ranks()) > 1
+    pairs = [
+        ("steps profiled" + (" (rank × step)" if multi else ""), humanize.value("steps", s["steps"])),
+        ("step time (median per step)", humanize.duration(s["step_wall_ns_median"])),
+        ("device busy (share of the recorded window)", humanize.share(s["device_busy_share"])),
+        ("kernel time (median per step)", humanize.duration(s["kernel_ns_per_step"])),
+        ("communication (share of kernel time, total)", humanize.share(s["communication_share"])),
+    ]
+    exposed = _fact(report, "distributed", "comm_exposed_ns")
+    if multi and exposed is not None:
+        pairs.append(("exposed communication (total over ranks and steps)", humanize.duration(exposed)))
+    peak = _fact(report, "memory", "peak_allocated_bytes")
+    if peak is not None:
+        pairs.append(("peak allocated memory (highest rank)", humanize.size(peak)))
+    return pairs
 
 
 def _fact(report: dict, section: str, key: str) -> object:
-    """One fact of a report section by id (None where the section or fact is absent)."""
-    facts = report["sections"].get(section, {}).get("facts", [])
-    return next((f["value"] for f in facts if f["id"] == key), None)
+    """A fact of a report section by its id (sections as records or as a plain mapping)."""
+    facts = (report.get(section) or {}).get("facts", {})
+    if isinstance(facts, list):
+        return next((f["value"] for f in facts if f["id"] == key), None)
+    return facts.get(key)
 
 
-def _fact_text(fact: dict) -> str:
-    """A report fact's value in its declared unit."""
-    text = cell(fact["value"], Unit(fact["unit"]))
-    return text + (" (total)" if fact["per"] == "total" else "") + (" (estimated)" if fact["estimated"] else "")
-
-
-def _rows(report: dict, section: str, table: str) -> list[dict]:
-    """The rows of one table of a report section by id ([] where absent)."""
-    tables = report["sections"].get(section, {}).get("tables", [])
-    return next((t["rows"] for t in tables if t["id"] == table), [])
+DEVICE_WORK = {k.value for k in DEVICE_KINDS} | {Kind.COMM_TASK.value}
+"""Kinds that are device work (the by-kind line leaves host time out)."""
 
 
 def _kinds(rows: list[dict]) -> str:
-    return ", ".join(f"{r['kind']} {humanize.duration(r['total_ns'])}" for r in rows) or "–"
+    device = [r for r in rows if r["kind"] in DEVICE_WORK]
+    return ", ".join(f"{r['kind']} {humanize.duration(r['total_ns'])}" for r in device) or "–"
 
 
-def findings_table(findings: list[dict]) -> html.Table | html.P:
+def finding_link(finding: dict, search: str) -> str:
+    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks."""
+    page = FINDING_PAGE.get(finding["analyzer"], "/")
+    if finding["analyzer"] == "health":
+        anchor = next((a for key, a in HEALTH_EVIDENCE if key in finding.get("evidence", {})), "")
+        page += f"#{anchor}" if anchor else ""
+    path, _, anchor = page.partition("#")
+    return f"{path}{search}" + (f"#{anchor}" if anchor else "")
+
+
+def findings_table(findings: list[dict], search: str = "") -> html.Table | html.P:
     """Findings with their worth, advice and a link to the page with the evidence."""
     if not findings:
         return html.P("No findings.", id="findings")
-    header = html.Tr([html.Th(humanize.label(c)) for c in FINDING_COLUMNS] + [html.Th("details")])
+    header = html.Tr([html.Th(title) for title in FINDING_COLUMNS.values()] + [html.Th("evidence")])
     rows = [
         html.Tr(
             [html.Td(humanize.value(c, f.get(c))) for c in FINDING_COLUMNS]
-            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=FINDING_PAGE.get(f["analyzer"], "/")))],
+            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=finding_link(f, search)))],
             className=f"severity-{f['severity']}",
         )
         for f in findings
@@ -174,30 +198,31 @@ def hotspots(view: View, query: dict[str, str]) -> list:
         "kind": state.choice(query, "kind", [ALL, *view.kinds()], ALL),
     }
     table = hotspot_table(view, **picks)
-    grid = tables.grid("hs-table", hotspot_content(table), page_size=HOTSPOT_ROWS)
+    kernel_only = picks["level"] != Level.KERNEL.value
+    grid = tables.grid("hs-table", hotspot_content(table, picks["level"]), page_size=HOTSPOT_ROWS)
     return [
         html.Div(
             [
                 _dropdown("hs-level", levels, picks["level"], "level"),
                 _dropdown("hs-step", [ALL, *view.steps()], picks["step"], "step"),
                 _dropdown("hs-rank", [ALL, *view.ranks()], picks["rank"], "rank"),
-                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)"),
+                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)", kernel_only),
                 html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
             ],
             className="controls",
         ),
         html.P(HOTSPOT_BASIS, className="note"),
+        dcc.Loading(grid, delay_show=LOADING_DELAY_MS),
         html.Div(
             [
-                html.Div(dcc.Loading(grid, delay_show=LOADING_DELAY_MS), className="col-wide"),
+                html.Div(dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)), className="col"),
                 html.Div(
                     [
-                        dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)),
                         html.H3("Selected"),
                         dcc.Store(id="hs-selected"),
                         dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
                     ],
-                    className="col-narrow",
+                    className="col",
                 ),
             ],
             className="row",
@@ -209,31 +234,39 @@ HOTSPOT_BASIS = (
     "Times are totals over the steps and ranks picked (all: the whole recorded window); share is of the table's "
     "total, cumulative share down the ranking."
 )
-HOTSPOT_FIRST = ("name", "kind", "total_ns", "self_ns", "share", "cum_share")
+HOTSPOT_FIRST = ("name", "kind", "total_ns", "share", "cum_share")
 """Hotspot columns shown first, so share and cumulative share sit beside the total at any width."""
+HOTSPOT_HEADERS = {
+    Level.CPU_OP.value: {
+        "total_ns": "self time (ms)",
+        "inclusive_ns": "inclusive time (ms)",
+        "device_self_ns": "device time launched (ms)",
+    },
+    Level.OP_DEVICE.value: {"total_ns": "device time (ms)"},
+}
+"""Headers that say which time a level's total is (a CPU op's total is its self host time)."""
 
 
-def hotspot_content(table: pd.DataFrame) -> dict:
+def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     """The hotspot grid's props: names cut in the middle (full name on hover and in each row's full_name), share
     and cumulative share beside the total."""
     columns = [c for c in HOTSPOT_FIRST if c in table] + [c for c in table if c not in HOTSPOT_FIRST]
     full = [str(n) for n in table["name"]] if len(table) else []
     shown = table.assign(name=shortened(full)) if len(table) else table
     content = tables.content(shown, columns)
-    for row, name in zip(content["data"], full, strict=True):
-        row["full_name"] = name
-    content["tooltip_data"] = [{**tip, "name": name} for tip, name in zip(content["tooltip_data"], full, strict=True)]
+    headers = HOTSPOT_HEADERS.get(level, {})
+    content["columns"] = [{**c, "name": headers.get(c["id"], c["name"])} for c in content["columns"]]
+    for row, tip, name in zip(content["data"], content["tooltip_data"], full, strict=True):
+        tip.pop("name", None)
+        if row["name"] != name:  # cut: the row keeps its full name for a click, the tooltip shows it
+            row["full_name"] = tip["name"] = name
     return content
 
 
-def _dropdown(dropdown_id: str, values: list, value: object, label: str) -> html.Label:
+def _dropdown(dropdown_id: str, values: list, value: object, label: str, disabled: bool = False) -> html.Label:
+    options = [{"label": str(v), "value": v} for v in values]
     return html.Label(
-        [
-            label,
-            dcc.Dropdown(
-                id=dropdown_id, options=[{"label": str(v), "value": v} for v in values], value=value, clearable=False
-            ),
-        ],
+        [label, dcc.Dropdown(id=dropdown_id, options=options, value=value, clearable=False, disabled=disabled)],
         className="control",
     )
 
@@ -325,17 +358,42 @@ def timeline_figure(
     merged = int(seg["count"].sum()) if len(seg) else 0
     note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
     note += "; zoom in to split them)." if merged > len(seg) else ")."
-    return figures.gantt(seg, (rank, step, levels, python)), note
+    fig = figures.gantt(seg, (rank, step, levels, python))
+    found = view.marks(rank, seg)
+    for mark in found.itertuples():
+        fig.add_vrect(
+            x0=mark.start_ns / 1e6,
+            x1=mark.end_ns / 1e6,
+            fillcolor=MARK_COLOURS[mark.what],
+            opacity=0.18,
+            line_width=0,
+            layer="below",
+            name=f"{mark.what}: {figures.text(mark.label)}",
+        )
+    counts = found["what"].value_counts()
+    if len(counts):
+        shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
+        note += f" Shaded from the Health page: {shaded}."
+    return fig, note
+
+
+MARK_COLOURS = {"idle gap": "#ff7f0e", "host sync": "#d62728"}
+MARK_NAMES = {"idle gap": "orange", "host sync": "red"}
+
+
+SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); its collectives are listed below."
 
 
 def distributed(view: View, query: dict[str, str]) -> list:
     """Exposed communication per rank and step, the late rank, and every collective with wait vs transfer."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
     out: list = [_late_rank(view)]
-    if overlap.data is None:
+    if len(view.ranks()) < 2:
+        out.append(html.P(SINGLE_RANK, id="single-rank", className="note"))
+    elif overlap.data is None:
         out.append(unavailable("Overlap", overlap.reason))
     else:
-        title = "Exposed communication per rank and step (ms)"
+        title = "Exposed communication per rank and step (ms per step)"
         out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, EXPOSED_COMM, title)))
     out += _section(view, "distributed")
     if collectives.data is None:
@@ -348,8 +406,8 @@ def distributed(view: View, query: dict[str, str]) -> list:
 
 def _late_rank(view: View) -> html.Div:
     """The rank the others waited for, as the distributed analyzer names it."""
-    facts = {k: _fact(view.report(), "distributed", k) for k in ("late_rank", "late_rank_caused_wait_ns")}
-    if facts["late_rank"] is None:
+    facts = (view.report().get("distributed") or {}).get("facts", {})
+    if facts.get("late_rank") is None:
         return html.Div()
     late = view.optional("late_arrivals").data
     cause = ""
@@ -370,7 +428,19 @@ def fusion(view: View, query: dict[str, str]) -> list:
     facts = _section(view, "fusion", with_tables=False)
     if found.data is None:
         return [*facts, unavailable("Fusion", found.reason)]
-    return [*facts, html.H3("Opportunities"), tables.table("fusion-table", found.data)]
+    table = found.data
+    columns = [c for c in FUSION_FIRST if c in table] + [c for c in table if c not in FUSION_FIRST]
+    return [
+        *facts,
+        html.H3("Opportunities"),
+        html.P(FUSION_BASIS, className="note"),
+        tables.table("fusion-table", table, columns),
+    ]
+
+
+FUSION_FIRST = ("pattern", "saving_ns_per_step", "where", "replacement", "current_ns_per_step", "occurrences")
+"""Fusion columns shown first: what, what it saves, where and with what, before the breakdown of the estimate."""
+FUSION_BASIS = "Times and bytes are per step (ms, MiB); savings are estimates: what fusing would remove."
 
 
 def memory(view: View, query: dict[str, str]) -> list:
@@ -387,14 +457,13 @@ def memory(view: View, query: dict[str, str]) -> list:
 
 def _section(view: View, name: str, with_tables: bool = True) -> list:
     """An analyzer's report section: its facts and (optionally) tables, formatted generically."""
-    section = view.report()["sections"].get(name)
+    section = view.report().get(name)
     if not section:
         return []
-    facts = {f["title"] + (f" (per {f['per']})" if f["per"] == "step" else ""): _fact_text(f) for f in section["facts"]}
-    out: list = [facts_list(facts, f"{name}-facts")]
-    for i, table in enumerate(section["tables"] if with_tables else ()):
-        if table["rows"]:
-            out += [html.H3(table["title"]), tables.table(f"{name}-section-{i}", table["rows"], page_size=10)]
+    out: list = [facts_list(section.get("facts", {}), f"{name}-facts")]
+    for i, (key, rows) in enumerate(section.get("tables", {}).items() if with_tables else ()):
+        if rows:
+            out += [html.H3(key), tables.table(f"{name}-section-{i}", rows, page_size=10)]
     return out
 
 
@@ -408,6 +477,7 @@ COMPARE_METRICS = {
     "device_busy_ns": "device busy",
     "comm_exposed_ns": "exposed communication",
     "comm_hidden_ns": "hidden communication",
+    "idle_ns": "device idle",
 }
 """Human names of the comparison's summary metrics."""
 
@@ -441,18 +511,36 @@ def comparison(left: View, right: View) -> list:
         html.H3(f"What changed per step: {left.label} → {right.label}"),
         *(html.P(note, className="note") for note in diff.notes),
         tables.table("cmp-summary", summary, page_size=len(summary) or 1),
-        html.H4("Kernels by change (new, gone, faster, slower)"),
-        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), page_size=COMPARE_TOP),
+        html.H4("Kernels by change (new, gone, faster, slower), the rule that matched each and its noise verdict"),
+        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), COMPARE_COLUMNS, COMPARE_TOP),
+        *_cross_platform(diff),
         html.Div(
             [html.Div(_compared(v, side), className="col") for v, side in ((left, "a"), (right, "b"))], className="row"
         ),
     ]
 
 
+COMPARE_COLUMNS = [c for c in comparing.DIFF_COLUMNS if not c.endswith("_names")]
+"""Columns of the kernel changes table (the matched names' lists stay in the JSON)."""
+
+
+def _cross_platform(diff: comparing.Comparison) -> list:
+    """GPU ↔ NPU: device time per step by category and the framework ops that differ most (nothing otherwise)."""
+    if diff.platforms is None:
+        return []
+    categories, ops = diff.platforms.categories, diff.platforms.ops.head(COMPARE_TOP)
+    return [
+        html.H4("GPU ↔ NPU: device time per step by category (msprof-analyze compare taxonomy)"),
+        tables.table("cmp-categories", categories, page_size=len(categories) or 1),
+        html.H4("Framework ops that differ most"),
+        tables.table("cmp-ops", ops, page_size=COMPARE_TOP),
+    ]
+
+
 def _compared(view: View, side: str) -> list:
     return [
         html.H3(view.label),
-        facts_list(headline(view), f"cmp-{side}-facts"),
+        labelled(headline(view), f"cmp-{side}-facts"),
         html.H4("Top kernels"),
         tables.table(f"cmp-{side}-kernels", view.hotspots(Level.KERNEL.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
         html.H4("Top CPU ops (self time)"),
@@ -464,7 +552,9 @@ _BUILDERS = {
     "/": overview,
     "/hotspots": hotspots,
     "/timeline": timeline,
+    "/health": analyses.health,
     "/distributed": distributed,
     "/fusion": fusion,
     "/memory": memory,
+    "/ascend": analyses.ascend,
 }

@@ -10,12 +10,17 @@ from dash import dash_table
 from dash.dash_table.Format import Format, Scheme, Trim
 
 from traceanalyzer import humanize
+from traceanalyzer.schema import NO_ROW
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
-TEXT_WIDTH = "460px"
+TEXT_WIDTH = "300px"
+TIP_CHARS = 40
+"""Long-text cells longer than this (about what TEXT_WIDTH shows) get their full text as a tooltip."""
 LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
 """Columns cut to one line; the full text shows on hover."""
+ID_COLUMNS = {"rank", "step", "late_rank", "device", "stream", "tid", "pid", "op", "launch", "correlation"}
+"""Columns where NO_ROW (-1) means none: shown as an empty cell, never as -1."""
 
 
 def _unit(key: str) -> tuple[str, float, Format | None]:
@@ -73,7 +78,9 @@ def content(data: pd.DataFrame | list[dict], columns: list[str] | None = None) -
     return {
         "columns": [_column(c, rows) for c in columns],
         "data": [{c: _cell(c, r.get(c)) for c in columns} for r in rows],
-        "tooltip_data": [{c: str(r.get(c)) for c in long_text} for r in rows] if long_text else None,
+        "tooltip_data": [{c: str(r[c]) for c in long_text if len(str(r.get(c))) > TIP_CHARS} for r in rows]
+        if long_text
+        else None,
         "style_cell_conditional": [
             {"if": {"column_id": c}, "maxWidth": TEXT_WIDTH, "overflow": "hidden", "textOverflow": "ellipsis"}
             for c in long_text
@@ -96,7 +103,7 @@ def _cell(key: str, value: object) -> object:
         return "" if value is None else str(value)
     if isinstance(value, Number):
         v = float(value)
-        if math.isnan(v):
+        if math.isnan(v) or (key in ID_COLUMNS and value == NO_ROW):
             return None
         return v * _unit(key)[1] if _unit(key)[2] is not None else value
     return str(value)

@@ -47,15 +47,16 @@ def step_segments(
 ) -> pd.DataFrame:
     """Segments of one (rank, step): device streams, and host threads to max_level levels (Python frames shown and
     counted when python, else collapsed); start/end in ns from the step's first event, only those in window."""
-    mine = (events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy()
-    kinds = events["kind"]
-    device = events[mine & kinds.isin(_DEVICE).to_numpy()]
-    host_mask = mine & kinds.isin(_HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
-    level = events["depth"].to_numpy() if python else levels
+    rows = np.flatnonzero((events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy())
+    mine = events.iloc[rows]
+    kinds = mine["kind"]
+    device = mine[kinds.isin(_DEVICE).to_numpy()]
+    level = mine["depth"].to_numpy() if python else levels[rows]
+    host_mask = kinds.isin(_HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
     is_step = (kinds == Kind.STEP.value).to_numpy()
-    steps = events[host_mask & is_step]
+    steps = mine[host_mask & is_step]
     host_mask &= ~is_step & (level < max_level)
-    host = events[host_mask]
+    host = mine[host_mask]
     lanes = pd.concat(
         [
             _frame(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
@@ -72,7 +73,33 @@ def step_segments(
         lanes = lanes[(lanes["end_ns"] > window[0]) & (lanes["start_ns"] < window[1])]
         if not len(lanes):
             return pd.DataFrame(columns=SEGMENT_COLUMNS)
-    return decimate(lanes, span=window[1] - window[0] if window else None)
+    out = decimate(lanes, span=window[1] - window[0] if window else None)
+    out.attrs["origin_ns"] = origin
+    return out
+
+
+MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]
+MAX_MARKS = 60
+"""The most finding marks drawn on one step (the longest first)."""
+
+
+def marks(gaps: pd.DataFrame, stalls: pd.DataFrame, first_work: pd.Series, rank: int, origin: int, span: int):
+    """The health findings' evidence inside one step of one rank, in ns from origin: the largest idle gaps (from
+    health.idle_gaps; offsets count from each device's first work, first_work by (rank, device)) and blocking host
+    syncs (health.sync_stalls)."""
+    rows = []
+    for gap in gaps[gaps["rank"] == rank].itertuples():
+        start = int(gap.offset_ns) + int(first_work.get((rank, gap.device), 0)) - origin
+        rows.append(("idle gap", start, start + int(gap.dur_ns), f"device {gap.device} idle {gap.dur_ns / 1e6:.2f} ms"))
+    for sync in stalls[stalls["rank"] == rank].itertuples():
+        start = int(sync.ts) - origin
+        rows.append(("host sync", start, start + int(sync.sync_ns), f"{sync.name} ({sync.annotation or sync.op})"))
+    frame = pd.DataFrame(rows, columns=MARK_COLUMNS)
+    inside = frame[(frame["end_ns"] > 0) & (frame["start_ns"] < span)]
+    longest = (inside["end_ns"] - inside["start_ns"]).sort_values(ascending=False).index[:MAX_MARKS]
+    return inside.loc[longest].assign(  # drawn within the step (a gap may begin before it)
+        start_ns=lambda f: f["start_ns"].clip(lower=0), end_ns=lambda f: f["end_ns"].clip(upper=span)
+    )
 
 
 def _padded(levels: np.ndarray, index: pd.Index) -> pd.Series:

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards import timeline
 
-from traceanalyzer.analyzers import distributed
+from traceanalyzer.analyzers import ascend, distributed, gemm, health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
 OPTIONAL = {
@@ -21,6 +21,19 @@ OPTIONAL = {
     "late_arrivals": distributed.late_arrivals,
     "fusion": lambda trace: trace.fusion(),
     "memory": lambda trace: trace.memory(),
+    "device_busy": health.device_busy,
+    "idle_gaps": health.idle_gaps,
+    "sync_places": health.sync_places,
+    "sync_stalls": health.sync_stalls,
+    "dtoh_copies": health.dtoh_copies,
+    "launch_bound": health.launch_bound,
+    "fp32_gemms": health.fp32_gemms,
+    "gemm_throughput": gemm.gemm_throughput,
+    "dynamic_shapes": health.dynamic_shapes,
+    "ascend_cores": lambda trace: ascend.core_breakdown(trace.events),
+    "ascend_overlap": ascend.overlap,
+    "ascend_aicpu": lambda trace: ascend.aicpu_ops(trace.events),
+    "ascend_dynamic": lambda trace: ascend.dynamic_shape_ops(trace.events),
 }
 """Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
@@ -38,6 +51,8 @@ class Optional:
 
 class View:
     """A loaded trace plus everything the pages need from it, cached per argument set."""
+
+    NOTHING_FOUND = "the analyzer found nothing in this trace"
 
     def __init__(self, trace: Trace, label: str) -> None:
         self.trace = trace
@@ -91,6 +106,26 @@ class View:
         """Per event: its host level with Python frames collapsed (see dashboards.timeline)."""
         return timeline.host_levels(self.trace.events)
 
+    @cached_property
+    def first_work(self) -> pd.Series:
+        """Start (ns) of each (rank, device)'s first device work, where the health analyzer's gap offsets count from."""
+        events = self.trace.events
+        busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
+        return busy.groupby(["rank", "device"])["ts"].min()
+
+    def marks(self, rank: int, segments: pd.DataFrame) -> pd.DataFrame:
+        """The idle gaps and host syncs (health findings' evidence) inside the drawn segments of one rank's step."""
+        if not len(segments):
+            return pd.DataFrame(columns=timeline.MARK_COLUMNS)
+        empty = pd.DataFrame(
+            columns=["rank", "device", "offset_ns", "dur_ns", "ts", "sync_ns", "name", "annotation", "op"]
+        )
+        gaps, stalls = (self.optional(name).data for name in ("idle_gaps", "sync_stalls"))
+        gaps = empty if gaps is None else gaps
+        stalls = empty if stalls is None else stalls
+        span = int(segments["end_ns"].max())
+        return timeline.marks(gaps, stalls, self.first_work, rank, segments.attrs["origin_ns"], span)
+
     def has_python_frames(self) -> bool:
         """Whether the trace was recorded with_stack (it has Python frame events)."""
         return bool((self.trace.events["kind"] == Kind.PYTHON.value).any())
@@ -109,7 +144,7 @@ class View:
         except Exception as e:  # an analyzer that is missing or fails on this trace: say so, keep the page
             return Optional(reason=f"{type(e).__name__}: {e}")
         if data is None or (isinstance(data, pd.DataFrame) and data.empty):
-            return Optional(reason="the analyzer found nothing in this trace")
+            return Optional(reason=self.NOTHING_FOUND)
         return Optional(data=data)
 
     def _details(self, level: str, name: str, step: int | None = None, rank: int | None = None) -> dict:

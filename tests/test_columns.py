@@ -199,3 +199,66 @@ def test_edge_cases_read_alike(piece):
     for name, value in fast.values.items():
         other = slow.values[name]
         assert _texts(value) == _texts(other) if isinstance(value, tuple) else np.array_equal(value, other), name
+
+
+def test_the_native_depth_limit_is_the_one_documented():
+    assert columns._scan.MAX_DEPTH == columns.MAX_DEPTH
+
+
+@pytest.mark.parametrize("native", [True, False], ids=["native", "msgspec"])
+@pytest.mark.parametrize("depth", [columns.MAX_DEPTH + 10, 100_000])
+def test_nesting_too_deep_is_too_deep_for_both(depth, native):
+    read = columns.Reader(kineto._fields(False), native=native)
+    piece = b'{"ph": "X", "args": {"x": ' + b"[" * depth + b"]" * depth + b"}}"
+    if not native and depth < 900:
+        assert read(piece).rows == 1  # within Python's recursion limit msgspec reads it (documented difference)
+        return
+    with pytest.raises(columns.TooDeep):
+        read(piece)
+
+
+def _damaged_alike(raw: bytes) -> dict[str, bytes]:
+    key = raw.index(b'"traceEvents"')
+    middle = raw.index(b"},", len(raw) // 2) + 2
+    groups = json.dumps([{"pg_name": str(k), "pg_size": 8, "ranks": list(range(8))} for k in range(1500)]).encode()
+    return {
+        "BOM and CRLF": b"\xef\xbb\xbf" + raw.replace(b"\n", b"\r\n"),
+        "3 MiB of NUL bytes after the document": raw + b"\0" * (3 << 20),
+        "3 MiB of newlines between events": raw[:middle] + b"\n" * (3 << 20) + raw[middle:],
+        "a 1,500-group header": raw[:key]
+        + b'"distributedInfo": {"rank": 0, "pg_config": '
+        + groups
+        + b"}, "
+        + raw[key:],
+    }
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "BOM and CRLF",
+        "3 MiB of NUL bytes after the document",
+        "3 MiB of newlines between events",
+        "a 1,500-group header",
+    ],
+)
+def test_padding_bom_and_big_headers_read_alike(tmp_path, doc, damage, monkeypatch):
+    header = json.dumps({k: v for k, v in doc.items() if k != "traceEvents"})[:-1]
+    events = ",\n".join(json.dumps(e) for e in doc["traceEvents"])
+    raw = f'{header}, "traceEvents": [\n{events}\n]}}\n'.encode()  # one event a line, as Kineto writes them
+    path = tmp_path / "trace.json"
+    path.write_bytes(_damaged_alike(raw)[damage])
+    table, _ = _assert_same(path, monkeypatch)
+    original, _ = _assert_same(_write(tmp_path, doc, raw.decode()), monkeypatch)
+    pd.testing.assert_frame_equal(table, original)
+
+
+def test_stray_and_overlong_events_are_dropped_and_clipped_alike(tmp_path, doc, monkeypatch):
+    events = [dict(e) for e in doc["traceEvents"]]
+    xs = [i for i, e in enumerate(events) if e.get("ph") == "X"]
+    for i in xs[:4]:
+        events[i]["ts"] = 0
+    for i in xs[10:13]:
+        events[i]["dur"] = 9e15
+    table, warnings = _assert_same(_write(tmp_path, doc | {"traceEvents": events}), monkeypatch)
+    assert any("dropped 4 events" in w for w in warnings) and any("clipped 3 durations" in w for w in warnings)

@@ -6,6 +6,7 @@ import json
 import statistics
 
 import numpy as np
+import orjson
 import pandas as pd
 import pytest
 from scipy.stats import mannwhitneyu
@@ -230,7 +231,7 @@ def test_gpu_npu_compares_by_category_and_fills_every_shared_category(gpu_npu):
     table = view.categories.set_index("name")
     assert list(table.index) == [c for c in platforms.CATEGORIES if c in table.index]  # in taxonomy order
     both = table[(table["baseline_ns"] > 0) & (table["candidate_ns"] > 0)]
-    assert set(both.index) == set(platforms.CATEGORIES) - {"attention", "communication exposed"}  # no attention
+    assert set(both.index) == set(platforms.CATEGORIES) - {"attention fwd", "attention bwd", "communication exposed"}
     # one GPU, world size 1: its all-reduces move nothing; rank 0 of 8 NPUs waits on HCCL
     assert table.loc["communication exposed", "baseline_ns"] == 0
     assert table.loc["communication exposed", "more"] == "candidate (ascend)"
@@ -238,6 +239,10 @@ def test_gpu_npu_compares_by_category_and_fills_every_shared_category(gpu_npu):
     gemm = (meta["aten::mm"] + meta["aten::addmm"]) / 4  # 4 profiled steps
     assert table.loc["gemm", "baseline_ns"] == pytest.approx(gemm, rel=0.05)
     assert set(table["noise"]) <= {"too few steps"}  # the Ascend run profiled one step
+    data = orjson.loads(orjson.dumps(gpu_npu.to_dict(top=5)))
+    for key in ("categories", "ops", "modules"):
+        for row in data["platforms"][key]:
+            assert_typed(row, documented("`compare.platforms`"), f"compare.platforms.{key}")
 
 
 def test_gpu_npu_names_the_framework_ops_and_modules_that_differ_most(gpu_npu):

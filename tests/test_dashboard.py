@@ -168,20 +168,15 @@ def _shot(browser, name: str):
     browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
 
 
+def _dropdown_value(browser, dropdown: str) -> str:
+    return _wait(browser, dropdown).text.strip()
+
+
 def _table_names(browser, table: str) -> list[str]:
     from selenium.webdriver.common.by import By
 
     cells = browser.find_elements(By.CSS_SELECTOR, f"#{table} td[data-dash-column=name]")
     return [c.text for c in cells]
-
-
-def test_overview_shows_facts_steps_and_findings(browser, app_url):
-    _open(browser, app_url, "/", "gpt_train")
-    headline = _wait(browser, "#headline").text
-    assert "step time/step" in headline and "device busy" in headline
-    assert "NVIDIA H200" in _wait(browser, "#trace-facts").text
-    _wait(browser, "#step-chart .main-svg")
-    _shot(browser, "overview")
 
 
 def test_hotspots_top_kernel_filter_and_details(browser, app_url):
@@ -198,6 +193,7 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     assert shortened(names)[0] not in memsets and memsets
     _pick(browser, "#hs-level", "cpu_op")
     _wait(browser, "#hs-table th[data-dash-column=inclusive_ns]")  # the table is updated in place: wait for cpu_op's
+    assert _dropdown_value(browser, "#hs-kind") == "all"  # the kernel-only kind filter is off at other levels
     first = _table_names(browser, "hs-table")[0]
     browser.find_element("css selector", "#hs-table td[data-dash-column=name]").click()
     _wait(browser, "#selected-name", first)
@@ -353,10 +349,6 @@ def test_bad_upload_shows_its_error_and_the_app_keeps_running(browser, app_url, 
     _open(browser, app_url, "/", "gpt_train")
 
 
-def _dropdown_value(browser, dropdown: str) -> str:
-    return _wait(browser, f"{dropdown}").text.strip()
-
-
 def test_picks_live_in_the_url_and_survive_a_reload(browser, app_url):
     url, store, keys = app_url
     _open(browser, app_url, "/hotspots", "ddp")
@@ -416,8 +408,149 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     _wait_script(browser, TIMELINE_NAMES, "STRAGGLER_rank1_sleep")
     lanes = browser.execute_script(TIMELINE_LANES)
     assert any(lane.startswith(f"thread {main_tid} ") for lane in lanes), lanes
+    assert "idle gap" in _wait(browser, "#tl-note").text  # the Health page's largest gaps, shaded where they are
+    shaded = browser.execute_script(
+        "return document.querySelector('#tl-graph .js-plotly-plot').layout.shapes.map(s => [s.name, s.x0, s.x1])"
+    )
+    longest = max(x1 - x0 for name, x0, x1 in shaded if name.startswith("idle gap"))
+    assert longest > 0.8 * sleeps["dur"].min() / 1e6  # the GPU idles through the straggler's 50 ms sleep
     _shot(browser, "timeline-with-stack")
     browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
     _pick(browser, "#tl-levels", "64")
     _wait_script(browser, TIMELINE_NAMES, "built-in function sleep")
     assert "frames=python" in browser.current_url and "levels=64" in browser.current_url
+
+
+def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser, app_url):
+    from traceanalyzer.dashboards.analyses import HEALTH
+    from traceanalyzer.dashboards.pages import finding_link
+
+    url, store, keys = app_url
+    view = store.view(keys["ddp"])
+    linked = [f for f in view.report()["findings"] if f["analyzer"] == "health" and "#" in finding_link(f, "")]
+    assert linked, "ddp_no_overlap has health findings"
+    _open(browser, app_url, "/", "ddp")
+    anchor = finding_link(linked[0], "").split("#")[1]
+    link = browser.find_element("css selector", f"#findings a[href$='#{anchor}']")
+    link.click()
+    _wait(browser, f"#{anchor} h3")
+    assert browser.execute_script(f"return document.getElementById('{anchor}').getBoundingClientRect().top") < 400
+    for block in HEALTH:
+        section = _wait(browser, f"#{block.anchor}")
+        assert block.title in section.text and ("(ms" in section.text or "ms)" in section.text)
+    assert _wait(browser, "#device-busy-table td[data-dash-column=rank]").text in ("0", "1")
+    _shot(browser, "health")
+
+
+def test_ascend_page_shows_core_types(browser, app_url):
+    _, store, keys = app_url
+    if "ascend" not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    _open(browser, app_url, "/ascend", "ascend")
+    groups = {
+        c.text for c in browser.find_elements("css selector", "#core-types-table td[data-dash-column=core_group]")
+    }
+    expected = set(store.view(keys["ascend"]).optional("ascend_cores").data["core_group"])
+    assert groups == expected and groups
+    _shot(browser, "ascend")
+    _open(browser, app_url, "/ascend", "gpt_train")
+    assert "not an Ascend (CANN) trace" in _wait(browser, ".unavailable").text
+
+
+def _json_report(path: Path) -> dict:
+    """The CLI's JSON report of a trace (traceanalyze PATH --format json)."""
+    import subprocess
+    import sys
+
+    run = [sys.executable, "-c", "import sys; from traceanalyzer.cli import main; sys.exit(main())"]
+    done = subprocess.run([*run, str(path), "--format", "json"], capture_output=True, text=True, timeout=LOAD_S)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _headline(browser) -> dict[str, str]:
+    pairs = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#headline dt')).map(t => [t.innerText, t.nextSibling.innerText])"
+    )
+    return dict(pairs)
+
+
+@pytest.mark.parametrize("trace", ["gpt_train", "ddp"])
+def test_overview_figures_equal_the_json_report(browser, app_url, trace):
+    from traceanalyzer import humanize
+
+    _, store, keys = app_url
+    report = _json_report(Path(store.jobs()[list(keys).index(trace)].paths[0]))
+    _open(browser, app_url, "/", trace)
+    assert {d["name"] for d in report["trace"]["devices"]} <= set(_wait(browser, "#trace-facts").text.split("\n"))
+    shown = _headline(browser)
+    s = report["summary"]
+    assert shown["step time (median per step)"] == humanize.duration(s["step_wall_ns_median"])
+    assert shown["device busy (share of the recorded window)"] == humanize.share(s["device_busy_share"])
+    assert shown["kernel time (median per step)"] == humanize.duration(s["kernel_ns_per_step"])
+    exposed = [k for k in shown if k.startswith("exposed communication")]
+    if trace == "ddp":
+        assert shown[exposed[0]] == humanize.duration(report["distributed"]["facts"]["comm_exposed_ns"])
+    else:
+        assert not exposed  # one rank: nothing is exposed across ranks
+    first = _wait(browser, "#findings tbody tr td:nth-child(2)").text
+    assert first == report["findings"][0]["title"]
+    by_kind = _wait(browser, "#by-kind").text
+    assert "cpu_op" not in by_kind and "runtime" not in by_kind
+    kernel = next(r for r in s["time_by_kind"] if r["kind"] == "kernel")
+    assert f"kernel {humanize.duration(kernel['total_ns'])}" in by_kind
+    _wait(browser, "#step-chart .main-svg")
+    _shot(browser, f"overview-{trace}")
+
+
+def test_single_rank_trace_has_no_cross_rank_views(browser, app_url):
+    _open(browser, app_url, "/distributed", "gpt_train")
+    assert "no cross-rank views" in _wait(browser, "#single-rank").text
+    assert not browser.find_elements("css selector", "#overlap-heatmap")
+    cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
+    assert "-1" not in cells
+
+
+def _component(tree, component_id: str):
+    """The component of a layout with this id (depth first), or None."""
+    if getattr(tree, "id", None) == component_id:
+        return tree
+    children = tree if isinstance(tree, list) else getattr(tree, "children", None)
+    for child in children if isinstance(children, list) else [children] if children is not None else []:
+        found = _component(child, component_id) if not isinstance(child, str) else None
+        if found is not None:
+            return found
+    return None
+
+
+def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
+    from traceanalyzer.dashboards import pages
+
+    _, store, keys = app_url
+    one, two = keys["gpt_train"], keys["ddp"]
+    lone = pages.compare({one: store.view(one)}, one, {})
+    assert _component(lone, "cmp-a").value == one and _component(lone, "cmp-b").value is None
+    pair = pages.compare({one: store.view(one), two: store.view(two)}, one, {})
+    assert _component(pair, "cmp-b").value == two
+    asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
+    assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
+
+
+@pytest.mark.parametrize("trace", ["gpt_train", "ddp", "ascend"])
+def test_every_page_opens_at_1280_without_sentinels(browser, app_url, trace):
+    """Each page of a single-GPU, a 2-rank and an Ascend trace: drawn, nothing wider than the window, no -1 shown."""
+    from traceanalyzer.dashboards.pages import PAGES
+
+    url, store, keys = app_url
+    if trace not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    for path, title in PAGES.items():
+        browser.get(f"{url}{path}?trace={keys[trace]}")
+        _wait(browser, ".page-title", title)
+        body = _wait(browser, "#page").text
+        assert "internal error" not in body and "Traceback" not in body, (path, body[:300])
+        cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
+        assert "-1" not in cells, path
+        wide = browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
+        assert not wide, f"{path} is wider than the 1280 px window"
+        _shot(browser, f"{trace}-{title.lower()}")

@@ -5,6 +5,7 @@ load as a longer recording or a larger job of the same run."""
 from __future__ import annotations
 
 import gzip
+import io
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import pytest
 
 import traceanalyzer as ta
 from tests.conftest import REPO, SHARED
+from traceanalyzer import footprint, loading
 from traceanalyzer.cli import main
+from traceanalyzer.progress import Messages, Stderr
 
 FSDP = REPO / "sample_traces" / "fsdp"
 FUSED = REPO / "sample_traces" / "fused_ops.json.gz"
@@ -134,3 +137,56 @@ def test_generated_job_has_the_ranks_asked_for_with_shifted_clocks(tmp_path):
     shifts = [starts[r] - source[r % 8] for r in range(12)]
     assert shifts[:8] == [0] * 8, "the real ranks keep their clocks"
     assert all(0 < abs(s) <= 300_000 for s in shifts[8:]) and len(set(shifts[8:])) == 4
+
+
+def test_memory_that_will_not_fit_is_one_line_with_what_to_do(monkeypatch, capsys):
+    monkeypatch.setenv("TRACEANALYZER_MEMORY_LIMIT", "10M")
+    assert main([str(FUSED)]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert str(FUSED) in line and "not enough memory" in line and "10 MiB" not in line
+    assert "needs about" in line and "run it on a machine with more memory" in line
+    assert "TRACEANALYZER_MEMORY_CHECK=0" in line
+    monkeypatch.setenv("TRACEANALYZER_MEMORY_CHECK", "0")
+    assert main([str(FUSED), "--format", "json", "-o", "/dev/null"]) == 0
+
+
+def test_job_that_will_not_fit_suggests_the_cluster_when_its_tables_fit(monkeypatch):
+    sizes = [footprint.json_size(p) for p in sorted(FSDP.glob("*.json.gz"))]
+    need = footprint.estimate(sizes, loading._workers(len(sizes))).need_bytes
+    tables = footprint.BASE_BYTES + footprint.TABLE_PER_JSON * sum(sizes)
+    monkeypatch.setenv("TRACEANALYZER_MEMORY_LIMIT", str(int((need + tables) / 2)))
+    with pytest.raises(ta.TraceError, match=r"not enough memory; parse the ranks on a Dask cluster \(--scheduler"):
+        ta.load(FSDP)
+
+
+def test_gzip_json_size_is_the_inflated_size():
+    assert footprint.json_size(FUSED) == len(gzip.decompress(FUSED.read_bytes()))
+
+
+def test_progress_of_bytes_read_and_the_estimate(monkeypatch):
+    monkeypatch.setattr(loading, "SHOWN_FROM_BYTES", 0)
+    said: list[str] = []
+    ta.load(FUSED, progress=said.append)
+    assert any("GB of JSON: needs about" in m and "GiB available" in m for m in said)
+    size = FUSED.stat().st_size / 1e6
+    assert said[-1] == f"reading {FUSED.name}: {size:,.0f} of {size:,.0f} MB"
+
+
+@needs_dlrm
+def test_progress_of_ranks_done(tmp_path):
+    _generate("ranks", DLRM, "--ranks", 8, tmp_path / "job")
+    said: list[str] = []
+    ta.load(tmp_path / "job", progress=Messages(said.append))
+    counts = [m for m in said if m.startswith("ranks parsed")]
+    assert counts[-1] == "ranks parsed: 8 of 8 ranks" and len(counts) == 8
+
+
+def test_plain_progress_lines_when_stderr_is_not_a_terminal():
+    out = io.StringIO()
+    stderr = Stderr(out)
+    for done in range(0, 1001, 10):
+        stderr.count("ranks parsed", done, 1000, "ranks")
+    stderr.count("ranks parsed", 1000, 1000, "ranks")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "traceanalyze: ranks parsed: 100 of 1,000 ranks" and len(lines) == 10
+    assert lines[-1] == "traceanalyze: ranks parsed: 1,000 of 1,000 ranks"

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -31,6 +30,7 @@ from types import ModuleType
 import pandas as pd
 import pyarrow as pa
 
+from traceanalyzer.footprint import parse_bytes
 from traceanalyzer.schema import Device, Platform, TraceMeta
 
 PARSER_VERSION = 1
@@ -44,7 +44,6 @@ _HEAD = struct.Struct("<8sQ20s")  # magic, header length, SHA-1 of the header
 _SUFFIX = ".tacache"
 _HASHED_BYTES = 1 << 20
 _HASHED_BYTES_IN_FOLDER = 1 << 16
-_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
 
@@ -66,9 +65,8 @@ def enabled(asked: bool | None = None) -> bool:
 
 def size_limit() -> int:
     """The cap on the cache's size in bytes: ``TRACEANALYZER_CACHE_SIZE`` (e.g. 5G, 500M, 123456), default 5 GiB."""
-    text = os.environ.get("TRACEANALYZER_CACHE_SIZE", "").strip().lower()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?", text)
-    return int(float(m.group(1)) * _UNITS[m.group(2)]) if m else DEFAULT_SIZE
+    size = parse_bytes(os.environ.get("TRACEANALYZER_CACHE_SIZE", ""))
+    return DEFAULT_SIZE if size is None else size
 
 
 @functools.cache
@@ -148,12 +146,13 @@ def read(slot: Slot, identity: list) -> Tables | None:
         return None
     with contextlib.suppress(OSError):
         os.utime(slot.path)  # last used, for eviction
-    _rename(tables[2], header["name"], slot.name)
+    rename(tables[2], header["name"], slot.name)
     return tables
 
 
-def _rename(meta: TraceMeta, old: str, new: str) -> None:
-    """Name the source in the meta's paths and warnings as the user gave it this time."""
+def rename(meta: TraceMeta, old: str, new: str) -> None:
+    """Name the source in the meta's paths and warnings as the user gave it this time (tables read from the cache,
+    or parsed elsewhere under the resolved path)."""
     if old != new:
         meta.paths = [p.replace(old, new) for p in meta.paths]
         meta.warnings = [w.replace(old, new) for w in meta.warnings]

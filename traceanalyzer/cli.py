@@ -18,6 +18,7 @@ from pathlib import Path
 
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
+from traceanalyzer.progress import Stderr
 from traceanalyzer.renderers import RENDERERS
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
@@ -98,11 +99,18 @@ def cache_parser() -> argparse.ArgumentParser:
 
 
 def _cache_option(p: argparse.ArgumentParser) -> None:
+    """--no-cache and --scheduler: how the traces are loaded."""
     p.add_argument(
         "--no-cache",
         action="store_true",
         help="parse the traces again and keep nothing (default: reuse and keep parsed tables in the user's cache "
         "folder, see 'traceanalyze cache info')",
+    )
+    p.add_argument(
+        "--scheduler",
+        metavar="tcp://HOST:PORT",
+        help="parse the ranks on this Dask cluster (default: TRACEANALYZER_SCHEDULER, else here); every worker needs "
+        "traceanalyzer installed and the traces at the same path; needs pip install 'traceanalyzer[dask]'",
     )
 
 
@@ -152,7 +160,8 @@ def _report(args: argparse.Namespace) -> int:
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = load(args.paths, rules=rules, cache=False if args.no_cache else None)
+        cache = False if args.no_cache else None
+        trace = load(args.paths, rules=rules, progress=Stderr(), cache=cache, scheduler=args.scheduler)
         report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(RENDERERS[args.format](report), args.output)
@@ -166,7 +175,10 @@ def _compare(args: argparse.Namespace) -> int:
     threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        traces = [load(path, cache=False if args.no_cache else None) for path in (args.baseline, args.candidate)]
+        traces = [
+            load(path, progress=Stderr(), cache=False if args.no_cache else None, scheduler=args.scheduler)
+            for path in (args.baseline, args.candidate)
+        ]
         data = compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
     _write(compare_renderer.render(data, args.format), args.output)

@@ -9,18 +9,20 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import cache, classify, linking, parsers, schema
+from traceanalyzer import cache, classify, cluster, footprint, linking, parsers, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.parsers import ascend, detect, kineto
 from traceanalyzer.parsers.jsonstream import fork_is_safe
+from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
 from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.tracedata import TraceData
 
@@ -33,19 +35,23 @@ _LINKS = ("parent", "launch", "op", "top_op", "caller")
 def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | Progress | None = None,
     cache: bool | None = None,
+    scheduler: Any = None,
 ) -> TraceData:
     """Load a trace file, a run folder, or several of them, into one TraceData (ranks side by side). ``cache``: keep
-    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``)."""
-    return TraceData(*load_tables(path, rules, progress, cache))
+    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``); ``progress``:
+    a callback for messages, or a traceanalyzer.progress.Progress; ``scheduler``: a Dask scheduler address
+    (tcp://HOST:PORT) or distributed.Client to parse the ranks on (None: ``TRACEANALYZER_SCHEDULER``, else here)."""
+    return TraceData(*load_tables(path, rules, progress, cache, scheduler))
 
 
 def load_tables(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | Progress | None = None,
     use_cache: bool | None = None,
+    scheduler: Any = None,
 ) -> Parsed:
     """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
@@ -53,10 +59,11 @@ def load_tables(
         raise TraceError("(no path)", "nothing to load")
     found = [(Path(p), detect.units(Path(p))) for p in paths]
     units = [unit for _, of_path in found for unit in of_path]
-    if progress:
-        progress(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
+    meter = progress if isinstance(progress, Progress) else Messages(progress) if progress else Progress()
+    meter.status(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
     cached = cache.enabled(use_cache)
-    results = _parse_all(units, tuple(rules), cached)
+    plan = _Plan(tuple(rules), cached, meter, ", ".join(map(str, paths)), cluster.scheduler_from(scheduler))
+    results = _parse_all(units, plan)
     if cached:
         cache.evict()
     parsed = [r for r in results if not isinstance(r, Skipped)]
@@ -68,6 +75,18 @@ def load_tables(
     total = len(parsed) + len(skipped)
     meta.warnings += [f"{s.path}: {s.problem}; left out: {len(parsed)} of {total} ranks analysed" for s in skipped]
     return events, memory, meta
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """How the ranks of one load are read: classification rules, whether through the cache, where progress goes,
+    the paths as the user gave them (for messages), and the Dask scheduler that parses them (None: here)."""
+
+    rules: tuple[Rule, ...]
+    cached: bool
+    progress: Progress
+    named: str
+    scheduler: Any = None
 
 
 @dataclass(frozen=True)
@@ -94,20 +113,91 @@ def _unread_rank_files(units: list) -> list[Skipped]:
     return found
 
 
-def _parse_all(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
+def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
     """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached)."""
-    found = [_from_cache(u, rules) if cached else None for u in units]
-    parsed = iter(_parse_many([u for u, t in zip(units, found, strict=True) if t is None], rules, cached))
+    found = [_from_cache(u, plan.rules) if plan.cached else None for u in units]
+    missing = [u for u, t in zip(units, found, strict=True) if t is None]
+    _check_memory(missing, [u for u, t in zip(units, found, strict=True) if t is not None], plan)
+    parsed = iter(_parse_many(missing, plan))
     return [t if t is not None else next(parsed) for t in found]
 
 
-def _parse_many(units: list, rules: tuple[Rule, ...], cached: bool) -> list[Parsed | Skipped]:
+def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
+    """Say what the load will need; refuse it (one line, what to do) when this machine does not have it."""
+    sizes = [footprint.json_size(_source_of(u)) for u in missing]
+    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)))
+    need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(_source_of(u)) for u in hits)
+    free = footprint.available()
+    if need.json_bytes >= SHOWN_FROM_BYTES:
+        plan.progress.note(need.describe(free))
+    if free is None or need.need_bytes + need_hits <= free or os.environ.get("TRACEANALYZER_MEMORY_CHECK") == "0":
+        return
+    tables_fit = footprint.BASE_BYTES + footprint.TABLE_PER_JSON * need.json_bytes + need_hits <= free
+    advice = (
+        "parse the ranks on a Dask cluster (--scheduler tcp://HOST:PORT), load fewer ranks, "
+        if len(missing) > 1 and tables_fit
+        else "run it on a machine with more memory, "
+    )
+    raise TraceError(
+        plan.named,
+        f"{need.describe(free)}: not enough memory; {advice}or set TRACEANALYZER_MEMORY_CHECK=0 to try anyway",
+    )
+
+
+def _workers(units: int) -> int:
+    """Ranks parsed at once."""
+    if units < 2 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
+        return 1
+    return min(units, os.cpu_count() or 1)
+
+
+def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
-    if len(units) < 2 or (os.cpu_count() or 1) < 2 or not fork_is_safe():
-        return [_parse_one(u, rules, cached) for u in units]
-    workers = min(len(units), os.cpu_count() or 1)
+    workers = _workers(len(units))
+    counted = len(units) >= SHOWN_FROM_RANKS
+    if plan.scheduler is not None and units:
+        return _parse_on_cluster(units, plan, counted)
+    if workers == 1:
+        out = []
+        for unit in units:
+            out.append(_parse_watched(unit, plan))
+            if counted:
+                plan.progress.count("ranks parsed", len(out), len(units), "ranks")
+        return out
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_parse_one, units, [rules] * len(units), [cached] * len(units)))
+        futures = [pool.submit(_parse_one, u, plan.rules, plan.cached) for u in units]
+        for done, _ in enumerate(as_completed(futures), 1):
+            if counted:
+                plan.progress.count("ranks parsed", done, len(units), "ranks")
+        return [f.result() for f in futures]
+
+
+def _parse_on_cluster(units: list, plan: _Plan, counted: bool) -> list[Parsed | Skipped]:
+    """Ranks parsed by Dask workers, which open the files by their resolved paths; named here as the user gave
+    them."""
+
+    def done(n: int) -> None:
+        if counted:
+            plan.progress.count("ranks parsed", n, len(units), "ranks")
+
+    sent = [replace(u, path=u.path.resolve()) for u in units]
+    results = cluster.run(plan.scheduler, _parse_one, sent, (plan.rules, plan.cached), done)
+    return [_named(r, str(s.path), str(u.path)) for r, s, u in zip(results, sent, units, strict=True)]
+
+
+def _named(result: Parsed | Skipped, resolved: str, given: str) -> Parsed | Skipped:
+    if isinstance(result, Skipped):
+        return Skipped(result.path.replace(resolved, given), result.problem)
+    cache.rename(result[2], resolved, given)
+    return result
+
+
+def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
+    """Parse one rank here; a large Kineto file reports its bytes read as it goes."""
+    if not unit.path.is_file() or footprint.json_size(unit.path) < SHOWN_FROM_BYTES:
+        return _parse_one(unit, plan.rules, plan.cached)
+    with bytes_read(unit.path, unit.path.stat().st_size, plan.progress):
+        return _parse_one(unit, plan.rules, plan.cached)
 
 
 def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:

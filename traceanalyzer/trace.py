@@ -17,6 +17,7 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
+from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.report import Report, build
 from traceanalyzer.section import Section
@@ -145,10 +146,13 @@ class Trace(TraceData):
 def load(
     path: str | os.PathLike | Sequence[str | os.PathLike],
     rules: Sequence[Rule] = (),
-    progress: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | Progress | None = None,
     cache: bool | None = None,
+    scheduler: object = None,
 ) -> Trace:
     """Load a trace file, a run folder, or several of them, into one Trace (ranks side by side). ``cache``: keep
-    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``)."""
-    data = loading.load(path, rules=rules, progress=progress, cache=cache)
+    and reuse the parsed tables in the user's cache folder (None: unless ``TRACEANALYZER_CACHE=0``); ``progress``:
+    a callback for messages, or a ``traceanalyzer.progress.Progress``; ``scheduler``: a Dask scheduler address
+    (tcp://HOST:PORT) or ``distributed.Client`` to parse the ranks on (None: ``TRACEANALYZER_SCHEDULER``, else here)."""
+    data = loading.load(path, rules=rules, progress=progress, cache=cache, scheduler=scheduler)
     return Trace(data.events, data.memory_events, data.meta)

@@ -161,6 +161,8 @@ def sanitize(events: pd.DataFrame, where: str, notes: Notes) -> pd.DataFrame:
     notes.adjust(where, "events starting more than a day from the rest dropped", int(stray.sum()))
     keep = ~(no_start | broken | stray)
     out = events[keep].reset_index(drop=True) if not keep.all() else events
+    if not keep.all() and "caller" in out:
+        out["caller"] = _kept_links(out["caller"].to_numpy(), keep)
     negative = out["dur"].to_numpy() < 0
     notes.adjust(where, "negative durations clipped to 0", int(negative.sum()))
     if negative.any():
@@ -390,6 +392,12 @@ def make_meta(path: Path, events: pd.DataFrame, source_format: str, job: Job, no
 def _object(value) -> dict:
     """value if it is a JSON object, else {} (a profiler_info field of another type is ignored)."""
     return value if isinstance(value, dict) else {}
+
+
+def _kept_links(links: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Row positions into a table of which only the ``keep`` rows remain, renumbered; NO_ROW where dropped."""
+    position = np.where(keep, np.cumsum(keep) - 1, NO_ROW)
+    return np.where(links == NO_ROW, NO_ROW, position[np.maximum(links, 0)])
 
 
 def valid_times(ts: np.ndarray, where: str, notes: Notes, what: str = "rows") -> np.ndarray:

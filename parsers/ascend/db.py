@@ -32,18 +32,21 @@ _GE_COMPONENT = "GE"
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     """Parse one rank's profiler database without links."""
+    warnings = c.Notes()
     with _connect(path) as con:
         tables = _tables(path, con)
         strings = _strings(con)
-        parts = [_tasks(con, strings, tables), _comm_ops(con, strings, tables), _cann(con, strings, tables)]
-        parts += [_pytorch(con, strings, tables), _steps(con, tables), _overlap(con, tables)]
-        records = _memory_records(con, strings, tables)
-        snapshots, blocks, modules = _memory(records), _blocks(con, strings, tables, records), _modules(con, tables)
-        db_metadata = _metadata(con, tables)
+        read = _Optional(path, warnings, con, strings, tables)
+        parts = [_tasks(con, strings, tables)] + [read(f) for f in (_comm_ops, _cann, _pytorch, _steps, _overlap)]
+        records = read(_memory_records, _memory_records(None, strings, set()))
+        snapshots, blocks = (
+            _memory(records),
+            read(lambda *a: _blocks(*a, records), _blocks(None, strings, set(), records)),
+        )
+        modules, db_metadata = read(_modules, _modules(None, strings, set())), _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
-    warnings = c.Notes()
     events = _categorize(c.sanitize(events, str(path), warnings))
     queue = _callers(events)
     events["caller"] = np.where(queue != NO_ROW, queue, _task_ops(events))
@@ -55,6 +58,21 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     return events, c.block_memory(events, blocks, snapshots), meta
+
+
+class _Optional:
+    """Reads an optional table: one that cannot be read as expected (a renamed or missing column, a bad page) is
+    left out with a warning instead of failing the whole database."""
+
+    def __init__(self, path: Path, notes: c.Notes, *args) -> None:
+        self.path, self.notes, self.args = path, notes, args
+
+    def __call__(self, read, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+        try:
+            return read(*self.args)
+        except sqlite3.DatabaseError as e:
+            self.notes.append(f"{self.path}: a table could not be read ({e}); its events are left out")
+            return pd.DataFrame() if empty is None else empty
 
 
 def uri(path: Path) -> str:
@@ -130,26 +148,61 @@ def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
 
 
 def _strings(con: sqlite3.Connection) -> dict[int, str]:
-    return dict(con.execute("select id, value from STRING_IDS"))
+    """STRING_IDS as id → text (rows whose id is not an integer ignored)."""
+    return {i: str(v) for i, v in con.execute("select id, value from STRING_IDS") if isinstance(i, int)}
+
+
+def _ints(values) -> np.ndarray:
+    """SQLite values as int64: integers (and integral numbers or digit strings) as they are; NULL, text, blobs,
+    fractions and values beyond int64 as NO_ROW (SQLite stores any type in any column)."""
+    series = pd.Series(values).reset_index(drop=True)
+    if pd.api.types.is_integer_dtype(series.dtype):
+        return series.to_numpy(np.int64)
+    numbers = pd.to_numeric(series.map(lambda v: v if isinstance(v, int | float | str) else None), errors="coerce")
+    arr = numbers.to_numpy(float)
+    ok = np.isfinite(arr) & (np.abs(arr) < 9.2e18) & (arr == np.round(arr))
+    out = np.full(len(series), NO_ROW, dtype=np.int64)
+    exact = series[ok].map(_exact_int)
+    out[ok] = exact.to_numpy(np.int64)
+    return out
+
+
+def _exact_int(value) -> int:
+    """An integral number or numeric string as an int, exactly where it is written as digits (19-digit ns)."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value)
+    return int(float(value))
+
+
+def _durations(start, end) -> np.ndarray:
+    """end - start in ns; c.BAD_NS where either is not an integer or the difference overflows (sanitize drops it)."""
+    a, b = _ints(start), _ints(end)
+    bad = (a == NO_ROW) | (b == NO_ROW) | (np.abs(b.astype(float) - a.astype(float)) >= 9.2e18)
+    return np.where(bad, c.BAD_NS, b - np.where(bad, 0, a))
 
 
 def _sql(con: sqlite3.Connection, query: str) -> pd.DataFrame:
-    return pd.read_sql_query(query, con)
+    """The query's rows; a failing query raises the sqlite3 error (pandas wraps it in its own)."""
+    try:
+        return pd.read_sql_query(query, con)
+    except pd.errors.DatabaseError as e:
+        raise sqlite3.DatabaseError(str(e.__cause__ or e)) from None
 
 
 def _names(ids: pd.Series, strings: dict[int, str]) -> np.ndarray:
-    return np.array([strings.get(int(i), "") if pd.notna(i) else "" for i in ids], dtype=object)
+    return np.array([strings.get(int(i), "") for i in _ints(ids)], dtype=object)
 
 
 def _columns(con: sqlite3.Connection, table: str) -> set[str]:
     return {r[1] for r in con.execute(f"pragma table_info({table})")}
 
 
-def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+def _task_query(con: sqlite3.Connection, tables: set[str]) -> str:
+    """TASK rows joined with their compute or communication task info, where the database has those tables."""
     compute = "COMPUTE_TASK_INFO" in tables
     comm = "COMMUNICATION_TASK_INFO" in tables
     shapes = compute and "inputShapes" in _columns(con, "COMPUTE_TASK_INFO")
-    query = (
+    return (
         "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
         + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
         + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
@@ -162,7 +215,11 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
         + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")
     )
-    t = _sql(con, query)
+
+
+def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    """Device tasks: compute kernels, tasks of collectives, and the rest by their task type."""
+    t = _sql(con, _task_query(con, tables))
     task_type = _names(t["taskType"], strings)
     is_kernel = t["kname"].notna().to_numpy()
     is_comm = t["ctask"].notna().to_numpy() & ~is_kernel
@@ -176,18 +233,18 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
     core[is_comm] = c.HCCL_CORE
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": name,
             "kind": kind,
             "cat": task_type,
             "pid": "device",
             "tid": t["streamId"].astype(str),
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
-            "stream": t["streamId"].fillna(NO_ROW).astype(np.int64),
-            "correlation": np.where(is_comm, NO_ROW, t["connectionId"].fillna(NO_ROW)).astype(np.int64),
-            "bytes": np.where(is_comm, t["csize"].fillna(NO_ROW), NO_ROW).astype(np.int64),
-            "comm_op": np.where(is_comm, t["cop"].fillna(NO_ROW), NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]),
+            "stream": _ints(t["streamId"]),
+            "correlation": np.where(is_comm, NO_ROW, _ints(t["connectionId"])),
+            "bytes": np.where(is_comm, _ints(t["csize"]), NO_ROW),
+            "comm_op": np.where(is_comm, _ints(t["cop"]), NO_ROW),
             "core": core,
             "input_dims": [c.shapes_json(s) for s in _names(t["inputShapes"], strings)],
             "input_types": _names(t["inputDataTypes"], strings),
@@ -206,19 +263,19 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
     ]
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": Kind.COMMUNICATION.value,
             "cat": _names(t["algType"], strings) if "algType" in t else "",
             "pid": "device",
             "tid": "communication",
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64) if "deviceId" in t else NO_ROW,
-            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]) if "deviceId" in t else NO_ROW,
+            "correlation": _ints(t["connectionId"]),
             "collective": [x[0] for x in coll],
             "bytes": np.array([x[1] for x in coll], dtype=np.int64),
             "group": _names(t["groupName"], strings),
-            "comm_op": t["opId"].fillna(NO_ROW).astype(np.int64) if "opId" in t else NO_ROW,
+            "comm_op": _ints(t["opId"]) if "opId" in t else NO_ROW,
             "core": c.HCCL_CORE,
         }
     )
@@ -226,7 +283,7 @@ def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]
 
 def _lanes(global_tid: pd.Series) -> tuple[np.ndarray, np.ndarray]:
     """globalTid = pid << 32 | tid → (pid, tid) strings."""
-    g = global_tid.fillna(0).astype(np.int64).to_numpy()
+    g = np.maximum(_ints(global_tid), 0)
     return (g >> 32).astype(str), (g & 0xFFFFFFFF).astype(str)
 
 
@@ -237,14 +294,14 @@ def _cann(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) ->
     pid, tid = _lanes(t["globalTid"])
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": _names(t["name"], strings),
             "kind": Kind.RUNTIME.value,
             "cat": t["type"].astype(str),
             "pid": pid,
             "tid": tid,
-            "correlation": t["connectionId"].fillna(NO_ROW).astype(np.int64),
+            "correlation": _ints(t["connectionId"]),
         }
     )
 
@@ -255,17 +312,16 @@ def _pytorch(con: sqlite3.Connection, strings: dict[int, str], tables: set[str])
     columns = "startNs, endNs, globalTid, connectionId, name, inputDtypes, inputShapes, type"
     t = _sql(con, f"select {columns} from PYTORCH_API")
     # PYTORCH_API times are TEXT holding integer ns
-    start = np.array([int(v) for v in t["startNs"]], dtype=np.int64)
-    end = np.array([int(v) for v in t["endNs"]], dtype=np.int64)
+    start = _ints(t["startNs"])
     names = _names(t["name"], strings)
-    kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in t["type"]], dtype=object)
+    kind = np.array([API_KIND.get(int(x), Kind.ANNOTATION).value for x in _ints(t["type"])], dtype=object)
     kind[[n.startswith(c.DEQUEUE_PREFIX) for n in names]] = Kind.RUNTIME.value
     kind[[n.startswith(c.STEP_PREFIX) for n in names]] = Kind.STEP.value
     pid, tid = _lanes(t["globalTid"])
     return pd.DataFrame(
         {
             "ts": start,
-            "dur": np.maximum(end - start, 0),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": kind,
             "cat": t["type"].astype(str),
@@ -284,8 +340,8 @@ def _queue_ids(con: sqlite3.Connection, api: pd.DataFrame, tables: set[str]) -> 
     if "CONNECTION_IDS" not in tables:
         return out
     ids = _sql(con, "select id, connectionId from CONNECTION_IDS").groupby("id")["connectionId"].min()
-    queue = ((api["type"] == API_QUEUE) & api["connectionId"].notna()).to_numpy()
-    out[queue] = ids.reindex(api.loc[queue, "connectionId"].astype(np.int64)).fillna(NO_ROW).to_numpy()
+    queue = (_ints(api["type"]) == API_QUEUE) & (_ints(api["connectionId"]) != NO_ROW)
+    out[queue] = ids.reindex(_ints(api.loc[queue, "connectionId"])).fillna(NO_ROW).to_numpy()
     return out
 
 
@@ -321,15 +377,15 @@ def _task_ops(events: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _steps(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     """STEP_TIME rows, only when PYTORCH_API has no ProfilerStep markers of its own (msprof DBs)."""
     if "STEP_TIME" not in tables or "PYTORCH_API" in tables:
         return pd.DataFrame()
     t = _sql(con, "select id, startNs, endNs from STEP_TIME")
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": [f"{c.STEP_PREFIX}{i}" for i in t["id"]],
             "kind": Kind.STEP.value,
             "pid": "steps",
@@ -338,21 +394,21 @@ def _steps(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
     )
 
 
-def _overlap(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _overlap(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     if "OVERLAP_ANALYSIS" not in tables:
         return pd.DataFrame()
     t = _sql(con, "select deviceId, startNs, endNs, type from OVERLAP_ANALYSIS")
-    names = [c.OVERLAP_NAMES[int(x)] if 0 <= int(x) < len(c.OVERLAP_NAMES) else str(x) for x in t["type"]]
+    names = [c.OVERLAP_NAMES[x] if 0 <= x < len(c.OVERLAP_NAMES) else str(x) for x in _ints(t["type"])]
     return pd.DataFrame(
         {
-            "ts": t["startNs"].astype(np.int64),
-            "dur": (t["endNs"] - t["startNs"]).astype(np.int64),
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
             "name": names,
             "kind": Kind.OVERLAP_LANE.value,
             "cat": c.OVERLAP_LANE,
             "pid": c.OVERLAP_LANE,
             "tid": names,
-            "device": t["deviceId"].fillna(NO_ROW).astype(np.int64),
+            "device": _ints(t["deviceId"]),
         }
     )
 
@@ -368,10 +424,10 @@ def _memory_records(con: sqlite3.Connection, strings: dict[int, str], tables: se
 def _memory(records: pd.DataFrame) -> pd.DataFrame:
     t = records[records["component"] == _MEMORY_COMPONENT]
     return c.memory_frame(
-        t["timestamp"].astype(np.int64),
-        t["deviceId"].fillna(NO_ROW).astype(np.int64),
-        t["totalAllocated"].fillna(NO_ROW).astype(np.int64),
-        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+        _ints(t["timestamp"]),
+        _ints(t["deviceId"]),
+        _ints(t["totalAllocated"]),
+        _ints(t["totalReserved"]),
     )
 
 
@@ -391,25 +447,25 @@ def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], 
         "release_allocated": "releaseTotalAllocated",
         "release_reserved": "releaseTotalReserved",
     }
-    out = {k: t[col].fillna(NO_ROW).astype(np.int64).to_numpy() for k, col in ints.items()}
+    out = {k: _ints(t[col]) for k, col in ints.items()}
     ge = records[records["component"] == _GE_COMPONENT]
-    ge_keys = pd.MultiIndex.from_arrays([ge["timestamp"].astype(np.int64), ge["totalAllocated"].astype(np.int64)])
+    ge_keys = pd.MultiIndex.from_arrays([_ints(ge["timestamp"]), _ints(ge["totalAllocated"])])
     is_ge = pd.MultiIndex.from_arrays([out["alloc_ts"], out["alloc_allocated"]]).isin(ge_keys)
     names = _names(t["name"], strings)
     return pd.DataFrame({"name": np.where(is_ge, c.GE_OP_PREFIX + names.astype(str), names)} | out)
 
 
-def _modules(con: sqlite3.Connection, tables: set[str]) -> pd.DataFrame:
+def _modules(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     """NPU_MODULE_MEM with ENUM_MODULE names: reserved bytes per CANN module over time."""
     if "NPU_MODULE_MEM" not in tables:
         return c.module_memory([], [], [], [])
     t = _sql(con, "select moduleId, timestampNs, totalReserved, deviceId from NPU_MODULE_MEM")
     names = dict(con.execute("select id, name from ENUM_MODULE")) if "ENUM_MODULE" in tables else {}
     return c.module_memory(
-        t["timestampNs"].astype(np.int64),
-        t["deviceId"].fillna(NO_ROW).astype(np.int64),
-        [names.get(int(m), str(m)) for m in t["moduleId"]],
-        t["totalReserved"].fillna(NO_ROW).astype(np.int64),
+        _ints(t["timestampNs"]),
+        _ints(t["deviceId"]),
+        [names.get(m, str(m)) for m in _ints(t["moduleId"])],
+        _ints(t["totalReserved"]),
     )
 
 

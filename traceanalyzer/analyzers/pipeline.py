@@ -66,13 +66,16 @@ def is_p2p(calls: pd.DataFrame) -> np.ndarray:
 
 
 def peer_pairs(calls: pd.DataFrame) -> set[tuple[int, int]]:
-    """Pairs of ranks (low, high) that exchange matched point-to-point calls: they are in different stages."""
+    """Pairs of ranks (low, high) that exchange matched point-to-point calls in every step they communicate in: they
+    are in different pipeline stages (a send/recv now and then, outside a schedule, does not make a pipeline)."""
     p2p = calls[is_p2p(calls) & (calls["match"] != NO_ROW).to_numpy()]
-    pairs = set()
-    for ranks in p2p.groupby("match")["rank"].unique():
+    seen: dict[tuple[int, int], set] = {}
+    for steps, ranks in zip(p2p.groupby("match")["step"].unique(), p2p.groupby("match")["rank"].unique(), strict=True):
         ordered = sorted(int(r) for r in ranks)
-        pairs.update((a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :])
-    return pairs
+        for pair in ((a, b) for i, a in enumerate(ordered) for b in ordered[i + 1 :]):
+            seen.setdefault(pair, set()).update(int(s) for s in steps)
+    active = {int(rank): {int(s) for s in steps} for rank, steps in calls.groupby("rank")["step"].unique().items()}
+    return {pair for pair, steps in seen.items() if steps >= active[pair[0]] | active[pair[1]]}
 
 
 def cross_stage(calls: pd.DataFrame, pairs: set[tuple[int, int]]) -> np.ndarray:

@@ -138,7 +138,9 @@ def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform
 def _level(scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFrame:
     """The diff table of one level; kernels matched by the rules of ``matching``, ops by exact name."""
     if level is Level.KERNEL:
-        keys = matching.match(*(samples.launching_ops(s) for s in scopes))
+        pairs = zip(scopes, kernels, strict=True)
+        ops = [samples.launching_ops(s).reindex(k["name"].unique(), fill_value="") for s, k in pairs]
+        keys = matching.match(*ops)
         return diff.level_diff((kernels[0], kernels[1]), keys, units)
     tables = [samples.level(s, level) for s in scopes]
     return diff.level_diff((tables[0], tables[1]), (diff.exact(*tables), diff.exact(*tables[::-1])), units)

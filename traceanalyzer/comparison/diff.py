@@ -63,7 +63,7 @@ def level_diff(
         {
             "name": index.get_level_values("key").astype(str),
             "kind": c["kind"].fillna(b["kind"]).astype(str).to_numpy(),
-            "status": _status(b["count"].isna(), c["count"].isna(), delta),
+            "status": statuses(b["count"].isna(), c["count"].isna(), delta),
             "match": index.get_level_values("rule"),
             "baseline_ns": b_ns.to_numpy(),
             "candidate_ns": c_ns.to_numpy(),
@@ -104,8 +104,8 @@ def _names(names: pd.Series) -> list:
     return [n if isinstance(n, list) else [] for n in names]
 
 
-def _status(new: pd.Series, gone: pd.Series, delta: pd.Series) -> np.ndarray:
-    """``new`` is True where the baseline lacks the entry, ``gone`` where the candidate does."""
+def statuses(new: pd.Series, gone: pd.Series, delta: pd.Series) -> np.ndarray:
+    """Each entry's ``Status``: ``new`` is True where the baseline lacks it, ``gone`` where the candidate does."""
     conditions = [new.to_numpy(), gone.to_numpy(), delta.to_numpy() > 0, delta.to_numpy() < 0]
     choices = [Status.NEW.value, Status.GONE.value, Status.SLOWER.value, Status.FASTER.value]
     return np.select(conditions, choices, default=Status.SAME.value)

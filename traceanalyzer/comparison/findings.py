@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
 import pandas as pd
 
-from traceanalyzer.comparison.diff import Status
+from traceanalyzer.comparison.diff import Status, statuses
 from traceanalyzer.findings import Finding
 
 FINDING_COLUMNS = [
@@ -40,27 +41,20 @@ def diff(baseline: list[Finding], candidate: list[Finding], units: tuple[int, in
     b, c = (s.reindex(index) for s in sides)
     b_ns, c_ns = b["cost_ns"].fillna(0.0), c["cost_ns"].fillna(0.0)
     delta = c_ns - b_ns
-    status = pd.Series(Status.SAME.value, index=index)
-    status[delta > 0], status[delta < 0] = Status.SLOWER.value, Status.FASTER.value
-    status[b["title"].isna()], status[c["title"].isna()] = Status.NEW.value, Status.GONE.value
     table = pd.DataFrame(
         {
-            "status": status,
-            "analyzer": c["analyzer"].fillna(b["analyzer"]),
-            "title": c["title"].fillna(b["title"]),
-            "baseline_ns": b_ns,
-            "candidate_ns": c_ns,
-            "delta_ns": delta,
-            "baseline_step_share": b["step_share"],
-            "candidate_step_share": c["step_share"],
+            "status": statuses(b["title"].isna(), c["title"].isna(), delta),
+            "analyzer": c["analyzer"].fillna(b["analyzer"]).to_numpy(),
+            "title": c["title"].fillna(b["title"]).to_numpy(),
+            "baseline_ns": b_ns.to_numpy(),
+            "candidate_ns": c_ns.to_numpy(),
+            "delta_ns": delta.to_numpy(),
+            "baseline_step_share": b["step_share"].to_numpy(),
+            "candidate_step_share": c["step_share"].to_numpy(),
         }
-    ).reset_index(drop=True)
-    order = (table["status"] != Status.NEW.value, -table["delta_ns"].abs())
-    return (
-        table.assign(_new=order[0], _delta=order[1])
-        .sort_values(["_new", "_delta"], kind="stable")[FINDING_COLUMNS]
-        .reset_index(drop=True)
     )
+    order = np.lexsort((-table["delta_ns"].abs().to_numpy(), (table["status"] != Status.NEW.value).to_numpy()))
+    return table.iloc[order].reset_index(drop=True)[FINDING_COLUMNS]
 
 
 def _by_identity(findings: list[Finding], units: int) -> pd.DataFrame:

@@ -40,15 +40,6 @@ class Noise:
     baseline_steps: int
     candidate_steps: int
 
-    def describe(self) -> str:
-        """E.g. 'beyond noise (p = 0.05, 3 vs 3 steps)'."""
-        steps = f"{self.baseline_steps} vs {self.candidate_steps} steps"
-        if self.verdict is Verdict.UNCHANGED:
-            return self.verdict.value
-        if self.verdict is Verdict.FEW_STEPS:
-            return f"{self.verdict.value} to tell ({steps}; {MIN_STEPS} per run needed)"
-        return f"{self.verdict.value} (p = {self.p_value:.2g}, {steps})"
-
 
 def assess(baseline: np.ndarray, candidate: np.ndarray) -> Noise:
     """The verdict on candidate vs baseline (per-step values of one quantity); the same values are no change."""

@@ -1,13 +1,13 @@
 """GPU ↔ NPU: two runs of different platforms (CUDA or ROCm vs Ascend) compared at the levels both share, since their
 kernels share no names.
 
-- **Categories**, after msprof-analyze's compare tool (its OverallMetrics): device time in GEMM (cube), convolution,
-  attention, normalisation, vector (elementwise, reductions, pooling, optimizer), copies (memcpy, memset, TensorMove,
-  TransData, Cast, layout copies); then exposed communication, device idle and host overhead (runtime calls that
-  launch or copy work, synchronisation left out), per step. A kernel's category comes from its framework op, its
-  launching op and its own name, by the first rule that matches (``CATEGORY_RULES``), as the compare tool's
-  ``compare_config.ini`` masks do (``aten::conv``; ``aten::addmm,aten::bmm,aten::mm,aten::matmul``; ``gemm,conv,
-  cutlass,wgrad,gemvx``; ``flash_attention,fusion_attention,...``).
+- **Categories**, after msprof-analyze's compare tool (its OverallMetrics): device time in GEMM (cube),
+  convolution and attention (forward and backward apart), normalisation, vector (elementwise, reductions, pooling,
+  optimizer), copies (memcpy, memset, TensorMove, TransData, Cast, layout copies); then exposed communication,
+  device idle and host overhead (runtime calls that launch or copy work, synchronisation left out), per step. A
+  kernel's category comes from its framework op, its launching op and its own name, by the first rule that matches
+  (``CATEGORY_RULES``), as the compare tool's ``compare_config.ini`` masks do (``aten::conv``; ``aten::addmm,
+  aten::bmm,aten::mm,aten::matmul``; ``gemm,conv,cutlass,wgrad,gemvx``; ``flash_attention,fusion_attention,...``).
 - **Framework ops**: device time per outermost framework op (``aten::conv2d``, ``aten::convolution_backward``, ...),
   the level both platforms' torch record alike. torch_npu's own ops are renamed to what they stand for on a GPU:
   ``NPU_EQUIVALENTS`` to the aten op, ``NPU_FUSED`` to the chain of aten ops the fused op replaces (found on the
@@ -69,7 +69,12 @@ CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
 """Device-work categories by the names of a kernel's framework op, launching op and kernel; the first rule any of
 them matches wins; what none matches is ``vector``."""
 
-COMPUTE_CATEGORIES = ("gemm", "convolution", "attention", "normalisation", "vector", "copy")
+COMPUTE_CATEGORIES = (
+    "gemm", "convolution fwd", "convolution bwd", "attention fwd", "attention bwd", "normalisation", "vector", "copy",
+)  # fmt: skip
+DIRECTED = ("attention", "convolution")
+"""Categories split into forward and backward, as the compare tool splits Flash Attention and Conv."""
+_BACKWARD = re.compile(r"backward|backprop|bwd|bprop|dgrad|wgrad|_grad\b|Grad", re.I)
 STEP_CATEGORIES = {"communication exposed": "comm_exposed_ns", "idle": "idle_ns"}
 """Per-step parts taken from the overlap of compute and communication (``samples.METRICS``)."""
 HOST_OVERHEAD = "host overhead"
@@ -115,9 +120,12 @@ def differ(baseline: Platform, candidate: Platform) -> bool:
 
 
 def category(*names: str) -> str:
-    """The category of device work from its framework op, launching op and kernel names."""
+    """The category of device work from its framework op, launching op and kernel names (attention and
+    convolution with their direction: backward when any of the names says so)."""
     for name, pattern in CATEGORY_RULES:
         if any(pattern.search(n) for n in names if n):
+            if name in DIRECTED:
+                return f"{name} {'bwd' if any(_BACKWARD.search(n) for n in names if n) else 'fwd'}"
             return name
     return "vector"
 
@@ -186,10 +194,8 @@ def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:
     module = np.where(op != NO_ROW, where.reindex(op).fillna("").to_numpy(), "")
     kernel = device["name"].astype(str).to_numpy()
     kind = device["kind"].astype(str).to_numpy()
-    cats = [
-        category(f, lo, k) if kd == Kind.KERNEL.value else _kind_category(kd)
-        for f, lo, k, kd in zip(fw_name, launcher, kernel, kind, strict=True)
-    ]
+    keys = pd.Series(list(zip(fw_name, launcher, kernel, kind, strict=True)), dtype=object)
+    cats = keys.map({key: _category_of(*key) for key in set(keys)}).to_numpy()
     return pd.DataFrame(
         {
             "unit": unit,
@@ -204,7 +210,10 @@ def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:
     )
 
 
-def _kind_category(kind: str) -> str:
+def _category_of(framework_op: str, launcher: str, kernel: str, kind: str) -> str:
+    """Kernels by their names; communication as such; copies and memsets are copies."""
+    if kind == Kind.KERNEL.value:
+        return category(framework_op, launcher, kernel)
     return "communication" if kind == Kind.COMMUNICATION.value else "copy"
 
 

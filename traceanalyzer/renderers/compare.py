@@ -98,7 +98,11 @@ def _before_after(row: dict, steps: tuple[int, int]) -> str:
 
 
 def _notes(data: dict) -> list[tuple[str, str]]:
-    return [("note", n) for n in data["notes"]]
+    noise, steps = data["noise"], (data["baseline"]["units"], data["candidate"]["units"])
+    test = f"{noise['test']}: {steps[0]} vs {steps[1]} steps, beyond noise at p ≤ {noise['alpha']:g}"
+    if min(steps) < noise["min_steps"]:
+        test += f" (needs {noise['min_steps']} per run: too few steps)"
+    return [("noise", test)] + [("note", n) for n in data["notes"]]
 
 
 def _culprits(data: dict) -> list[Block]:

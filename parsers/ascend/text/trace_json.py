@@ -96,7 +96,7 @@ def given(*values):
     return next((v for v in values if v is not MISSING), values[-1])
 
 
-def read(trace: Path, warnings: list[str]) -> Events:
+def read(trace: Path, warnings: c.Notes) -> Events:
     """The trace's complete, metadata and bound flow events; the TraceErrors of a file that is not such a trace."""
     first, last = _edges(trace)
     if not first:
@@ -115,7 +115,7 @@ def read(trace: Path, warnings: list[str]) -> Events:
         _explain(trace)
     if stream.skipped:
         _explain(trace)
-        warnings.append(f"{trace}: skipped {stream.skipped:,} events whose fields have the wrong type")
+        warnings.adjust(str(trace), "events whose fields have the wrong type skipped", stream.skipped)
     if not stream.events:
         raise TraceError(trace, "has an empty event array (no events to analyze)")
     warnings.extend(stream.warnings)

@@ -13,7 +13,7 @@ from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
 
 
-def events(trace: Path, kernel_table: pd.DataFrame | None, warnings: list[str]) -> pd.DataFrame:
+def events(trace: Path, kernel_table: pd.DataFrame | None, warnings: c.Notes) -> pd.DataFrame:
     """The event table of a trace file: rows by lane, flows bound, task twins dropped, kernel_details joined."""
     ev = trace_json.read(trace, warnings)
     found = lanes.Lanes(ev)
