@@ -51,7 +51,7 @@ def command(args: list[str], env: dict) -> float:
     return time.perf_counter() - t0
 
 
-def measure(path: Path, runs: int) -> dict:
+def measure(path: Path, runs: int, cli: bool) -> dict:
     """The medians for one trace."""
     rows: dict[str, list] = {"cold": [], "first": [], "reopen": [], "cli cold": [], "cli reopen": []}
     for _ in range(runs):
@@ -60,11 +60,12 @@ def measure(path: Path, runs: int) -> dict:
             rows["cold"].append(child(path, "off", env))
             rows["first"].append(child(path, "on", env))
             rows["reopen"].append(child(path, "on", env))
-            rows["cli cold"].append({"wall": command([str(path), "--no-cache"], env)})
-            rows["cli reopen"].append({"wall": command([str(path)], env)})
+            if cli:
+                rows["cli cold"].append({"wall": command([str(path), "--no-cache"], env)})
+                rows["cli reopen"].append({"wall": command([str(path)], env)})
             size = sum(p.stat().st_size for p in Path(tmp, "traceanalyzer").glob("*.tacache"))
-    result = {k: statistics.median(r["wall"] for r in v) for k, v in rows.items()}
-    result["rss_mb"] = {k: max(r["rss"] for r in v) / 1024 for k, v in rows.items() if "rss" in v[0]}
+    result = {k: statistics.median(r["wall"] for r in v) if v else float("nan") for k, v in rows.items()}
+    result["rss_mb"] = {k: max(r["rss"] for r in v) / 1024 for k, v in rows.items() if v and "rss" in v[0]}
     result["entry_mb"] = size / 1e6
     result["events"] = rows["cold"][0]["events"]
     return result
@@ -75,6 +76,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("traces", nargs="*", type=Path, default=DEFAULT)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--no-cli", action="store_true", help="skip the two traceanalyze runs (the whole report)")
     args = p.parse_args()
     print(
         "| trace | events | cold load s | first load + write s | cached reopen s | cold ÷ reopen | entry MB |"
@@ -82,7 +84,7 @@ def main() -> int:
     )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for path in args.traces:
-        r = measure(path, args.runs)
+        r = measure(path, args.runs, not args.no_cli)
         rss = r["rss_mb"]
         print(
             f"| {path.name} | {r['events']:,} | {r['cold']:.3f} | {r['first']:.3f} | {r['reopen']:.3f} | "

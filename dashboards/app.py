@@ -36,6 +36,7 @@ def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
     app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))
     app.layout = _layout()
     _loading_callbacks(app, store)
+    _poll_callbacks(app, store)
     _page_callbacks(app, store)
     return app
 
@@ -95,6 +96,8 @@ def _spaced(items: list) -> list:
 
 
 def _loading_callbacks(app: dash.Dash, store: Store) -> None:
+    """Opening a trace by path or upload, and dismissing a failed one."""
+
     @app.callback(
         Output("open-msg", "children"),
         Output("poll", "disabled", allow_duplicate=True),
@@ -135,6 +138,10 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
             return no_update
         store.dismiss(dash.ctx.triggered_id["dismiss"])
         return [_status_line(j) for j in store.jobs() if j.state != "ready"]
+
+
+def _poll_callbacks(app: dash.Dash, store: Store) -> None:
+    """The load poll (progress, errors, the trace picker) and the URL's trace and nav links."""
 
     @app.callback(
         Output("load-status", "children"),
@@ -194,6 +201,8 @@ def save_upload(contents: str | None, filename: str | None) -> Path:
 
 
 def _page_callbacks(app: dash.Dash, store: Store) -> None:
+    """The page for the URL and trace, its scroll to a linked table, and each page's interactions."""
+
     @app.callback(Output("page", "children"), Input("url", "pathname"), Input("trace", "value"), State("url", "search"))
     def page(path, key, search):
         views = {j.key: j.view for j in store.ready()}

@@ -17,11 +17,14 @@ URL = Output("url", "search", allow_duplicate=True)
 def register(app: dash.Dash, store: Store) -> None:
     """Add the page callbacks to app."""
     _hotspots(app, store)
+    _hotspot_selection(app, store)
     _timeline(app, store)
     _compare(app, store)
 
 
 def _hotspots(app: dash.Dash, store: Store) -> None:
+    """The hotspot table and chart for the filters (written to the URL), and the kind filter's state."""
+
     @app.callback(
         *[Output("hs-table", prop) for prop in tables.CONTENT],
         Output("hs-table", "page_current"),
@@ -62,6 +65,10 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
         kernel = level == Level.KERNEL.value
         return (kind if kernel else pages.ALL), not kernel
 
+
+def _hotspot_selection(app: dash.Dash, store: Store) -> None:
+    """The picked row or bar's details, following the step and rank filters."""
+
     @app.callback(
         Output("hs-details", "children"),
         Output("hs-selected", "data"),
@@ -99,6 +106,8 @@ def _selected_name(cell, click, rows) -> str | None:
 
 
 def _timeline(app: dash.Dash, store: Store) -> None:
+    """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom."""
+
     def draw(key, rank, step, levels, python, window: tuple[int, int] | None = None):
         view = store.view(key)
         if view is None or rank is None or step is None:
@@ -155,6 +164,8 @@ def _reset(relayout: dict | None) -> bool:
 
 
 def _compare(app: dash.Dash, store: Store) -> None:
+    """The comparison of the two picked traces (written to the URL)."""
+
     @app.callback(
         Output("cmp-body", "children"),
         URL,

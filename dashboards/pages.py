@@ -360,21 +360,30 @@ def timeline_figure(
     note += "; zoom in to split them)." if merged > len(seg) else ")."
     fig = figures.gantt(seg, (rank, step, levels, python))
     found = view.marks(rank, seg)
-    for mark in found.itertuples():
-        fig.add_vrect(
-            x0=mark.start_ns / 1e6,
-            x1=mark.end_ns / 1e6,
-            fillcolor=MARK_COLOURS[mark.what],
-            opacity=0.18,
-            line_width=0,
-            layer="below",
-            name=f"{mark.what}: {figures.text(mark.label)}",
-        )
+    fig.update_layout(shapes=[_shade(mark) for mark in found.itertuples()])
     counts = found["what"].value_counts()
     if len(counts):
         shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
         note += f" Shaded from the Health page: {shaded}."
     return fig, note
+
+
+def _shade(mark) -> dict:
+    """A finding's place on the timeline: a band across every lane."""
+    return {
+        "type": "rect",
+        "xref": "x",
+        "yref": "paper",
+        "x0": mark.start_ns / 1e6,
+        "x1": mark.end_ns / 1e6,
+        "y0": 0,
+        "y1": 1,
+        "fillcolor": MARK_COLOURS[mark.what],
+        "opacity": 0.18,
+        "line": {"width": 0},
+        "layer": "below",
+        "name": f"{mark.what}: {figures.text(mark.label)}",
+    }
 
 
 MARK_COLOURS = {"idle gap": "#ff7f0e", "host sync": "#d62728"}

@@ -91,7 +91,9 @@ def marks(gaps: pd.DataFrame, stalls: pd.DataFrame, first_work: pd.Series, rank:
     for gap in gaps[gaps["rank"] == rank].itertuples():
         start = int(gap.offset_ns) + int(first_work.get((rank, gap.device), 0)) - origin
         rows.append(("idle gap", start, start + int(gap.dur_ns), f"device {gap.device} idle {gap.dur_ns / 1e6:.2f} ms"))
-    for sync in stalls[stalls["rank"] == rank].itertuples():
+    for sync in stalls[
+        (stalls["rank"] == rank) & (stalls["ts"] < origin + span) & (stalls["ts"] >= origin)
+    ].itertuples():
         start = int(sync.ts) - origin
         rows.append(("host sync", start, start + int(sync.sync_ns), f"{sync.name} ({sync.annotation or sync.op})"))
     frame = pd.DataFrame(rows, columns=MARK_COLUMNS)

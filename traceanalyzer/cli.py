@@ -35,7 +35,8 @@ def report_parser() -> argparse.ArgumentParser:
         description="Where the time goes in a PyTorch (Kineto) or Ascend profiler trace. "
         "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
         "'traceanalyze compare BASELINE CANDIDATE' compares two runs; "
-        "'traceanalyze dashboard PATH' opens the interactive dashboard.",
+        "'traceanalyze dashboard PATH' opens the interactive dashboard; "
+        "'traceanalyze cache info|clear' shows or empties the cache of parsed traces.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--top", type=int, default=15, help="rows per hotspot table (default 15)")

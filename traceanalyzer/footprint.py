@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-TABLE_PER_JSON = 0.35
+TABLE_PER_JSON = 0.4
 PARSE_PER_JSON = 1.1
 BASE_BYTES = 150 << 20
 """Python with pandas, numpy and pyarrow imported."""

@@ -4,6 +4,8 @@ TraceData."""
 from __future__ import annotations
 
 import collections
+import ctypes
+import ctypes.util
 import multiprocessing
 import os
 import re
@@ -14,6 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
@@ -68,12 +71,14 @@ def load_tables(
         cache.evict()
     parsed = [r for r in results if not isinstance(r, Skipped)]
     skipped = [r for r in results if isinstance(r, Skipped)]
+    del results  # _join releases each rank's tables as it joins them: nothing else may hold them
     skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
     if not parsed:
         raise TraceError(skipped[0].path, skipped[0].problem)
-    events, memory, meta = _join(_assign_ranks(parsed))
-    total = len(parsed) + len(skipped)
-    meta.warnings += [f"{s.path}: {s.problem}; left out: {len(parsed)} of {total} ranks analysed" for s in skipped]
+    _assign_ranks(parsed)
+    analysed, total = len(parsed), len(parsed) + len(skipped)
+    events, memory, meta = _join(parsed)
+    meta.warnings += [f"{s.path}: {s.problem}; left out: {analysed} of {total} ranks analysed" for s in skipped]
     return events, memory, meta
 
 
@@ -252,13 +257,12 @@ _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
 _RAW_COLUMNS = tuple(c for c in schema.EVENT_COLUMNS if c.name not in _DERIVED)
 
 
-def _assign_ranks(parsed: list[Parsed]) -> list[Parsed]:
-    """Ranks from the traces; where they do not say, from the file name, else by order."""
+def _assign_ranks(parsed: list[Parsed]) -> None:
+    """Ranks from the traces; where they do not say, from the file name, else by order (set in each meta)."""
     if len(parsed) == 1:
-        return parsed
+        return
     seen: set[int] = set()
-    out = []
-    for i, (events, memory, meta) in enumerate(parsed):
+    for i, (_, _, meta) in enumerate(parsed):
         rank = meta.ranks[0]
         if not meta.rank_known:
             m = _RANK_IN_NAME.search(Path(meta.paths[0]).name)
@@ -267,44 +271,67 @@ def _assign_ranks(parsed: list[Parsed]) -> list[Parsed]:
             raise TraceError(meta.paths[0], f"has rank {rank}, which another loaded trace also has")
         seen.add(rank)
         meta.ranks = [rank]
-        out.append((events, memory, meta))
-    return out
 
 
 def _join(parsed: list[Parsed]) -> Parsed:
-    frames, memories, metas = [], [], []
-    offset = 0
-    for events, memory, meta in parsed:
-        rank = meta.ranks[0]
-        events = events.copy(deep=False)  # only whole columns and the index are replaced below
-        events["rank"] = rank
-        memory = memory.copy(deep=False)
-        memory["rank"] = rank
-        if offset:
-            for col in _LINKS:
-                events[col] = events[col].where(events[col] == NO_ROW, events[col] + offset)
-            memory["op"] = memory["op"].where(memory["op"] == NO_ROW, memory["op"] + offset)
-        events.index = pd.RangeIndex(offset, offset + len(events))
-        offset += len(events)
-        frames.append(events)
-        memories.append(schema.conform(memory, schema.MEMORY_COLUMNS))
-        metas.append(meta)
-    events = _concat(frames)
-    memory = pd.concat(memories, ignore_index=True) if len(memories) > 1 else memories[0]
-    return schema.conform(events, schema.EVENT_COLUMNS), memory, _merge_meta(metas)
+    """One job's tables: the ranks' rows one after another, row labels and link columns shifted by each rank's
+    offset. The list is emptied and each rank's columns are released as they are joined, so that at its peak the
+    parent holds about one copy of the job's tables, not two."""
+    metas = [meta for _, _, meta in parsed]
+    ranks = [m.ranks[0] for m in metas]
+    sizes = [len(events) for events, _, _ in parsed]
+    offsets = [sum(sizes[:i]) for i in range(len(sizes))]
+    events = [_columns(e, schema.EVENT_COLUMNS) for e, _, _ in parsed]
+    memory = [_columns(m, schema.MEMORY_COLUMNS) for _, m, _ in parsed]
+    parsed.clear()
+    joined = pd.DataFrame(_joined(events, ranks, offsets, _LINKS), index=pd.RangeIndex(sum(sizes)), copy=False)
+    return joined, pd.DataFrame(_joined(memory, ranks, offsets, ("op",)), copy=False), _merge_meta(metas)
 
 
-def _concat(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    if len(frames) == 1:
-        return frames[0]
+def _columns(frame: pd.DataFrame, columns: tuple[schema.Column, ...]) -> dict:
+    """The table's columns (numpy arrays, Categoricals), in schema order, holding the data without a copy."""
+    frame = schema.conform(frame, columns)
+    return {c.name: frame[c.name].array if c.dtype == "category" else frame[c.name].to_numpy() for c in columns}
+
+
+def _joined(parts: list[dict], ranks: list[int], offsets: list[int], links: tuple[str, ...]) -> dict:
+    """Each column of the ranks' parts end to end (taken out of the parts as it goes): ``rank`` set, link columns
+    shifted by the rank's row offset."""
     out = {}
-    for col in frames[0].columns:
-        if isinstance(frames[0][col].dtype, pd.CategoricalDtype):
-            out[col] = union_categoricals(_same_text_dtype([f[col].array for f in frames]), ignore_order=True)
+    for name in list(parts[0]):
+        pieces = [part.pop(name) for part in parts]
+        if name == "rank":
+            pieces = [np.full(len(p), r, dtype=p.dtype) for p, r in zip(pieces, ranks, strict=True)]
+        elif name in links:
+            pieces = [p if not o else np.where(p == NO_ROW, p, p + o) for p, o in zip(pieces, offsets, strict=True)]
+        if len(pieces) == 1:
+            out[name] = pieces[0]
+        elif isinstance(pieces[0], pd.Categorical):
+            out[name] = union_categoricals(_same_text_dtype(pieces), ignore_order=True)
         else:
-            out[col] = pd.concat([f[col] for f in frames]).to_numpy()
-    index = pd.RangeIndex(frames[0].index.start, frames[-1].index.stop)
-    return pd.DataFrame(out, index=index)
+            out[name] = np.concatenate(pieces)
+        del pieces
+        _give_back_freed_memory()
+    return out
+
+
+def _give_back_freed_memory() -> None:
+    """Return freed heap pages to the system (glibc's malloc_trim; nothing elsewhere): the ranks' columns are many
+    blocks of a few hundred kB whose space the joined columns cannot reuse, so without it the parent's memory
+    would hold both."""
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
 
 
 def _same_text_dtype(columns: list[pd.Categorical]) -> list[pd.Categorical]:

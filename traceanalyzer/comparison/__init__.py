@@ -150,4 +150,5 @@ def _by_kind(kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFram
     """Device time and count per step by kind (kernel, communication, memcpy, ...)."""
     tables = [k.assign(name=k["kind"]) for k in kernels]
     table = diff.level_diff((tables[0], tables[1]), (diff.exact(*tables), diff.exact(*tables[::-1])), units)
-    return table.drop(columns=["kind", "match", "baseline_names", "candidate_names"]).rename(columns={"name": "kind"})
+    dropped = ["kind", "label", "match", "baseline_names", "candidate_names"]
+    return table.drop(columns=dropped).rename(columns={"name": "kind"})

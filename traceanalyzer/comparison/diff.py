@@ -8,11 +8,12 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.comparison.matching import Rule
+from traceanalyzer.comparison.matching import Rule, label
 from traceanalyzer.comparison.noise import assess
 
 DIFF_COLUMNS = [
     "name",
+    "label",
     "kind",
     "status",
     "match",
@@ -62,6 +63,7 @@ def level_diff(
     table = pd.DataFrame(
         {
             "name": index.get_level_values("key").astype(str),
+            "label": [label(str(k)) for k in index.get_level_values("key")],
             "kind": c["kind"].fillna(b["kind"]).astype(str).to_numpy(),
             "status": statuses(b["count"].isna(), c["count"].isna(), delta),
             "match": index.get_level_values("rule"),

@@ -94,7 +94,7 @@ def _culprits(summary: pd.DataFrame, levels: dict[str, pd.DataFrame], findings: 
     for level, what in (("op_device", "op"), ("kernel", "kernel")):
         slower = levels[level][levels[level]["delta_ns"] > 0].head(CULPRITS_PER_SOURCE)
         out += [
-            _culprit(what, row["name"], row["delta_ns"], row["status"], row["noise"]) for _, row in slower.iterrows()
+            _culprit(what, row["label"], row["delta_ns"], row["status"], row["noise"]) for _, row in slower.iterrows()
         ]
     metrics = summary.set_index("metric")
     for metric, what in _METRIC_CULPRITS.items():

@@ -53,6 +53,17 @@ _ARCH = re.compile(
 )
 
 
+_QUALIFIERS = re.compile(r"\(anonymous namespace\)::|\bat::native::|\bat::|\bc10::|\bstd::")
+
+
+def label(name: str) -> str:
+    """A kernel name shortened for display: a C++ signature without ``void``, its parameter list and at::native:: /
+    c10:: / std:: qualifiers (its distinctive part, the functor, often sits deep in the template arguments)."""
+    if not (name.startswith("void ") or "<" in name):
+        return name  # not a C++ signature: Memcpy HtoD (Pinned -> Device), ncclKernel_...(ncclWorkElem)
+    return _QUALIFIERS.sub("", _PARAMETERS.sub("", name.removeprefix("void ").strip()))
+
+
 def normalise(name: str) -> str:
     """The name a kernel keeps across library, version and architecture changes (see the module docstring)."""
     family = _family(name)

@@ -173,7 +173,7 @@ def _shared_diff(parts, units: tuple[int, int], step_ns: tuple[float, float], sc
     table["more"] = np.select(
         [table["delta_ns"] > 0, table["delta_ns"] < 0], [f"candidate ({names[1]})", f"baseline ({names[0]})"], ""
     )
-    return table.drop(columns=["baseline_names", "candidate_names"])
+    return table.drop(columns=["label", "baseline_names", "candidate_names"])
 
 
 def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:

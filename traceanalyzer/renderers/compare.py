@@ -53,7 +53,8 @@ def layout(data: dict, compact: bool = False) -> list[Block]:
             blocks.append(Block("heading", f"{title}: biggest changes ({per})"))
             blocks.append(Block("facts", facts=_changes(noun, data["changes"][level])))
             columns = ["name", *_VALUES] + ([] if compact else _COUNTS)
-            blocks.append(table(title, data["levels"][level][:rows], columns))
+            labelled = [{**row, "name": row["label"]} for row in data["levels"][level][:rows]]
+            blocks.append(table(title, labelled, columns))
     return blocks + _findings(data["findings"], rows) + _memory(data["memory"])
 
 
