@@ -229,3 +229,19 @@ def test_environment_turns_the_cache_off(cache_dir, monkeypatch):
     assert cache.entries() == []
     ta.load(FUSED, cache=True)
     assert len(cache.entries()) == 1
+
+
+def test_ascend_database_given_alone_is_judged_by_the_files_beside_it_only(cache_dir, tmp_path, builds):
+    """A .db given on its own may sit in any folder: its entry depends on the files beside it, not on subfolders."""
+    source = shared_path("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt")
+    db = source / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    folder = tmp_path / "downloads"
+    (folder / "other").mkdir(parents=True)
+    shutil.copy(db, folder)
+    ta.load(folder / db.name)
+    (folder / "other" / "notes.txt").write_text("unrelated")
+    ta.load(folder / db.name)
+    assert builds["n"] == 1, "a subfolder's file does not make the entry stale"
+    (folder / "beside.txt").write_text("beside")
+    ta.load(folder / db.name)
+    assert builds["n"] == 2, "a file beside it does"

@@ -44,6 +44,7 @@ _HEAD = struct.Struct("<8sQ20s")  # magic, header length, SHA-1 of the header
 _SUFFIX = ".tacache"
 _HASHED_BYTES = 1 << 20
 _HASHED_BYTES_IN_FOLDER = 1 << 16
+_HASHED_FILES = 256
 _IPC = pa.ipc.IpcWriteOptions(compression="zstd")
 _UNREADABLE = (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
 
@@ -90,13 +91,18 @@ def _code_files(module: ModuleType) -> list[Path]:
 @dataclass(frozen=True)
 class Slot:
     """Where one rank's tables are kept: the source they are read from (a file or a rank folder) and how they are
-    classified (entries apart), the code that builds them (an entry built by other code is stale), and the path
-    as the user gave it now (which the meta and warnings then name)."""
+    classified (entries apart), the code that builds them (an entry built by other code is stale), the path as the
+    user gave it now (which the meta and warnings then name), and whether the source's subfolders count."""
 
     source: Path
     variant: tuple[str, ...]
     code: str
     name: str
+    deep: bool = True
+
+    def identity(self) -> list:
+        """The source's fingerprint now (a folder's with its subfolders when ``deep``)."""
+        return fingerprint(self.source, self.deep)
 
     @property
     def path(self) -> Path:
@@ -110,16 +116,22 @@ class Slot:
         return [str(PARSER_VERSION), self.code, pd.__version__, pa.__version__]
 
 
-def fingerprint(source: Path) -> list:
-    """The identity of a file or of every file in a folder: name, size, mtime in ns and a hash of head and tail."""
+def fingerprint(source: Path, deep: bool = True) -> list:
+    """The identity of a file, or of every file in a folder (``deep``: and in its subfolders): name, size, mtime in
+    ns and a hash of head and tail (of the first _HASHED_FILES files of a folder; the others by size and mtime)."""
     if source.is_file():
         return [_identity(source, source.name, _HASHED_BYTES)]
-    files = sorted(p for p in source.rglob("*") if p.is_file())
-    return [_identity(p, str(p.relative_to(source)), _HASHED_BYTES_IN_FOLDER) for p in files]
+    files = sorted(p for p in (source.rglob("*") if deep else source.iterdir()) if p.is_file())
+    return [
+        _identity(p, str(p.relative_to(source)), _HASHED_BYTES_IN_FOLDER if i < _HASHED_FILES else 0)
+        for i, p in enumerate(files)
+    ]
 
 
 def _identity(path: Path, name: str, hashed: int) -> list:
     stat = path.stat()
+    if not hashed:
+        return [name, stat.st_size, stat.st_mtime_ns, ""]
     digest = hashlib.sha1()
     with open(path, "rb") as f:
         digest.update(f.read(hashed))

@@ -129,9 +129,9 @@ def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
 
 def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     """Say what the load will need; refuse it (one line, what to do) when this machine does not have it."""
-    sizes = [footprint.json_size(_source_of(u)) for u in missing]
+    sizes = [footprint.json_size(u.path) for u in missing]
     need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)))
-    need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(_source_of(u)) for u in hits)
+    need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(u.path) for u in hits)
     free = footprint.available()
     if need.json_bytes >= SHOWN_FROM_BYTES:
         plan.progress.note(need.describe(free))
@@ -198,8 +198,12 @@ def _named(result: Parsed | Skipped, resolved: str, given: str) -> Parsed | Skip
 
 
 def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
-    """Parse one rank here; a large Kineto file reports its bytes read as it goes."""
-    if not unit.path.is_file() or footprint.json_size(unit.path) < SHOWN_FROM_BYTES:
+    """Parse one rank here; a large file reports its bytes read as it goes, where the reader reads in threads (the
+    watching thread would keep the fallback reader from forking its workers)."""
+    from traceanalyzer.parsers.columns import Reader
+
+    large = unit.path.is_file() and footprint.json_size(unit.path) >= SHOWN_FROM_BYTES
+    if not large or not Reader(()).native:
         return _parse_one(unit, plan.rules, plan.cached)
     with bytes_read(unit.path, unit.path.stat().st_size, plan.progress):
         return _parse_one(unit, plan.rules, plan.cached)
@@ -208,7 +212,7 @@ def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
 def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
     """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry)."""
     slot = _slot(unit, rules)
-    return cache.read(slot, cache.fingerprint(slot.source))
+    return cache.read(slot, slot.identity())
 
 
 def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | Skipped:
@@ -217,11 +221,11 @@ def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | 
         if not cached:
             return _build(unit, rules)
         slot = _slot(unit, rules)
-        identity = cache.fingerprint(slot.source)
+        identity = slot.identity()
         tables = _build(unit, rules)
     except TraceError as e:
         return Skipped(e.path, e.problem)
-    if cache.fingerprint(slot.source) == identity:
+    if slot.identity() == identity:
         cache.write(slot, identity, tables)
     return tables
 
@@ -236,13 +240,16 @@ def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     return events, memory, meta
 
 
-def _source_of(unit) -> Path:
-    """What a unit's tables are read from: a Kineto file itself; for other formats the rank folder around it (an
-    Ascend parser reads the files beside the one it was given)."""
+def _source_of(unit) -> tuple[Path, bool]:
+    """What a unit's tables are read from, and whether its subfolders count: a Kineto file itself; for Ascend the
+    rank folder around its output folder (the parser reads the files beside the one it was given), or the files
+    beside a file given on its own (not its folder's subfolders: that may be any folder)."""
     if unit.parse_with is kineto.parse:
-        return unit.path
+        return unit.path, True
     folder = unit.path if unit.path.is_dir() else unit.path.parent
-    return folder.parent if folder.name in ascend.OUTPUT_DIRS else folder
+    if folder.name in ascend.OUTPUT_DIRS:
+        return folder.parent, True
+    return folder, unit.path.is_dir()
 
 
 def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
@@ -250,7 +257,8 @@ def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
     parser = f"{unit.parse_with.__module__}.{unit.parse_with.__qualname__}"
     variant = (parser, *(f"{r.kind.value}:{r.pattern}" for r in rules))
     code = cache.code_digest((parsers, linking, classify, schema, cache, sys.modules[__name__]))
-    return cache.Slot(_source_of(unit), variant, code, str(unit.path))
+    source, deep = _source_of(unit)
+    return cache.Slot(source, variant, code, str(unit.path), deep)
 
 
 _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
