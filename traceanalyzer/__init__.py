@@ -12,6 +12,7 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.comparison import Comparison, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
+from traceanalyzer.renderers import plots
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.trace import Trace, load
 
@@ -29,12 +30,3 @@ __all__ = [
     "plots",
     "__version__",
 ]
-
-
-def __getattr__(name: str):
-    """``ta.plots`` is imported on first use, so reading a trace does not pay for Plotly."""
-    if name == "plots":
-        from traceanalyzer.renderers import plots
-
-        return plots
-    raise AttributeError(f"module 'traceanalyzer' has no attribute {name!r}")

@@ -16,10 +16,13 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from traceanalyzer import cache
 from traceanalyzer.classify import Rule
+from traceanalyzer.comparison import Threshold, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.progress import Stderr
 from traceanalyzer.renderers import RENDERERS
+from traceanalyzer.renderers import compare as compare_renderer
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
 
@@ -169,9 +172,6 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from traceanalyzer.comparison import compare
-    from traceanalyzer.renderers import compare as compare_renderer
-
     _check_options(args, [args.baseline, args.candidate])
     threshold = _threshold(args)
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
@@ -188,8 +188,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _threshold(args: argparse.Namespace):
     """The gate's threshold from --fail-on-regression(-ms); None without either. Negative ones are bad input."""
-    from traceanalyzer.comparison import Threshold
-
     given = {"--fail-on-regression": args.fail_on_regression, "--fail-on-regression-ms": args.fail_on_regression_ms}
     for option, value in given.items():
         if value is not None and not value >= 0:
@@ -202,8 +200,6 @@ def _threshold(args: argparse.Namespace):
 
 
 def _cache(args: argparse.Namespace) -> int:
-    from traceanalyzer import cache
-
     if args.action == "clear":
         removed = cache.clear()
         size = sum(e.size for e in removed) / (1 << 20)
