@@ -13,6 +13,7 @@ import contextlib
 import decimal
 import functools
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
@@ -27,6 +28,20 @@ try:
     from traceanalyzer.parsers import _scan
 except ImportError:  # no C compiler at install time: the msgspec reader does the same, slower
     _scan = None
+
+NATIVE_MISSING = (
+    "the native trace reader (traceanalyzer.parsers._scan) is not built here, so traces are read with msgspec, "
+    "about 2x slower; reinstall with a C compiler present (pip install .), or from the source tree pip install -e ."
+)
+"""Said once per process (a warning) when the native reader is missing."""
+_missing_said = False
+
+
+def _say_native_missing() -> None:
+    global _missing_said
+    if not _missing_said:
+        _missing_said = True
+        warnings.warn(NATIVE_MISSING, stacklevel=3)
 
 ABSENT = np.iinfo(np.int64).min
 """A numeric field that is missing or null."""
@@ -123,6 +138,8 @@ class Reader:
     def __init__(self, fields: tuple[Field, ...], native: bool | None = None) -> None:
         self.fields = fields
         self.native = _scan is not None if native is None else native
+        if native is None and _scan is None:
+            _say_native_missing()
         if self.native and _scan is None:
             raise RuntimeError("the native reader (parsers/_scan.c) was not built")
         self._spec = tuple((f.path, f.read | (NULLABLE if f.nullable else 0), _native_default(f)) for f in fields)
