@@ -42,10 +42,11 @@ class Noise:
 
 
 def assess(baseline: np.ndarray, candidate: np.ndarray) -> Noise:
-    """The verdict on candidate vs baseline (per-step values of one quantity); the same values are no change."""
+    """The verdict on candidate vs baseline (per-step values of one quantity); one value throughout, or the same
+    values in both runs, is no change."""
     b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
     n = (len(b), len(c))
-    if not (len(b) and len(c)) or np.array_equal(np.sort(b), np.sort(c)):
+    if not (len(b) and len(c)) or np.ptp(np.concatenate((b, c))) == 0 or np.array_equal(np.sort(b), np.sort(c)):
         return Noise(Verdict.UNCHANGED, None, *n)
     if min(n) < MIN_STEPS:
         return Noise(Verdict.FEW_STEPS, None, *n)
