@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
 
 import traceanalyzer.loading
 from tests.conftest import REPO, facts, load_shared, rows, section, shared_path
+from traceanalyzer import cli
 from traceanalyzer.cli import main
 
 SCHEMA_DOC = REPO / "docs" / "report-schema.md"
@@ -191,14 +191,8 @@ def test_exit_code_1_for_an_internal_error_in_one_line(capsys, monkeypatch):
     assert err.strip() == "traceanalyze: internal error: RuntimeError: boom (rerun with --debug for details)"
 
 
-def test_progress_line_when_loading_takes_over_a_second(capsys, monkeypatch):
-    real = traceanalyzer.loading.load
-
-    def slow(*args, **kwargs):
-        time.sleep(1.5)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(traceanalyzer.loading, "load", slow)
+def test_progress_line_when_loading_takes_longer_than_the_threshold(capsys, monkeypatch):
+    monkeypatch.setattr(cli, "PROGRESS_AFTER_S", 0.0)  # every load takes longer than 0 s: no real wait in the test
     path = shared_path(*SMALL)
     code, _, err = run(capsys, path)
     assert code == 0

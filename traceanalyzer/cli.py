@@ -26,6 +26,8 @@ from traceanalyzer.renderers import compare as compare_renderer
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
 
+PROGRESS_AFTER_S = 1.0
+"""Work that takes longer than this (s) says so on stderr."""
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_REGRESSION = 3
 """``traceanalyze compare --fail-on-regression``: the candidate regressed (see ``comparison.gate``)."""
@@ -256,9 +258,9 @@ def _write(text: str, output: str | None) -> int:
 class Progress:
     """Tell the user on stderr what is happening when it takes more than a second."""
 
-    def __init__(self, what: str, after_s: float = 1.0) -> None:
+    def __init__(self, what: str, after_s: float | None = None) -> None:
         self.what = what
-        self.after_s = after_s
+        self.after_s = PROGRESS_AFTER_S if after_s is None else after_s
         self._done = threading.Event()
         self._shown = False
         self._start = 0.0
