@@ -315,6 +315,28 @@ def test_gate_passes_two_profiles_of_the_same_unchanged_program(capsys):
     assert "exposed communication" in out and "beyond noise" in out
 
 
+def test_gate_catches_the_same_program_run_slower(capsys):
+    """gpt_train and big run the same code (GROUND_TRUTH.md section 3), recorded apart with 3 and 24 profiled steps;
+    big's steps ran slower (CUDA events: median 75.9 -> 91.4 ms) with the same device work, its GPU idling longer.
+    The gate fails, and says the time went to device idle, not to kernels."""
+    events = {
+        name: statistics.median(meta("h200", name, f"{name}.meta.json")["step_gpu_ms_cuda_events"][2:]) * MS
+        for name in ("gpt_train", "big")
+    }
+    code, out, _ = gate(
+        capsys, shared_path("h200", "gpt_train"), shared_path("h200", "big"), "--fail-on-regression", "10"
+    )
+    assert code == 3 and "3 vs 24 steps" in out
+    assert "device idle" in out.split("What got slower (per step)")[1].split("\n\n")[0]
+    diff = ta.compare(load_shared("h200", "gpt_train"), load_shared("h200", "big"))
+    step, busy = diff.metric("step_ns"), diff.metric("device_busy_ns")
+    assert step["baseline_ns"] == pytest.approx(events["gpt_train"], rel=0.02)
+    assert step["candidate_ns"] == pytest.approx(events["big"], rel=0.02)
+    assert busy["candidate_ns"] == pytest.approx(busy["baseline_ns"], rel=0.01)
+    assert diff.metric("idle_ns")["noise"] == "beyond noise"
+    assert diff.metric("comm_exposed_ns")["noise"] == "no change"  # no communication in either
+
+
 @pytest.mark.parametrize("option", ["--fail-on-regression", "--fail-on-regression-ms"])
 def test_gate_refuses_a_negative_threshold(capsys, option):
     code, out, err = gate(capsys, SAMPLE, SAMPLE, option, "-5")
