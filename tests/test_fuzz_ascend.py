@@ -118,7 +118,7 @@ _CSV_DAMAGE = st.sampled_from(["cell", "cell", "cell", "rename", "drop", "extra"
 
 
 @pytest.mark.parametrize("run", [TEXT_RUN, CSV_RUN], ids=["with trace", "kernel table only"])
-@_settings(ci_cases=6)
+@_settings(ci_cases=5)
 @seed(13)
 @given(data=st.data())
 def test_damaged_csvs_keep_the_promise(run, data):
@@ -133,7 +133,7 @@ def test_damaged_csvs_keep_the_promise(run, data):
         shutil.rmtree(root)
 
 
-@_settings(ci_cases=5)
+@_settings(ci_cases=4)
 @seed(13)
 @given(data=st.data())
 def test_truncated_or_retyped_trace_view_keeps_the_promise(data):
@@ -171,26 +171,33 @@ def _damage_db(path: Path, data: st.DataObject) -> None:
         return
     con = sqlite3.connect(path)
     try:
-        tables = sorted(r[0] for r in con.execute("select name from sqlite_master where type='table'"))
-        table = data.draw(st.sampled_from([t for t in tables if not t.startswith("sqlite_")]), label="table")
-        columns = [r[1] for r in con.execute(f"pragma table_info({table})")]
-        column = data.draw(st.sampled_from(columns), label="column")
-        if how == "retype":
-            value = data.draw(st.sampled_from(_RETYPES), label="value")
-            every = data.draw(st.sampled_from([1, 2, 7]), label="every")
-            with contextlib.suppress(sqlite3.IntegrityError):  # an INTEGER PRIMARY KEY takes integers only
-                con.execute(f'update "{table}" set "{column}" = ? where rowid % {every} = 0', (value,))
-        elif how == "rename":
-            con.execute(f'alter table "{table}" rename column "{column}" to "{column}_renamed"')
-        else:
-            con.execute(f'drop table "{table}"')
-        con.commit()
+        _damage_tables(con, how, data)
+    except sqlite3.DatabaseError:  # already damaged (a zeroed page) past what SQL can change: leave it so
+        pass
     finally:
         con.close()
 
 
+def _damage_tables(con: sqlite3.Connection, how: str, data: st.DataObject) -> None:
+    """A retyped column, a renamed column or a dropped table, by SQL."""
+    tables = sorted(r[0] for r in con.execute("select name from sqlite_master where type='table'"))
+    table = data.draw(st.sampled_from([t for t in tables if not t.startswith("sqlite_")]), label="table")
+    columns = [r[1] for r in con.execute(f"pragma table_info({table})")]
+    column = data.draw(st.sampled_from(columns), label="column")
+    if how == "retype":
+        value = data.draw(st.sampled_from(_RETYPES), label="value")
+        every = data.draw(st.sampled_from([1, 2, 7]), label="every")
+        with contextlib.suppress(sqlite3.IntegrityError):  # an INTEGER PRIMARY KEY takes integers only
+            con.execute(f'update "{table}" set "{column}" = ? where rowid % {every} = 0', (value,))
+    elif how == "rename":
+        con.execute(f'alter table "{table}" rename column "{column}" to "{column}_renamed"')
+    else:
+        con.execute(f'drop table "{table}"')
+    con.commit()
+
+
 @pytest.mark.parametrize("name", list(DATABASES))
-@_settings(ci_cases=6)
+@_settings(ci_cases=5)
 @seed(13)
 @given(data=st.data())
 def test_damaged_databases_keep_the_promise(name, data):
@@ -246,6 +253,8 @@ def _apply(path: Path, sql: str, args: tuple = ()) -> None:
         ("update PYTORCH_API set startNs = ? where rowid % 2 = 0", ("not ns",), 0),
         ("update STRING_IDS set value = ? where rowid % 2 = 0", (b"\xff",), 0),
         ("alter table CANN_API rename column startNs to startNs_renamed", (), 0),
+        ("alter table COMMUNICATION_OP rename column opName to opName_renamed", (), 0),
+        ("alter table OP_MEMORY rename column size to size_renamed", (), 0),
         ("alter table TASK rename column endNs to endNs_renamed", (), 2),
         ("drop table PYTORCH_API", (), 0),
         ("drop table TASK", (), 2),
@@ -332,7 +341,6 @@ def test_the_issues_csv_and_json_damage_is_a_warning(tmp_path, damage, adjustmen
     with a warning saying which and why; the analysis goes on."""
     run = Path(shutil.copytree(shared_path(*TEXT_RUN), tmp_path / "run"))
     damage(run / OUTPUT)
-    assert check_promise(run, tmp_path) == 0
     meta = ta.load(run).meta
     assert sum(meta.adjustments.values()) == adjustment
     assert any(said in w for w in meta.warnings), meta.warnings

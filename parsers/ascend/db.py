@@ -38,12 +38,9 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         strings = _strings(con)
         read = _Optional(path, warnings, con, strings, tables)
         parts = [_tasks(con, strings, tables)] + [read(f) for f in (_comm_ops, _cann, _pytorch, _steps, _overlap)]
-        records = read(_memory_records, _memory_records(None, strings, set()))
-        snapshots, blocks = (
-            _memory(records),
-            read(lambda *a: _blocks(*a, records), _blocks(None, strings, set(), records)),
-        )
-        modules, db_metadata = read(_modules, _modules(None, strings, set())), _metadata(con, tables)
+        records = read(_memory_records)
+        snapshots, blocks, modules = _memory(records), read(_blocks, records), read(_modules)
+        db_metadata = _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
     if not len(events):
         raise TraceError(path, "is a profiler database with no tasks, API calls or steps")
@@ -62,17 +59,17 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
 
 class _Optional:
     """Reads an optional table: one that cannot be read as expected (a renamed or missing column, a bad page) is
-    left out with a warning instead of failing the whole database."""
+    left out with a warning, as if the database had no such table, instead of failing the whole database."""
 
-    def __init__(self, path: Path, notes: c.Notes, *args) -> None:
-        self.path, self.notes, self.args = path, notes, args
+    def __init__(self, path: Path, notes: c.Notes, con: sqlite3.Connection, strings: dict, tables: set[str]) -> None:
+        self.path, self.notes, self.con, self.strings, self.tables = path, notes, con, strings, tables
 
-    def __call__(self, read, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+    def __call__(self, read, *more) -> pd.DataFrame:
         try:
-            return read(*self.args)
+            return read(self.con, self.strings, self.tables, *more)
         except sqlite3.DatabaseError as e:
             self.notes.append(f"{self.path}: a table could not be read ({e}); its events are left out")
-            return pd.DataFrame() if empty is None else empty
+            return read(self.con, self.strings, set(), *more)
 
 
 def uri(path: Path) -> str:
@@ -150,6 +147,15 @@ def _metadata(con: sqlite3.Connection, tables: set[str]) -> dict:
 def _strings(con: sqlite3.Connection) -> dict[int, str]:
     """STRING_IDS as id → text (rows whose id is not an integer ignored)."""
     return {i: str(v) for i, v in con.execute("select id, value from STRING_IDS") if isinstance(i, int)}
+
+
+def _required(table: pd.DataFrame, *columns: str) -> pd.DataFrame:
+    """The table, if it has the columns (a ``select *`` reads those by name); else the sqlite3 error a named select
+    would raise."""
+    missing = [col for col in columns if col not in table]
+    if missing:
+        raise sqlite3.OperationalError(f"no such column: {missing[0]}")
+    return table
 
 
 def _ints(values) -> np.ndarray:
@@ -255,7 +261,9 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
 def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
     if "COMMUNICATION_OP" not in tables:
         return pd.DataFrame()
-    t = _sql(con, "select * from COMMUNICATION_OP")
+    t = _required(
+        _sql(con, "select * from COMMUNICATION_OP"), "opName", "startNs", "endNs", "connectionId", "groupName"
+    )
     names = _names(t["opName"], strings)
     dtypes = _names(t["dataType"], strings) if "dataType" in t else [""] * len(t)
     coll = [
@@ -436,7 +444,6 @@ def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], 
     allocation time and total) named ``cann::<op>`` as the text export names them."""
     if "OP_MEMORY" not in tables:
         return pd.DataFrame(columns=list(c.BLOCK_COLUMNS))
-    t = _sql(con, "select * from OP_MEMORY")
     ints = {
         "size": "size",
         "alloc_ts": "allocationTime",
@@ -447,6 +454,7 @@ def _blocks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str], 
         "release_allocated": "releaseTotalAllocated",
         "release_reserved": "releaseTotalReserved",
     }
+    t = _sql(con, f"select name, {', '.join(ints.values())} from OP_MEMORY")
     out = {k: _ints(t[col]) for k, col in ints.items()}
     ge = records[records["component"] == _GE_COMPONENT]
     ge_keys = pd.MultiIndex.from_arrays([_ints(ge["timestamp"]), _ints(ge["totalAllocated"])])
