@@ -68,13 +68,11 @@ class Stream:
     """Events read."""
     truncated: bool = False
     """The file ends before the events array does (the events before the break were read)."""
-    padding: int = 0
-    """Bytes in runs of padding longer than PADDING_KEPT inside the document (read cut short)."""
 
     def reset(self) -> None:
         """Forget what a partial read found."""
         self.warnings.clear()
-        self.skipped = self.repaired = self.events = self.padding = 0
+        self.skipped = self.repaired = self.events = 0
         self.truncated = False
 
     def count(self, cols: Columns) -> None:
@@ -97,7 +95,7 @@ class _Body:
         """The padding after ``data``: at most PADDING_KEPT of its bytes."""
         self.run_length = 0
         self.long_runs = 0
-        """Bytes of runs longer than PADDING_KEPT that ``data`` holds in part."""
+        """Bytes in runs of padding longer than PADDING_KEPT inside the document (each kept only in part)."""
         self.searched = 0
         """Offset in ``data`` up to which event boundaries were looked for."""
 

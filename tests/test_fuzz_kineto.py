@@ -113,8 +113,12 @@ def _deep(depth: int, closed: bool) -> str:
 
 
 def _an_event(draw, doc: dict) -> dict:
-    events = doc["traceEvents"]
-    return events[draw(st.integers(0, len(events) - 1))]
+    """An event to damage; a throwaway one when an earlier damage left no events array."""
+    events = doc.get("traceEvents")
+    if not isinstance(events, list) or not events:
+        return {}
+    event = events[draw(st.integers(0, len(events) - 1))]
+    return event if isinstance(event, dict) else {}
 
 
 def retype_event_field(draw, doc: dict) -> str:
@@ -191,6 +195,8 @@ def truncate(draw, data: bytes) -> tuple[bytes, str]:
 
 
 def flip_bytes(draw, data: bytes) -> tuple[bytes, str]:
+    if not data:
+        return data, "nothing to flip"
     out = bytearray(data)
     flips = draw(st.lists(st.tuples(st.integers(0, len(data) - 1), st.integers(0, 255)), min_size=1, max_size=8))
     for at, value in flips:
