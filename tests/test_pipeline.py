@@ -128,3 +128,14 @@ def test_an_offset_that_puts_a_send_recv_pair_out_of_order_is_rejected(one_pipel
     assert offsets["method"].str.contains("rejected").all()
     assert offsets["method"].str.startswith("send/recv ends").all()
     np.testing.assert_allclose(offsets["offset_ns"], honest["offset_ns"], atol=0.3 * MS)
+
+
+def test_the_whole_4_rank_job_reports_its_bubble_and_no_late_rank(job):
+    """All four ranks of the PP=2 run (ranks 1 and 3 from their communication alone): the bubble is the top finding,
+    and no rank is called late (the one data-parallel wait left, 1.6 % of a step, is jitter, not a straggler)."""
+    assert job.meta.ranks == [0, 1, 2, 3]
+    found = job.findings()
+    assert found[0].id == "distributed.pipeline_bubble" and found[0].pushed
+    assert not [f for f in found if f.id == "distributed.late_rank"]
+    section = job.build_report().section("distributed")
+    assert "late_rank" not in {f.id for f in section.facts}

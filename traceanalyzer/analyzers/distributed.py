@@ -173,6 +173,8 @@ LOW_BUS_SHARE = 0.3
 """Bus bandwidth below this fraction of the link's nominal bandwidth is low."""
 REACHABLE_BUS_SHARE = 0.8
 """The fraction of nominal link bandwidth a large collective can reach (the basis of the saving estimate)."""
+LATE_RANK_MIN_SHARE = 0.05
+"""A rank is called the late rank only when its peers wait for it at least this share of their step time."""
 MIN_COST_SHARE = 0.01
 """Findings worth less than this fraction of step time are not reported."""
 GRADIENT_PHASES = ("backward", "after_backward")
@@ -270,9 +272,20 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
 
 
 def _explained_late(trace) -> pd.DataFrame:
-    """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged)."""
+    """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged),
+    of a rank that makes its peers wait at least ``LATE_RANK_MIN_SHARE`` of their step time (less is jitter)."""
     late = late_arrivals(trace)
-    return late[late["cause"] != collective_calls.NOT_RECORDED]
+    late = late[late["cause"] != collective_calls.NOT_RECORDED]
+    if not len(late):
+        return late
+    calls = collectives(trace.base)
+    keep = []
+    for rank, ours in late.groupby("late_rank"):
+        waits = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)].groupby("rank")["wait_ns"].sum()
+        victim = int(waits.idxmax()) if len(waits) else int(rank)
+        if ours["caused_wait_ns"].sum() >= LATE_RANK_MIN_SHARE * step_time(trace.base, victim).total_ns:
+            keep.append(rank)
+    return late[late["late_rank"].isin(keep)]
 
 
 def _straggler(trace) -> Finding | None:

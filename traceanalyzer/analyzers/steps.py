@@ -5,8 +5,9 @@
   window, or outside every step, belongs to no step).
 - **step time** (``step_ns``): the step as the device experiences it, from the start of its work (its device
   start; its host start where it has no device work) to the start of the next step's, so in steady state it equals
-  CUDA-event timing of the loop body. The last step of a rank, and a step the next one does not follow directly,
-  ends where its device work or its marker ends, whichever is later.
+  CUDA-event timing of the loop body. The last step of a rank, and a step whose next iteration was not recorded (a
+  profiler schedule that skips steps), lasts its host span or until its device work ends, whichever is later (the
+  next step's work would have started as far into its host span as this one's did).
 - **bound**: ``device`` when the device is the limit (its work ends well after the host has finished the step, or
   it is busy nearly all the step), else ``host`` (the device waits for the host to launch work).
 
@@ -93,10 +94,10 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     """Step start, step time and bound from the host and device spans (see the module's contract)."""
     has_device = table["device_start_ns"] != NO_ROW
     start = np.where(has_device, table["device_start_ns"], table["host_start_ns"])
-    last_end = np.maximum(table["host_end_ns"], np.where(has_device, table["device_end_ns"], 0))
+    host_ns = table["host_end_ns"] - table["host_start_ns"]
+    last_end = np.maximum(start + host_ns, np.where(has_device, table["device_end_ns"], 0))
     nxt = pd.Series(start, index=table.index).groupby(table["rank"]).shift(-1)
-    next_host = table.groupby("rank")["host_start_ns"].shift(-1)
-    follows = (table.groupby("rank")["step"].shift(-1) == table["step"] + 1) & (next_host <= table["host_end_ns"])
+    follows = table.groupby("rank")["step"].shift(-1) == table["step"] + 1  # the next iteration was recorded too
     end = np.where(follows & (nxt > start), nxt, last_end)
     table["start_ns"] = start.astype(np.int64)
     table["step_ns"] = (end - start).astype(np.int64)

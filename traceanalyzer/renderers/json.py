@@ -24,5 +24,6 @@ def render(report: Report) -> str:
 
 
 def dumps(plain: dict) -> str:
-    """Pretty JSON text of plain data (numpy scalars allowed)."""
-    return orjson.dumps(plain, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY).decode()
+    """Pretty JSON text of plain data (numpy scalars and integer keys allowed)."""
+    options = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+    return orjson.dumps(plain, option=options).decode()
