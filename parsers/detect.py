@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import msgspec
-from traceanalyzer.parsers import ascend, kineto
+from traceanalyzer.parsers import ascend, kineto, snapshot
 from traceanalyzer.parsers.columns import TooDeep
 from traceanalyzer.parsers.jsonstream import decode_json, describe_json, events_head, read_all, top_level
 from traceanalyzer.parsers.unit import Unit
@@ -19,6 +19,8 @@ def units(path: Path) -> list[Unit]:
     """The traces a path holds: a file, a run folder, or a folder of per-rank traces."""
     if not path.exists():
         raise TraceError(path, "does not exist")
+    if path.is_file() and snapshot.is_snapshot(path):
+        return [Unit(snapshot.parse, path)]
     found = ascend.units(path)
     if found:
         return found
@@ -34,6 +36,9 @@ def _folder(path: Path) -> list[Unit]:
         traces = [f for f in files if is_kineto(f)]
         if traces:
             return [Unit(kineto.parse, f) for f in traces]
+        snapshots = sorted(f for f in path.glob(depth + "*") if f.name.lower().endswith(snapshot.SUFFIXES))
+        if any(f.is_file() for f in snapshots):
+            return [Unit(snapshot.parse, f) for f in snapshots if f.is_file()]
     raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
 
 
