@@ -114,7 +114,7 @@ def _assert_peaks_match_meta(folder, trace, leaks: int) -> None:
 
 def test_timeline_is_decimated_but_keeps_the_peak(monkeypatch):
     trace = load_shared("h200", "memory_leak")
-    monkeypatch.setattr(memory, "TIMELINE_MAX_POINTS", 200)
+    monkeypatch.setattr(memory.analysis, "TIMELINE_MAX_POINTS", 200)
     analysis = memory.analyze(trace.scoped(rank=0))  # a fresh view: the whole trace's analysis is remembered
     device = analysis.timeline[analysis.timeline["device"] == 0]
     assert len(device) <= 200 < (trace.memory_events["device"] == 0).sum()

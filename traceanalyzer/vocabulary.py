@@ -1,4 +1,5 @@
-"""The names the analyses recognise, defined once: runtime calls that launch or sync, graph replays, data loading.
+"""The names the analyses recognise, defined once: kernels and ops by what they compute, dtypes, runtime calls that
+launch, sync or replay a graph, data loading, copies by kind, and library frames.
 
 Each is matched against event names of either platform; an analysis asks here rather than keeping its own list.
 """
@@ -7,8 +8,165 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
+# ---------------------------------------------------------------- graphs
+
 GRAPH_LAUNCH = re.compile(r"^(cuda|hip|cu)GraphLaunch")
 """Runtime calls that replay a captured graph: the kernels they launch were captured, their ops not recorded."""
 
 GRAPH_REPLAYED = "graph-replayed (ops not recorded)"
 """How op tables name device work replayed from a graph whose ops the trace does not record."""
+
+# ---------------------------------------------------------------- runtime calls
+
+SYNC_CALLS = frozenset(
+    {
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaEventSynchronize",
+        "cuStreamSynchronize",
+        "cuCtxSynchronize",
+        "cuEventSynchronize",
+        "hipStreamSynchronize",
+        "hipDeviceSynchronize",
+        "hipEventSynchronize",
+        "aclrtSynchronizeStream",
+        "aclrtSynchronizeDevice",
+        "aclrtSynchronizeEvent",
+    }
+)
+"""Runtime calls that block the host until device work finishes (stream-to-stream waits are not host stalls)."""
+
+LAUNCH_CALLS = frozenset(
+    {
+        "cudaLaunchKernel",
+        "cudaLaunchKernelExC",
+        "cudaLaunchCooperativeKernel",
+        "cuLaunchKernel",
+        "cuLaunchKernelEx",
+        "hipLaunchKernel",
+        "hipExtLaunchKernel",
+        "hipModuleLaunchKernel",
+        "hipExtModuleLaunchKernel",
+    }
+)
+"""Runtime calls that launch one kernel."""
+
+COMPILE_CALL = "Compile"
+"""Substring of the CANN calls that compile ops at run time (AscendCL@aclopCompileAndExecute)."""
+
+DATA_LOADING = re.compile(r"DataLoader|dataloader|_next_data|__next__")
+"""Host ranges and Python frames of input loading (torch.utils.data's iterator)."""
+
+# ---------------------------------------------------------------- copies
+
+MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D)\b(?:\s*\(([^)]*)\))?")
+"""A copy's direction and memory kinds from its name (``Memcpy HtoD (Pageable -> Device)``)."""
+
+DTOH_COPY = re.compile(r"DtoH|D2H|Device -> (?:Pinned|Pageable)", re.IGNORECASE)
+"""Device-to-host copy names: the host needs the result, so it waits for it."""
+
+PAGEABLE_COPY = re.compile(r"Pageable", re.IGNORECASE)
+"""Copies to or from pageable host memory, which are synchronous even when issued async."""
+
+# ---------------------------------------------------------------- kernels and ops by what they compute
+
+GEMM_KERNEL = re.compile(
+    r"gemm|gemv|nvjet|cutlass|cublas|xmma|wgmma|hgemm|sgemm|matmul|Cijk_|_mma|splitKreduce", re.IGNORECASE
+)
+"""Kernel names of matrix-multiply kernels (any precision, any vendor library)."""
+
+ATTENTION_KERNEL = re.compile(r"flash|fmha|sdpa|attention|FlashAttentionScore", re.IGNORECASE)
+"""Kernel names of fused attention (flash, memory-efficient, cuDNN SDPA, CANN FlashAttentionScore)."""
+
+CONV_KERNEL = re.compile(r"conv|implicit_gemm|fprop|dgrad|wgrad|winograd", re.IGNORECASE)
+"""Kernel names of convolutions (cuDNN, MIOpen, CANN Conv2D)."""
+
+FP32_GEMM_KERNEL = re.compile(r"simt_sgemm|(?:^|_)sgemm|_ffma_|f32f32_f32f32_f32|Cijk_Ai?lk_Bl?jk_S_")
+"""GEMM kernels that run fp32 math on the SIMT cores (no tensor cores): cuBLAS/CUTLASS sgemm, xmma ffma."""
+
+TF32_KERNEL = re.compile(r"tf32|s1688|s16816|_xf32", re.IGNORECASE)
+"""GEMM/convolution kernels that run fp32 inputs on TF32 tensor cores."""
+
+TENSOR_CORE_KERNEL = re.compile(r"tf32|bf16|f16|h884|h1688|s1688|s16816|tensorop|nvjet|hmma|wgmma", re.IGNORECASE)
+"""GEMM kernel names that show tensor-core math."""
+
+FUSED_KERNEL = re.compile(r"^triton_|^fused_|_fused_|^Fused|npu_fusion|FlashAttentionScore|RmsNorm|AddLayerNorm")
+"""Kernels that already fuse several ops: Triton/Inductor (``triton_poi_fused_add_mul_0``), CANN fused ops."""
+
+GEMM_OPS = {
+    "aten::mm": "mm",
+    "aten::addmm": "addmm",
+    "aten::bmm": "bmm",
+    "aten::baddbmm": "baddbmm",
+}
+"""CPU ops whose recorded input shapes give their FLOPs, and the shape rule for each."""
+
+MATMUL_OPS = frozenset(GEMM_OPS) | {"aten::matmul", "aten::linear"}
+"""CPU ops that run a matrix multiplication."""
+
+# ---------------------------------------------------------------- dtypes
+
+DTYPES: dict[str, tuple[str, int]] = {
+    "float": ("fp32", 4),
+    "float32": ("fp32", 4),
+    "double": ("fp64", 8),
+    "float64": ("fp64", 8),
+    "c10::half": ("fp16", 2),
+    "half": ("fp16", 2),
+    "float16": ("fp16", 2),
+    "c10::bfloat16": ("bf16", 2),
+    "bfloat16": ("bf16", 2),
+    "bf16": ("bf16", 2),
+    "c10::float8_e4m3fn": ("fp8", 1),
+    "c10::float8_e5m2": ("fp8", 1),
+    "c10::float8_e4m3fnuz": ("fp8", 1),
+    "c10::float8_e5m2fnuz": ("fp8", 1),
+    "long int": ("int64", 8),
+    "int64": ("int64", 8),
+    "int": ("int32", 4),
+    "int32": ("int32", 4),
+    "short int": ("int16", 2),
+    "int16": ("int16", 2),
+    "bool": ("bool", 1),
+    "unsigned char": ("uint8", 1),
+    "uint8": ("uint8", 1),
+    "signed char": ("int8", 1),
+    "int8": ("int8", 1),
+    "c10::complex<float>": ("complex64", 8),
+}
+"""Recorded input type (Kineto ``Input type``, CANN ``Input Data Types``; lower-case) → (dtype key, element bytes)."""
+
+REDUCED_DTYPES = frozenset({"fp16", "bf16", "fp8", "int8"})
+"""Dtype keys of reduced-precision math."""
+
+
+def dtype_key(recorded: str) -> str:
+    """The dtype key (fp32, bf16, …) of a recorded type name; the name itself when it is not in the table."""
+    return DTYPES.get(recorded.strip().lower(), (recorded, 0))[0]
+
+
+def dtype_bytes(recorded: str) -> int:
+    """Element size of a recorded type name; 0 when unknown."""
+    return DTYPES.get(recorded.strip().lower(), ("", 0))[1]
+
+
+# ---------------------------------------------------------------- where code lives
+
+MODULE_PREFIX = "nn.Module: "
+"""How torch.profiler names a Python frame that is an nn.Module call (with_modules / with_stack)."""
+
+LIBRARY_FRAME = re.compile(
+    r"^<built-in|^nn\.Module: |(^|/)(torch|torch_npu|transformers|accelerate|deepspeed|megatron|triton|site-packages|"
+    r"dist-packages|threading|contextlib|runpy|multiprocessing)[/.]|^<frozen|^<string>|^\.\.\./"
+)
+"""Python frames that belong to libraries or the interpreter, not to the user's code."""
+
+
+def matches(texts: np.ndarray, pattern: re.Pattern) -> np.ndarray:
+    """Per text: does the pattern occur in it? Evaluated once per distinct text."""
+    texts = np.asarray(texts, dtype=object).astype(str)
+    distinct, inverse = np.unique(texts, return_inverse=True)
+    hit = np.fromiter((bool(pattern.search(t)) for t in distinct), bool, len(distinct))
+    return hit[inverse.ravel()]

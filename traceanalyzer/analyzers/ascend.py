@@ -1,4 +1,5 @@
-"""Ascend-only analyses: core-type breakdown, AI_CPU fallbacks, dynamic shapes, msprof-style overlap per step.
+"""Ascend-only analyses: core-type breakdown, AI_CPU fallbacks, msprof-style overlap per step (dynamic shapes are
+the one analysis of ``health.shapes``, for both platforms).
 
 Overlap follows msprof's OverlapAnalysis (anchors-ascend.md §13): Computing = ∪ compute kernels, Communication =
 ∪ whole collectives, Communication(Not Overlapped) = Communication \\ Computing, Free = the span of both minus their
@@ -11,8 +12,9 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
 from traceanalyzer.analyzers.steps import step_time
-from traceanalyzer.findings import Basis, Finding, claims_of, make
+from traceanalyzer.findings import Finding, claims_of, make
 from traceanalyzer.options import Options
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
@@ -31,10 +33,10 @@ CORE_GROUPS = {
 AI_CPU = "AI_CPU"
 AI_CPU_SLOW_NS = 20_000
 """msprof-analyze's AICPU rule flags AI_CPU tasks longer than 20 µs."""
-DYNAMIC_SHAPES_MIN = 4
-"""A kernel name seen with at least this many distinct input shapes is treated as dynamic-shape."""
-COMPILE_CALL = "Compile"
-"""Substring of the CANN calls that compile ops at run time (AscendCL@aclopCompileAndExecute)."""
+DYNAMIC_SHAPES_MIN = DYNAMIC_SHAPE_MIN
+"""The dynamic-shape threshold (``health.shapes``), under the name this module used."""
+dynamic_shape_ops = shape_changes
+"""The dynamic-shape analysis of an event table (``health.shapes.shape_changes``), under the name this module used."""
 
 
 def is_ascend(trace) -> bool:
@@ -71,15 +73,6 @@ def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
     table = pd.DataFrame(
         {"count": g.size(), "total_ns": g["dur"].sum(), "max_ns": g["dur"].max(), "slow": g["slow"].sum()}
     )
-    return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
-
-
-def dynamic_shape_ops(events: pd.DataFrame) -> pd.DataFrame:
-    """Kernel names recorded with many distinct input shapes: count, distinct shapes, total time."""
-    kernels = events[(events["kind"] == Kind.KERNEL.value) & (events["input_dims"] != "")]
-    g = kernels.groupby(kernels["name"].astype(str))
-    table = pd.DataFrame({"count": g.size(), "shapes": g["input_dims"].nunique(), "total_ns": g["dur"].sum()})
-    table = table[table["shapes"] >= DYNAMIC_SHAPES_MIN]
     return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
 
 
@@ -125,10 +118,10 @@ def _lane_sums(events: pd.DataFrame, lo: int, hi: int) -> dict:
 
 
 def findings(trace) -> list[Finding]:
-    """AI_CPU fallbacks over 20 µs, and dynamic-shape ops (recompiles), on Ascend traces only."""
+    """AI_CPU fallbacks over 20 µs, on Ascend traces only."""
     if not is_ascend(trace):
         return []
-    return _aicpu_finding(trace) + _dynamic_finding(trace)
+    return _aicpu_finding(trace)
 
 
 def _aicpu_finding(trace) -> list[Finding]:
@@ -154,39 +147,13 @@ def _aicpu_finding(trace) -> list[Finding]:
     ]
 
 
-def _dynamic_finding(trace) -> list[Finding]:
-    ops = dynamic_shape_ops(trace.events)
-    if not len(ops):
-        return []
-    ev = trace.events
-    compile_calls = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].astype(str).str.contains(COMPILE_CALL)]
-    return [
-        make(
-            "ascend",
-            "dynamic_shapes",
-            f"{len(ops)} kernel(s) run with {DYNAMIC_SHAPES_MIN}+ distinct input shapes (dynamic shapes)",
-            "Changing shapes make CANN compile or select kernels at run time. Pad or bucket inputs to a few fixed "
-            "shapes, and call torch_npu.npu.set_compile_mode(jit_compile=False) to use prebuilt binary kernels.",
-            step_time(trace),
-            concerns_ns=int(compile_calls["dur"].sum()),
-            saving_ns=int(compile_calls["dur"].sum()),
-            basis=Basis.MEASURED,
-            model="the run-time compile calls (" + COMPILE_CALL + ") would go",
-            where={"ops": ops["name"].head(10).tolist()},
-            evidence={
-                "distinct_shapes": dict(zip(ops["name"].head(10), ops["shapes"].head(10).astype(int), strict=True))
-            },
-        )
-    ]
-
-
 def _aicpu_work(events: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
     """The AI_CPU tasks of the given op names."""
     return events[(events["core"] == "AI_CPU") & events["name"].isin(list(names))]
 
 
 def section(trace: TraceData, options: Options) -> Section | None:
-    """The Ascend section: core-type breakdown, msprof-style overlap per step, AI_CPU and dynamic-shape ops."""
+    """The Ascend section: core-type breakdown, msprof-style overlap per step and AI_CPU ops."""
     if not is_ascend(trace):
         return None
     events = trace.events
@@ -203,13 +170,12 @@ def section(trace: TraceData, options: Options) -> Section | None:
         )
     return Section(
         "ascend",
-        "Ascend: core types, overlap, AI_CPU and dynamic shapes",
+        "Ascend: core types, overlap and AI_CPU",
         facts=facts,
         tables=[
             Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
             Table("top_kernels", "Top kernels", top_kernels(events, options.top), Per.TOTAL),
             Table("overlap", "Overlap per step (msprof lanes)", overlap(trace), Per.STEP),
             Table("ai_cpu_ops", "AI_CPU ops", aicpu_ops(events).head(options.top), Per.TOTAL),
-            Table("dynamic_shape_ops", "Dynamic-shape ops", dynamic_shape_ops(events).head(options.top), Per.TOTAL),
         ],
     )

@@ -1,21 +1,15 @@
-"""Shared helpers for findings: device busy intervals, and where host events came from."""
+"""Shared helpers for findings: device busy intervals, steps, linked columns, and where host events came from."""
 
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.steps import BUSY, step_table
 from traceanalyzer.schema import NO_ROW, Kind, Platform
 from traceanalyzer.tracedata import TraceData
-
-LIBRARY_FRAME = re.compile(
-    r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
-)
-"""Python frames that belong to libraries, not to the user's code."""
 
 HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.value, Kind.RUNTIME.value)
 """Host event kinds that describe what the host was doing at a moment."""
@@ -32,50 +26,33 @@ def in_steps(trace: TraceData, rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["step"] != NO_ROW] if len(step_table(trace)) else rows
 
 
+def busy_work(events: pd.DataFrame) -> pd.DataFrame:
+    """The device work that keeps a device busy (kernels, copies, sets, collectives)."""
+    return events[events["kind"].isin(BUSY)]
+
+
 def busy_intervals(events: pd.DataFrame) -> intervals.Intervals:
     """Union of the busy device work among ``events``."""
-    work = events[events["kind"].isin(BUSY)]
+    work = busy_work(events)
     ts = work["ts"].to_numpy()
     return intervals.union(ts, ts + work["dur"].to_numpy())
+
+
+def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> np.ndarray:
+    """A text column of linked rows ('' where the link is NO_ROW)."""
+    values = events[column].astype(str).to_numpy()
+    rows = np.asarray(rows, dtype=np.int64)
+    return np.where(rows != NO_ROW, values[np.maximum(rows, 0)], "") if len(values) else np.full(len(rows), "")
 
 
 def locate(events: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """For host rows of ``events`` (labels = positions): innermost enclosing annotation and user Python frame."""
     rows = np.asarray(rows, dtype=np.int64)
-    parent = events["parent"].to_numpy()
-    names = events["name"].astype(str).to_numpy()
-    is_annotation = (events["kind"] == Kind.ANNOTATION.value).to_numpy()
-    is_frame = _user_frames(events)
-    annotation = np.full(len(rows), NO_ROW, dtype=np.int64)
-    frame = np.full(len(rows), NO_ROW, dtype=np.int64)
-    cur = rows.copy()
-    while True:
-        open_ = (cur != NO_ROW) & ((annotation == NO_ROW) | (frame == NO_ROW))
-        if not open_.any():
-            break
-        idx = np.flatnonzero(open_)
-        here = cur[idx]
-        take = (annotation[idx] == NO_ROW) & is_annotation[here]
-        annotation[idx[take]] = here[take]
-        take = (frame[idx] == NO_ROW) & is_frame[here]
-        frame[idx[take]] = here[take]
-        cur[idx] = parent[here]
+    where = callpath.context(events, rows)
     return pd.DataFrame(
-        {
-            "annotation": np.where(annotation != NO_ROW, names[np.maximum(annotation, 0)], ""),
-            "frame": np.where(frame != NO_ROW, names[np.maximum(frame, 0)], ""),
-        },
+        {"annotation": where["annotation"].fillna("").to_numpy(), "frame": where["frame"].fillna("").to_numpy()},
         index=rows,
     )
-
-
-def _user_frames(events: pd.DataFrame) -> np.ndarray:
-    """Per row: is it a Python frame of the user's code?"""
-    names = events["name"]
-    categories = names.cat.categories
-    user = np.fromiter((not LIBRARY_FRAME.search(str(c)) for c in categories), bool, len(categories))
-    codes = names.cat.codes.to_numpy()
-    return (events["kind"] == Kind.PYTHON.value).to_numpy() & user[codes] & (codes >= 0)
 
 
 def describe(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
@@ -88,7 +65,7 @@ def describe(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
     out = [""] * len(rows)
     for i, row, op, annotation in zip(np.flatnonzero(ok), rows[ok], ops, place["annotation"], strict=True):
         parts = [annotation, names[op] if op != NO_ROW else "", names[row]]
-        out[i] = " › ".join(dict.fromkeys(p for p in parts if p))
+        out[i] = callpath.SEPARATOR.join(dict.fromkeys(p for p in parts if p))
     return out
 
 
@@ -113,6 +90,6 @@ def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:
     return int(labels[hit[np.argmax(depth[hit])]]) if len(hit) else NO_ROW
 
 
-def accelerator(trace) -> str:
+def accelerator(trace: TraceData) -> str:
     """What to call the trace's devices in a sentence: NPU on Ascend, GPU elsewhere."""
     return "NPU" if trace.meta.platform == Platform.ASCEND else "GPU"

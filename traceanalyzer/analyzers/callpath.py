@@ -1,31 +1,30 @@
-"""Where a host event sits: its annotation/op path, nn.Module path and user Python stack, from ``parent`` links."""
+"""Where a host event sits: its annotation/op path, nn.Module path and user Python stack, from ``parent`` links.
+
+The one walk up ``parent`` links in the package: every analysis that asks "where did this come from" (memory peaks,
+fusion locations, idle gaps, syncs, launch-bound places, compare) reads it here. Each ancestor is walked once per
+call, however many rows share it.
+"""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
 SEPARATOR = " › "
 """Joins the names along a path, outermost first."""
-
-MODULE_PREFIX = "nn.Module: "
-"""How torch.profiler names a Python frame that is an nn.Module call (with_modules / with_stack)."""
-
-LIBRARY_FRAME = re.compile(
-    r"^<built-in|^nn\.Module: |(^|/)(torch|torch_npu|transformers|accelerate|deepspeed|megatron|triton|site-packages|"
-    r"dist-packages|threading|contextlib|runpy|multiprocessing)/|^<frozen |^<string>|^\.\.\./"
-)
-"""Python frames that belong to libraries or the interpreter, not to the user's code."""
 
 PATH_KINDS = frozenset({Kind.ANNOTATION.value, Kind.CPU_OP.value})
 """Kinds that name a path: user annotations (record_function) and CPU ops; step markers are left out."""
 
 USER_FRAMES = 6
 """How many of the innermost user Python frames a stack keeps."""
+
+COLUMNS = ["row", "path", "module", "stack", "step_marker", "full_path", "annotations", "annotation", "frame"]
 
 
 @dataclass(frozen=True)
@@ -36,6 +35,9 @@ class Where:
     module: str
     stack: str
     step_marker: str
+    annotations: str = ""  # the user annotations only, outermost first
+    annotation: str = ""  # the innermost annotation
+    frame: str = ""  # the innermost user Python frame
 
     @property
     def full_path(self) -> str:
@@ -43,64 +45,88 @@ class Where:
         return SEPARATOR.join(p for p in (self.step_marker, self.path) if p)
 
 
+_NOWHERE = Where("", "", "", "")
+
+
 def where(events: pd.DataFrame, row: int) -> Where:
     """Context of an event-table row, from the outermost ancestor down to the row itself."""
-    return _where(_Columns(events), row)
+    return _Walker(events).where(int(row))
 
 
 def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
-    """Context of several rows (each distinct row walked once): row, path, module, stack, step_marker, full_path."""
-    distinct = pd.unique(pd.Series(list(rows), dtype="int64"))
-    columns = _Columns(events)
-    found = [_where(columns, int(r)) for r in distinct]
-    return pd.DataFrame(
-        {
-            "row": distinct,
-            "path": [w.path for w in found],
-            "module": [w.module for w in found],
-            "stack": [w.stack for w in found],
-            "step_marker": [w.step_marker for w in found],
-            "full_path": [w.full_path for w in found],
-        }
-    )
+    """Context of several rows (each distinct row once), one row each: the ``COLUMNS``."""
+    distinct = pd.unique(np.asarray(list(rows), dtype=np.int64))
+    walker = _Walker(events)
+    found = [walker.where(int(r)) for r in distinct]
+    frame = pd.DataFrame([w.__dict__ for w in found], columns=COLUMNS[1:5] + COLUMNS[6:])
+    frame.insert(0, "row", distinct)
+    frame.insert(5, "full_path", [w.full_path for w in found])
+    return frame
 
 
-class _Columns:
-    """What a walk up the ``parent`` links reads, taken out of the table once (names and kinds as codes)."""
+def context(events: pd.DataFrame, rows) -> pd.DataFrame:
+    """``where_many`` aligned to ``rows`` (one output row per input row, repeats included), indexed by row."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return where_many(events, rows).set_index("row").reindex(rows)
+
+
+@dataclass(frozen=True)
+class _State:
+    """What the chain from the outermost ancestor down to a row holds (tuples: shared by every descendant)."""
+
+    path: tuple[str, ...] = ()
+    modules: tuple[str, ...] = ()
+    user: tuple[str, ...] = ()
+    annotations: tuple[str, ...] = ()
+    step: str = ""
+
+
+class _Walker:
+    """The walk up ``parent`` links, each row's chain state computed once from its parent's."""
 
     def __init__(self, events: pd.DataFrame) -> None:
         self.parent = events["parent"].to_numpy()
         name, kind = events["name"].array, events["kind"].array
         self.name_codes, self.names = name.codes, [str(n) for n in name.categories] + [""]  # code -1: missing
         self.kind_codes, self.kinds = kind.codes, [str(k) for k in kind.categories] + [""]
+        self.states: dict[int, _State] = {NO_ROW: _State()}
 
-    def ancestors(self, row: int) -> list[int]:
-        """The row and its enclosing host events, outermost first."""
-        chain = []
-        while row != NO_ROW:
-            chain.append(row)
+    def where(self, row: int) -> Where:
+        if row == NO_ROW:
+            return _NOWHERE
+        s = self.state(row)
+        return Where(
+            path=SEPARATOR.join(s.path),
+            module=SEPARATOR.join(s.modules),
+            stack=SEPARATOR.join(s.user[-USER_FRAMES:]),
+            step_marker=s.step,
+            annotations=SEPARATOR.join(s.annotations),
+            annotation=s.annotations[-1] if s.annotations else "",
+            frame=s.user[-1] if s.user else "",
+        )
+
+    def state(self, row: int) -> _State:
+        pending = []
+        while row not in self.states:
+            pending.append(row)
             row = int(self.parent[row])
-        return chain[::-1]
+        state = self.states[row]
+        for r in reversed(pending):
+            state = self._step(state, r)
+            self.states[r] = state
+        return state
 
-    def name(self, row: int) -> str:
-        return self.names[self.name_codes[row]]
-
-    def kind(self, row: int) -> str:
-        return self.kinds[self.kind_codes[row]]
-
-
-def _where(columns: _Columns, row: int) -> Where:
-    if row == NO_ROW:
-        return Where("", "", "", "")
-    chain = [(columns.name(r), columns.kind(r)) for r in columns.ancestors(row)]
-    path = [name for name, kind in chain if kind in PATH_KINDS]
-    frames = [name for name, kind in chain if kind == Kind.PYTHON.value]
-    modules = [f.removeprefix(MODULE_PREFIX) for f in frames if f.startswith(MODULE_PREFIX)]
-    user = [f for f in frames if not LIBRARY_FRAME.search(f)]
-    steps = [name for name, kind in chain if kind == Kind.STEP.value]
-    return Where(
-        path=SEPARATOR.join(path),
-        module=SEPARATOR.join(modules),
-        stack=SEPARATOR.join(user[-USER_FRAMES:]),
-        step_marker=steps[-1] if steps else "",
-    )
+    def _step(self, s: _State, row: int) -> _State:
+        name, kind = self.names[self.name_codes[row]], self.kinds[self.kind_codes[row]]
+        if kind == Kind.STEP.value:
+            return _State(s.path, s.modules, s.user, s.annotations, name)
+        if kind in PATH_KINDS:
+            annotations = s.annotations + (name,) if kind == Kind.ANNOTATION.value else s.annotations
+            return _State(s.path + (name,), s.modules, s.user, annotations, s.step)
+        if kind != Kind.PYTHON.value:
+            return s
+        if name.startswith(MODULE_PREFIX):
+            return _State(s.path, s.modules + (name.removeprefix(MODULE_PREFIX),), s.user, s.annotations, s.step)
+        if LIBRARY_FRAME.search(name):
+            return s
+        return _State(s.path, s.modules, s.user + (name,), s.annotations, s.step)

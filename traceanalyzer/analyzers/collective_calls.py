@@ -20,8 +20,10 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import hccl, pipeline
+from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.vocabulary import DATA_LOADING
 
 BUS_FACTORS = {
     "allreduce": lambda n: 2 * (n - 1) / n,
@@ -45,12 +47,6 @@ OPTIMIZER_OP = re.compile(r"^Optimizer\.step")
 """The optimizer's step annotation: collectives inside it are in the optimizer phase."""
 BACKWARD_OP = re.compile(r"^autograd::engine::evaluate_function")
 """Autograd engine ops: collectives launched inside them, or between the first and last, are in backward."""
-DATA_LOADING = re.compile(r"DataLoader|dataloader|_next_data|__next__")
-"""Host ranges that load data."""
-DATA_LOADING_ADVICE = (
-    "raise DataLoader num_workers, use pin_memory=True, persistent_workers=True and a larger prefetch_factor."
-)
-"""What to do when the training process itself loads its input."""
 DTYPE_IN_NAME = re.compile(
     r"_(bf16|f16|f32|f64|f8e4m3|f8e5m2|i8|u8|i32|u32|i64|u64|half|float|double|bfloat16|int8_t|uint8_t|int32_t|"
     r"int64_t|uint64_t)(?=[_(]|$)"

@@ -1,7 +1,9 @@
 """Achieved matrix-multiply throughput: FLOPs from recorded shapes over the device time each GEMM op caused.
 
-A GEMM hotspot is only a problem when it runs far below what the device can do; this says how far, per op and
-dtype, against the device's dense peak (a data-sheet figure, stated as an assumption).
+A GEMM hotspot is only a problem when it runs far below what the device can do; this says how far, per op and the
+math it ran (fp32 inputs on TF32 tensor cores are measured against the TF32 peak), against the device's dense peak
+(``traceanalyzer.devices``, a data-sheet figure). A rate above the peak means the kernel time is suspect: the share
+is clipped at 100 % and the row says so.
 """
 
 from __future__ import annotations
@@ -11,50 +13,37 @@ import json
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import devices
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
 from traceanalyzer.section import Fact, Per, Section, Table
 from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
 
-GEMM_OPS = {
-    "aten::mm": "mm",
-    "aten::addmm": "addmm",
-    "aten::bmm": "bmm",
-    "aten::baddbmm": "baddbmm",
-}
-"""CPU ops whose recorded input shapes give their FLOPs, and the shape rule for each."""
+COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share", "note"]
 
-PEAK_TFLOPS = {
-    "H200": {"bf16": 989.0, "fp16": 989.0, "tf32": 494.0, "fp32": 67.0},
-    "H100": {"bf16": 989.0, "fp16": 989.0, "tf32": 494.0, "fp32": 67.0},
-    "A100": {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5},
-    "B200": {"bf16": 2250.0, "fp16": 2250.0, "tf32": 1100.0, "fp32": 80.0},
-    "V100": {"fp16": 125.0, "fp32": 15.7},
-    "MI300X": {"bf16": 1307.0, "fp16": 1307.0, "fp32": 163.4},
-}
-"""Dense (no sparsity) peak TFLOP/s by device family and dtype, from the vendors' data sheets."""
-
-DTYPES = {"c10::BFloat16": "bf16", "c10::Half": "fp16", "float": "fp32", "double": "fp64"}
-"""Recorded input type → dtype key."""
-
-COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share"]
+ABOVE_PEAK = "rate above the data-sheet peak: kernel time suspect (share clipped at 100 %)"
+"""The note of a row whose computed rate exceeds the device's peak."""
 
 
 @per_trace
 def gemm_throughput(trace: TraceData) -> pd.DataFrame:
-    """Per GEMM op name and dtype: calls, FLOPs, device time caused, achieved TFLOP/s and share of the dense peak."""
+    """Per GEMM op name and math dtype: calls, FLOPs, device time caused, achieved TFLOP/s, share of the dense peak."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
     if not len(ops):
         return pd.DataFrame(columns=COLUMNS)
     device = ev[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW)]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
+    tf32 = pd.Series(matches(device["name"].to_numpy(), TF32_KERNEL), index=device.index).groupby(device["op"]).any()
     flops = np.array([_flops(GEMM_OPS[str(n)], d) for n, d in zip(ops["name"], ops["input_dims"], strict=True)])
+    dtype = np.array([_dtype(t) for t in ops["input_types"].astype(str)], dtype=object)
+    on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
     frame = pd.DataFrame(
         {
             "op": ops["name"].astype(str).to_numpy(),
-            "dtype": [_dtype(t) for t in ops["input_types"].astype(str)],
+            "dtype": np.where(on_tf32, "tf32", dtype),
             "flops": flops,
             "device_ns": device_ns,
         }
@@ -65,11 +54,19 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
         .agg(calls=("flops", "size"), flops=("flops", "sum"), device_ns=("device_ns", "sum"))
         .reset_index()
     )
+    return _against_peak(table, trace).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+
+
+def _against_peak(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:
+    """The table with achieved TFLOP/s, the device's peak for each dtype and the share of it (never above 1)."""
+    device = devices.of_trace(trace.meta)
+    peaks = device.peak_tflops if device else {}
     table["tflops"] = table["flops"] / table["device_ns"] / 1e3
-    peaks = _peaks(trace)
     table["peak_tflops"] = [peaks.get(d, np.nan) for d in table["dtype"]]
-    table["peak_share"] = table["tflops"] / table["peak_tflops"]
-    return table.sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+    share = table["tflops"] / table["peak_tflops"]
+    table["note"] = np.where(share > 1, ABOVE_PEAK, "")
+    table["peak_share"] = share.clip(upper=1.0)
+    return table
 
 
 def _flops(rule: str, dims_text: str) -> float:
@@ -90,19 +87,13 @@ def _flops(rule: str, dims_text: str) -> float:
 
 
 def _dtype(types_text: str) -> str:
+    """The dtype key of an op's first recorded input type ('unknown' when none is recorded)."""
     try:
         types = json.loads(types_text) if types_text else []
     except ValueError:
         return "unknown"
     first = next((t for t in types if t), "")
-    return DTYPES.get(first, first or "unknown")
-
-
-def _peaks(trace) -> dict[str, float]:
-    """Peak TFLOP/s by dtype of the trace's device family ({} when the family is not in the table)."""
-    names = " ".join(d.name for d in trace.meta.devices)
-    family = next((f for f in PEAK_TFLOPS if f in names), None)
-    return PEAK_TFLOPS.get(family, {})
+    return dtype_key(first) if first else "unknown"
 
 
 def section(trace: TraceData, options: Options) -> Section | None:

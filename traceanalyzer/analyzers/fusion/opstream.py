@@ -1,9 +1,11 @@
-"""The op stream the fusion analyzer matches on: one unit per top-level op (or per unlinked kernel).
+"""The op stream the fusion patterns match on: one entry per top-level op (or per unlinked device task).
 
-A unit is a top-level CPU op on a host thread (the framework op sequence: forward ops on the main thread,
+An entry is a top-level CPU op on a host thread (the framework op sequence: forward ops on the main thread,
 autograd nodes on the backward thread) with the device work it caused, or, where device work has no
-causing op (kernel-only traces), the device task itself on its stream. Each unit carries its canonical
-token, measured device time, GEMM time, kernel count, and the tensor bytes from the recorded shapes.
+causing op (kernel-only traces), the device task itself on its stream. Each entry carries its canonical
+token, measured device time, compute-bound (GEMM/attention/convolution) time, kernel count, and the tensor
+bytes from the recorded shapes. An op whose only device work is copies is named by the copy's kind
+(``memcpy_htod``) before any cast rule: moving a batch to the device is not a cast chain.
 """
 
 from __future__ import annotations
@@ -15,12 +17,10 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.fusion_patterns import (
+from traceanalyzer.analyzers import callpath
+from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
-    BANDWIDTH,
     BIAS_ADD,
-    DEFAULT_BANDWIDTH,
-    DTYPE_BYTES,
     FORMAT_TOKEN,
     GEMM_TOKENS,
     KERNELLESS_SUFFIX,
@@ -30,28 +30,22 @@ from traceanalyzer.analyzers.fusion_patterns import (
     display_name,
 )
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, FUSED_KERNEL, GEMM_KERNEL, MEMCPY_KIND, dtype_bytes
 
 WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
 """Device work a fusion can remove (communication is never fused away)."""
 
-GEMM_KERNEL = re.compile(
-    r"gemm|nvjet|cutlass|cublas|xmma|wgmma|hgemm|sgemm|matmul|flash|fmha|sdpa|attention|_mma|conv", re.IGNORECASE
-)
-"""Kernel names of compute-bound work (GEMM, convolution, fused attention)."""
+COMPUTE_BOUND = (GEMM_KERNEL, ATTENTION_KERNEL, CONV_KERNEL)
+"""Kernel names of compute-bound work (GEMM, fused attention, convolution): a fusion keeps it."""
+
+FUSED_TOKEN = "fused_kernel"
+"""Token of an op whose device work already is fused kernels: no pattern or discovered chain claims it."""
 
 FORMAT_KERNEL = re.compile(r"(?:^|_)TransData")
 """Ascend format-conversion tasks (``trans_TransData_3``, ``aclnnMaxPool2dWithMask_TransDataSpecial_...``): split
-out of the op that ran them into a unit of their own, before it."""
+out of the op that ran them into an entry of their own, before it."""
 
-LIBRARY_FRAME = re.compile(
-    r"^<built-in|^<frozen|(^|/)(torch|contextlib|threading|runpy)[/.]|site-packages|dist-packages"
-)
-"""Python frames of library code; the first other frame above an op is the user's source line."""
-
-MODULE_FRAME = re.compile(r"^nn\.Module: (.+)$")
-"""with_stack frames naming the nn.Module whose forward is running."""
-
-UNIT_COLUMNS = [
+ENTRY_COLUMNS = [
     "row",
     "lane",
     "ts",
@@ -67,20 +61,20 @@ UNIT_COLUMNS = [
 ]
 
 
-def units(trace) -> pd.DataFrame:
-    """All units of the trace, ordered by lane then start time; ``lane`` numbers the sequences."""
+def op_stream(trace) -> pd.DataFrame:
+    """All entries of the trace, ordered by lane then start time; ``lane`` numbers the sequences."""
     ev = trace.events
     work = ev[ev["kind"].isin(WORK_KINDS)]
     linked = work[work["top_op"] != NO_ROW]
     orphans = work[(work["top_op"] == NO_ROW) & ~work["rank"].isin(linked["rank"].unique())]
-    unit = unit_ops(ev)
+    entry = stream_ops(ev)
     op = linked["op"].to_numpy()
-    owner = np.where(op != NO_ROW, unit[np.maximum(op, 0)], NO_ROW)
+    owner = np.where(op != NO_ROW, entry[np.maximum(op, 0)], NO_ROW)
     owner = np.where(owner != NO_ROW, owner, linked["top_op"].to_numpy())
-    frames = [_op_units(ev, linked, owner, unit), _kernel_units(orphans)]
+    frames = [_op_entries(ev, linked, owner, entry), _kernel_entries(orphans)]
     table = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
     if table is None:
-        return pd.DataFrame(columns=UNIT_COLUMNS)
+        return pd.DataFrame(columns=ENTRY_COLUMNS)
     table = table.sort_values(["lane_key", "ts"], kind="stable").reset_index(drop=True)
     table["lane"] = pd.factorize(table["lane_key"])[0]
     _add_bytes(table, ev)
@@ -90,28 +84,28 @@ def units(trace) -> pd.DataFrame:
     idle = table["kernels"].to_numpy() == 0
     token[idle] = token[idle] + KERNELLESS_SUFFIX
     table["token"] = token
-    return table[UNIT_COLUMNS + ["shape_row"]]
+    return table[ENTRY_COLUMNS + ["shape_row"]]
 
 
-def unit_ops(ev: pd.DataFrame) -> np.ndarray:
-    """Per event, its unit op: the outermost CPU op at or above it that is not a record_function range
+def stream_ops(ev: pd.DataFrame) -> np.ndarray:
+    """Per event, its stream op: the outermost CPU op at or above it that is not a record_function range
     (``WRAPPER_OP``: torch_npu writes those as CPU ops); NO_ROW where there is none."""
     kind, parent, depth = ev["kind"].to_numpy(), ev["parent"].to_numpy(), ev["depth"].to_numpy()
     names = ev["name"]
     wrapper = pd.Series([bool(WRAPPER_OP.match(str(c))) for c in names.cat.categories], dtype=bool)
     own = (kind == Kind.CPU_OP.value) & ~wrapper.to_numpy()[names.cat.codes.to_numpy()]
-    unit = np.where(own, np.arange(len(ev)), NO_ROW)
+    entry = np.where(own, np.arange(len(ev)), NO_ROW)
     nested = np.flatnonzero(parent != NO_ROW)
     nested = nested[np.argsort(depth[nested], kind="stable")]
     for level in np.split(nested, np.flatnonzero(np.diff(depth[nested])) + 1):
-        above = unit[parent[level]]
-        unit[level] = np.where(above != NO_ROW, above, unit[level])
-    return unit
+        above = entry[parent[level]]
+        entry[level] = np.where(above != NO_ROW, above, entry[level])
+    return entry
 
 
-def _op_units(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, unit: np.ndarray) -> pd.DataFrame:
-    """Unit ops (with or without device work), each with the device work it caused (``owner``: its unit op)."""
-    rows = np.union1d(np.flatnonzero(unit == np.arange(len(ev))), owner)
+def _op_entries(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, entry: np.ndarray) -> pd.DataFrame:
+    """Stream ops (with or without device work), each with the device work it caused (``owner``: its stream op)."""
+    rows = np.union1d(np.flatnonzero(entry == np.arange(len(ev))), owner)
     ops = ev.iloc[rows]
     fmt = _is_format_kernel(linked["name"])
     per_op = _device_totals(linked[~fmt], owner[~fmt])
@@ -128,21 +122,23 @@ def _op_units(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, unit: n
         }
     )
     table = table.join(per_op, on="row").fillna({"device_ns": 0, "gemm_ns": 0, "kernels": 0})
+    named = _work_tokens(linked, owner).reindex(table["row"].to_numpy())
+    table["token"] = np.where(named.notna(), named.to_numpy(), table["token"].to_numpy())
     table["shape_row"] = _shape_rows(ev, ops.index.to_numpy(), linked.assign(top_op=owner))
-    table = pd.concat([_format_units(table, linked[fmt], owner[fmt]), table], ignore_index=True)
+    table = pd.concat([_format_entries(table, linked[fmt], owner[fmt]), table], ignore_index=True)
     return table.astype({"device_ns": np.int64, "gemm_ns": np.int64, "kernels": np.int64})
 
 
-def _format_units(table: pd.DataFrame, work: pd.DataFrame, owner: np.ndarray) -> pd.DataFrame:
-    """One unit per op for the format conversions it ran, placed just before the op (same row and start)."""
+def _format_entries(table: pd.DataFrame, work: pd.DataFrame, owner: np.ndarray) -> pd.DataFrame:
+    """One entry per op for the format conversions it ran, placed just before the op (same row and start)."""
     totals = _device_totals(work, owner)
-    units = table.drop(columns=["device_ns", "gemm_ns", "kernels"]).set_index("row", drop=False)
-    units = units.loc[totals.index].join(totals).reset_index(drop=True)
-    return units.assign(token=FORMAT_TOKEN, label="TransData")
+    entries = table.drop(columns=["device_ns", "gemm_ns", "kernels"]).set_index("row", drop=False)
+    entries = entries.loc[totals.index].join(totals).reset_index(drop=True)
+    return entries.assign(token=FORMAT_TOKEN, label="TransData")
 
 
-def _kernel_units(orphans: pd.DataFrame) -> pd.DataFrame:
-    """Device work of a rank where no op is linked (kernel-only traces): one unit per task, in stream order."""
+def _kernel_entries(orphans: pd.DataFrame) -> pd.DataFrame:
+    """Device work of a rank where no op is linked (kernel-only traces): one entry per task, in stream order."""
     if not len(orphans):
         return pd.DataFrame()
     dur = orphans["dur"].to_numpy()
@@ -153,7 +149,7 @@ def _kernel_units(orphans: pd.DataFrame) -> pd.DataFrame:
             "ts": orphans["ts"].to_numpy(),
             "step": orphans["step"].to_numpy(),
             "rank": orphans["rank"].to_numpy(),
-            "token": np.where(_is_format_kernel(orphans["name"]), FORMAT_TOKEN, _tokens(orphans["name"].astype(str))),
+            "token": _task_tokens(orphans),
             "label": _labels(orphans["name"].astype(str)),
             "device_ns": dur,
             "gemm_ns": np.where(_is_gemm_kernel(orphans["name"]), dur, 0),
@@ -161,6 +157,41 @@ def _kernel_units(orphans: pd.DataFrame) -> pd.DataFrame:
             "shape_row": orphans.index.to_numpy(),
         }
     )
+
+
+def _work_tokens(work: pd.DataFrame, key: np.ndarray) -> pd.Series:
+    """Per causing op named by its device work: only copies → the first copy's kind (``memcpy_htod``); only
+    already-fused kernels (Triton/Inductor, CANN fused ops) → ``FUSED_TOKEN``, which no pattern matches."""
+    frame = pd.DataFrame(
+        {
+            "key": key,
+            "copy": (work["kind"] == Kind.MEMCPY.value).to_numpy(),
+            "fused": _name_hits(work["name"], FUSED_KERNEL),
+            "name": work["name"].astype(str).to_numpy(),
+        }
+    )
+    g = frame.groupby("key")
+    copies, fused = g["copy"].all(), g["fused"].all()
+    first = g["name"].first()
+    out = pd.Series(np.where(fused.to_numpy(), FUSED_TOKEN, None), index=first.index, dtype=object)
+    out[copies.to_numpy()] = first[copies.to_numpy()].map(copy_token)
+    return out.dropna()
+
+
+def copy_token(name: str) -> str:
+    """The token of a copy by its kind: ``Memcpy HtoD (Pageable -> Device)`` → ``memcpy_htod``."""
+    found = MEMCPY_KIND.search(name)
+    return "memcpy_" + (found.group(1).lower().replace("2", "to") if found else "other")
+
+
+def _task_tokens(tasks: pd.DataFrame) -> np.ndarray:
+    """Tokens of device tasks: format conversions, copies by kind, else the canonical name."""
+    names = tasks["name"].astype(str)
+    tokens = np.where(_is_format_kernel(tasks["name"]), FORMAT_TOKEN, _tokens(names))
+    copies = (tasks["kind"] == Kind.MEMCPY.value).to_numpy()
+    tokens[copies] = [copy_token(n) for n in names.to_numpy()[copies]]
+    tokens[_name_hits(tasks["name"], FUSED_KERNEL)] = FUSED_TOKEN
+    return tokens
 
 
 def _device_totals(work: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
@@ -174,7 +205,7 @@ def _device_totals(work: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
 
 
 def _is_gemm_kernel(names: pd.Series) -> np.ndarray:
-    return _name_hits(names, GEMM_KERNEL)
+    return np.logical_or.reduce([_name_hits(names, regex) for regex in COMPUTE_BOUND])
 
 
 def _is_format_kernel(names: pd.Series) -> np.ndarray:
@@ -213,7 +244,7 @@ def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: pd.DataFrame) -> np.n
 
 
 def _add_bytes(table: pd.DataFrame, ev: pd.DataFrame) -> None:
-    """In/out tensor bytes of each unit, from the recorded input shapes and dtypes of its shape row."""
+    """In/out tensor bytes of each entry, from the recorded input shapes and dtypes of its shape row."""
     rows = table["shape_row"].to_numpy()
     dims = ev["input_dims"].astype(str).to_numpy()[rows]
     types = ev["input_types"].astype(str).to_numpy()[rows]
@@ -250,7 +281,7 @@ def _parse(dims_text: str, types_text: str) -> tuple[list[list[int]], list[int]]
     if not isinstance(dims, list):
         return [], []
     types = types if isinstance(types, list) else []
-    known = [DTYPE_BYTES.get(str(t).lower(), 0) for t in types]
+    known = [dtype_bytes(str(t)) for t in types]
     fallback = next((k for k in known if k), 4)
     shapes, sizes = [], []
     for i, d in enumerate(dims):
@@ -296,43 +327,15 @@ def _bias_adds(table: pd.DataFrame, ev: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def bandwidth(trace) -> tuple[float, str]:
-    """Peak memory bandwidth (bytes/s) of the trace's device, and where the number comes from."""
-    name = trace.meta.devices[0].name if trace.meta.devices else ""
-    for pattern, value in BANDWIDTH:
-        if name and re.search(pattern, name, re.IGNORECASE):
-            return value, f"{name}: {value / 1e12:.2f} TB/s peak (data sheet)"
-    return (
-        DEFAULT_BANDWIDTH,
-        f"device '{name or 'unknown'}' not in the table: assumed {DEFAULT_BANDWIDTH / 1e12:.1f} TB/s",
-    )
-
-
 def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """For host rows: annotation path (outermost first), innermost user Python frame, innermost nn.Module."""
-    parent = ev["parent"].to_numpy()
-    kind = ev["kind"].astype(str).to_numpy()
-    names = ev["name"].astype(str).to_numpy()
-    out = []
-    cache: dict[int, tuple[str, str, str]] = {}
-    for row in np.asarray(rows, dtype=np.int64).tolist():
-        if row not in cache:
-            cache[row] = _walk(row, parent, kind, names)
-        out.append(cache[row])
-    return pd.DataFrame(out, columns=["annotation", "stack", "module"], index=rows)
-
-
-def _walk(row: int, parent: np.ndarray, kind: np.ndarray, names: np.ndarray) -> tuple[str, str, str]:
-    annotations, frame, module = [], "", ""
-    while row != NO_ROW:
-        name = names[row]
-        if kind[row] == Kind.ANNOTATION.value:
-            annotations.append(name)
-        elif kind[row] == Kind.PYTHON.value:
-            m = MODULE_FRAME.match(name)
-            if m and not module:
-                module = m.group(1)
-            elif not m and not frame and not LIBRARY_FRAME.search(name):
-                frame = name
-        row = int(parent[row])
-    return " › ".join(reversed(annotations)), frame, module
+    where = callpath.context(ev, rows)
+    module = where["module"].fillna("").str.split(callpath.SEPARATOR).str[-1]
+    return pd.DataFrame(
+        {
+            "annotation": where["annotations"].fillna("").to_numpy(),
+            "stack": where["frame"].fillna("").to_numpy(),
+            "module": module.to_numpy(),
+        },
+        index=np.asarray(rows, dtype=np.int64),
+    )

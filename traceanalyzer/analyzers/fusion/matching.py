@@ -1,18 +1,18 @@
-"""Fusion opportunities: library patterns and discovered repeated chains, with an estimated saving each.
+"""Matching and estimates: every occurrence of a library pattern, an unfused optimizer step or a discovered repeated
+chain in the op stream (``opstream``), with its measured and estimated numbers.
 
-Matching runs over the op stream of ``fusion_units`` (top-level ops per host thread, or device tasks per
-stream where no op is linked), one regex per pattern over the joined canonical tokens, as msprof-analyze
-does; kernel-less ops (views, no-op casts) may sit between the ops of a pattern. Autograd nodes of the same
-chain are matched in reverse order and added to the forward finding.
+Matching runs over the op stream (top-level ops per host thread, or device tasks per stream where no op is
+linked), one regex per pattern over the joined canonical tokens, as msprof-analyze does; kernel-less ops (views,
+no-op casts) may sit between the ops of a pattern. Autograd nodes of the same chain are matched in reverse order.
 
-Saving model, per occurrence. Measured: the device time of every kernel in the chain (``current_ns``) and
-of its GEMM/attention kernels (``kept_ns``: a fusion keeps that work). Estimated: the fused replacement of
-the memory-bound rest. Folded into a GEMM (epilogue, flash attention) it costs nothing extra; a standalone
-fused kernel still reads the chain's first input and writes its last output, at the device's peak memory
-bandwidth (``fused_ns``). ``saving_ns = current_ns - kept_ns - fused_ns``. Also estimated:
-``intermediate_bytes`` (tensors written and read back between the kernels, from recorded shapes and
-dtypes), ``traffic_ns`` (that traffic at peak bandwidth: the roofline floor of the saving) and
-``launch_ns`` (kernel launches removed × the measured median launch call, host time).
+Saving model, per occurrence. Measured: the device time of every kernel in the chain (``current_ns``) and of its
+GEMM/attention kernels (``kept_ns``: a fusion keeps that work). Estimated: the fused replacement of the memory-bound
+rest. Folded into a GEMM (epilogue, flash attention) it costs nothing extra; a standalone fused kernel still reads
+the chain's first input and writes its last output, at the device's peak memory bandwidth (``fused_ns``).
+``saving_ns = current_ns - kept_ns - fused_ns``. Also estimated: ``intermediate_bytes`` (tensors written and read
+back between the kernels, from recorded shapes and dtypes), ``traffic_ns`` (that traffic at peak bandwidth: the
+roofline floor of the saving) and ``launch_ns`` (kernel launches removed × the measured median launch call, host
+time).
 """
 
 from __future__ import annotations
@@ -23,28 +23,22 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import findings as fnd
-from traceanalyzer.analyzers import advice, fusion_units
-from traceanalyzer.analyzers.fusion_patterns import (
+from traceanalyzer import devices
+from traceanalyzer.analyzers.fusion import opstream
+from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
-    DISCOVERY_REPLACEMENT,
     FUSED_OPTIMIZER_OP,
     GEMM_TOKENS,
     KERNELLESS_SUFFIX,
     LABELS,
-    OPTIMIZER_REPLACEMENT,
     OPTIMIZER_STEP,
     PATTERNS,
     Element,
     Pattern,
 )
-from traceanalyzer.analyzers.fusion_units import WORK_KINDS
-from traceanalyzer.analyzers.steps import step_table, step_time
-from traceanalyzer.findings import Claims, Finding, StepTime, claims_of
+from traceanalyzer.analyzers.steps import step_table
 from traceanalyzer.memo import per_trace
-from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW, Kind, Platform
-from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "fusion"
@@ -53,22 +47,13 @@ GAP = r"(?:-[^-]*" + re.escape(KERNELLESS_SUFFIX) + r"-){0,8}"
 """Between two ops of a pattern: up to 8 ops that launched nothing (views, no-op casts)."""
 
 CONSUMED = "#"
-"""Token of a unit another pattern already claimed."""
+"""Token of an entry another pattern already claimed."""
 
 MAX_CHAIN = 6
 """Longest chain of memory-bound kernels discovery considers."""
 
 MAX_DISCOVERED = 8
 """How many distinct repeated chains discovery reports."""
-
-SAVING_MODEL = (
-    "measured kernel time of the chain minus its GEMM/attention kernels, minus a fused kernel that reads the "
-    "chain's first input and writes its last output once at the device's peak memory bandwidth"
-)
-"""How a fusion saving is modelled."""
-
-FINDING_MIN_SHARE = 0.002
-"""Opportunities worth less than 0.2 % of step time stay in the table but make no finding."""
 
 OCCURRENCE_COLUMNS = [
     "pattern",
@@ -90,72 +75,42 @@ OCCURRENCE_COLUMNS = [
     "stack",
     "module",
     "first_op",
-    "unit_rows",
-]
-
-OPPORTUNITY_COLUMNS = [
-    "pattern",
-    "variant",
-    "per_step",
-    "backward_per_step",
-    "kernels_per_step",
-    "current_ns_per_step",
-    "kept_ns_per_step",
-    "saving_ns_per_step",
-    "intermediate_bytes_per_step",
-    "traffic_ns_per_step",
-    "launch_ns_per_step",
-    "occurrences",
-    "where",
-    "replacement",
+    "entry_rows",
 ]
 
 
 @dataclass
 class _Context:
-    """What every estimate needs: the units, the bandwidth and the measured launch cost."""
+    """What every estimate needs: the entries, the bandwidth and the measured launch cost."""
 
-    units: pd.DataFrame
+    entries: pd.DataFrame
     bandwidth: float
     launch_ns: float
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     gemm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
     def __post_init__(self) -> None:
-        self.cols = {c: self.units[c].to_numpy() for c in self.units.columns}
+        self.cols = {c: self.entries[c].to_numpy() for c in self.entries.columns}
         base = [_base(t) for t in self.cols["token"]]
         self.gemm = np.isin(base, list(GEMM_TOKENS)) | (self.cols["gemm_ns"] > 0)
 
 
 @per_trace
-def opportunities(trace: TraceData) -> pd.DataFrame:
-    """One row per pattern variant found, ranked by estimated saving per step (ns)."""
-    occ = occurrences(trace)
-    if not len(occ):
-        return pd.DataFrame(columns=OPPORTUNITY_COLUMNS)
-    per = max(_rank_steps(trace), 1)
-    platform = "ascend" if trace.meta.platform == Platform.ASCEND else "cuda"
-    rows = [_summarize(key, group, per, platform) for key, group in occ.groupby(["family", "variant"], sort=False)]
-    table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
-    return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
-
-
-@per_trace
 def occurrences(trace: TraceData) -> pd.DataFrame:
     """Every occurrence found (library, optimizer, discovered), with its measured and estimated numbers."""
-    units = fusion_units.units(trace)
-    if not len(units):
+    entries = opstream.op_stream(trace)
+    if not len(entries):
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
-    bw, _ = fusion_units.bandwidth(trace)
-    ctx = _Context(units, bw, _launch_ns(trace.events))
-    tokens = units["token"].to_numpy(dtype=object).copy()
+    bw, _ = devices.bandwidth(trace.meta)
+    ctx = _Context(entries, bw, _launch_ns(trace.events))
+    tokens = entries["token"].to_numpy(dtype=object).copy()
     found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens) + _discover(ctx, tokens)
     if not found:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
     table = pd.DataFrame(found)
     in_step = table["step"] != NO_ROW
-    table = table[in_step] if in_step.any() and _rank_steps(trace) else table
-    where = fusion_units.locations(trace.events, table["first_row"].to_numpy())
+    table = table[in_step] if in_step.any() and rank_steps(trace) else table
+    where = opstream.locations(trace.events, table["first_row"].to_numpy())
     table = table.reset_index(drop=True)
     for col in ("annotation", "stack", "module"):
         table[col] = where[col].to_numpy()
@@ -164,8 +119,8 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
 
 
 def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
-    """Match every library pattern in priority order; a unit belongs to the first match that claims it."""
-    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.units["lane"].to_numpy())]
+    """Match every library pattern in priority order; an entry belongs to the first match that claims it."""
+    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.entries["lane"].to_numpy())]
     found = []
     for pattern in PATTERNS:
         for phase, alternatives in _phases(pattern):
@@ -194,7 +149,7 @@ def _regex(elements: tuple[Element, ...], backward: bool) -> re.Pattern:
 
 
 def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase: str, lanes: list) -> list[dict]:
-    """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their units."""
+    """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their entries."""
     regex = _regex(elements, phase == "backward")
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
     found = []
@@ -214,7 +169,7 @@ def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase:
 
 
 def _lane_bounds(lanes: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) positions of each lane's units (units are sorted by lane)."""
+    """(start, stop) positions of each lane's entries (entries are sorted by lane)."""
     cuts = np.flatnonzero(np.diff(lanes)) + 1
     edges = np.concatenate(([0], cuts, [len(lanes)]))
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
@@ -261,7 +216,7 @@ def _base(token: str) -> str:
 def _occurrence(
     ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int], removable: bool = False
 ) -> dict:
-    """Measured and estimated numbers of one occurrence (``work``: its unit positions with device work;
+    """Measured and estimated numbers of one occurrence (``work``: its entry positions with device work;
     ``removable``: the fix removes the work, no fused kernel replaces it)."""
     c, idx = ctx.cols, np.asarray(work)
     gemm = ctx.gemm[idx]
@@ -281,7 +236,7 @@ def _occurrence(
         "rank": int(c["rank"][idx[0]]),
         "step": int(c["step"][idx[0]]),
         "first_row": int(c["row"][idx[0]]),
-        "unit_rows": c["row"][idx].tolist(),
+        "entry_rows": c["row"][idx].tolist(),
         "ts": int(c["ts"][idx[0]]),
         "kernels": int(kernels.sum()),
         "current_ns": current,
@@ -309,14 +264,14 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
     step_names = np.asarray(categories.str.match(OPTIMIZER_STEP.pattern), dtype=bool)
     codes = ev["name"].cat.codes.to_numpy()
     steps = ev[marker_kind.to_numpy() & step_names[codes] & (codes >= 0)]
-    units = ctx.units
-    unit_names = np.asarray(categories, dtype=object)[codes[units["row"].to_numpy()]]
+    entries = ctx.entries
+    entry_names = np.asarray(categories, dtype=object)[codes[entries["row"].to_numpy()]]
     found = []
     for row, marker in steps.iterrows():
-        inside = (units["ts"] >= marker["ts"]) & (units["ts"] < marker["ts"] + marker["dur"])
-        inside &= (units["rank"] == marker["rank"]) & (units["kernels"] > 0)
+        inside = (entries["ts"] >= marker["ts"]) & (entries["ts"] < marker["ts"] + marker["dur"])
+        inside &= (entries["rank"] == marker["rank"]) & (entries["kernels"] > 0)
         work = np.flatnonzero(inside.to_numpy() & (tokens != CONSUMED))
-        names = unit_names[work]
+        names = entry_names[work]
         if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in names):
             continue
         name = OPTIMIZER_STEP.match(str(marker["name"])).group(1)
@@ -332,15 +287,15 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
 def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Repeated chains of consecutive memory-bound kernels that no library pattern claimed."""
     work = np.flatnonzero(~pd.Series(tokens).str.endswith(KERNELLESS_SUFFIX).to_numpy())
-    units = ctx.units
-    memory_bound = (tokens[work] != CONSUMED) & (units["gemm_ns"].to_numpy()[work] == 0)
+    entries = ctx.entries
+    memory_bound = (tokens[work] != CONSUMED) & (entries["gemm_ns"].to_numpy()[work] == 0)
     memory_bound &= ~np.isin([_base(t) for t in tokens[work]], list(GEMM_TOKENS))
-    run = _runs(units["lane"].to_numpy()[work], memory_bound)
+    run = _runs(entries["lane"].to_numpy()[work], memory_bound)
     codes = pd.factorize(tokens[work])[0]
-    min_count = max(2, units.loc[units["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
+    min_count = max(2, entries.loc[entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
     found = []
     for _ in range(MAX_DISCOVERED):
-        best = _best_chain(codes, run, units["device_ns"].to_numpy()[work], min_count)
+        best = _best_chain(codes, run, entries["device_ns"].to_numpy()[work], min_count)
         if best is None:
             break
         length, picks = best
@@ -357,7 +312,7 @@ def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
 
 
 def _runs(lanes: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Run id of each work unit: consecutive memory-bound units of one lane share one; -1 elsewhere."""
+    """Run id of each work entry: consecutive memory-bound entries of one lane share one; -1 elsewhere."""
     new = np.ones(len(ok), dtype=bool)
     new[1:] = (lanes[1:] != lanes[:-1]) | ~ok[:-1]
     ids = np.cumsum(new)
@@ -413,129 +368,6 @@ def _pair_backward(table: pd.DataFrame) -> pd.DataFrame:
     return table.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
 
 
-def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: str) -> dict:
-    family, variant = key
-    fwd = group[group["phase"] != "backward"]
-    pattern = group["pattern"].iloc[0]
-    return {
-        "pattern": family,
-        "variant": variant,
-        "per_step": len(fwd) / per,
-        "backward_per_step": (len(group) - len(fwd)) / per,
-        "kernels_per_step": group["kernels"].sum() / per,
-        "current_ns_per_step": int(group["current_ns"].sum() / per),
-        "kept_ns_per_step": int(group["kept_ns"].sum() / per),
-        "saving_ns_per_step": int(group["saving_ns"].sum() / per),
-        "intermediate_bytes_per_step": int(group["intermediate_bytes"].sum() / per),
-        "traffic_ns_per_step": int(group["traffic_ns"].sum() / per),
-        "launch_ns_per_step": int(group["launch_ns"].sum() / per),
-        "occurrences": len(group),
-        "where": _where(fwd if len(fwd) else group),
-        "replacement": _replacement(pattern, variant, platform),
-    }
-
-
-def _where(group: pd.DataFrame, most: int = 6) -> str:
-    """The distinct source locations of a pattern's occurrences, most frequent first, with counts."""
-    place = group.apply(lambda r: " | ".join(x for x in (r["annotation"], r["module"], r["stack"]) if x), axis=1)
-    counts = place.where(place != "", group["first_op"]).value_counts()
-    shown = [f"{p} ×{n}" for p, n in counts.head(most).items()]
-    return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
-
-
-def _replacement(pattern: str, variant: str, platform: str) -> str:
-    if pattern == "optimizer":
-        return OPTIMIZER_REPLACEMENT[platform].format(name=variant.split(" ")[0])
-    if pattern == "discovered":
-        return DISCOVERY_REPLACEMENT[platform]
-    return next(p.replacement[platform] for p in PATTERNS if p.key == pattern)
-
-
-def _rank_steps(trace: TraceData) -> int:
+def rank_steps(trace: TraceData) -> int:
     """Number of (rank, step) pairs with a step marker."""
     return len(step_table(trace))
-
-
-def findings(trace: TraceData) -> list[Finding]:
-    """One finding per opportunity worth at least 0.2 % of step time, its saving modelled per step."""
-    table = opportunities(trace)
-    step = step_time(trace)
-    occ = occurrences(trace)
-    out = []
-    for row in table.itertuples(index=False):
-        if step.per_step_ns and row.saving_ns_per_step / step.per_step_ns < FINDING_MIN_SHARE:
-            continue
-        mine = occ[(occ["pattern"] == row.pattern) & (occ["variant"] == row.variant)]
-        out.append(_finding(row, step, _claims(trace.events, mine)))
-    return out
-
-
-def _claims(ev: pd.DataFrame, occ: pd.DataFrame) -> Claims:
-    """The device work of the occurrences' units (launched by a unit op, or inside one)."""
-    rows = np.unique(
-        np.concatenate([np.asarray(r, dtype=np.int64) for r in occ["unit_rows"]] or [np.empty(0, np.int64)])
-    )
-    work = ev[ev["kind"].isin(WORK_KINDS)]
-    mine = work["op"].isin(rows) | work["top_op"].isin(rows) | work.index.isin(rows)
-    return claims_of(work[mine])
-
-
-def _finding(row, step: StepTime, claims: Claims) -> Finding:
-    title = f"{row.pattern}: {row.variant} ({row.per_step:g}/step"
-    title += f" + {row.backward_per_step:g} backward)" if row.backward_per_step else ")"
-    n = max(step.steps, 1)
-    return fnd.make(
-        ANALYZER,
-        "chain",
-        title,
-        f"{advice.replace_with(row.replacement)} Where: {_first_places(row.where)}.",
-        step,
-        concerns_ns=int((row.current_ns_per_step - row.kept_ns_per_step) * n),
-        saving_ns=int(row.saving_ns_per_step * n),
-        basis=fnd.Basis.MODELLED,
-        model=SAVING_MODEL,
-        claims=claims,
-        where={"locations": row.where},
-        evidence={
-            "per_step": row.per_step,
-            "kernels_per_step": row.kernels_per_step,
-            "current_ns_per_step": row.current_ns_per_step,
-            "kept_ns_per_step": row.kept_ns_per_step,
-            "intermediate_bytes_per_step": row.intermediate_bytes_per_step,
-            "traffic_ns_per_step": row.traffic_ns_per_step,
-            "launch_ns_per_step": row.launch_ns_per_step,
-        },
-    )
-
-
-def _first_places(where: str, shown: int = 2) -> str:
-    """The first few of a '; '-separated list of places, pointing to the table for the rest."""
-    places = where.split("; ")
-    return "; ".join(places[:shown]) + ("; … (all places in the fusion table)" if len(places) > shown else "")
-
-
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The report's fusion section: the model, the bandwidth assumption and the ranked opportunities."""
-    table = opportunities(trace)
-    if not len(table):
-        return None
-    _, source = fusion_units.bandwidth(trace)
-    fusable = int((table["current_ns_per_step"] - table["kept_ns_per_step"]).sum())
-    return Section(
-        "fusion",
-        "Fusion opportunities",
-        facts=[
-            Fact(
-                "estimated_saving_ns",
-                "estimated saving",
-                int(table["saving_ns_per_step"].sum()),
-                Unit.NS,
-                Per.STEP,
-                True,
-            ),
-            Fact("fusable_kernel_ns", "time in fusable kernels", fusable, Unit.NS, Per.STEP),
-            Fact("memory_bandwidth", "memory bandwidth assumed", source),
-            Fact("model", "saving model", SAVING_MODEL),
-        ],
-        tables=[Table("opportunities", "Opportunities", table.head(options.top), Per.STEP)],
-    )

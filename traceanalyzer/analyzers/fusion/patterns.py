@@ -1,4 +1,4 @@
-"""The fusion vocabulary: one name-normalisation table for both platforms, and the pattern library.
+"""The fusion patterns: one name-normalisation table for both platforms (op name → token), and the library.
 
 Op names (``aten::masked_fill_``, autograd nodes ``MaskedFillBackward0``, CANN op types ``MaskedFill``,
 ``SoftmaxV2``, ``BatchMatMulV2``) become one canonical token each, so every pattern is written once and
@@ -359,51 +359,3 @@ def _canonical_op(name: str) -> str:
     plain = base.replace("_", "")
     known = CANONICAL.get(base) or CANONICAL.get(plain) or CANONICAL.get(plain.rstrip("0123456789"))
     return known or re.sub(r"[^a-z0-9_]", "", base)[:40] or "op"
-
-
-BANDWIDTH: tuple[tuple[str, float], ...] = (
-    (r"H200", 4.8e12),
-    (r"H100.*PCIe", 2.0e12),
-    (r"H100|H800|GH200", 3.35e12),
-    (r"B200|GB200", 8.0e12),
-    (r"A100.*80|A800", 2.0e12),
-    (r"A100", 1.555e12),
-    (r"L40S|L40", 0.864e12),
-    (r"A10\b", 0.6e12),
-    (r"V100", 0.9e12),
-    (r"MI300X|MI325", 5.3e12),
-    (r"MI250", 3.2e12),
-    (r"910B|910_9|Ascend910", 1.6e12),
-)
-"""Peak HBM bandwidth (bytes/s) by device-name pattern (vendor data sheets)."""
-
-DEFAULT_BANDWIDTH = 2.0e12
-"""Assumed peak bandwidth (bytes/s) when the device name is unknown."""
-
-DTYPE_BYTES: dict[str, int] = {
-    "float": 4,
-    "float32": 4,
-    "double": 8,
-    "float64": 8,
-    "c10::half": 2,
-    "half": 2,
-    "float16": 2,
-    "c10::bfloat16": 2,
-    "bfloat16": 2,
-    "bf16": 2,
-    "long int": 8,
-    "int64": 8,
-    "int": 4,
-    "int32": 4,
-    "short int": 2,
-    "int16": 2,
-    "bool": 1,
-    "unsigned char": 1,
-    "uint8": 1,
-    "signed char": 1,
-    "int8": 1,
-    "c10::float8_e4m3fn": 1,
-    "c10::float8_e5m2": 1,
-    "c10::complex<float>": 8,
-}
-"""Element size of the dtypes profilers record (Kineto ``Input type``, CANN ``Input Data Types``)."""

@@ -1,0 +1,166 @@
+"""Device idle: busy share per device, the largest idle gaps with what the host did, and the idle-gap finding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer import intervals
+from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, busy_work, describe, host_activity
+from traceanalyzer.analyzers.steps import step_spans
+from traceanalyzer.findings import Claims, Finding
+from traceanalyzer.memo import per_trace, remember
+from traceanalyzer.schema import NO_ROW
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import DATA_LOADING
+
+ANALYZER = "health"
+
+LARGE_GAP_NS = 100_000
+"""Idle gaps longer than this (100 µs) are counted and shown one by one; shorter ones are launch latency."""
+
+LARGEST_GAPS = 10
+"""How many of the largest gaps the section lists, with what the host was doing."""
+
+SYNC_IDLE_MENTION = 0.1
+"""An idle-gap finding points at host syncs when at least this share of the idle follows them."""
+
+
+@per_trace
+def device_busy(trace: TraceData) -> pd.DataFrame:
+    """Per rank and device: span, busy, busy share, idle, gap counts, large gaps (> 100 µs) and the largest."""
+    rows = [_busy_row(int(rank), int(device), work) for (rank, device), work in _per_device(trace.events)]
+    columns = ["rank", "device", "span_ns", "busy_ns", "busy_share", "idle_ns", "gaps", "large_gaps"]
+    return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns"])
+
+
+def _per_device(events: pd.DataFrame):
+    return busy_work(events).groupby(["rank", "device"], sort=True)
+
+
+def _busy_row(rank: int, device: int, work: pd.DataFrame) -> dict:
+    starts, ends = busy_intervals(work)
+    gaps = starts[1:] - ends[:-1]
+    large = gaps[gaps > LARGE_GAP_NS]
+    span = int(ends.max() - starts.min())
+    busy = intervals.length((starts, ends))
+    return {
+        "rank": rank,
+        "device": device,
+        "span_ns": span,
+        "busy_ns": busy,
+        "busy_share": busy / span if span else 0.0,
+        "idle_ns": span - busy,
+        "gaps": len(gaps),
+        "large_gaps": len(large),
+        "large_gap_ns": int(large.sum()),
+        "largest_gap_ns": int(gaps.max()) if len(gaps) else 0,
+    }
+
+
+def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
+    """The largest idle gaps per rank and device, with what the host was doing during each."""
+    frames = []
+    events = trace.events
+    for (rank, device), work in _per_device(events):
+        starts, ends = busy_intervals(work)
+        gap_start, gap_end = ends[:-1], starts[1:]
+        order = np.argsort(gap_start - gap_end, kind="stable")[:top]
+        table = pd.DataFrame(
+            {
+                "rank": int(rank),
+                "device": int(device),
+                "offset_ns": gap_start[order] - starts.min(),
+                "dur_ns": (gap_end - gap_start)[order],
+            }
+        )
+        table["resumed_by"] = describe(events, _launch_at(work, gap_end[order]))
+        activity = host_activity(events, int(rank), gap_start[order], gap_end[order])
+        frames.append(pd.concat([table, activity], axis=1))
+    if not frames:
+        return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])
+    return pd.concat(frames, ignore_index=True).sort_values("dur_ns", ascending=False, kind="stable")
+
+
+def _launch_at(work: pd.DataFrame, times: np.ndarray) -> np.ndarray:
+    """The launching runtime call of the device work that starts at each time (NO_ROW if none)."""
+    first = work.sort_values("ts", kind="stable").drop_duplicates("ts")
+    return first.set_index("ts")["launch"].reindex(times, fill_value=NO_ROW).to_numpy()
+
+
+def idle_claims(trace: TraceData) -> Claims:
+    """Per rank: the device-idle intervals inside steps (the step spans minus all busy device work)."""
+    return remember(trace, "health.idle_claims", lambda: _idle_in_spans(trace))
+
+
+def _idle_in_spans(trace: TraceData) -> Claims:
+    spans = step_spans(trace)
+    work = busy_work(trace.events)
+    out: Claims = {}
+    for rank, mine in spans.groupby("rank"):
+        busy = busy_intervals(work[work["rank"] == rank])
+        span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
+        out[int(rank)] = intervals.subtract(span, busy)
+    return out
+
+
+def idle_in_steps(claims: intervals.Intervals | None) -> int:
+    """Length of some idle intervals (0 for none)."""
+    return intervals.length(claims) if claims is not None else 0
+
+
+def gap_findings(trace: TraceData, step_ns: fnd.StepTime, after_sync: pd.Series) -> list[Finding]:
+    """One finding per device with large idle gaps; ``after_sync``: idle right after host syncs, per rank."""
+    busy = device_busy(trace)
+    claims = idle_claims(trace)
+    gaps = idle_gaps(trace, top=1)
+    out = []
+    for row in busy[busy["large_gaps"] > 0].itertuples(index=False):
+        largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
+        idle = idle_in_steps(claims.get(row.rank))
+        synced = after_sync.get(row.rank, 0) / row.idle_ns
+        after = f", {synced:.0%} of the idle right after host syncs" if synced >= SYNC_IDLE_MENTION else ""
+        out.append(
+            fnd.make(
+                ANALYZER,
+                "idle",
+                f"{accelerator(trace)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
+                f"active span ({row.large_gaps} gaps > 100 µs{after})",
+                _gap_advice(trace, largest.iloc[0] if len(largest) else None, after),
+                step_ns,
+                concerns_ns=idle,
+                saving_ns=max(idle - int(after_sync.get(row.rank, 0)), 0),
+                basis=fnd.Basis.MEASURED,
+                model="the device idle inside steps would go if the host never made it wait (the idle right after "
+                "host syncs is counted under the sync finding)",
+                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
+                where={"rank": row.rank, "device": row.device},
+                evidence={k: getattr(row, k) for k in busy.columns if k not in ("rank", "device")},
+            )
+        )
+    return out
+
+
+def _gap_advice(trace: TraceData, gap: pd.Series | None, after_syncs: str) -> str:
+    host = _host_phrase(gap) if gap is not None else "unknown"
+    loading = gap is not None and bool(DATA_LOADING.search(gap["host_during"] or gap["host_at_start"]))
+    first = (
+        "It was loading input: " + advice.DATA_LOADING_ADVICE + " "
+        if loading
+        else ("Remove the host syncs first (see the sync finding). " if after_syncs else "")
+    )
+    return (
+        f"The {accelerator(trace)} waits for the host. During the largest gap the host was in {host}. {first}"
+        "Move that work off the critical path (DataLoader workers and pin_memory for input, no host syncs in the "
+        f"loop, {advice.FEWER_LAUNCHES[advice.platform(trace.meta)]}), or overlap it with device work. See the "
+        "idle-gap table for the other large gaps."
+    )
+
+
+def _host_phrase(gap: pd.Series) -> str:
+    """What the host did in one gap, in words."""
+    during = gap["host_during"] or gap["host_at_start"] or "nothing the profiler recorded"
+    resumed = f"; work resumed with {gap['resumed_by']}" if gap["resumed_by"] else ""
+    return f"{during}{resumed}"

@@ -1,0 +1,134 @@
+"""Launch-bound loops: places full of tiny kernels whose launches take longer than the work, and their finding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, in_steps, linked, locate, steps_count
+from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
+from traceanalyzer.findings import Finding
+from traceanalyzer.memo import per_trace
+from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import LAUNCH_CALLS
+
+ANALYZER = "health"
+
+TINY_KERNEL_NS = 10_000
+"""A kernel shorter than this (10 µs) is tiny: its launch costs about as much as the work."""
+
+LAUNCH_BOUND_BUSY_SHARE = 0.5
+"""A place full of tiny kernels is launch-bound when the device is busy less than this share of its span."""
+
+LAUNCH_BOUND_MIN_KERNELS = 100
+"""Fewest tiny kernels per step from one place before it is reported as a launch-bound loop."""
+
+
+@per_trace
+def launch_bound(trace: TraceData) -> pd.DataFrame:
+    """Per rank and place (annotation, Python frame): tiny kernels, their launches, and the device idle just before.
+
+    ``idle_before_ns`` sums the gap (under 100 µs) that ends where each tiny kernel starts; larger gaps are left to
+    the idle-gap and sync findings. ``busy_share`` is kernel time over kernel time plus that idle.
+    """
+    frame = _tiny_kernels(trace)
+    table = (
+        frame.groupby(["rank", "annotation", "frame"], sort=False)
+        .agg(
+            tiny_kernels=("kernel_ns", "size"),
+            kernel_ns=("kernel_ns", "sum"),
+            launch_ns=("launch_ns", "sum"),
+            launch_calls=("launch_calls", "sum"),
+            median_kernel_ns=("kernel_ns", "median"),
+            median_launch_ns=("launch_ns", "median"),
+            idle_before_ns=("idle_before_ns", "sum"),
+            top_ops=("top_op", _most_common),
+        )
+        .reset_index()
+    )
+    table["busy_share"] = table["kernel_ns"] / (table["kernel_ns"] + table["idle_before_ns"]).clip(lower=1)
+    return table.sort_values("idle_before_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
+    """In-step kernels shorter than their launch call and than ``TINY_KERNEL_NS``, with their place."""
+    events = trace.events
+    kernels = in_steps(trace, events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)])
+    launch = kernels["launch"].to_numpy()
+    place = locate(events, launch)
+    frame = pd.DataFrame(
+        {
+            "rank": kernels["rank"].to_numpy(),
+            "annotation": place["annotation"].to_numpy(),
+            "frame": place["frame"].to_numpy(),
+            "kernel_ns": kernels["dur"].to_numpy(),
+            "launch_ns": events["dur"].to_numpy()[launch],
+            "launch_call": events["name"].astype(str).to_numpy()[launch],
+            "idle_before_ns": _idle_before(events, kernels),
+            "top_op": linked(events, kernels["top_op"].to_numpy(), "name"),
+        }
+    )
+    frame = frame[(frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])]
+    return frame.assign(launch_calls=frame["launch_call"].isin(LAUNCH_CALLS))
+
+
+def _most_common(names: pd.Series, n: int = 3) -> str:
+    """The n most frequent non-empty names, comma-separated."""
+    return ", ".join(names[names != ""].value_counts().head(n).index)
+
+
+def _idle_before(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
+    """Per kernel: the device idle gap (under 100 µs) that ends where it starts, 0 if it starts while busy."""
+    out = np.zeros(len(kernels), dtype=np.int64)
+    ts = kernels["ts"].to_numpy()
+    for rank in kernels["rank"].unique():
+        mine = np.flatnonzero((kernels["rank"] == rank).to_numpy())
+        starts, ends = busy_intervals(events[events["rank"] == rank])
+        j = np.searchsorted(starts, ts[mine], side="right") - 1
+        opens = (j > 0) & (starts[np.maximum(j, 0)] == ts[mine])
+        gap = np.where(opens, starts[np.maximum(j, 0)] - ends[np.maximum(j - 1, 0)], 0)
+        out[mine] = np.where(gap < LARGE_GAP_NS, gap, 0)
+    return out
+
+
+def place_text(annotation: str, frame: str) -> str:
+    """A place in words: annotation › frame."""
+    return " › ".join(p for p in (annotation, frame) if p) or "(no annotation or Python frame)"
+
+
+def launch_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+    """One finding per launch-bound place (enough tiny kernels per step, device mostly idle between them)."""
+    table = launch_bound(trace)
+    claims = idle_claims(trace)
+    steps = steps_count(trace)
+    hit = table[
+        (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
+    ]
+    out = []
+    for row in hit.itertuples(index=False):
+        place = place_text(row.annotation, row.frame) if row.annotation or row.frame else f"ops {row.top_ops}"
+        out.append(
+            fnd.make(
+                ANALYZER,
+                "launch_bound",
+                f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
+                f"{accelerator(trace)} busy {row.busy_share:.0%} there",
+                f"Each kernel runs ~{row.median_kernel_ns / 1e3:.1f} µs but its launch takes "
+                f"~{row.median_launch_ns / 1e3:.1f} µs, so the device waits for the CPU. "
+                + advice.CAPTURE_LOOP[advice.platform(trace.meta)],
+                step_ns,
+                concerns_ns=row.idle_before_ns,
+                saving_ns=row.idle_before_ns,
+                basis=fnd.Basis.MODELLED,
+                model="the idle before each tiny kernel would go if the loop were one captured graph or fused kernel",
+                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
+                where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame, "ops": row.top_ops},
+                evidence={
+                    k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame", "top_ops")
+                },
+            )
+        )
+    return out

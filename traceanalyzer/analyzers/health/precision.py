@@ -1,0 +1,107 @@
+"""Precision: matrix multiplies that run fp32 math without tensor cores (or the NPU's HF32), and their finding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, steps_count
+from traceanalyzer.findings import Finding
+from traceanalyzer.memo import per_trace
+from traceanalyzer.schema import Kind
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import (
+    DTYPES,
+    FP32_GEMM_KERNEL,
+    GEMM_KERNEL,
+    MATMUL_OPS,
+    REDUCED_DTYPES,
+    TENSOR_CORE_KERNEL,
+    matches,
+)
+
+ANALYZER = "health"
+
+TF32_SPEEDUP = 4.0
+"""Conservative speedup of TF32 tensor cores over fp32 SIMT GEMMs (the peak ratio is ~8× on A100/H100-class GPUs)."""
+
+FP32_GEMM_MIN_SHARE = 0.01
+"""fp32 GEMM time below this share of step time is left alone (e.g. RoPE's deliberate fp32 matmul)."""
+
+_FP32_TYPE = "|".join(f'"{name}"' for name, (key, _) in DTYPES.items() if key == "fp32")
+_REDUCED_TYPE = "|".join(f'"{name}"' for name, (key, _) in DTYPES.items() if key in REDUCED_DTYPES)
+
+
+@per_trace
+def fp32_gemms(trace: TraceData) -> pd.DataFrame:
+    """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
+    events = trace.events
+    kernels = in_steps(trace, events[events["kind"] == Kind.KERNEL.value])
+    names = kernels["name"].astype(str).to_numpy()
+    op_names = linked(events, kernels["op"].to_numpy(), "name")
+    types = pd.Series(linked(events, kernels["op"].to_numpy(), "input_types")).str.lower()
+    fp32_op = np.isin(op_names, list(MATMUL_OPS)) & types.str.contains(_FP32_TYPE).to_numpy()
+    fp32_op &= ~types.str.contains(_REDUCED_TYPE).to_numpy()
+    gemm_like = matches(names, GEMM_KERNEL) & ~matches(names, TENSOR_CORE_KERNEL)
+    picked = matches(names, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
+    frame = pd.DataFrame(
+        {
+            "rank": kernels["rank"].to_numpy()[picked],
+            "name": names[picked],
+            "op": op_names[picked],
+            "dur": kernels["dur"].to_numpy()[picked],
+        }
+    )
+    table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "name", "op", "count", "total_ns"]
+    return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def fp32_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+    """One finding when fp32 SIMT matrix work is at least 1 % of step time, its saving modelled at TF32 speed."""
+    table = fp32_gemms(trace)
+    total = int(table["total_ns"].sum())
+    if not total or total < FP32_GEMM_MIN_SHARE * step_ns.total_ns:
+        return []
+    steps = steps_count(trace)
+    device = int(in_steps(trace, busy_work(trace.events))["dur"].sum())
+    ops = sorted(set(table["op"]) - {""})
+    return [
+        fnd.make(
+            ANALYZER,
+            "fp32_gemm",
+            f"fp32 matrix multiplies/convolutions run without tensor cores: {total / steps / 1e6:.1f} ms of device "
+            "time per step",
+            f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
+            + _advice(trace),
+            step_ns,
+            concerns_ns=total,
+            saving_ns=int(total * (1 - 1 / TF32_SPEEDUP)),
+            basis=fnd.Basis.MODELLED,
+            model=f"the same GEMMs {TF32_SPEEDUP:g}× faster on TF32 tensor cores",
+            where={"ops": ops, "kernels": table["name"].head(5).tolist()},
+            evidence={
+                "fp32_gemm_ns": total,
+                "fp32_gemm_ns_per_step": total / steps,
+                "kernels": int(table["count"].sum()),
+                "device_time_share": total / device if device else 0.0,
+                "assumed_tf32_speedup": TF32_SPEEDUP,
+            },
+        )
+    ]
+
+
+def _advice(trace: TraceData) -> str:
+    """TF32 (or HF32 on Ascend), or fp16 autocast on GPUs without TF32."""
+    platform = advice.platform(trace.meta)
+    if platform == advice.CUDA and not _tf32_capable(trace):
+        return advice.PRE_AMPERE
+    return advice.FP32_MATMUL[platform]
+
+
+def _tf32_capable(trace: TraceData) -> bool:
+    """False only when every device's compute capability is known and below 8 (pre-Ampere)."""
+    majors = [d.properties.get("computeMajor") for d in trace.meta.devices]
+    return not majors or any(m is None or m >= 8 for m in majors)

@@ -1,0 +1,152 @@
+"""Host syncs: every blocking sync call with the device idle right after it, grouped by place, and device-to-host
+copies (pageable ones flagged); the sync finding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer import intervals
+from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, in_steps, linked, locate, steps_count
+from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
+from traceanalyzer.analyzers.health.launch import place_text
+from traceanalyzer.findings import Finding
+from traceanalyzer.memo import per_trace
+from traceanalyzer.schema import HOST_KINDS, Kind
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS, matches
+
+ANALYZER = "health"
+
+
+@per_trace
+def sync_stalls(trace: TraceData) -> pd.DataFrame:
+    """Every blocking host sync call: where it was, how long the host waited, and the device idle right after it."""
+    events = trace.events
+    calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].astype(str).isin(SYNC_CALLS)]
+    place = locate(events, calls.index.to_numpy())
+    table = pd.DataFrame(
+        {
+            "rank": calls["rank"].to_numpy(),
+            "step": calls["step"].to_numpy(),
+            "name": calls["name"].astype(str).to_numpy(),
+            "ts": calls["ts"].to_numpy(),
+            "sync_ns": calls["dur"].to_numpy(),
+            "annotation": place["annotation"].to_numpy(),
+            "frame": place["frame"].to_numpy(),
+            "op": linked(events, calls["op"].to_numpy(), "name"),
+        },
+        index=calls.index,
+    )
+    table["idle_after_ns"] = _idle_after(events, table)
+    return table
+
+
+def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
+    """Device idle of the gap each call ends in, charged to the first call ending in it (0 if the device is busy
+    then), less the time the host spends loading data in that gap (the device would wait for the input anyway)."""
+    out = np.zeros(len(calls), dtype=np.int64)
+    done = (calls["ts"] + calls["sync_ns"]).to_numpy()
+    for rank in calls["rank"].unique():
+        mine_events = events[events["rank"] == rank]
+        starts, ends = busy_intervals(mine_events)
+        if len(starts) < 2:
+            continue
+        mine = np.flatnonzero((calls["rank"] == rank).to_numpy())
+        mine = mine[np.argsort(done[mine], kind="stable")]
+        nxt = np.clip(np.searchsorted(starts, done[mine], side="right"), 1, len(starts) - 1)
+        inside = (ends[nxt - 1] <= done[mine]) & (starts[nxt] > done[mine])
+        first = inside & ~pd.Series(np.where(inside, nxt, -1)).duplicated().to_numpy()
+        gap_start, gap_end = ends[nxt - 1][first], starts[nxt][first]
+        loading = intervals.covered_within(_data_loading(mine_events), gap_start, gap_end)
+        out[mine[first]] = gap_end - gap_start - loading
+    return out
+
+
+def _data_loading(events: pd.DataFrame) -> intervals.Intervals:
+    """When the host loads data (DataLoader ranges and frames), as disjoint intervals."""
+    host = events[events["kind"].isin([k.value for k in HOST_KINDS])]
+    names = host["name"].cat.categories.astype(str)
+    loading = np.asarray(names.str.contains(DATA_LOADING), dtype=bool)[host["name"].cat.codes.to_numpy()]
+    rows = host[loading]
+    return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
+
+
+def dtoh_copies(trace: TraceData) -> pd.DataFrame:
+    """Device-to-host copies per rank and name (pageable ones flagged)."""
+    events = trace.events
+    copies = events[(events["kind"] == Kind.MEMCPY.value) & matches(events["name"].to_numpy(), DTOH_COPY)]
+    table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "name", "count", "total_ns"]
+    table["name"] = table["name"].astype(str)
+    table["pageable"] = table["name"].str.contains(PAGEABLE_COPY)
+    return table
+
+
+def sync_places(trace: TraceData) -> pd.DataFrame:
+    """In-step syncs grouped by rank and place: count, host wait, device idle after, and the ops that synced."""
+    stalls = in_steps(trace, sync_stalls(trace))  # a sync outside every step is the profiler's own flush
+    grouped = stalls.groupby(["rank", "annotation", "frame"], sort=False)
+    table = grouped.agg(
+        syncs=("name", "size"),
+        sync_ns=("sync_ns", "sum"),
+        idle_after_ns=("idle_after_ns", "sum"),
+        calls=("name", _joined),
+        ops=("op", _joined),
+    ).reset_index()
+    return table.sort_values(["idle_after_ns", "sync_ns"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _joined(names: pd.Series) -> str:
+    """The distinct non-empty names, sorted and comma-separated."""
+    return ", ".join(sorted(set(names) - {""}))
+
+
+def sync_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+    """One finding for all in-step host syncs: what they cost the device, where most are, and what to do."""
+    places = sync_places(trace)
+    if not len(places):
+        return []
+    steps = steps_count(trace) * max(len(trace.meta.ranks), 1)
+    copies = dtoh_copies(trace)
+    top = places.iloc[0]
+    total = int(places["syncs"].sum())
+    per_rank = " per rank" if len(trace.meta.ranks) > 1 else ""
+    where = place_text(top["annotation"], top["frame"])
+    return [
+        fnd.make(
+            ANALYZER,
+            "sync",
+            f"{total / steps:g} host syncs per step{per_rank} stall the {accelerator(trace)} (most at {where})",
+            _sync_advice(trace, top, where, int(copies.loc[copies["pageable"], "count"].sum())),
+            step_ns,
+            concerns_ns=int(places["sync_ns"].sum()),
+            saving_ns=int(places["idle_after_ns"].sum()),
+            basis=fnd.Basis.MEASURED,
+            model="the device idle right after each host sync would go without the sync",
+            where={"rank": int(top["rank"]), "annotation": top["annotation"], "frame": top["frame"]},
+            evidence={
+                "syncs": total,
+                "syncs_per_step": total / steps,
+                "sync_ns": int(places["sync_ns"].sum()),
+                "idle_after_ns": int(places["idle_after_ns"].sum()),
+                "dtoh_copies": {r["name"]: int(r["count"]) for r in copies.to_dict(orient="records")},
+                "places": places.head(LARGEST_GAPS).to_dict(orient="records"),
+            },
+        )
+    ]
+
+
+def _sync_advice(trace: TraceData, top: pd.Series, where: str, pageable: int) -> str:
+    text = (
+        f"Each sync drains the device queue; the device then idles until the host launches again. Most are at "
+        f"{where} ({top['syncs']} syncs, from {top['ops'] or top['calls']}). Keep values on the device (accumulate "
+        "norms/losses in a tensor and call .item() once per step or every N steps), use "
+        "torch.nn.utils.clip_grad_norm_/foreach norms instead of per-parameter .item(), and "
+        f"{advice.PINNED_COPY[advice.platform(trace.meta)]}."
+    )
+    if pageable:
+        text += f" {pageable} device-to-host copies go to pageable memory, which is synchronous: pin the buffer."
+    return text

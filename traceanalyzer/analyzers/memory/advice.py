@@ -1,0 +1,263 @@
+"""Memory advice rules: leaks, large temporaries, dominating activations, fragmentation and peaks near capacity,
+each tied to what holds the memory at the peak."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.analyzers import callpath
+from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, analyze
+from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.findings import Finding, Severity, StepTime, make
+from traceanalyzer.humanize import size
+from traceanalyzer.records import records
+from traceanalyzer.schema import NO_ROW
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import dtype_key
+
+LARGE_BLOCK_SHARE = 0.10
+"""A block live at the peak that alone holds this share of it is a large temporary."""
+LARGE_BLOCK_MIN_BYTES = 512 << 20
+"""... and is at least this big (smaller blocks are not worth restructuring code for)."""
+LARGE_TEMPORARIES_SHARE = 0.25
+"""Large temporaries of the peak's step holding this share of the peak make a finding."""
+ACTIVATION_SHARE = 0.5
+ACTIVATION_MIN_BYTES = 1 << 30
+"""Blocks of the peak's step (other than the large temporaries) holding this share and size make a finding."""
+UNUSED_RESERVED_SHARE = 0.3
+UNUSED_RESERVED_MIN_BYTES = 1 << 30
+"""Reserved-but-unallocated memory at the peak beyond both limits is allocator fragmentation worth fixing."""
+CAPACITY_SHARE = 0.9
+"""A peak above this share of the device's memory is close to running out."""
+TOP_HOLDERS = 3
+
+TEMPORARY_ADVICE: tuple[tuple[re.Pattern, str], ...] = (
+    (
+        re.compile(r"log_softmax|nll_loss|cross_entropy", re.IGNORECASE),
+        "compute the loss in chunks over the tokens (chunked cross-entropy), or use a fused linear + cross-entropy "
+        "kernel (e.g. Liger-Kernel's LigerFusedLinearCrossEntropyLoss), so the full tokens × vocabulary logits, "
+        "their log-probabilities and gradients are never materialised at once",
+    ),
+    (
+        re.compile(r"attention|attn|score|softmax|baddbmm|\bbmm\b|masked_fill", re.IGNORECASE),
+        "use F.scaled_dot_product_attention (flash / memory-efficient / cuDNN backend), which never materialises the "
+        "(batch, heads, seq, seq) score matrix, or compute the attention in chunks of queries",
+    ),
+)
+"""Advice for large temporaries, by the first pattern that the allocating ops' names and paths match."""
+DEFAULT_TEMPORARY_ADVICE = (
+    "compute it in chunks (slices of the batch or sequence) or with a fused kernel, so the whole intermediate is "
+    "never allocated at once"
+)
+FULL_PRECISION = frozenset({"fp32", "fp64"})
+"""Dtype keys of full-precision inputs (a temporary of these could halve in bf16)."""
+TRAINING_MARKERS = re.compile(r"backward|autograd::engine", re.IGNORECASE)
+"""Event names that show the trace holds a backward pass."""
+
+SEVERITY = {
+    "leak": Severity.HIGH,
+    "capacity": Severity.HIGH,
+    "temporaries": Severity.MEDIUM,
+    "activations": Severity.LOW,
+    "fragmentation": Severity.LOW,
+}
+"""Memory findings cost no time, so their severity follows the risk of running out of memory, not step share."""
+
+
+def findings(trace) -> list[Finding]:
+    """Memory findings: leaks, large temporaries, dominating activations, fragmentation, peaks near capacity."""
+    if not len(trace.memory_events):
+        return []
+    analysis = analyze(trace)
+    step_ns = step_time(trace)
+    found = []
+    for _, peak in analysis.device_peaks.iterrows():
+        live = _pool(analysis.live_at_peak, peak)
+        found += _temporaries(trace, peak, live, step_ns)
+        found += _activations(trace, peak, live, step_ns)
+        found += _fragmentation(peak, step_ns)
+        found += _capacity_finding(peak, step_ns)
+    for _, leak in analysis.leaking.iterrows():
+        found.append(_leak_finding(leak, _pool(analysis.unfreed, leak), _pool(analysis.peaks, leak), step_ns))
+    return found
+
+
+def _pool(table: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
+    """Rows of a table that belong to the pool (rank, device) of ``key``."""
+    return table[(table["rank"] == key["rank"]) & (table["device"] == key["device"])]
+
+
+def _finding(kind: str, title: str, advice: str, step: StepTime, **details: object) -> Finding:
+    return replace(make("memory", kind, title, advice, step, concerns_ns=0, **details), severity=SEVERITY[kind])
+
+
+def _where(peak: pd.Series) -> dict:
+    return {"rank": int(peak["rank"]), "device": int(peak["device"])}
+
+
+def _large(peak: pd.Series, live: pd.DataFrame) -> pd.DataFrame:
+    """Blocks of the peak's step that alone hold a large share of the peak."""
+    big = live["bytes"] >= max(LARGE_BLOCK_SHARE * peak["peak_allocated_bytes"], LARGE_BLOCK_MIN_BYTES)
+    return live[big & (live["step"] == peak["peak_step"])]
+
+
+def _temporaries(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> list[Finding]:
+    large = _large(peak, live)
+    held = int(large["bytes"].sum())
+    if held < LARGE_TEMPORARIES_SHARE * peak["peak_allocated_bytes"]:
+        return []
+    first = large.iloc[0]
+    text = " ".join(large["op_name"].astype(str) + " " + large["path"].astype(str))
+    advice = next((a for pattern, a in TEMPORARY_ADVICE if pattern.search(text)), DEFAULT_TEMPORARY_ADVICE)
+    fp32 = " (fp32 inputs)" if _runs_in_fp32(trace, int(first["op"])) else ""
+    title = (
+        f"{len(large)} large temporar{'y' if len(large) == 1 else 'ies'} hold {size(held)} of the "
+        f"{size(peak['peak_allocated_bytes'])} peak on device {peak['device']}: {first['op_name']} in {first['path']}"
+    )
+    advice = (
+        f"At the peak ({peak['path']}) {len(large)} block(s) of this step each hold ≥{LARGE_BLOCK_SHARE:.0%} of it, "
+        f"the largest {size(first['bytes'])} from {first['op_name']}"
+        + (" (fp32 inputs)" if fp32 else "")
+        + f": {advice}."
+    )
+    blocks = large[["bytes", "op_name", "path"]].head(TOP_HOLDERS * 2)
+    return [
+        _finding(
+            "temporaries",
+            title,
+            advice,
+            step_ns,
+            where=_where(peak) | {"op": first["op_name"], "path": first["path"], "module": first["module"]},
+            evidence={"peak_bytes": int(peak["peak_allocated_bytes"]), "held_bytes": held, "blocks": records(blocks)},
+        )
+    ]
+
+
+def _runs_in_fp32(trace: TraceData, op: int) -> bool:
+    """Does the op record a full-precision (fp32/fp64) input?"""
+    if op == NO_ROW:
+        return False
+    try:
+        types = json.loads(str(trace.events["input_types"].iat[op]) or "[]")
+    except ValueError:
+        return False
+    return isinstance(types, list) and any(dtype_key(str(t)) in FULL_PRECISION for t in types if t)
+
+
+def _activations(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> list[Finding]:
+    in_step = live[live["step"] == peak["peak_step"]]
+    rest = in_step.drop(_large(peak, live).index) if _temporaries_found(peak, live) else in_step
+    if int(rest["bytes"].sum()) < max(ACTIVATION_SHARE * peak["peak_allocated_bytes"], ACTIVATION_MIN_BYTES):
+        return []
+    holders = rest.assign(where=rest["path"].map(_head)).groupby("where")["bytes"].sum().nlargest(TOP_HOLDERS)
+    share = rest["bytes"].sum() / peak["peak_allocated_bytes"]
+    training = bool(trace.events["name"].cat.categories.str.contains(TRAINING_MARKERS).any())
+    named = ", ".join(f"{w or OUTSIDE_OP} {size(b)}" for w, b in holders.items())
+    advice = (
+        "recompute them in backward with activation checkpointing (torch.utils.checkpoint) on the largest blocks, "
+        "use a smaller micro-batch with gradient accumulation, or keep activations in bf16"
+        if training
+        else "run under torch.inference_mode(), use a smaller batch, or release intermediates earlier (del)"
+    )
+    return [
+        _finding(
+            "activations",
+            f"Tensors of the step itself hold {share:.0%} of the {size(peak['peak_allocated_bytes'])} peak "
+            f"on device {peak['device']}",
+            f"At the peak, {size(rest['bytes'].sum())} was allocated during the same step (largest holders: {named}), "
+            f"against {size(peak['peak_allocated_bytes'] - in_step['bytes'].sum())} held across steps: {advice}.",
+            step_ns,
+            where=_where(peak) | {"path": peak["path"]},
+            evidence={"step_bytes": int(rest["bytes"].sum()), "holders": {str(k): int(v) for k, v in holders.items()}},
+        )
+    ]
+
+
+def _temporaries_found(peak: pd.Series, live: pd.DataFrame) -> bool:
+    return _large(peak, live)["bytes"].sum() >= LARGE_TEMPORARIES_SHARE * peak["peak_allocated_bytes"]
+
+
+def _head(path: str) -> str:
+    """The first two names of a path: where in the model a block was allocated."""
+    return callpath.SEPARATOR.join(path.split(callpath.SEPARATOR)[:2])
+
+
+def _fragmentation(peak: pd.Series, step_ns: int) -> list[Finding]:
+    reserved, allocated = peak["peak_reserved_bytes"], peak["peak_allocated_bytes"]
+    unused = reserved - allocated
+    if not unused >= max(UNUSED_RESERVED_MIN_BYTES, UNUSED_RESERVED_SHARE * reserved):
+        return []
+    return [
+        _finding(
+            "fragmentation",
+            f"Reserved memory peaks at {size(reserved)} on device {peak['device']}, {size(unused)} above the "
+            f"{size(allocated)} allocated peak",
+            f"The caching allocator holds {unused / reserved:.0%} of its reserve unused at the peak (fragmentation "
+            "from blocks of changing sizes): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (Ascend: "
+            "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True), and avoid torch.cuda.empty_cache() inside the loop.",
+            step_ns,
+            where=_where(peak),
+            evidence={"peak_reserved_bytes": int(reserved), "peak_allocated_bytes": int(allocated)},
+        )
+    ]
+
+
+def _capacity_finding(peak: pd.Series, step_ns: int) -> list[Finding]:
+    if not peak["capacity_share"] >= CAPACITY_SHARE:
+        return []
+    return [
+        _finding(
+            "capacity",
+            f"Memory peak {size(peak['peak_allocated_bytes'])} is {peak['capacity_share']:.0%} of device "
+            f"{peak['device']}'s memory",
+            f"The peak at {peak['path']} leaves little headroom: use activation checkpointing, mixed precision, "
+            "a smaller batch, or shard parameters and optimizer state (FSDP/ZeRO).",
+            step_ns,
+            where=_where(peak) | {"path": peak["path"]},
+            evidence={"capacity_bytes": int(peak["capacity_bytes"])},
+        )
+    ]
+
+
+def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, step_ns: int) -> Finding:
+    growth = leak["growth_per_step_bytes"]
+    recurring = unfreed[unfreed["steps"] >= 2].head(TOP_HOLDERS)
+    title = (
+        f"Memory leak on device {leak['device']}: allocated memory grows {size(growth)} per step over "
+        f"{leak['steps']} steps (r² {leak['r2']:.2f})"
+    )
+    cause = (
+        "something keeps a reference to a tensor made every step: a list or dict that appends outputs or losses "
+        "(a .detach() copy still holds the memory), a cache keyed per step, or a hook that stores activations; "
+        "keep .item() / .cpu() values instead, or clear the container"
+    )
+    if len(recurring):
+        top = recurring.iloc[0]
+        code = f" (code: {top['stack']})" if top["stack"] else ""
+        cause = (
+            f"{top['blocks']} blocks of {size(top['per_step_bytes'])} per step allocated by {top['op_name']} at "
+            f"{top['path']}{code} are never freed: {cause}"
+        )
+    headroom = peak["capacity_bytes"].iloc[0] - peak["peak_allocated_bytes"].iloc[0] if len(peak) else np.nan
+    if headroom > 0:
+        cause += f"; at this rate the device is full in about {int(headroom // growth):,} more steps"
+    where = {"rank": int(leak["rank"]), "device": int(leak["device"])}
+    if len(recurring):
+        where |= {"op": recurring.iloc[0]["op_name"], "path": recurring.iloc[0]["path"]}
+    return _finding(
+        "leak",
+        title,
+        cause[0].upper() + cause[1:] + ".",
+        step_ns,
+        where=where,
+        evidence={
+            "growth_per_step_bytes": float(growth),
+            "r2": float(leak["r2"]),
+            "unfreed": records(recurring[["op_name", "path", "blocks", "unfreed_bytes"]]),
+        },
+    )

@@ -1,0 +1,154 @@
+"""The memory section: the job's highest peak and what holds it, live blocks at the peak, per-op allocation, step
+levels, blocks never freed, CANN module memory, and the leak verdict."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemoryAnalysis, analyze
+from traceanalyzer.humanize import size
+from traceanalyzer.options import Options
+from traceanalyzer.parsers import snapshot
+from traceanalyzer.records import plain
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tracedata import TraceData
+
+
+def section(trace: TraceData, options: Options) -> Section | None:
+    """Report section: the job's highest peak and what holds it, live blocks at the peak, per-op stats, leaks."""
+    if not len(trace.memory_events):
+        return None
+    m = analyze(trace)
+    peaks = _ranked_pools(m.peaks)
+    if not len(peaks):
+        return None
+    top = peaks.sort_values("peak_allocated_bytes", ascending=False, kind="stable").iloc[0]
+    start = trace.meta.start_ns
+    live = _ranked_pools(m.live_at_peak).head(options.top)
+    tables = [
+        Table("peaks", "Memory peak per device", _peak_rows(peaks, start)),
+        Table(
+            "live_at_peak",
+            "Blocks live at the peak (largest first)",
+            live.assign(allocated_at_ns=live["alloc_ts"] - start)[
+                ["rank", "device", "bytes", "allocated_at_ns", "step", "op_name", "path"]
+            ],
+        ),
+        Table("per_op", "Allocations per op", m.per_op.head(options.top), Per.TOTAL),
+        Table(
+            "step_memory",
+            "Allocated at step start and end",
+            _ranked_pools(m.step_memory)[GROUP + ["step", "start_bytes", "end_bytes"]],
+        ),
+        Table(
+            "never_freed",
+            "Never freed (allocated in a step)",
+            _ranked_pools(m.unfreed).head(options.top)[GROUP + ["op_name", "path", "blocks", "steps", "unfreed_bytes"]],
+        ),
+    ]
+    modules = _ranked_pools(m.modules)
+    if len(modules):
+        tables.append(Table("cann_modules", "CANN modules: peak reserved (npu_module_mem)", modules))
+    tables += snapshot_tables(trace, options.top)
+    return Section("memory", "Memory", facts=_peak_facts(top, m), tables=tables)
+
+
+def _peak_facts(top: pd.Series, m: MemoryAnalysis) -> list[Fact]:
+    """The facts of the job's highest peak (the pool with the most allocated bytes)."""
+    reserved = None if np.isnan(top["peak_reserved_bytes"]) else float(top["peak_reserved_bytes"])
+    facts = [
+        Fact(
+            "peak_allocated_bytes",
+            "peak allocated (highest device of the job)",
+            int(top["peak_allocated_bytes"]),
+            Unit.BYTES,
+        ),
+        Fact(
+            "peak_at",
+            "peak at",
+            f"rank {top['rank']}, device {top['device']}, step {top['peak_step']}: {top['path'] or top['op']}",
+        ),
+        Fact("peak_module", "peak in module", top["module"] or "–"),
+        Fact("peak_code", "peak in code", top["stack"] or "–"),
+        Fact("peak_reserved_bytes", "peak reserved", reserved, Unit.BYTES),
+        Fact(
+            "allocated_before_trace_bytes",
+            "allocated before the trace",
+            plain(top["allocated_before_trace_bytes"]),
+            Unit.BYTES,
+        ),
+        Fact(
+            "baseline",
+            "baseline",
+            "known" if top["baseline_known"] else "unknown (totals rebuilt from Bytes; relative to the trace)",
+        ),
+        Fact("leak", "leak", _leak_verdict(_ranked_pools(m.leak))),
+    ]
+    return facts + [Fact(f"note_{i + 1}", "note", note) for i, note in enumerate(m.notes)]
+
+
+def _ranked_pools(table: pd.DataFrame) -> pd.DataFrame:
+    """Devices before the host."""
+    order = (table["device"] < 0).to_numpy().argsort(kind="stable")
+    return table.iloc[order]
+
+
+def _peak_rows(peaks: pd.DataFrame, start: int) -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "rank": peaks["rank"],
+            "device": peaks["device"],
+            "peak_allocated_bytes": peaks["peak_allocated_bytes"],
+            "peak_reserved_bytes": peaks["peak_reserved_bytes"],
+            "capacity_share": peaks["capacity_share"],
+            "at_ns": peaks["peak_ts"] - start,
+            "step": peaks["peak_step"],
+            "op": peaks["op"],
+            "path": peaks["path"],
+        }
+    )
+
+
+def _leak_verdict(leak: pd.DataFrame) -> str:
+    """One line: which pools leak and how fast, or why there is no verdict."""
+    pools = leak[leak["device"] >= 0] if (leak["device"] >= 0).any() else leak
+    if not len(pools) or pools["steps"].max() < LEAK_MIN_STEPS:
+        return f"no verdict (needs at least {LEAK_MIN_STEPS} steps)"
+    leaking = pools[pools["leak"]]
+    if not len(leaking):
+        worst = pools["growth_per_step_bytes"].abs().max()
+        return f"none (allocated memory at step end changes by at most {size(worst)} per step)"
+    return "; ".join(
+        f"rank {r['rank']} device {r['device']} grows {size(r['growth_per_step_bytes'])} per step (r² {r['r2']:.2f})"
+        for _, r in leaking.iterrows()
+    )
+
+
+def snapshot_tables(trace, top: int) -> list[Table]:
+    """A memory snapshot's out-of-memory errors and its segments (reserved − allocated each, at the peak, at each
+    out-of-memory error and at the dump; the ``top`` most unused of each), of every rank, from the parser's
+    ``meta.extra`` tables."""
+    per_rank = trace.meta.extra.get("per_rank") or {trace.meta.ranks[0]: {"extra": trace.meta.extra}}
+    tables = []
+    for key, tid, title in (
+        (snapshot.OOMS, "out_of_memory", "Out of memory (memory snapshot): requested and free"),
+        (snapshot.SEGMENTS, "segments", "Segments (memory snapshot): reserved − allocated per segment"),
+    ):
+        parts = [
+            found.assign(rank=rank)
+            for rank, info in per_rank.items()
+            if isinstance(found := info.get("extra", {}).get(key), pd.DataFrame) and len(found)
+        ]
+        if parts:
+            table = pd.concat(parts, ignore_index=True)
+            if "ts" in table:
+                table = table.assign(at_ns=table.pop("ts") - trace.meta.start_ns)
+            else:
+                when = pd.Categorical(table["at"], categories=pd.unique(table["at"]))  # peak, errors, dump
+                table = table.assign(when=when).sort_values(
+                    ["rank", "when", "unused_bytes"], ascending=[True, True, False], kind="stable"
+                )
+                table = table.groupby(["rank", "at"], sort=False).head(top).drop(columns="when")
+            tables.append(Table(tid, title, table[["rank", *[c for c in table if c != "rank"]]], Per.TOTAL))
+    return tables

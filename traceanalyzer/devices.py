@@ -1,0 +1,70 @@
+"""What a device can do, from its vendor's data sheet: dense peak TFLOP/s per dtype, memory bandwidth, SM count.
+
+One entry per device family, matched on the device name the trace records (``NVIDIA H200``, ``AMD Instinct MI300X``,
+``Ascend910B3``). Peaks are dense (no structured sparsity), tensor-core/matrix-core figures where the dtype has
+them (fp32 is the SIMT/vector figure; tf32 the tensor-core one). A dtype a family has no figure for is absent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from traceanalyzer.schema import TraceMeta
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device family's data-sheet numbers."""
+
+    family: str
+    peak_tflops: dict[str, float] = field(default_factory=dict)  # dtype key → dense peak TFLOP/s
+    bandwidth: float = 0.0  # peak memory bandwidth, bytes/s (0: not documented)
+    sms: int = 0  # streaming multiprocessors / compute units / AI cores (0: not documented)
+
+
+def _peaks(bf16: float, tf32: float, fp32: float, fp8: float = 0.0, fp64: float = 0.0) -> dict[str, float]:
+    out = {"bf16": bf16, "fp16": bf16, "tf32": tf32, "fp32": fp32, "fp8": fp8, "fp64": fp64}
+    return {k: v for k, v in out.items() if v}
+
+
+FAMILIES: tuple[tuple[re.Pattern, Device], ...] = (
+    (re.compile(r"H200|GH200"), Device("H200", _peaks(989.0, 494.0, 67.0, 1979.0, 67.0), 4.8e12, 132)),
+    (re.compile(r"H100.*PCIe"), Device("H100 PCIe", _peaks(756.0, 378.0, 51.0, 1513.0, 51.0), 2.0e12, 114)),
+    (re.compile(r"H100|H800"), Device("H100", _peaks(989.0, 494.0, 67.0, 1979.0, 67.0), 3.35e12, 132)),
+    (re.compile(r"B200|GB200"), Device("B200", _peaks(2250.0, 1100.0, 80.0, 4500.0, 40.0), 8.0e12, 148)),
+    (re.compile(r"A100.*80|A800"), Device("A100 80GB", _peaks(312.0, 156.0, 19.5, 0.0, 19.5), 2.039e12, 108)),
+    (re.compile(r"A100"), Device("A100", _peaks(312.0, 156.0, 19.5, 0.0, 19.5), 1.555e12, 108)),
+    (re.compile(r"L40S"), Device("L40S", _peaks(362.0, 183.0, 91.6, 733.0), 0.864e12, 142)),
+    (re.compile(r"L40"), Device("L40", _peaks(181.0, 90.5, 90.5, 362.0), 0.864e12, 142)),
+    (re.compile(r"A10\b"), Device("A10", _peaks(125.0, 62.5, 31.2), 0.6e12, 72)),
+    (re.compile(r"V100"), Device("V100", {"fp16": 125.0, "fp32": 15.7, "fp64": 7.8}, 0.9e12, 80)),
+    (re.compile(r"MI300X|MI325"), Device("MI300X", _peaks(1307.4, 653.7, 163.4, 2614.9, 163.4), 5.3e12, 304)),
+    (re.compile(r"MI250"), Device("MI250X", {"bf16": 383.0, "fp16": 383.0, "fp32": 95.7, "fp64": 95.7}, 3.2e12, 220)),
+    (re.compile(r"910B|910_9|Ascend910"), Device("Ascend 910B", {}, 1.6e12, 0)),
+)
+"""Device-name pattern → family, first match wins (NVIDIA, AMD and Huawei data sheets; Ascend: HBM bandwidth only,
+its per-dtype peaks are not published per SKU)."""
+
+DEFAULT_BANDWIDTH = 2.0e12
+"""Assumed peak bandwidth (bytes/s) when the device is not in the table."""
+
+
+def lookup(name: str) -> Device | None:
+    """The family of a device name; None when it is not in the table."""
+    return next((device for pattern, device in FAMILIES if name and pattern.search(name)), None)
+
+
+def of_trace(meta: TraceMeta) -> Device | None:
+    """The family of the trace's (first known) device; None when no device is recorded or known."""
+    return next((found for d in meta.devices if (found := lookup(d.name))), None)
+
+
+def bandwidth(meta: TraceMeta) -> tuple[float, str]:
+    """Peak memory bandwidth (bytes/s) of the trace's device, and where the number comes from."""
+    device = of_trace(meta)
+    name = meta.devices[0].name if meta.devices else ""
+    if device and device.bandwidth:
+        return device.bandwidth, f"{name}: {device.bandwidth / 1e12:.2f} TB/s peak (data sheet)"
+    assumed = f"device '{name or 'unknown'}' not in the table: assumed {DEFAULT_BANDWIDTH / 1e12:.1f} TB/s"
+    return DEFAULT_BANDWIDTH, assumed
