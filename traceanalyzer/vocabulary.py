@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 
 # ---------------------------------------------------------------- graphs
 
@@ -166,7 +167,6 @@ LIBRARY_FRAME = re.compile(
 
 def matches(texts: np.ndarray, pattern: re.Pattern) -> np.ndarray:
     """Per text: does the pattern occur in it? Evaluated once per distinct text."""
-    texts = np.asarray(texts, dtype=object).astype(str)
-    distinct, inverse = np.unique(texts, return_inverse=True)
-    hit = np.fromiter((bool(pattern.search(t)) for t in distinct), bool, len(distinct))
-    return hit[inverse.ravel()]
+    codes, distinct = pd.factorize(np.asarray(texts, dtype=object).ravel(), use_na_sentinel=False)  # hashes, no sort
+    hit = np.fromiter((bool(pattern.search(str(t))) for t in distinct), bool, len(distinct))
+    return hit[codes]
