@@ -5,16 +5,31 @@ Every number is shown in its declared unit; facts and tables say whether they ar
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from numbers import Number
 
 from traceanalyzer import humanize
+from traceanalyzer.dashboards.names import middle, shortened
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.report import Report
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 
 NAME_WIDTH = 70
-_PER = {Per.STEP: " (per step)", Per.TOTAL: " (total)", Per.NONE: ""}
+"""Longest name Markdown tables show (cut in the middle, distinct names kept distinct)."""
+COMPACT_ROWS = 8
+"""Rows of each table the compact report shows (``--full``: all)."""
+PER_SUFFIX = {Per.STEP: " (per step)", Per.TOTAL: " (total)", Per.NONE: ""}
+
+
+@dataclass(frozen=True)
+class Display:
+    """How a report is shown: width in columns, colour, full names (``wide``), every row of every table (``full``)."""
+
+    width: int = 100
+    color: bool = False
+    wide: bool = False
+    full: bool = False
 
 
 @dataclass
@@ -28,10 +43,13 @@ class Block:
     headers: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
     items: list[tuple[str, list[str]]] = field(default_factory=list)
+    more: int = 0
+    severities: list[str] = field(default_factory=list)
 
 
-def layout(report: Report) -> list[Block]:
-    """All blocks of a report, in reading order: trace, ledger, summary, findings, then every other section."""
+def layout(report: Report, display: Display = Display(full=True)) -> list[Block]:  # noqa: B008 - frozen
+    """All blocks of a report, in reading order: trace, ledger, summary, findings, then every other section; the
+    compact display (not ``full``) keeps the first ``COMPACT_ROWS`` rows of each table and says how many it left."""
     blocks = [Block("heading", "traceanalyzer report", level=1)]
     blocks += _trace(report.trace)
     first = [s for s in report.sections if s.id in ("ledger", "summary")]
@@ -41,7 +59,13 @@ def layout(report: Report) -> list[Block]:
     blocks += _findings(report.findings)
     for section in rest:
         blocks += section_blocks(section)
-    return blocks
+    return blocks if display.full else [_compact(b) for b in blocks]
+
+
+def _compact(b: Block) -> Block:
+    if b.kind != "table" or len(b.rows) <= COMPACT_ROWS:
+        return b
+    return Block("table", b.title, headers=b.headers, rows=b.rows[:COMPACT_ROWS], more=len(b.rows) - COMPACT_ROWS)
 
 
 def _trace(t: dict) -> list[Block]:
@@ -60,7 +84,7 @@ def section_blocks(section: Section) -> list[Block]:
     """A section's heading, its facts and its non-empty tables."""
     blocks = [Block("heading", section.title)]
     if section.facts:
-        blocks.append(Block("facts", facts=[(f.title + _PER[f.per], fact_value(f)) for f in section.facts]))
+        blocks.append(Block("facts", facts=[(f.title + PER_SUFFIX[f.per], fact_value(f)) for f in section.facts]))
     blocks += [frame_table(t) for t in section.tables if len(t.frame)]
     return blocks
 
@@ -75,8 +99,8 @@ def frame_table(t: Table) -> Block:
     """A table block of a section's table, cells in their columns' units."""
     columns = [str(c) for c in t.frame.columns]
     units = [t.unit(c) for c in columns]
-    body = [[_clip(cell(v, u)) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
-    title = t.title + _PER[t.per] + (f" — {t.note}" if t.note else "")
+    body = [[cell(v, u) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
+    title = t.title + PER_SUFFIX[t.per] + (f" — {t.note}" if t.note else "")
     return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
 
 
@@ -101,7 +125,11 @@ def _findings(findings: list[Finding]) -> list[Block]:
     if not findings:
         return [Block("heading", "Findings"), Block("facts", facts=[("", "no findings")])]
     items = [(f"[{f.severity.value}] {f.title}", finding_lines(f)) for f in findings]
-    return [Block("heading", "Findings (by estimated saving per step)"), Block("list", items=items)]
+    severities = [f.severity.value for f in findings]
+    return [
+        Block("heading", "Findings (by estimated saving per step)"),
+        Block("list", items=items, severities=severities),
+    ]
 
 
 def finding_lines(f: Finding) -> list[str]:
@@ -121,9 +149,23 @@ def finding_lines(f: Finding) -> list[str]:
 def table(title: str, rows: list[dict], columns: list[str]) -> Block:
     """A table block of plain rows, values formatted by their key (``*_ns`` times, ``*share`` %, ``*bytes``)."""
     columns = [c for c in columns if any(c in r for r in rows)]
-    body = [[_clip(humanize.value(c, r.get(c))) for c in columns] for r in rows]
+    body = [[humanize.value(c, r.get(c)) for c in columns] for r in rows]
     return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= NAME_WIDTH else text[: NAME_WIDTH - 1] + "…"
+def shorten_columns(rows: list[list[str]], limits: list[int]) -> list[list[str]]:
+    """Rows with each column's cells cut in the middle to its limit, distinct cells kept distinct."""
+    columns = [shorten(list(col), limit) for col, limit in zip(zip(*rows, strict=True), limits, strict=True)]
+    return [list(r) for r in zip(*columns, strict=True)] if rows else []
+
+
+def shorten(cells: list[str], limit: int) -> list[str]:
+    """Cells cut in the middle to ``limit`` (around where look-alikes differ); a cut shared by two different
+    cells is not used, so those two are shown whole."""
+    short = shortened(cells, limit)
+    if short == cells:
+        short = [middle(c, limit) for c in cells]
+    owners: dict[str, set[str]] = defaultdict(set)
+    for full, cut in zip(cells, short, strict=True):
+        owners[cut].add(full)
+    return [cut if len(owners[cut]) == 1 else full for full, cut in zip(cells, short, strict=True)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traceanalyzer.renderers.document import Block, layout
+from traceanalyzer.renderers.document import NAME_WIDTH, Block, layout, shorten_columns
 from traceanalyzer.report import Report
 
 
@@ -29,7 +29,8 @@ def _block(b: Block) -> list[str]:
         ]
     header = "| " + " | ".join(b.headers) + " |"
     rule = "|" + "|".join("---" for _ in b.headers) + "|"
-    rows = ["| " + " | ".join(_escape(c) for c in r) + " |" for r in b.rows]
+    cells = shorten_columns(b.rows, [NAME_WIDTH] * len(b.headers))
+    rows = ["| " + " | ".join(_escape(c) for c in r) + " |" for r in cells]
     return ["", f"**{b.title}**", "", header, rule, *rows]
 
 

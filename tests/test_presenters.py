@@ -1,0 +1,113 @@
+"""The terminal report: fits the width asked for, colour only on a terminal, names cut but distinct, options."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from argparse import Namespace
+
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import REPO
+from traceanalyzer import cli
+from traceanalyzer.renderers import document, text
+from traceanalyzer.renderers.document import Display
+
+SAMPLES = REPO / "sample_traces"
+ANSI = re.compile(r"\x1b\[")
+
+
+def _sample_paths() -> list:
+    paths = [p for p in sorted(SAMPLES.iterdir()) if p.is_dir() or p.name.endswith(".json.gz")]
+    return [p / "train.json.gz" if p.name == "memory_snapshot" else p for p in paths]
+
+
+@pytest.fixture(scope="module")
+def reports() -> dict:
+    """The report of every sample trace, built once."""
+    return {p.name: ta.load(p).build_report() for p in _sample_paths()}
+
+
+@pytest.fixture(scope="module")
+def unfused() -> ta.Trace:
+    return ta.load(SAMPLES / "unfused_ops.json.gz")
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_every_sample_report_fits_the_width(reports, width):
+    assert len(reports) >= 10
+    for name, report in reports.items():
+        out = text.render(report, Display(width=width))
+        widest = max(out.splitlines(), key=len)
+        assert len(widest) <= width, f"{name} at {width}: {widest!r}"
+        assert "Findings" in out and "What was analysed" in out, name
+        assert not ANSI.search(out)
+
+
+def test_piped_report_is_100_columns_plain_and_compact(capsys, monkeypatch):
+    monkeypatch.setenv("NO_COLOR", "")
+    assert cli.main([str(SAMPLES / "unfused_ops.json.gz")]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    assert not ANSI.search(out)
+    assert out.index("What was analysed") < out.index("Findings") < out.index("Hotspots")
+    assert "more rows (--full shows every row)" in out
+    assert cli.main([str(SAMPLES / "unfused_ops.json.gz"), "--full"]) == 0
+    full = capsys.readouterr().out
+    assert "more rows" not in full and len(full.splitlines()) > len(lines)
+
+
+def test_colour_and_severity_marks_only_on_a_terminal(reports, monkeypatch):
+    report = reports["unfused_ops.json.gz"]
+    coloured = text.render(report, Display(color=True))
+    assert ANSI.search(coloured) and "▲" in coloured  # the high finding's mark
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    args = Namespace(output=None, width=None, wide=False, full=False)
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert cli.display(args).color
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not cli.display(args).color
+    assert not cli.display(Namespace(output="x.txt", width=None, wide=False, full=False)).color
+
+
+def test_long_names_are_cut_in_the_middle_and_stay_distinct(unfused):
+    names = [str(n) for n in unfused.hotspots("kernel", top=40)["name"]]
+    assert max(map(len, names)) > 100  # templated kernels
+    for limit in (20, 40, 70):
+        cut = document.shorten_columns([[n] for n in names], [limit])
+        shown = [row[0] for row in cut]
+        assert len(set(shown)) == len(set(names))
+        assert any("…" in s for s in shown)
+        for short, full in zip(shown, names, strict=True):
+            if "…" in short:
+                head, tail = short.split("…")[0], short.split("…")[-1]
+                assert full.startswith(head) and full.endswith(tail)
+
+
+def test_wide_shows_full_names_and_default_does_not(capsys, unfused):
+    longest = max((str(n) for n in unfused.hotspots("kernel", top=15)["name"]), key=len)
+    path = str(SAMPLES / "unfused_ops.json.gz")
+    assert cli.main([path, "--width", "2000", "--wide"]) == 0
+    assert longest in capsys.readouterr().out
+    assert cli.main([path]) == 0
+    assert longest not in capsys.readouterr().out
+
+
+def test_version_top_and_choices(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and ta.__version__ in capsys.readouterr().out
+    for top in ("0", "-3"):
+        with pytest.raises(SystemExit) as exit_:
+            cli.main([str(SAMPLES / "unfused_ops.json.gz"), "--top", top])
+        assert exit_.value.code == 2
+        assert "--top: must be at least 1" in capsys.readouterr().err
+    helps = {
+        subprocess.run(["traceanalyze", "--help"], capture_output=True, text=True, check=True).stdout for _ in range(2)
+    }
+    (help_text,) = helps  # the same on every run: choices in a fixed order
+    assert "{communication,kernel,memcpy,memset,sync}" in help_text
+    assert "{text,json,markdown,html}" in help_text

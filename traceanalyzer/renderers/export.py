@@ -1,0 +1,121 @@
+"""``traceanalyze export``: a trace's tables as Parquet or CSV files in a folder, or an annotated Perfetto trace.
+
+The folder gets ``events``, ``memory_events`` and one file per section table (``<section>.<table>``), and a
+README.md that says what every column holds and in what unit. Parquet keeps the event table exactly (categories,
+int64 ns); CSV writes the same rows as text. Nothing is written inside an input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pandas as pd
+
+from traceanalyzer.errors import TraceError
+from traceanalyzer.renderers import perfetto
+from traceanalyzer.report import Report
+from traceanalyzer.schema import EVENT_COLUMNS, MEMORY_COLUMNS, NO_ROW, Column
+from traceanalyzer.section import Table
+
+TARGETS = ("csv", "parquet", "perfetto")
+"""What ``--to`` accepts, in the order ``--help`` lists it."""
+
+
+def check_output(target: str, out: Path, inputs: list[str]) -> None:
+    """Refuse (TraceError) an output that is inside an input, where a folder or file was expected, or unwritable."""
+    problem = _problem(target, out, inputs)
+    if problem:
+        raise TraceError(str(out), f"(the -o output) {problem}")
+
+
+def _problem(target: str, out: Path, inputs: list[str]) -> str | None:
+    here = out.absolute()
+    for path in map(Path, inputs):
+        source = path.absolute()
+        if here == source or (source.is_dir() and source in here.parents):
+            return f"is inside the input {path} (write it elsewhere: nothing is written into an input)"
+    if not here.parent.is_dir():
+        return "is in a folder that does not exist"
+    if target == "perfetto":
+        if out.is_dir():
+            return "is a folder (perfetto writes one .json or .json.gz file)"
+        if not out.name.endswith((".json", ".json.gz")):
+            return "must end in .json or .json.gz"
+    elif out.exists() and not out.is_dir():
+        return f"is a file ({target} writes a folder of tables)"
+    return None
+
+
+def write(trace, target: str, out: Path, top: int = 15) -> str:
+    """Write the export; returns what was written, for the user."""
+    if target == "perfetto":
+        return perfetto.write(trace, out)
+    out.mkdir(exist_ok=True)
+    report = trace.build_report(top=top)
+    tables = {"events": trace.events, "memory_events": trace.memory_events}
+    tables |= {f"{s.id}.{t.id}": _plain(t.frame) for s in report.sections for t in s.tables}
+    for name, frame in tables.items():
+        _save(frame, out / f"{name}.{target}", target)
+    (out / "README.md").write_text(readme(report, target), encoding="utf-8")
+    return f"{len(tables)} {target} tables and README.md to {out}"
+
+
+def _save(frame: pd.DataFrame, path: Path, target: str) -> None:
+    try:
+        if target == "parquet":
+            frame.to_parquet(path, engine="pyarrow")
+        else:
+            frame.to_csv(path, index_label="row")
+    except OSError as e:
+        raise TraceError(str(path), f"cannot be written: {e.strerror or e}") from None
+
+
+def _plain(frame: pd.DataFrame) -> pd.DataFrame:
+    """A section table with nested values (lists, dicts) as JSON text, so every column has one type."""
+    nested = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, list | dict | tuple)).any()]
+    if not nested:
+        return frame
+    return frame.assign(
+        **{
+            c: frame[c].map(
+                lambda v: (
+                    orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+                    if isinstance(v, list | dict | tuple)
+                    else v
+                )
+            )
+            for c in nested
+        }
+    )
+
+
+def readme(report: Report, target: str) -> str:
+    """README.md of an export folder: every file's columns, their types or units, and what they mean."""
+    lines = [
+        "# traceanalyzer export",
+        "",
+        f"Exported from {'; '.join(report.trace['paths'])} ({report.trace['platform']}, "
+        f"{report.trace['source_format']}). Times are integer nanoseconds on each rank's time base; "
+        f"{NO_ROW} means none in link, device, stream and step columns. Link columns (parent, launch, op, top_op, "
+        "caller) hold row labels of the event table (the `row` index).",
+        "",
+        *_columns(f"events.{target}", "one row per event", EVENT_COLUMNS),
+        *_columns(f"memory_events.{target}", "allocations and frees", MEMORY_COLUMNS),
+    ]
+    for section in report.sections:
+        for table in section.tables:
+            lines += _table(f"{section.id}.{table.id}.{target}", f"{section.title}: {table.title}", table)
+    return "\n".join(lines) + "\n"
+
+
+def _columns(name: str, what: str, columns: tuple[Column, ...]) -> list[str]:
+    rows = [f"| {c.name} | {c.dtype} | {c.doc} |" for c in columns]
+    return [f"## {name}", "", what, "", "| column | type | meaning |", "|---|---|---|", *rows, ""]
+
+
+def _table(name: str, title: str, table: Table) -> list[str]:
+    per = {"step": "per step", "total": "totals over the window", "": ""}[table.per.value]
+    note = "; ".join(x for x in (per, table.note) if x)
+    rows = [f"| {c} | {table.unit(str(c)).value} |" for c in table.frame.columns]
+    return [f"## {name}", "", title + (f" ({note})" if note else ""), "", "| column | unit |", "|---|---|", *rows, ""]

@@ -1,0 +1,203 @@
+"""An annotated trace for ui.perfetto.dev and chrome://tracing: the trace's events plus a findings track.
+
+Chrome-trace JSON (``X`` slices, times in µs with three decimals, so every ns digit survives) relative to the
+trace's start. The "traceanalyzer findings" process has one thread per finding and rank, with one slice per
+interval the finding claims (else one per step it concerns), named with the finding and carrying its saving and
+advice in ``args``. Traces of more than ``MAX_EVENTS`` events keep all device work and the host events of the
+shallowest call levels that fit, and say so.
+"""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+
+from traceanalyzer import humanize
+from traceanalyzer.errors import TraceError
+from traceanalyzer.findings import Finding
+from traceanalyzer.schema import DEVICE_KINDS
+
+MAX_EVENTS = 2_000_000
+"""Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
+FINDINGS_PID = 0
+FINDINGS_PROCESS = "traceanalyzer findings"
+DEVICE_KIND_NAMES = sorted(k.value for k in DEVICE_KINDS)
+
+
+def write(trace, out: Path) -> str:
+    """Write the annotated trace to ``out`` (.json or .json.gz); returns what was written."""
+    doc = document(trace)
+    data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+    try:
+        if out.name.endswith(".gz"):
+            with gzip.open(out, "wb", compresslevel=6) as f:
+                f.write(data)
+        else:
+            out.write_bytes(data)
+    except OSError as e:
+        raise TraceError(str(out), f"cannot be written: {e.strerror or e}") from None
+    meta = doc["otherData"]
+    return f"{meta['events_written']:,} events and {meta['finding_slices']:,} finding slices to {out}"
+
+
+def document(trace) -> dict:
+    """The Chrome-trace document: event slices, the findings track, and what was left out (``otherData``)."""
+    t0 = int(trace.meta.start_ns)
+    events, note = subset(trace.events)
+    if note:
+        warnings.warn(note, stacklevel=2)
+    lanes = _lanes(events)
+    findings = finding_slices(trace, t0)
+    slices = _event_slices(events, lanes, t0)
+    meta = _metadata(lanes) + _finding_threads(findings)
+    other = {
+        "source": "; ".join(trace.meta.paths),
+        "start_ns": t0,
+        "times": "µs relative to start_ns (three decimals: ns)",
+        "events_in_trace": len(trace.events),
+        "events_written": len(events),
+        "finding_slices": len(findings),
+        "subset": note,
+    }
+    return {"traceEvents": meta + slices + [s for s, _ in findings], "displayTimeUnit": "ns", "otherData": other}
+
+
+def subset(events: pd.DataFrame, limit: int = MAX_EVENTS) -> tuple[pd.DataFrame, str]:
+    """The events to write and, when some are left out, a sentence saying which."""
+    if len(events) <= limit:
+        return events, ""
+    device = events["kind"].isin(DEVICE_KIND_NAMES).to_numpy()
+    depth = events["depth"].to_numpy()
+    kept_depth = -1
+    for d in range(int(depth.max()) + 1):
+        if int(device.sum() + (~device & (depth <= d)).sum()) > limit:
+            break
+        kept_depth = d
+    keep = device | (depth <= kept_depth)
+    note = (
+        f"the trace has {len(events):,} events, more than {limit:,}: written are all device work and the host "
+        f"events at call depth 0–{kept_depth} ({int(keep.sum()):,} events)"
+    )
+    return events[keep], note
+
+
+def _lanes(events: pd.DataFrame) -> pd.DataFrame:
+    """One integer pid per (rank, pid) and tid per (rank, pid, tid), with the names Perfetto shows."""
+    lanes = events[["rank", "pid", "tid"]].drop_duplicates().astype({"pid": str, "tid": str}).reset_index(drop=True)
+    lanes["pid_no"] = lanes.groupby(["rank", "pid"], sort=True).ngroup() + FINDINGS_PID + 1
+    lanes["tid_no"] = np.arange(1, len(lanes) + 1)
+    return lanes
+
+
+def _metadata(lanes: pd.DataFrame) -> list[dict]:
+    procs = lanes.drop_duplicates("pid_no")
+    out = [_meta("process_name", r.pid_no, 0, f"rank {r.rank} · {r.pid}") for r in procs.itertuples()]
+    out += [_meta("thread_name", r.pid_no, r.tid_no, str(r.tid)) for r in lanes.itertuples()]
+    out.append(_meta("process_name", FINDINGS_PID, 0, FINDINGS_PROCESS))
+    out.append({"ph": "M", "name": "process_sort_index", "pid": FINDINGS_PID, "tid": 0, "args": {"sort_index": -1}})
+    return out
+
+
+def _meta(kind: str, pid: int, tid: int, name: str) -> dict:
+    return {"ph": "M", "name": kind, "pid": int(pid), "tid": int(tid), "args": {"name": name}}
+
+
+def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
+    keys = events[["rank", "pid", "tid"]].astype({"pid": str, "tid": str})
+    placed = keys.merge(lanes, on=["rank", "pid", "tid"], how="left")
+    ts = micros(events["ts"].to_numpy() - t0)
+    dur = micros(events["dur"].to_numpy())
+    columns = zip(
+        events["name"].astype(str),
+        events["kind"].astype(str),
+        placed["pid_no"],
+        placed["tid_no"],
+        ts,
+        dur,
+        strict=True,
+    )
+    return [
+        {"ph": "X", "name": n, "cat": k, "pid": int(p), "tid": int(t), "ts": s, "dur": d}
+        for n, k, p, t, s, d in columns
+    ]
+
+
+def micros(ns: np.ndarray) -> list[float]:
+    """Integer ns as µs with three decimals (exact for any trace shorter than about 100 days)."""
+    return [round(v / 1000, 3) for v in np.asarray(ns, dtype=np.int64).tolist()]
+
+
+def finding_slices(trace, t0: int) -> list[tuple[dict, tuple[int, int]]]:
+    """Per finding occurrence, its slice on the findings track and the (finding number, rank) lane it is on."""
+    steps = trace.steps()
+    out = []
+    for number, finding in enumerate(trace.findings(), 1):
+        for rank, starts, ends, how in _ranges(finding, steps, trace.meta):
+            args = _args(finding, how)
+            tid = number * 1000 + rank + 1
+            for start, end in zip(starts, ends, strict=True):
+                ts, dur = micros(np.array([start - t0, end - start]))
+                name = f"{number}. {finding.title}"
+                out.append(
+                    (
+                        {
+                            "ph": "X",
+                            "name": name,
+                            "cat": finding.id,
+                            "pid": FINDINGS_PID,
+                            "tid": tid,
+                            "ts": ts,
+                            "dur": dur,
+                            "args": args,
+                        },
+                        (number, rank),
+                    )
+                )
+    return out
+
+
+def _ranges(finding: Finding, steps: pd.DataFrame, meta) -> list[tuple[int, list[int], list[int], str]]:
+    """(rank, starts, ends, what they are) of a finding: its claimed device intervals, else its steps."""
+    if finding.claims:
+        return [
+            (int(r), list(map(int, s)), list(map(int, e)), "claimed device time")
+            for r, (s, e) in sorted(finding.claims.items())
+        ]
+    rank = finding.where.get("rank")
+    mine = steps if rank is None else steps[steps["rank"] == rank]
+    if not len(mine):
+        return [(int(rank or 0), [int(meta.start_ns)], [int(meta.end_ns)], "the whole window (no steps)")]
+    return [
+        (
+            int(r),
+            g["start_ns"].astype(int).tolist(),
+            (g["start_ns"] + g["step_ns"]).astype(int).tolist(),
+            "the steps it concerns (no time range of its own)",
+        )
+        for r, g in mine.groupby("rank", sort=True)
+    ]
+
+
+def _args(f: Finding, how: str) -> dict:
+    return {
+        "finding": f.id,
+        "severity": f.severity.value,
+        "saving per step": f"{humanize.duration(f.saving_ns)} ({f.basis.value})",
+        "saving_ns_per_step": int(f.saving_ns),
+        "concerns_ns_per_step": int(f.concerns_ns),
+        "advice": f.advice,
+        "slice": how,
+        "where": orjson.loads(orjson.dumps(f.where, option=orjson.OPT_SERIALIZE_NUMPY, default=str)),
+    }
+
+
+def _finding_threads(findings: list[tuple[dict, tuple[int, int]]]) -> list[dict]:
+    seen = {}
+    for s, (number, rank) in findings:
+        seen.setdefault(s["tid"], f"{s['name'][:80]} · rank {rank}")
+    return [_meta("thread_name", FINDINGS_PID, tid, name) for tid, name in seen.items()]
