@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import re
 import sys
 import threading
@@ -16,13 +17,14 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from traceanalyzer import cache
+from traceanalyzer import __version__, cache
 from traceanalyzer.classify import Rule
 from traceanalyzer.comparison import Threshold, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.progress import Stderr
-from traceanalyzer.renderers import RENDERERS
+from traceanalyzer.renderers import FORMATS, Display, render
 from traceanalyzer.renderers import compare as compare_renderer
+from traceanalyzer.renderers import export
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
 
@@ -41,14 +43,18 @@ def report_parser() -> argparse.ArgumentParser:
         "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
         "'traceanalyze compare BASELINE CANDIDATE' compares two runs; "
         "'traceanalyze dashboard PATH' opens the interactive dashboard; "
-        "'traceanalyze cache info|clear' shows or empties the cache of parsed traces.",
+        "'traceanalyze cache info|clear' shows or empties the cache of parsed traces; "
+        "'traceanalyze export PATH --to parquet|csv|perfetto -o OUT' writes the tables or an annotated trace.",
     )
+    p.add_argument("--version", action="version", version=f"traceanalyze {__version__}")
     p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--top", type=int, default=15, help="rows per hotspot table (default 15)")
+    p.add_argument("--top", type=positive, default=15, help="rows per hotspot table (default 15)")
     p.add_argument("--step", type=int, help="only this step (ProfilerStep number)")
     p.add_argument("--rank", type=int, help="only this rank")
     p.add_argument(
-        "--kind", choices=[k.value for k in DEVICE_KINDS], help="only this kind of device work in the kernel table"
+        "--kind",
+        choices=sorted(k.value for k in DEVICE_KINDS),
+        help="only this kind of device work in the kernel table",
     )
     p.add_argument(
         "--comm-pattern",
@@ -58,7 +64,8 @@ def report_parser() -> argparse.ArgumentParser:
         help="also treat device work whose name matches REGEX as communication (repeatable)",
     )
     _cache_option(p)
-    _output_options(p, "report")
+    _output_options(p, "report", FORMATS)
+    _display_options(p)
     return p
 
 
@@ -74,7 +81,7 @@ def compare_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
-    p.add_argument("--top", type=int, default=15, help="rows per level table (default 15)")
+    p.add_argument("--top", type=positive, default=15, help="rows per level table (default 15)")
     p.add_argument("--rank", type=int, help="only this rank (in both runs)")
     p.add_argument(
         "--fail-on-regression",
@@ -89,8 +96,36 @@ def compare_parser() -> argparse.ArgumentParser:
         help=f"exit {EXIT_REGRESSION} when it is more than MS ms per step slower (with PCT too: both must be exceeded)",
     )
     _cache_option(p)
-    _output_options(p, "comparison")
+    _output_options(p, "comparison", ("text", "json", "markdown"))
     return p
+
+
+def export_parser() -> argparse.ArgumentParser:
+    """Arguments of the export command."""
+    p = argparse.ArgumentParser(
+        prog="traceanalyze export",
+        description="Write a trace's tables for other tools: 'parquet' or 'csv' into a folder (the event table, "
+        "the memory table, every section's tables and a README.md of their columns), or 'perfetto': the trace's "
+        "events plus a 'traceanalyzer findings' track as Chrome-trace JSON (.json or .json.gz) for ui.perfetto.dev.",
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--to", choices=export.TARGETS, required=True)
+    p.add_argument("-o", "--output", required=True, help="the folder (parquet, csv) or the file (perfetto) to write")
+    p.add_argument("--top", type=positive, default=15, help="rows per hotspot table (default 15)")
+    p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    _cache_option(p)
+    return p
+
+
+def positive(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
 
 
 def cache_parser() -> argparse.ArgumentParser:
@@ -120,9 +155,28 @@ def _cache_option(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _output_options(p: argparse.ArgumentParser, what: str) -> None:
+def _display_options(p: argparse.ArgumentParser) -> None:
+    """--width, --wide and --full: how the text report is laid out."""
+    p.add_argument(
+        "--width",
+        type=positive,
+        help="columns of the text report (default: the terminal's width, 100 when piped or written to a file)",
+    )
+    p.add_argument("--wide", action="store_true", help="show names in full (default: cut in the middle to fit)")
+    p.add_argument("--full", action="store_true", help="every row of every table (default: the first rows)")
+
+
+def display(args: argparse.Namespace) -> Display:
+    """The text layout the options ask for: colour only on a terminal and without NO_COLOR."""
+    tty = args.output is None and sys.stdout.isatty()
+    width = args.width or (shutil.get_terminal_size((100, 24)).columns if tty else 100)
+    color = tty and not os.environ.get("NO_COLOR")
+    return Display(width=width, color=color, wide=args.wide, full=args.full)
+
+
+def _output_options(p: argparse.ArgumentParser, what: str, formats: Sequence[str]) -> None:
     """--format, -o and --debug, which every command has."""
-    p.add_argument("--format", choices=("text", "json", "markdown"), default="text")
+    p.add_argument("--format", choices=formats, default="text")
     p.add_argument("-o", "--output", help=f"write the {what} to this file instead of stdout")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
 
@@ -136,6 +190,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return dashboard_main(argv[1:])
     if argv and argv[0] == "cache":
         return guarded(lambda: _cache(cache_parser().parse_args(argv[1:])))
+    if argv and argv[0] == "export":
+        args = export_parser().parse_args(argv[1:])
+        return guarded(lambda: _export(args), debug=args.debug)
     if argv and argv[0] == "compare":
         args = compare_parser().parse_args(argv[1:])
         return guarded(lambda: _compare(args), debug=args.debug)
@@ -170,7 +227,17 @@ def _report(args: argparse.Namespace) -> int:
         trace = load(args.paths, rules=rules, progress=Stderr(), cache=cache, scheduler=args.scheduler)
         report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
-    return _write(RENDERERS[args.format](report), args.output)
+    return _write(render(report, args.format, display(args), trace), args.output)
+
+
+def _export(args: argparse.Namespace) -> int:
+    export.check_output(args.to, Path(args.output), args.paths)
+    with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trace = load(args.paths, progress=Stderr(), cache=False if args.no_cache else None, scheduler=args.scheduler)
+        written = export.write(trace, args.to, Path(args.output), top=args.top)
+    _warn([str(w.message) for w in caught] + trace.meta.warnings)
+    return _write(f"wrote {written}\n", None)
 
 
 def _compare(args: argparse.Namespace) -> int:
