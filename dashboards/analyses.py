@@ -6,81 +6,81 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from dash import html
-from traceanalyzer.dashboards.blocks import analysis, unavailable
+from traceanalyzer.dashboards.blocks import PER, analysis, unavailable
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer.analyzers import ascend as ascend_analyzer
 
 
 class Block(NamedTuple):
-    """One table of a page: its View.optional name, anchor id, title, basis and the sentence when it is empty."""
+    """One table of a page: the section and table ids it shows, its anchor, what its rows are, when it is empty."""
 
-    name: str
+    section: str
+    table: str
     anchor: str
-    title: str
     basis: str
     empty: str
 
 
 HEALTH = (
     Block(
+        "health",
         "device_busy",
         "device-busy",
-        "Device busy per rank",
         "Total over the whole recorded window, per rank and device (ms); busy share = busy / window; large gaps are "
         "idle gaps over 100 µs.",
         "no device work recorded",
     ),
     Block(
-        "idle_gaps",
+        "health",
+        "largest_gaps",
         "idle-gaps",
-        "Largest idle gaps, with what the host did",
         "Each row is one gap on one device (ms); offset from that device's first work; the host's call stack when the "
         "gap began and during it, and the call that launched the work ending it.",
         "no idle gaps between device work",
     ),
     Block(
+        "health",
         "sync_places",
         "syncs",
-        "Host syncs and where they came from",
         "Total over the profiled steps, per rank and place (annotation › Python frame): blocking sync calls, host wait "
         "(ms) and GPU idle right after them (ms).",
         "no blocking host syncs inside the profiled steps",
     ),
     Block(
+        "health",
         "dtoh_copies",
         "dtoh-copies",
-        "Device-to-host copies",
         "Total over the whole window, per rank and copy kind (ms); pageable copies block the host.",
         "no device-to-host copies",
     ),
     Block(
-        "launch_bound",
+        "health",
+        "launch_places",
         "launch-bound",
-        "Launch-bound loops (tiny kernels slower to launch than to run)",
         "Total over the profiled steps, per rank and place: tiny kernels, their launch time (ms) and the GPU idle just "
         "before them (ms); medians are per kernel.",
         "no place where kernels wait on their launches",
     ),
     Block(
+        "health",
         "fp32_gemms",
         "fp32-gemms",
-        "fp32 GEMMs without tensor cores",
         "Total over the profiled steps, per rank, kernel and op (ms).",
         "no fp32 GEMM kernels (matrix work runs on tensor cores or in lower precision)",
     ),
     Block(
+        "gemm",
         "gemm_throughput",
         "gemm-throughput",
-        "GEMM throughput achieved",
         "Per GEMM op and dtype, over the whole window: FLOPs from the recorded shapes, device time they caused (ms, "
         "total), achieved TFLOP/s and share of the device's dense data-sheet peak.",
         "no GEMM op with recorded input shapes (record_shapes=True gives them)",
     ),
     Block(
+        "health",
         "dynamic_shapes",
         "dynamic-shapes",
-        "Dynamic shapes",
         "Total over the profiled steps, per rank and op: calls, distinct input shapes, shapes first seen after the "
         "first step, device time (ms).",
         "no op whose input shapes keep changing across steps",
@@ -90,32 +90,32 @@ HEALTH = (
 
 ASCEND = (
     Block(
-        "ascend_cores",
+        "ascend",
+        "core_breakdown",
         "core-types",
-        "Device time by core type",
         "Total over the whole window (ms) and share of device time, per core group (cube, vector, AI_CPU, "
         "communication).",
         "no device work recorded",
     ),
     Block(
-        "ascend_overlap",
+        "ascend",
         "overlap",
-        "Compute / communication overlap per step",
+        "overlap",
         "Per rank and step (ms), as msprof's overlap analysis: computing, communication, communication not "
         "overlapped, free; the trace_ columns are the profiler's own overlap lanes where it wrote them.",
         "no steps to break down",
     ),
     Block(
-        "ascend_aicpu",
+        "ascend",
+        "ai_cpu_ops",
         "ai-cpu",
-        "Ops on the AI_CPU",
         "Total over the whole window, per op (ms); slow ones are worth moving to AI Core.",
         "no op ran on the AI_CPU",
     ),
     Block(
-        "ascend_dynamic",
+        "ascend",
+        "dynamic_shape_ops",
         "ascend-dynamic-shapes",
-        "Ops with dynamic shapes",
         "Total over the whole window, per op: calls, distinct shapes, device time (ms).",
         "no op ran with changing shapes",
     ),
@@ -138,6 +138,9 @@ def ascend(view: View, query: dict[str, str]) -> list:
 
 
 def _block(view: View, block: Block) -> html.Section:
-    found = view.optional(block.name)
-    empty = block.empty if found.reason == view.NOTHING_FOUND else f"not available: {found.reason}"
-    return analysis(block.anchor, block.title, block.basis, found.data, empty)
+    table = view.table(block.section, block.table)
+    if table is None:
+        return analysis(
+            block.anchor, block.table.replace("_", " "), block.basis, None, "not available: no such section"
+        )
+    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty)

@@ -1,12 +1,15 @@
-"""Pieces every page uses: a notice for a missing analysis, a facts list, and one analysis table with its basis."""
+"""Pieces every page uses: a notice for a missing analysis, facts lists, and a section's tables with their basis."""
 
 from __future__ import annotations
 
-import pandas as pd
 from dash import html
 from traceanalyzer.dashboards import tables
 
-from traceanalyzer import humanize
+from traceanalyzer.renderers.document import fact_value
+from traceanalyzer.section import Fact, Per, Section, Table
+
+PER = {Per.STEP: " (per step)", Per.TOTAL: " (total)", Per.NONE: ""}
+"""What a section's number or table is, as a label suffix."""
 
 
 def unavailable(what: str, reason: str) -> html.Div:
@@ -17,10 +20,9 @@ def unavailable(what: str, reason: str) -> html.Div:
     )
 
 
-def facts_list(pairs: dict | list, list_id: str | None = None) -> html.Dl:
-    """Facts as a definition list: a section's facts (a list of {id, title, value, unit, per} records, or a plain
-    {key: value} mapping formatted by the key's suffix)."""
-    return labelled(tables.facts(pairs) if isinstance(pairs, dict) else [_fact(f) for f in pairs], list_id)
+def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:
+    """Plain {key: value} facts as a definition list, formatted by the key's suffix."""
+    return labelled(tables.facts(pairs), list_id)
 
 
 def labelled(pairs: list[tuple[str, str]], list_id: str | None = None) -> html.Dl:
@@ -31,24 +33,30 @@ def labelled(pairs: list[tuple[str, str]], list_id: str | None = None) -> html.D
     return html.Dl(items, id=list_id or "", className="facts")
 
 
-PER = {"step": "per step", "total": "total"}
+def fact_pair(fact: Fact) -> tuple[str, str]:
+    """A section fact's label, saying per step or total, and its value in its unit."""
+    return fact.title + PER[fact.per], fact_value(fact)
 
 
-def _fact(fact: dict) -> tuple[str, str]:
-    """A section fact's label (with per step or total) and its value in its unit."""
-    basis = PER.get(fact.get("per", ""), "")
-    label = f"{fact['title']} ({basis})" if basis else fact["title"]
-    return label, humanize.value(_UNIT_KEYS.get(fact.get("unit", ""), fact["id"]), fact["value"])
+def section_facts(section: Section, list_id: str) -> html.Dl:
+    """A section's facts, each with its basis and unit."""
+    return labelled([fact_pair(f) for f in section.facts], list_id)
 
 
-_UNIT_KEYS = {"ns": "value_ns", "share": "value_share", "bytes": "value_bytes"}
-"""A fact's unit as the key suffix units.value formats by."""
+def section_tables(section: Section, skip: tuple[str, ...] = ()) -> list:
+    """A section's non-empty tables (except those in skip) under their titles, each saying per step or total."""
+    out: list = []
+    for t in section.tables:
+        if len(t.frame) and t.id not in skip:
+            title = t.title + PER[t.per] + (f" — {t.note}" if t.note else "")
+            out += [html.H3(title), tables.section_table(f"{section.id}-{t.id}", t)]
+    return out
 
 
-def analysis(block_id: str, title: str, basis: str, data: object, empty: str, page_size: int = 10) -> html.Section:
-    """One analysis table under its title, with what its numbers are (per step or total, unit), or why it is empty."""
-    if isinstance(data, pd.DataFrame) and len(data):
-        body = tables.table(f"{block_id}-table", data, page_size=page_size)
+def analysis(block_id: str, title: str, basis: str, table: Table | None, empty: str) -> html.Section:
+    """One section table under its title, with what its rows are, or why it is empty."""
+    if table is not None and len(table.frame):
+        body = tables.section_table(f"{block_id}-table", table)
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")

@@ -56,36 +56,52 @@ def _bars(rows: pd.DataFrame, labels: list[str], kind: str) -> go.Bar:
     )
 
 
-BREAKDOWN = (
-    ("compute_only_ns", "compute", "compute"),
-    ("comm_exposed_ns", "exposed communication", "communication"),
-    ("memory_exposed_ns", "exposed copies", "memory copy/set"),
-    ("idle_ns", "device idle", "annotation/step"),
-)
-"""Overlap columns stacked per step: (column, legend, colour category). They add up to the step's span."""
+STEP_PARTS = (("device_busy_ns", "device busy", "compute"), ("device_idle_ns", "device idle", "annotation/step"))
+"""Columns of the summary's step table stacked per step: together they are the step's device span."""
 
 
-def step_breakdown(overlap: pd.DataFrame) -> go.Figure:
-    """Per (rank, step) stacked bars of where the step's device time went (ms per step): compute (with the
-    communication it hides), exposed communication, exposed copies and idle, as the overlap analysis splits them."""
-    labels = [f"rank {r} · step {s}" for r, s in zip(overlap["rank"], overlap["step"], strict=True)]
+def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
+    """Per (rank, step) of the report's step table: device busy and idle stacked (ms per step), the step marked
+    host- or device-bound, kernel and communication time on hover."""
+    if steps is None or not len(steps):
+        return figures.empty("the trace has no step markers")
+    labels = [f"rank {r} · step {s}" for r, s in zip(steps["rank"], steps["step"], strict=True)]
+    hover = [
+        f"kernels {humanize.duration(k)} · communication {humanize.duration(c)} · step {humanize.duration(t)}"
+        for k, c, t in zip(
+            steps["kernel_ns"], steps.get("communication_ns", 0 * steps["kernel_ns"]), steps["step_ns"], strict=True
+        )
+    ]
     fig = go.Figure(
         [
             go.Bar(
                 name=legend,
                 x=labels,
-                y=overlap[column] / 1e6,
+                y=steps[column] / 1e6,
                 marker_color=figures.COLOURS[colour],
-                hovertemplate=f"{legend}: %{{y:.2f}} ms<extra>%{{x}}</extra>",
+                customdata=hover,
+                hovertemplate=f"{legend}: %{{y:.2f}} ms<br>%{{customdata}}<extra>%{{x}}</extra>",
             )
-            for column, legend, colour in BREAKDOWN
-            if column in overlap
+            for column, legend, colour in STEP_PARTS
         ]
+    )
+    top = (steps["device_busy_ns"] + steps["device_idle_ns"]) / 1e6
+    fig.add_trace(
+        go.Scatter(
+            x=labels,
+            y=top,
+            mode="text",
+            text=[f"{b}-bound" for b in steps["bound"]],
+            textposition="top center",
+            showlegend=False,
+            hoverinfo="skip",
+        )
     )
     fig.update_layout(
         barmode="stack",
-        height=300,
+        height=320,
         yaxis_title="ms per step",
+        yaxis_range=[0, float(top.max()) * 1.15],
         margin={"t": 30, "b": 40},
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )

@@ -6,15 +6,15 @@ import pandas as pd
 from dash import dcc, html
 from traceanalyzer.dashboards import analyses, charts, state, tables
 from traceanalyzer.dashboards import timeline as timeline_lanes
-from traceanalyzer.dashboards.blocks import facts_list, labelled, unavailable
+from traceanalyzer.dashboards.blocks import PER, fact_pair, labelled, section_facts, section_tables, unavailable
 from traceanalyzer.dashboards.names import shortened
+from traceanalyzer.dashboards.overview import headline, overview
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import comparison as comparing
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.renderers import figures
-from traceanalyzer.schema import DEVICE_KINDS, Kind
 
 PAGES = {
     "/": "Overview",
@@ -29,26 +29,6 @@ PAGES = {
 }
 """URL path → page title, in menu order."""
 
-FINDING_PAGE = {
-    "hotspots": "/hotspots",
-    "health": "/health",
-    "gemm": "/health#gemm-throughput",
-    "distributed": "/distributed",
-    "fusion": "/fusion",
-    "memory": "/memory",
-    "ascend": "/ascend",
-}
-"""Which page shows the evidence of an analyzer's findings."""
-
-HEALTH_EVIDENCE = (
-    ("syncs", "syncs"),
-    ("idle_before_ns", "launch-bound"),
-    ("fp32_gemm_ns", "fp32-gemms"),
-    ("ops_with_device_work", "dynamic-shapes"),
-    ("large_gaps", "idle-gaps"),
-)
-"""Health findings by an evidence key only that check writes → the Health page table with their rows."""
-
 ALL = "all"
 DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
 """Hotspot levels whose rows name an op or kernel (they have kernels, shapes and a call stack)."""
@@ -57,14 +37,6 @@ COMPARE_TOP = 15
 HOTSPOT_ROWS = 20
 LOADING_DELAY_MS = 300
 """Spinners show only for updates slower than this (a quick update would only flash)."""
-FINDING_COLUMNS = {
-    "severity": "severity",
-    "title": "finding",
-    "cost_ns": "cost (total over the steps)",
-    "step_share": "share of step time",
-    "advice": "advice",
-}
-"""Columns of the findings table and their headers."""
 EXPOSED_COMM = "comm_exposed_ns"
 COLLECTIVE_COLUMNS = [
     "rank",
@@ -92,100 +64,6 @@ def render(path: str, views: dict[str, View], key: str | None, query: dict[str, 
         return compare(views, key, query)
     builder = _BUILDERS.get(path, overview)
     return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view, query)]
-
-
-def overview(view: View, query: dict[str, str]) -> list:
-    """Trace facts, the headline numbers, the per-step breakdown and the ranked findings."""
-    report = view.report()
-    t, s = report["trace"], report["summary"]
-    trace_facts = {
-        "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
-        "ranks": ", ".join(map(str, t["ranks"])),
-        "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
-        "recorded_window_ns": t["span_ns"],
-        "events": t["events"],
-    }
-    return [
-        html.Div([facts_list(trace_facts, "trace-facts"), labelled(headline(view), "headline")], className="row"),
-        html.H3("Findings, ranked by what they are worth"),
-        findings_table(report["findings"], state.encode(query)),
-        html.H3("Where each step's time goes (ms per step)"),
-        dcc.Graph(id="step-chart", figure=_step_chart(view)),
-        *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
-        html.P(f"Device time by kind (total over the recorded window): {_kinds(s['time_by_kind'])}", id="by-kind"),
-    ]
-
-
-def _step_chart(view: View):
-    overlap = view.optional("overlap")
-    if overlap.data is None:
-        return figures.step_bars(view.report()["steps"])
-    return charts.step_breakdown(overlap.data)
-
-
-def headline(view: View) -> list[tuple[str, str]]:
-    """Step time, device busy, kernel time, communication and peak memory as the report has them, each saying
-    whether it is per step or a total, in its unit."""
-    report = view.report()
-    s = report["summary"]
-    multi = len(view.ranks()) > 1
-    pairs = [
-        ("steps profiled" + (" (rank × step)" if multi else ""), humanize.value("steps", s["steps"])),
-        ("step time (median per step)", humanize.duration(s["step_wall_ns_median"])),
-        ("device busy (share of the recorded window)", humanize.share(s["device_busy_share"])),
-        ("kernel time (median per step)", humanize.duration(s["kernel_ns_per_step"])),
-        ("communication (share of kernel time, total)", humanize.share(s["communication_share"])),
-    ]
-    exposed = _fact(report, "distributed", "comm_exposed_ns")
-    if multi and exposed is not None:
-        pairs.append(("exposed communication (total over ranks and steps)", humanize.duration(exposed)))
-    peak = _fact(report, "memory", "peak_allocated_bytes")
-    if peak is not None:
-        pairs.append(("peak allocated memory (highest rank)", humanize.size(peak)))
-    return pairs
-
-
-def _fact(report: dict, section: str, key: str) -> object:
-    """A fact of a report section by its id (sections as records or as a plain mapping)."""
-    facts = (report.get(section) or {}).get("facts", {})
-    if isinstance(facts, list):
-        return next((f["value"] for f in facts if f["id"] == key), None)
-    return facts.get(key)
-
-
-DEVICE_WORK = {k.value for k in DEVICE_KINDS} | {Kind.COMM_TASK.value}
-"""Kinds that are device work (the by-kind line leaves host time out)."""
-
-
-def _kinds(rows: list[dict]) -> str:
-    device = [r for r in rows if r["kind"] in DEVICE_WORK]
-    return ", ".join(f"{r['kind']} {humanize.duration(r['total_ns'])}" for r in device) or "–"
-
-
-def finding_link(finding: dict, search: str) -> str:
-    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks."""
-    page = FINDING_PAGE.get(finding["analyzer"], "/")
-    if finding["analyzer"] == "health":
-        anchor = next((a for key, a in HEALTH_EVIDENCE if key in finding.get("evidence", {})), "")
-        page += f"#{anchor}" if anchor else ""
-    path, _, anchor = page.partition("#")
-    return f"{path}{search}" + (f"#{anchor}" if anchor else "")
-
-
-def findings_table(findings: list[dict], search: str = "") -> html.Table | html.P:
-    """Findings with their worth, advice and a link to the page with the evidence."""
-    if not findings:
-        return html.P("No findings.", id="findings")
-    header = html.Tr([html.Th(title) for title in FINDING_COLUMNS.values()] + [html.Th("evidence")])
-    rows = [
-        html.Tr(
-            [html.Td(humanize.value(c, f.get(c))) for c in FINDING_COLUMNS]
-            + [html.Td(dcc.Link(f"{f['analyzer']} →", href=finding_link(f, search)))],
-            className=f"severity-{f['severity']}",
-        )
-        for f in findings
-    ]
-    return html.Table([html.Thead(header), html.Tbody(rows)], id="findings", className="findings")
 
 
 def hotspots(view: View, query: dict[str, str]) -> list:
@@ -394,8 +272,9 @@ SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); it
 
 
 def distributed(view: View, query: dict[str, str]) -> list:
-    """Exposed communication per rank and step, the late rank, and every collective with wait vs transfer."""
+    """The late rank, exposed communication per rank and step, the distributed section, every collective."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
+    section = view.section("distributed")
     out: list = [_late_rank(view)]
     if len(view.ranks()) < 2:
         out.append(html.P(SINGLE_RANK, id="single-rank", className="note"))
@@ -404,76 +283,80 @@ def distributed(view: View, query: dict[str, str]) -> list:
     else:
         title = "Exposed communication per rank and step (ms per step)"
         out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, EXPOSED_COMM, title)))
-    out += _section(view, "distributed")
+    if section is not None:
+        out += [section_facts(section, "distributed-facts"), *section_tables(section)]
     if collectives.data is None:
         out.append(unavailable("Collectives", collectives.reason))
     else:
         calls = collectives.data[[c for c in COLLECTIVE_COLUMNS if c in collectives.data]]
-        out += [html.H3("Every collective call"), tables.table("collectives-table", calls, page_size=15)]
+        out += [
+            html.H3("Every collective call (each one call)"),
+            tables.table("collectives-table", calls, page_size=15),
+        ]
     return out
 
 
 def _late_rank(view: View) -> html.Div:
-    """The rank the others waited for, as the distributed analyzer names it."""
-    facts = (view.report().get("distributed") or {}).get("facts", {})
-    if facts.get("late_rank") is None:
+    """The rank the others waited for, as the distributed section names it."""
+    late, wait = view.fact("distributed", "late_rank"), view.fact("distributed", "late_rank_caused_wait_ns")
+    if late is None or late.value is None or wait is None:
         return html.Div()
-    late = view.optional("late_arrivals").data
+    arrivals = view.table("distributed", "late_arrivals")
     cause = ""
-    if isinstance(late, pd.DataFrame) and len(late):
-        worst = late.iloc[0]
+    if arrivals is not None and len(arrivals.frame):
+        worst = arrivals.frame.iloc[0]
         cause = f"; longest wait in step {worst['step']}: {worst['cause']} ({worst['detail']})"
-    wait = humanize.duration(facts.get("late_rank_caused_wait_ns"))
+    label, value = fact_pair(wait)
     return html.Div(
-        f"Late rank: rank {facts['late_rank']}, its peers waited {wait} for it{cause}",
+        f"Late rank: rank {late.value}; {label}: {value}{cause}",
         id="late-rank",
         className="callout",
     )
 
 
 def fusion(view: View, query: dict[str, str]) -> list:
-    """Fusion opportunities ranked by estimated saving."""
-    found = view.optional("fusion")
-    facts = _section(view, "fusion", with_tables=False)
-    if found.data is None:
-        return [*facts, unavailable("Fusion", found.reason)]
-    table = found.data
-    columns = [c for c in FUSION_FIRST if c in table] + [c for c in table if c not in FUSION_FIRST]
+    """The fusion section's facts and its opportunities, ranked by estimated saving per step."""
+    section, table = view.section("fusion"), view.table("fusion", "opportunities")
+    if section is None or table is None or not len(table.frame):
+        return [unavailable("Fusion", "the fusion analyzer found no opportunity in this trace")]
+    frame = table.frame
+    columns = [c for c in FUSION_FIRST if c in frame] + [str(c) for c in frame if c not in FUSION_FIRST]
     return [
-        *facts,
-        html.H3("Opportunities"),
+        section_facts(section, "fusion-facts"),
+        html.H3(table.title + PER[table.per]),
         html.P(FUSION_BASIS, className="note"),
-        tables.table("fusion-table", table, columns),
+        tables.section_table("fusion-table", table, columns, page_size=25),
     ]
 
 
 FUSION_FIRST = ("pattern", "saving_ns_per_step", "where", "replacement", "current_ns_per_step", "occurrences")
 """Fusion columns shown first: what, what it saves, where and with what, before the breakdown of the estimate."""
-FUSION_BASIS = "Times and bytes are per step (ms, MiB); savings are estimates: what fusing would remove."
+FUSION_BASIS = "Savings are estimates: what fusing would remove (see the model above)."
 
 
 def memory(view: View, query: dict[str, str]) -> list:
-    """Allocated/reserved over time with the peak marked, blocks live at the peak, per-op stats and leak trend."""
-    found = view.optional("memory")
-    if found.data is None:
-        return [unavailable("Memory", found.reason)]
+    """Allocated/reserved over time with the peak marked, and the memory section's facts and tables."""
+    found, section = view.optional("memory"), view.section("memory")
+    if found.data is None or section is None:
+        return [unavailable("Memory", found.reason or "no memory events")]
     result = found.data
     return [
-        dcc.Graph(id="memory-graph", figure=figures.memory_lines(result.timeline, result.peaks)),
-        *_section(view, "memory"),
+        dcc.Graph(id="memory-graph", figure=_memory_chart(view, result.timeline, result.peaks)),
+        section_facts(section, "memory-facts"),
+        *section_tables(section),
     ]
 
 
-def _section(view: View, name: str, with_tables: bool = True) -> list:
-    """An analyzer's report section: its facts and (optionally) tables, formatted generically."""
-    section = view.report().get(name)
-    if not section:
-        return []
-    out: list = [facts_list(section.get("facts", {}), f"{name}-facts")]
-    for i, (key, rows) in enumerate(section.get("tables", {}).items() if with_tables else ()):
-        if rows:
-            out += [html.H3(key), tables.table(f"{name}-section-{i}", rows, page_size=10)]
-    return out
+def _memory_chart(view: View, timeline: pd.DataFrame, peaks: pd.DataFrame):
+    """The memory lines on the tables' clock: ms from the trace's start, as the section's at_ns columns count."""
+    fig = figures.memory_lines(timeline, peaks)
+    if not len(timeline):
+        return fig
+    shift = (int(timeline["ts"].min()) - view.trace.meta.start_ns) / 1e6
+    for trace in fig.data:
+        trace.x = [x + shift for x in trace.x]
+    fig.update_layout(xaxis_title="ms from the trace's start (the tables' 'at' times count from there too)")
+    return fig
 
 
 COMPARE_HINT = (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from numbers import Number
 
 import pandas as pd
@@ -11,6 +12,7 @@ from dash.dash_table.Format import Format, Scheme, Trim
 
 from traceanalyzer import humanize
 from traceanalyzer.schema import NO_ROW
+from traceanalyzer.section import Table, Unit, column_unit
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
@@ -23,17 +25,20 @@ ID_COLUMNS = {"rank", "step", "late_rank", "device", "stream", "tid", "pid", "op
 """Columns where NO_ROW (-1) means none: shown as an empty cell, never as -1."""
 
 
-def _unit(key: str) -> tuple[str, float, Format | None]:
-    """Header suffix, scale and number format for a column key (the renderers' conventions)."""
-    if key.endswith("_ns") or key.endswith("_ns_per_step") or key.endswith("_ns_mean"):
+def _unit(unit: Unit) -> tuple[str, float, Format | None]:
+    """Header suffix, scale and number format of a column in this unit."""
+    if unit is Unit.NS:
         return " (ms)", MS_PER_NS, Format(precision=3, scheme=Scheme.fixed)
-    if key.endswith("share") or key.endswith("_pct"):
+    if unit is Unit.SHARE:
         return " (%)", 100.0, Format(precision=1, scheme=Scheme.fixed)
-    if key.endswith("bytes"):
-        return " (MiB)", MIB_PER_BYTE, Format(precision=2, scheme=Scheme.fixed)
+    if unit in (Unit.BYTES, Unit.BYTES_PER_STEP):
+        return " (MiB" + ("/step)" if unit is Unit.BYTES_PER_STEP else ")"), MIB_PER_BYTE, FIXED2
+    if unit in (Unit.TFLOPS, Unit.GBPS):
+        return f" ({unit.value})", 1.0, FIXED2
     return "", 1.0, PLAIN
 
 
+FIXED2 = Format(precision=2, scheme=Scheme.fixed)
 PLAIN = Format(precision=2, scheme=Scheme.fixed, trim=Trim.yes)
 """Other numbers: at most two decimals, none for whole numbers (counts per step such as 87.33, 49)."""
 
@@ -48,6 +53,12 @@ def rows_of(data: pd.DataFrame | list[dict]) -> list[dict]:
 def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[str] | None = None, page_size: int = 25):
     """A sortable, filterable DataTable; every cell is shown as text (never as HTML)."""
     return grid(table_id, content(data, columns), page_size)
+
+
+def section_table(table_id: str, t: Table, columns: list[str] | None = None, page_size: int = 10):
+    """A section's table as a DataTable, each column in the unit the section declares for it."""
+    columns = columns or [str(c) for c in t.frame.columns]
+    return grid(table_id, content(t.frame, columns, {c: t.unit(c) for c in columns}), page_size)
 
 
 def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.DataTable:
@@ -70,15 +81,19 @@ CONTENT = ("columns", "data", "tooltip_data", "style_cell_conditional")
 """The DataTable props that content() fills, in order (a callback can update a table in place with them)."""
 
 
-def content(data: pd.DataFrame | list[dict], columns: list[str] | None = None) -> dict:
-    """A table's columns, cells, hover texts and long-text styles, keyed by DataTable prop (see CONTENT)."""
+def content(
+    data: pd.DataFrame | list[dict], columns: list[str] | None = None, units: Mapping[str, Unit] | None = None
+) -> dict:
+    """A table's columns, cells, hover texts and long-text styles, keyed by DataTable prop (see CONTENT); a column's
+    unit is the one given, else the one its name says."""
     rows = rows_of(data)
     columns = columns or (list(rows[0]) if rows else [])
+    units = {c: (units or {}).get(c) or column_unit(c) for c in columns}
     long_text = [c for c in columns if c in LONG_TEXT]
     return {
-        "columns": [_column(c, rows) for c in columns],
-        "data": [{c: _cell(c, r.get(c)) for c in columns} for r in rows],
-        "tooltip_data": [{c: str(r[c]) for c in long_text if len(str(r.get(c))) > TIP_CHARS} for r in rows]
+        "columns": [_column(c, rows, units[c]) for c in columns],
+        "data": [{c: _cell(c, r.get(c), units[c]) for c in columns} for r in rows],
+        "tooltip_data": [{c: str(r.get(c)) for c in long_text if len(str(r.get(c))) > TIP_CHARS} for r in rows]
         if long_text
         else None,
         "style_cell_conditional": [
@@ -88,8 +103,8 @@ def content(data: pd.DataFrame | list[dict], columns: list[str] | None = None) -
     }
 
 
-def _column(key: str, rows: list[dict]) -> dict:
-    suffix, _, fmt = _unit(key)
+def _column(key: str, rows: list[dict], unit: Unit) -> dict:
+    suffix, _, fmt = _unit(unit)
     numeric = any(isinstance(r.get(key), Number) and not isinstance(r.get(key), bool) for r in rows)
     col = {"name": humanize.label(key) + suffix, "id": key, "type": "numeric" if numeric else "text"}
     if numeric and fmt is not None:
@@ -97,7 +112,7 @@ def _column(key: str, rows: list[dict]) -> dict:
     return col
 
 
-def _cell(key: str, value: object) -> object:
+def _cell(key: str, value: object, unit: Unit) -> object:
     """A cell value: numbers scaled to the column unit, everything else as text."""
     if isinstance(value, bool) or value is None:
         return "" if value is None else str(value)
@@ -105,7 +120,7 @@ def _cell(key: str, value: object) -> object:
         v = float(value)
         if math.isnan(v) or (key in ID_COLUMNS and value == NO_ROW):
             return None
-        return v * _unit(key)[1] if _unit(key)[2] is not None else value
+        return v * _unit(unit)[1]
     return str(value)
 
 

@@ -10,33 +10,24 @@ import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards import timeline
 
-from traceanalyzer.analyzers import ascend, distributed, gemm, health
+from traceanalyzer.analyzers import health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
+from traceanalyzer.report import Report
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
+from traceanalyzer.section import Fact, Section, Table
 from traceanalyzer.trace import Trace
 
 OPTIONAL = {
     "overlap": lambda trace: trace.overlap(),
     "collectives": lambda trace: trace.collectives(),
-    "late_arrivals": distributed.late_arrivals,
-    "fusion": lambda trace: trace.fusion(),
     "memory": lambda trace: trace.memory(),
-    "device_busy": health.device_busy,
     "idle_gaps": health.idle_gaps,
-    "sync_places": health.sync_places,
     "sync_stalls": health.sync_stalls,
-    "dtoh_copies": health.dtoh_copies,
-    "launch_bound": health.launch_bound,
-    "fp32_gemms": health.fp32_gemms,
-    "gemm_throughput": gemm.gemm_throughput,
-    "dynamic_shapes": health.dynamic_shapes,
-    "ascend_cores": lambda trace: ascend.core_breakdown(trace.events),
-    "ascend_overlap": ascend.overlap,
-    "ascend_aicpu": lambda trace: ascend.aicpu_ops(trace.events),
-    "ascend_dynamic": lambda trace: ascend.dynamic_shape_ops(trace.events),
 }
 """Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
+TABLE_ROWS = 500
+"""Rows per section table the pages get (the CLI prints the top 15; the pages sort and filter more)."""
 STACK_DEPTH = 40
 """Most call-stack frames shown for a selected op."""
 
@@ -61,7 +52,7 @@ class View:
         self.segments = lru_cache(maxsize=64)(self._segments)
         self.details = lru_cache(maxsize=256)(self._details)
         self.optional = lru_cache(maxsize=None)(self._optional)
-        self._report: dict | None = None
+        self._report: Report | None = None
         self.notes: list[str] = []
         # analyzer failures met while building the report (the rest of it still shows)
 
@@ -75,14 +66,32 @@ class View:
         if self.steps():
             self.segments(self.ranks()[0], self.steps()[0], timeline.LEVEL_CHOICES[0], False)
 
-    def report(self) -> dict:
-        """The analyzers' report (summary, findings, sections), with analyzer warnings suppressed."""
+    def report(self) -> Report:
+        """The analyzers' report (sections and ranked findings, tables to TABLE_ROWS rows), with analyzer warnings
+        kept as notes."""
         if self._report is None:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                self._report = self.trace.report()
+                self._report = self.trace.build_report(top=TABLE_ROWS)
             self.notes = list(dict.fromkeys(str(w.message) for w in caught if "analyzer" in str(w.message)))
         return self._report
+
+    def section(self, section_id: str) -> Section | None:
+        """The report's section with this id, or None when the analyzer had nothing to say."""
+        try:
+            return self.report().section(section_id)
+        except KeyError:
+            return None
+
+    def fact(self, section_id: str, fact_id: str) -> Fact | None:
+        """One fact of a section by id, or None."""
+        section = self.section(section_id)
+        return next((f for f in section.facts if f.id == fact_id), None) if section else None
+
+    def table(self, section_id: str, table_id: str) -> Table | None:
+        """One table of a section by id, or None."""
+        section = self.section(section_id)
+        return next((t for t in section.tables if t.id == table_id), None) if section else None
 
     def ranks(self) -> list[int]:
         """Ranks of the trace."""

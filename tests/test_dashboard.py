@@ -215,7 +215,7 @@ def test_distributed_names_the_late_rank(browser, app_url):
     if "not available for this trace" in body:
         pytest.skip(f"distributed analyzer not available yet: {body[:200]}")
     _wait(browser, "#overlap-heatmap .main-svg")
-    assert "Late rank: rank 1," in _wait(browser, "#late-rank").text
+    assert "Late rank: rank 1;" in _wait(browser, "#late-rank").text
     _wait(browser, "#collectives-table td[data-dash-column=collective]", "allreduce")
     _shot(browser, "distributed")
 
@@ -423,11 +423,11 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
 
 def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser, app_url):
     from traceanalyzer.dashboards.analyses import HEALTH
-    from traceanalyzer.dashboards.pages import finding_link
+    from traceanalyzer.dashboards.overview import finding_link
 
     url, store, keys = app_url
     view = store.view(keys["ddp"])
-    linked = [f for f in view.report()["findings"] if f["analyzer"] == "health" and "#" in finding_link(f, "")]
+    linked = [f for f in view.report().findings if f.analyzer == "health" and "#" in finding_link(f, "")]
     assert linked, "ddp_no_overlap has health findings"
     _open(browser, app_url, "/", "ddp")
     anchor = finding_link(linked[0], "").split("#")[1]
@@ -436,8 +436,10 @@ def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser,
     _wait(browser, f"#{anchor} h3")
     assert browser.execute_script(f"return document.getElementById('{anchor}').getBoundingClientRect().top") < 400
     for block in HEALTH:
+        table = view.table(block.section, block.table)
+        assert table is not None, block
         section = _wait(browser, f"#{block.anchor}")
-        assert block.title in section.text and ("(ms" in section.text or "ms)" in section.text)
+        assert table.title in section.text and ("(ms" in section.text or "ms)" in section.text)
     assert _wait(browser, "#device-busy-table td[data-dash-column=rank]").text in ("0", "1")
     _shot(browser, "health")
 
@@ -450,9 +452,18 @@ def test_ascend_page_shows_core_types(browser, app_url):
     groups = {
         c.text for c in browser.find_elements("css selector", "#core-types-table td[data-dash-column=core_group]")
     }
-    expected = set(store.view(keys["ascend"]).optional("ascend_cores").data["core_group"])
+    view = store.view(keys["ascend"])
+    expected = set(view.table("ascend", "core_breakdown").frame["core_group"])
     assert groups == expected and groups
     _shot(browser, "ascend")
+    peak = view.table("memory", "peaks").frame.iloc[0]
+    _open(browser, app_url, "/memory", "ascend")
+    _wait(browser, "#memory-graph .main-svg")
+    marked = browser.execute_script(
+        "return document.querySelector('#memory-graph .js-plotly-plot').data"
+        ".filter(t => t.name.endsWith(' peak')).map(t => t.x[0])"
+    )
+    assert marked == [pytest.approx(peak["at_ns"] / 1e6)]  # chart and table put the peak at the same time
     _open(browser, app_url, "/ascend", "gpt_train")
     assert "not an Ascend (CANN) trace" in _wait(browser, ".unavailable").text
 
@@ -475,29 +486,41 @@ def _headline(browser) -> dict[str, str]:
     return dict(pairs)
 
 
+def _as_shown(fact: dict) -> tuple[str, str]:
+    """A JSON report fact as the page should show it: its title with per step or total, its value in its unit."""
+    from traceanalyzer import humanize
+
+    per = {"step": " (per step)", "total": " (total)"}.get(fact["per"], "")
+    value, unit = fact["value"], fact["unit"]
+    text = {"ns": humanize.duration, "share": humanize.share, "bytes": humanize.size}.get(unit)
+    shown = text(value) if text and value is not None else humanize.value("", value) if unit == "count" else str(value)
+    return fact["title"] + per, shown
+
+
 @pytest.mark.parametrize("trace", ["gpt_train", "ddp"])
 def test_overview_figures_equal_the_json_report(browser, app_url, trace):
+    from traceanalyzer.dashboards.overview import HEADLINE
+
     from traceanalyzer import humanize
 
     _, store, keys = app_url
     report = _json_report(Path(store.jobs()[list(keys).index(trace)].paths[0]))
     _open(browser, app_url, "/", trace)
     assert {d["name"] for d in report["trace"]["devices"]} <= set(_wait(browser, "#trace-facts").text.split("\n"))
-    shown = _headline(browser)
-    s = report["summary"]
-    assert shown["step time (median per step)"] == humanize.duration(s["step_wall_ns_median"])
-    assert shown["device busy (share of the recorded window)"] == humanize.share(s["device_busy_share"])
-    assert shown["kernel time (median per step)"] == humanize.duration(s["kernel_ns_per_step"])
-    exposed = [k for k in shown if k.startswith("exposed communication")]
-    if trace == "ddp":
-        assert shown[exposed[0]] == humanize.duration(report["distributed"]["facts"]["comm_exposed_ns"])
-    else:
-        assert not exposed  # one rank: nothing is exposed across ranks
+    sections = report["sections"]
+    expected = dict(
+        _as_shown(f) for sid, fid in HEADLINE if sid in sections for f in sections[sid]["facts"] if f["id"] == fid
+    )
+    assert _headline(browser) == expected
+    assert any("per step" in label for label in expected) and "step time" in " ".join(expected)
     first = _wait(browser, "#findings tbody tr td:nth-child(2)").text
     assert first == report["findings"][0]["title"]
+    saving = _wait(browser, "#findings tbody tr td:nth-child(3)").text
+    assert saving == humanize.duration(report["findings"][0]["saving_ns_per_step"])
     by_kind = _wait(browser, "#by-kind").text
     assert "cpu_op" not in by_kind and "runtime" not in by_kind
-    kernel = next(r for r in s["time_by_kind"] if r["kind"] == "kernel")
+    kinds = next(t for t in sections["summary"]["tables"] if t["id"] == "time_by_kind")["rows"]
+    kernel = next(r for r in kinds if r["kind"] == "kernel")
     assert f"kernel {humanize.duration(kernel['total_ns'])}" in by_kind
     _wait(browser, "#step-chart .main-svg")
     _shot(browser, f"overview-{trace}")

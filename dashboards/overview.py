@@ -1,0 +1,117 @@
+"""The Overview page: what was loaded, the headline facts of the report's sections (each per step or total, in its
+unit), the ranked findings with links to their evidence, and each step's device busy and idle."""
+
+from __future__ import annotations
+
+from dash import dcc, html
+from traceanalyzer.dashboards import charts, state
+from traceanalyzer.dashboards.blocks import fact_pair, facts_list, labelled
+from traceanalyzer.dashboards.views import View
+
+from traceanalyzer import humanize
+from traceanalyzer.findings import Basis, Finding
+
+HEADLINE = (
+    ("summary", "steps"),
+    ("summary", "step_ns"),
+    ("summary", "bound"),
+    ("summary", "device_busy_share"),
+    ("summary", "kernel_ns"),
+    ("summary", "communication_share"),
+    ("distributed", "comm_exposed_ns"),
+    ("memory", "peak_allocated_bytes"),
+)
+"""The (section id, fact id) pairs the Overview leads with, in order; those a trace lacks are left out."""
+
+FINDING_PAGE = {
+    "hotspots": "/hotspots",
+    "health": "/health",
+    "gemm": "/health",
+    "distributed": "/distributed",
+    "fusion": "/fusion",
+    "memory": "/memory",
+    "ascend": "/ascend",
+}
+"""Which page shows the evidence of an analyzer's findings."""
+
+FINDING_ANCHOR = {
+    "health.idle": "idle-gaps",
+    "health.sync": "syncs",
+    "health.launch_bound": "launch-bound",
+    "health.fp32_gemm": "fp32-gemms",
+    "health.dynamic_shapes": "dynamic-shapes",
+    "ascend.ai_cpu": "ai-cpu",
+    "ascend.dynamic_shapes": "ascend-dynamic-shapes",
+}
+"""Finding id → the table on its page that holds its rows."""
+
+FINDING_HEADERS = ("severity", "finding", "saving per step", "share of step time", "basis", "advice", "evidence")
+
+
+def overview(view: View, query: dict[str, str]) -> list:
+    """Trace facts, the headline facts, the ranked findings and the step chart."""
+    report = view.report()
+    t = report.trace
+    trace_facts = {
+        "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
+        "ranks": ", ".join(map(str, t["ranks"])),
+        "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
+        "recorded_window_ns": t["span_ns"],
+        "events": t["events"],
+    }
+    steps = view.table("summary", "steps")
+    return [
+        html.Div([facts_list(trace_facts, "trace-facts"), labelled(headline(view), "headline")], className="row"),
+        html.H3("Findings, ranked by their estimated saving per step"),
+        findings_table(report.findings, state.encode(query)),
+        html.H3("Each step's device time: busy and idle (ms per step)"),
+        dcc.Graph(id="step-chart", figure=charts.step_breakdown(steps.frame if steps else None)),
+        *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
+        html.P(f"Device time by kind (total): {_kinds(view)}", id="by-kind"),
+    ]
+
+
+def headline(view: View) -> list[tuple[str, str]]:
+    """The headline facts, each labelled with its basis (per step or total) and shown in its unit."""
+    return [fact_pair(f) for f in (view.fact(s, fid) for s, fid in HEADLINE) if f is not None]
+
+
+def _kinds(view: View) -> str:
+    table = view.table("summary", "time_by_kind")
+    if table is None or not len(table.frame):
+        return "–"
+    rows = table.frame.itertuples()
+    return ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows)
+
+
+def finding_link(finding: Finding, search: str) -> str:
+    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks."""
+    anchor = FINDING_ANCHOR.get(finding.id, "")
+    return FINDING_PAGE.get(finding.analyzer, "/") + search + (f"#{anchor}" if anchor else "")
+
+
+def findings_table(findings: list[Finding], search: str = "") -> html.Table | html.P:
+    """Findings with their saving per step, its basis, the advice and a link to the page with the evidence."""
+    if not findings:
+        return html.P("No findings.", id="findings")
+    header = html.Tr([html.Th(h) for h in FINDING_HEADERS])
+    rows = [
+        html.Tr(
+            [html.Td(cell) for cell in _finding_cells(f)]
+            + [html.Td(dcc.Link(f"{f.analyzer} →", href=finding_link(f, search)))],
+            className=f"severity-{f.severity.value}",
+        )
+        for f in findings
+    ]
+    return html.Table([html.Thead(header), html.Tbody(rows)], id="findings", className="findings")
+
+
+def _finding_cells(f: Finding) -> list:
+    """Severity, title, saving per step and share (or why there is none), basis (its model on hover), advice."""
+    if f.covered_by:
+        saving, share, basis = "–", "–", f"counted under {f.covered_by}"
+    elif f.basis is Basis.NONE:
+        saving, share, basis = "–", "–", f"not estimated (concerns {humanize.duration(f.concerns_ns)}/step)"
+    else:
+        saving, share, basis = humanize.duration(f.saving_ns), humanize.share(f.step_share), f.basis.value
+    return [f.severity.value, f.title, saving, share, html.Span(basis, title=f.model), f.advice]
