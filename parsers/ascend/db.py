@@ -208,14 +208,17 @@ def _task_query(con: sqlite3.Connection, tables: set[str]) -> str:
     compute = "COMPUTE_TASK_INFO" in tables
     comm = "COMMUNICATION_TASK_INFO" in tables
     shapes = compute and "inputShapes" in _columns(con, "COMPUTE_TASK_INFO")
+    planes = comm and "planeId" in _columns(con, "COMMUNICATION_TASK_INFO")
     return (
         "select t.startNs, t.endNs, t.deviceId, t.connectionId, t.streamId, t.taskType, "
         + ("k.name as kname, k.taskType as core, " if compute else "null as kname, null as core, ")
         + ("k.inputShapes, k.inputDataTypes, " if shapes else "null as inputShapes, null as inputDataTypes, ")
         + (
-            "m.taskType as ctask, m.size as csize, m.opId as cop "
+            "m.taskType as ctask, m.size as csize, m.opId as cop, "
             if comm
-            else "null as ctask, null as csize, null as cop "
+            else "null as ctask, null as csize, null as cop, "
+        )
+        + ("m.planeId as cplane " if planes else "null as cplane "
         )
         + "from TASK t "
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
@@ -245,7 +248,7 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
             "kind": kind,
             "cat": task_type,
             "pid": "device",
-            "tid": t["streamId"].astype(str),
+            "tid": _task_lanes(t, is_comm),
             "device": _ints(t["deviceId"]),
             "stream": _ints(t["streamId"]),
             "correlation": np.where(is_comm, NO_ROW, _ints(t["connectionId"])),
@@ -256,6 +259,16 @@ def _tasks(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -
             "input_types": _names(t["inputDataTypes"], strings),
         }
     )
+
+
+def _task_lanes(t: pd.DataFrame, is_comm: np.ndarray) -> np.ndarray:
+    """The lane of each task: its stream; an HCCL task's plane (``planeId``) where recorded, as the text export's
+    trace lays the planes out, so the transfer of an op is read from its main plane there too."""
+    lane = t["streamId"].astype(str).to_numpy(dtype=object)
+    plane = _ints(t["cplane"])
+    on_plane = is_comm & (plane != NO_ROW)
+    lane[on_plane] = plane[on_plane].astype(str)
+    return lane
 
 
 def _comm_ops(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
