@@ -1,0 +1,135 @@
+"""traceanalyze export: Parquet/CSV tables that read back exactly, and a Perfetto trace carrying every finding."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import REPO
+from traceanalyzer import cli
+from traceanalyzer.renderers import perfetto
+from traceanalyzer.schema import EVENT_COLUMNS
+
+SAMPLES = REPO / "sample_traces"
+FSDP = SAMPLES / "fsdp"
+
+
+@pytest.fixture(scope="module")
+def fsdp() -> ta.Trace:
+    return ta.load(FSDP)
+
+
+@pytest.fixture(scope="module")
+def parquet_dir(tmp_path_factory):
+    out = tmp_path_factory.mktemp("export") / "fsdp_tables"
+    assert cli.main(["export", str(FSDP), "--to", "parquet", "-o", str(out)]) == 0
+    return out
+
+
+def test_parquet_event_table_reads_back_exactly(fsdp, parquet_dir):
+    events = pd.read_parquet(parquet_dir / "events.parquet")
+    _same(events, fsdp.events)
+    assert events["ts"].dtype == np.int64 and isinstance(events["name"].dtype, pd.CategoricalDtype)
+    _same(pd.read_parquet(parquet_dir / "memory_events.parquet"), fsdp.memory_events)
+
+
+def _same(back: pd.DataFrame, loaded: pd.DataFrame) -> None:
+    """Equal column by column: dtypes, values, categories and codes (pandas reads Parquet categories as its
+    string dtype where the loaded table has object categories: the same strings)."""
+    assert list(back.columns) == list(loaded.columns) and back.index.equals(loaded.index)
+    for name in loaded.columns:
+        a, b = back[name], loaded[name]
+        if isinstance(b.dtype, pd.CategoricalDtype):
+            assert isinstance(a.dtype, pd.CategoricalDtype), name
+            assert list(a.cat.categories) == list(b.cat.categories), name
+            assert np.array_equal(a.cat.codes.to_numpy(), b.cat.codes.to_numpy()), name
+        else:
+            pd.testing.assert_series_equal(a, b, check_exact=True)
+
+
+def test_every_section_table_is_exported_and_documented(fsdp, parquet_dir):
+    report = fsdp.build_report()
+    readme = (parquet_dir / "README.md").read_text()
+    for section in report.sections:
+        for table in section.tables:
+            name = f"{section.id}.{table.id}.parquet"
+            back = pd.read_parquet(parquet_dir / name)
+            assert list(back.columns) == [str(c) for c in table.frame.columns], name
+            assert len(back) == len(table.frame), name
+            assert f"## {name}" in readme
+    for column in EVENT_COLUMNS:
+        assert f"| {column.name} | {column.dtype} | {column.doc} |" in readme
+    kernels = pd.read_parquet(parquet_dir / "hotspots.kernel.parquet")
+    assert kernels["total_ns"].tolist() == report.section("hotspots").table("kernel").frame["total_ns"].tolist()
+
+
+def test_csv_export_has_the_same_rows(fsdp, tmp_path):
+    out = tmp_path / "csv"
+    assert cli.main(["export", str(FSDP), "--to", "csv", "-o", str(out)]) == 0
+    events = pd.read_csv(out / "events.csv", index_col="row", keep_default_na=False)
+    assert events["ts"].tolist() == fsdp.events["ts"].tolist()
+    assert events["name"].astype(str).tolist() == fsdp.events["name"].astype(str).tolist()
+    assert (out / "README.md").exists()
+
+
+def test_export_into_an_input_is_refused(tmp_path, capsys):
+    assert cli.main(["export", str(FSDP), "--to", "csv", "-o", str(FSDP / "tables")]) == 2
+    assert "is inside the input" in capsys.readouterr().err
+    assert not (FSDP / "tables").exists()
+    assert cli.main(["export", str(FSDP), "--to", "perfetto", "-o", str(tmp_path / "out.txt")]) == 2
+    assert "must end in .json or .json.gz" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def annotated(fsdp, tmp_path_factory) -> dict:
+    out = tmp_path_factory.mktemp("perfetto") / "fsdp.json.gz"
+    assert cli.main(["export", str(FSDP), "--to", "perfetto", "-o", str(out)]) == 0
+    return json.loads(gzip.decompress(out.read_bytes()))
+
+
+def test_perfetto_export_is_chrome_trace_json_with_the_events(fsdp, annotated):
+    events = annotated["traceEvents"]
+    assert all(e["ph"] in ("X", "M") for e in events)
+    assert all(isinstance(e["pid"], int) and isinstance(e["tid"], int) for e in events)
+    slices = [e for e in events if e["ph"] == "X" and e["pid"] != perfetto.FINDINGS_PID]
+    assert len(slices) == len(fsdp.events) and annotated["otherData"]["subset"] == ""
+    t0 = annotated["otherData"]["start_ns"]
+    assert t0 == int(fsdp.events["ts"].min())
+    source = sorted(zip((fsdp.events["ts"] - t0).tolist(), fsdp.events["dur"].tolist(), strict=True))
+    written = sorted((round(e["ts"] * 1000), round(e["dur"] * 1000)) for e in slices)
+    assert written == source  # every ns survives
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert perfetto.FINDINGS_PROCESS in names
+
+
+def test_every_finding_is_on_the_findings_track_at_its_times(fsdp, annotated):
+    t0 = annotated["otherData"]["start_ns"]
+    track = [e for e in annotated["traceEvents"] if e["ph"] == "X" and e["pid"] == perfetto.FINDINGS_PID]
+    findings = fsdp.findings()
+    for number, finding in enumerate(findings, 1):
+        mine = [e for e in track if e["name"] == f"{number}. {finding.title}"]
+        assert mine, finding.title
+        assert all(e["args"]["advice"] == finding.advice for e in mine)
+        assert all(e["args"]["saving_ns_per_step"] == finding.saving_ns for e in mine)
+        for rank, (starts, ends) in finding.claims.items():
+            on_rank = [e for e in mine if e["tid"] % 1000 == rank + 1]
+            got = sorted((round(e["ts"] * 1000) + t0, round((e["ts"] + e["dur"]) * 1000) + t0) for e in on_rank)
+            assert [s for s, _ in got] == sorted(int(s) for s in starts)
+            assert max(abs(g - int(e)) for (_, g), e in zip(got, sorted(ends), strict=True)) <= 1
+    for claimed in (f for f in findings if f.claims):
+        for rank, (starts, _) in claimed.claims.items():
+            device = fsdp.events[(fsdp.events["rank"] == rank) & (fsdp.events["dur"] > 0)]
+            edges = set(device["ts"].tolist()) | set((device["ts"] + device["dur"]).tolist())
+            assert int(starts[0]) in edges, claimed.title  # claims begin and end at source events' edges
+
+
+def test_big_traces_are_written_as_a_subset_that_says_so(fsdp):
+    events, note = perfetto.subset(fsdp.events, limit=len(fsdp.events) // 2)
+    device = fsdp.events["kind"].isin(perfetto.DEVICE_KIND_NAMES)
+    assert len(events) <= len(fsdp.events) // 2 and device[events.index].sum() == device.sum()
+    assert "call depth" in note and f"{len(fsdp.events):,}" in note
