@@ -139,3 +139,9 @@ def test_the_whole_4_rank_job_reports_its_bubble_and_no_late_rank(job):
     assert not [f for f in found if f.id == "distributed.late_rank"]
     section = job.build_report().section("distributed")
     assert "late_rank" not in {f.id for f in section.facts}
+
+
+def test_ranks_loaded_from_their_communication_alone_are_not_called_idle(job):
+    """Ranks 1 and 3 have only communication.json: no compute recorded, so no idle-device finding for them."""
+    idle = [f for f in job.findings() if f.id == "health.idle"]
+    assert {f.where["rank"] for f in idle} <= {0, 2}

@@ -12,7 +12,7 @@ from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, bus
 from traceanalyzer.analyzers.steps import step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.schema import NO_ROW
+from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -117,7 +117,9 @@ def gap_findings(trace: TraceData, step_ns: fnd.StepTime, after_sync: pd.Series)
     claims = idle_claims(trace)
     gaps = idle_gaps(trace, top=1)
     out = []
-    for row in busy[busy["large_gaps"] > 0].itertuples(index=False):
+    computing = trace.events.loc[trace.events["kind"] == Kind.KERNEL.value, "rank"].unique()
+    judged = busy["rank"].isin(computing)  # a rank loaded from its communication alone shows no compute: not idle
+    for row in busy[(busy["large_gaps"] > 0) & judged].itertuples(index=False):
         largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
         idle = idle_in_steps(claims.get(row.rank))
         synced = after_sync.get(row.rank, 0) / row.idle_ns
