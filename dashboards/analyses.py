@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from dash import html
+from dash import dcc, html
+from traceanalyzer.dashboards import state
 from traceanalyzer.dashboards.blocks import PER, analysis, unavailable
 from traceanalyzer.dashboards.views import View
 
@@ -122,7 +123,7 @@ ASCEND = (
 )
 """The Ascend page, in reading order."""
 
-FORMAT_CONVERSIONS = "Format conversions (TransData): the Ascend analyzer does not tabulate them yet."
+FORMAT_CONVERSIONS = "Format conversions (TransData) are ranked with the other fusion opportunities: "
 
 
 def health(view: View, query: dict[str, str]) -> list:
@@ -134,7 +135,10 @@ def ascend(view: View, query: dict[str, str]) -> list:
     """Core types, overlap per step, AI_CPU ops and dynamic shapes of an Ascend trace."""
     if not ascend_analyzer.is_ascend(view.trace):
         return [unavailable("Ascend", "this is not an Ascend (CANN) trace")]
-    return [*(_block(view, block) for block in ASCEND), html.P(FORMAT_CONVERSIONS, className="note")]
+    conversions = html.P(
+        [FORMAT_CONVERSIONS, dcc.Link("Fusion →", href=f"/fusion{state.encode(query)}")], className="note"
+    )
+    return [*(_block(view, block) for block in ASCEND), conversions]
 
 
 def _block(view: View, block: Block) -> html.Section:

@@ -53,7 +53,7 @@ def overview(view: View, query: dict[str, str]) -> list:
     report = view.report()
     t = report.trace
     trace_facts = {
-        "platform": f"{t['platform']} ({t['source_format']} {t['format_version']})".strip(),
+        "platform": f"{t['platform']} ({' '.join(str(v) for v in (t['source_format'], t['format_version']) if v)})",
         "ranks": ", ".join(map(str, t["ranks"])),
         "devices": ", ".join(sorted({d["name"] for d in t["devices"] if d["name"]})) or "–",
         "recorded_window_ns": t["span_ns"],

@@ -95,6 +95,8 @@ class Store:
         """A job's error: the whole message, or for a guarded job the generic one (the detail goes to the console)."""
         if job.guarded:
             print(f"traceanalyze dashboard: opening {job.label} failed: {message}", file=sys.stderr)
+        for path in job.paths:  # the line names the job already (an upload's temp path is the server's business)
+            message = message.replace(f"{path}: ", "")
         job.state, job.message = "error", REFUSED if job.guarded else message
 
     def jobs(self) -> list[Job]:

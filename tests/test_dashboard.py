@@ -345,7 +345,9 @@ def test_bad_upload_shows_its_error_and_the_app_keeps_running(browser, app_url, 
     garbage = tmp_path / "garbage.json"
     garbage.write_text("this is not a trace")
     browser.find_element("css selector", "#upload input[type=file]").send_keys(str(garbage))
-    assert "could not open garbage.json (uploaded)" in _wait(browser, "#load-status", "garbage.json (uploaded)").text
+    error = _wait(browser, "#load-status", "garbage.json (uploaded)").text
+    assert "could not open garbage.json (uploaded): is not a profiler trace" in error
+    assert "traceanalyzer-upload" not in error  # the server's temp folder is not shown
     _open(browser, app_url, "/", "gpt_train")
 
 
