@@ -31,9 +31,10 @@ border-radius:3px;color:#fff}.sev-high{background:#c62828}.sev-medium{background
 .sev-info{background:#757575}.figure{margin:12px 0}
 """
 SORT_JS = """
-document.querySelectorAll('table.sortable th').forEach(function (th, i) {
+document.querySelectorAll('table.sortable th').forEach(function (th) {
   th.addEventListener('click', function () {
-    var body = th.closest('table').tBodies[0], rows = Array.from(body.rows), up = th.dataset.dir !== 'asc';
+    var i = th.cellIndex, body = th.closest('table').tBodies[0], rows = Array.from(body.rows);
+    var up = th.dataset.dir !== 'asc';
     th.dataset.dir = up ? 'asc' : 'desc';
     rows.sort(function (a, b) {
       var x = a.cells[i].dataset.v, y = b.cells[i].dataset.v, nx = parseFloat(x), ny = parseFloat(y);

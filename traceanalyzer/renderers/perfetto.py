@@ -198,6 +198,6 @@ def _args(f: Finding, how: str) -> dict:
 
 def _finding_threads(findings: list[tuple[dict, tuple[int, int]]]) -> list[dict]:
     seen = {}
-    for s, (number, rank) in findings:
+    for s, (_, rank) in findings:
         seen.setdefault(s["tid"], f"{s['name'][:80]} · rank {rank}")
     return [_meta("thread_name", FINDINGS_PID, tid, name) for tid, name in seen.items()]
