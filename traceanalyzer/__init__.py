@@ -12,6 +12,7 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.comparison import Comparison, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
+from traceanalyzer.notebook import findings_table, pretty
 from traceanalyzer.renderers import plots
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.trace import Trace, load
@@ -26,7 +27,9 @@ __all__ = [
     "Trace",
     "TraceError",
     "compare",
+    "findings_table",
     "load",
     "plots",
+    "pretty",
     "__version__",
 ]

@@ -15,7 +15,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import intervals, notebook
 from traceanalyzer.intervals import Intervals
 
 PUSH_THRESHOLD = 0.05
@@ -79,6 +79,12 @@ class Finding:
     pushed: bool = False
     covered_by: str = ""
     claims: Claims = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self) -> str:
+        return notebook.finding_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.finding_html(self)
 
     @property
     def step_share(self) -> float:

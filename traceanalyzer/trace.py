@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
-from traceanalyzer import loading
+from traceanalyzer import loading, notebook
 from traceanalyzer.analyzers import all_findings, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
@@ -29,10 +29,10 @@ class Trace(TraceData):
     restricts every analysis below to one step and/or rank."""
 
     def __repr__(self) -> str:
-        return (
-            f"<Trace {self.meta.platform.value} {self.meta.source_format}: {len(self.events):,} events, "
-            f"ranks {self.meta.ranks}, {self.meta.span_ns / 1e6:.1f} ms, {self.scope}>"
-        )
+        return notebook.trace_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.trace_html(self)
 
     def select(
         self,

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
+from traceanalyzer import notebook
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.comparison import diff, findings, matching, memory, platforms, samples
 from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
@@ -50,6 +51,12 @@ class Comparison:
     memory: dict
     platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
     notes: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return notebook.comparison_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.comparison_html(self)
 
     def metric(self, name: str) -> pd.Series:
         """One summary row (``step_ns``, ``device_busy_ns``, ``comm_exposed_ns``, ``comm_hidden_ns``, ``idle_ns``)."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import notebook
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
@@ -53,6 +54,12 @@ class MemoryAnalysis:
     unfreed: pd.DataFrame  # blocks allocated in a step and never freed, grouped by op and path
     notes: list[str] = field(default_factory=list)
     modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # Ascend: peak reserved per CANN module
+
+    def __repr__(self) -> str:
+        return notebook.memory_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.memory_html(self)
 
     @property
     def device_peaks(self) -> pd.DataFrame:
