@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
-from tests.conftest import load_shared, shared_path
-from traceanalyzer.analyzers import gemm
+import traceanalyzer as ta
+from tests.conftest import REPO, load_shared, shared_path
+from traceanalyzer import devices
+from traceanalyzer.analyzers import gemm, hotspots
 
 
 def _row(trace, op="aten::mm"):
@@ -38,7 +41,44 @@ def test_report_section_lists_the_gemm_ops(gpt_train):
 
 
 def test_gemm_hotspot_finding_quotes_the_achieved_rate(gpt_train):
-    from traceanalyzer.analyzers import hotspots
-
     mm = next(f for f in hotspots.findings(gpt_train) if f.where["name"] == "aten::mm")
     assert mm.advice.startswith("It runs at 755 TFLOP/s (bf16), 76% of the device's dense bf16 peak.")
+
+
+TF32 = REPO / "sample_traces" / "tf32_matmul"
+
+
+@pytest.fixture(scope="module")
+def tf32() -> tuple[ta.Trace, dict]:
+    meta = json.loads((TF32 / "tf32_matmul.meta.json").read_text())
+    return ta.load(TF32 / "tf32_matmul.json.gz"), meta
+
+
+def test_tf32_tensor_core_gemms_are_measured_against_the_tf32_peak(tf32):
+    trace, meta = tf32
+    row = _row(trace)
+    assert "tf32" in meta["kernels"][0]  # cuBLAS ran the fp32 inputs on TF32 tensor cores (allow_tf32)
+    assert row["dtype"] == "tf32" and row["calls"] == meta["key_averages_mm"]["count"] == 16
+    assert row["tflops"] == pytest.approx(meta["mm_tflops_key_averages"], rel=0.001)  # 405 TFLOP/s
+    assert row["peak_tflops"] == devices.lookup("NVIDIA H200").peak_tflops["tf32"] == 494.0
+    assert row["peak_share"] == pytest.approx(405.3 / 494, rel=0.01) and row["note"] == ""  # not "605 % of fp32"
+
+
+def test_a_rate_above_the_peak_is_clipped_with_a_note(tf32, monkeypatch):
+    trace, _ = tf32
+    low = devices.Device("H200", {"tf32": 200.0}, 4.8e12, 132)
+    monkeypatch.setattr(devices, "FAMILIES", ((re.compile("H200"), low),))
+    row = _row(trace.scoped(rank=0))  # a fresh view: the whole trace's table is remembered
+    assert row["tflops"] > 400 and row["peak_share"] == 1.0 and row["note"] == gemm.ABOVE_PEAK
+
+
+def test_every_dtype_has_a_peak_on_the_devices_that_document_it():
+    for name in ("NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA B200", "AMD Instinct MI300X"):
+        assert {"bf16", "fp16", "tf32", "fp32", "fp8"} <= set(devices.lookup(name).peak_tflops), name
+    assert "fp8" not in devices.lookup("NVIDIA A100-SXM4-80GB").peak_tflops  # Ampere has no fp8
+    assert devices.lookup("NVIDIA A100-SXM4-80GB").bandwidth > devices.lookup("NVIDIA A100-SXM4-40GB").bandwidth
+    assert set(devices.lookup("Tesla V100-SXM2-16GB").peak_tflops) == {"fp16", "fp32", "fp64"}
+    assert devices.lookup("NVIDIA H100 PCIe").family == "H100 PCIe" and devices.lookup("Ascend910B3").bandwidth
+    for _, device in devices.FAMILIES:
+        peaks = device.peak_tflops
+        assert all(peaks[d] <= peaks["bf16"] for d in ("tf32", "fp32") if d in peaks and "bf16" in peaks)

@@ -176,7 +176,7 @@ def test_dynamic_shapes_finding_names_the_sequence_length_gemms(dynamic):
     trace, meta = dynamic
     assert len(trace.steps()) == len(meta["seq_len_per_traced_step"]) == 8
     finding = _shape_finding(trace)
-    assert finding is not None and finding.severity.value == "info"
+    assert finding is not None
     assert finding.where["ops"][:2] == ["aten::mm", "aten::bmm"]  # the ops with the most device time come first
     assert "aten::addmm" in finding.where["ops"] and "aten::mm, aten::bmm" in finding.title
     assert "bucket" in finding.advice and "mark_dynamic" in finding.advice
@@ -194,6 +194,41 @@ def test_dynamic_shapes_lists_exactly_the_ops_torch_saw_new_shapes_for_in_every_
     listed = {op["name"] for op in _shape_finding(trace).evidence["ops"]}
     assert {op for op in listed if op.startswith("aten::")} == changing | TENSOR_LIST_OPS
     assert {"aten::mm", "aten::addmm", "aten::bmm", "aten::_softmax", "aten::native_layer_norm"} <= listed
+
+
+def test_dynamic_shapes_are_costed_and_every_such_op_is_listed(dynamic):
+    trace, _ = dynamic
+    table = health.dynamic_shapes(trace)
+    finding = _shape_finding(trace)
+    steps = len(trace.steps())
+    assert finding.where["ops"] == table["name"].tolist() and len(table) == 55  # every op, not the first five
+    assert "… 50 more" in finding.title
+    stalls = int(table["stall_ns"].sum())
+    assert finding.saving_ns * steps == pytest.approx(stalls, abs=steps)
+    assert finding.concerns_ns * steps == pytest.approx(int(table["device_ns"].sum()) + stalls, abs=steps)
+    assert 0 < finding.saving_ns < trace.steps()["step_ns"].median()  # per step, within the step
+    assert finding.basis.value == "modelled" and "first calls of new shapes" in finding.model
+
+
+def test_a_first_call_stall_is_the_first_call_of_a_new_shape_above_the_ops_median(dynamic):
+    trace, _ = dynamic
+    ev = trace.events
+    calls = ev[(ev["name"] == "BmmBackward0") & (ev["step"] >= 0)].sort_values("ts")  # outermost: autograd's node
+    first = calls.drop_duplicates("input_dims")
+    later = first[first["step"] > calls["step"].min()]
+    expected = (later["dur"] - calls["dur"].median()).clip(lower=0).sum()
+    row = health.dynamic_shapes(trace).set_index("name").loc["BmmBackward0"]
+    assert row["stall_ns"] == pytest.approx(expected, abs=1)
+    assert row["stall_ns"] > 50 * calls["dur"].median() * row["new_shapes"]  # cuBLAS re-plans: ms, not µs
+
+
+def test_one_step_gives_no_dynamic_shape_verdict_on_ascend():
+    trace = load_shared("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+    ev = trace.events
+    matmuls = ev[(ev["kind"] == "kernel") & ev["name"].astype(str).str.contains("MatMulV2")]
+    assert matmuls["input_dims"].nunique() >= health.DYNAMIC_SHAPE_MIN  # AlexNet's layers, in its single step
+    assert ev.loc[ev["step"] >= 0, "step"].nunique() == 1
+    assert len(health.dynamic_shapes(trace)) == 0 and _shape_finding(trace) is None
 
 
 def test_dynamic_shapes_counts_equal_key_averages(dynamic):

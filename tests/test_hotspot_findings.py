@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-import pytest
-from conftest import load_shared
+import json
+import re
 
+import pytest
+from conftest import REPO, load_shared
+
+import traceanalyzer as ta
 from traceanalyzer.analyzers import hotspots
 from traceanalyzer.findings import PUSH_THRESHOLD, Severity
+from traceanalyzer.vocabulary import GRAPH_REPLAYED
 
 
 def test_gpt_train_top_ops_match_key_averages(gpt_train):
@@ -55,3 +60,96 @@ def test_category_hotspots(gpt_train):
     table = {row["name"]: row for row in gpt_train.hotspots("category").to_dict(orient="records")}
     assert {"gemm", "elementwise", "copy", "attention"} <= set(table)
     assert sum(row["share"] for row in table.values()) == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------- graph-replayed work
+
+GRAPHS = REPO / "sample_traces"
+
+
+@pytest.fixture(scope="module")
+def graph_replay() -> tuple[ta.Trace, dict]:
+    folder = GRAPHS / "cuda_graph_replay"
+    return ta.load(folder / "cuda_graph_replay.json.gz"), json.loads(
+        (folder / "cuda_graph_replay.meta.json").read_text()
+    )
+
+
+def test_graph_replayed_work_has_its_own_row_in_the_op_tables(graph_replay):
+    trace, _ = graph_replay
+    ev = trace.events
+    device = ev[ev["kind"].isin(hotspots.DEVICE)]
+    launched = ev["name"].astype(str).reindex(device["launch"].clip(lower=0)).to_numpy()
+    replayed = device[(launched == "cudaGraphLaunch") & (device["op"] == -1)]
+    ops = trace.hotspots("op_device").set_index("name")
+    row = ops.loc[GRAPH_REPLAYED]
+    assert len(replayed) == 5 * (49 + 24)  # README: each launch replays 49 kernels and 24 memsets
+    assert (row["kind"], row["count"], row["kernels"]) == ("graph", 5, len(replayed))
+    assert row["total_ns"] == replayed["dur"].sum()
+    assert ops.loc["aten::copy_", "kernels"] == 5  # the eager input copy keeps only its own kernels
+    assert ops["total_ns"].sum() == device.loc[(device["op"] != -1) | device.index.isin(replayed.index), "dur"].sum()
+    cpu = trace.hotspots("cpu_op").set_index("name").loc[GRAPH_REPLAYED]
+    assert cpu["device_self_ns"] == row["total_ns"] and cpu["total_ns"] == 0  # no host op ran it
+
+
+def test_graph_launches_are_grouped_per_launch(graph_replay):
+    trace, meta = graph_replay
+    launches = hotspots.graph_launches(trace)
+    kernel_nodes = meta["graph_node_types_in_debug_dump"]["KERNEL"] + meta["graph_node_types_in_debug_dump"]["MEMCPY"]
+    assert len(launches) == 5 and sorted(launches["step"]) == [2, 3, 4, 5, 6]
+    assert (launches["kernels"] == kernel_nodes).all()  # 48 kernels + the memcpy the trace shows as a kernel
+    assert (launches["memsets"] == meta["graph_node_types_in_debug_dump"]["MEMSET"]).all()
+    body_ns = 1e6 * min(meta["step_body_ms_cuda_events_traced"])
+    assert (launches["device_ns"] < launches["span_ns"]).all() and (launches["span_ns"] < body_ns).all()
+    summary = hotspots.graph_summary(trace).iloc[0]
+    assert (summary["launches"], summary["kernels_per_launch"], summary["memsets_per_launch"]) == (5, 49, 24)
+    tables = {t["id"]: t for t in trace.report()["sections"]["hotspots"]["tables"]}
+    assert tables["graph_replays"]["rows"][0]["launches"] == 5 and "graph node ids" in tables["graph_replays"]["note"]
+
+
+def test_graph_replayed_work_is_busy_not_idle(graph_replay):
+    trace, _ = graph_replay
+    replayed = trace.hotspots("op_device").set_index("name").loc[GRAPH_REPLAYED, "total_ns"]
+    steps = trace.steps()
+    idle = trace.report()["sections"]["health"]["facts"]
+    idle_ns = next(f["value"] for f in idle if f["id"] == "idle_in_steps_ns")
+    assert idle_ns <= steps["step_ns"].sum() - replayed  # the replay is device work, never counted as idle
+
+
+def test_cuda_graph_replays_16_kernels_per_launch_as_key_averages_does():
+    trace = ta.load(GRAPHS / "cuda_graph" / "cuda_graph.json.gz")
+    summary = hotspots.graph_summary(trace).iloc[0]
+    assert (summary["launches"], summary["kernels_per_launch"]) == (3, 16)
+    row = trace.hotspots("op_device").set_index("name").loc[GRAPH_REPLAYED]
+    assert row["kernels"] == 48
+    assert row["total_ns"] == pytest.approx(1.374e6, rel=0.02)  # key_averages: graph_replay 1.374 ms (README)
+
+
+# ---------------------------------------------------------------- advice by platform and by what the kernel is
+
+CUDA_ADVICE = re.compile(r"CUDA|TF32|tensor core|cuDNN|cuBLAS|reduce-overhead", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt"),
+        ("public", "ascend", "msinsight", "st_level2_qwen3_4rank"),
+    ],
+)
+def test_ascend_reports_get_no_cuda_advice(parts):
+    found = load_shared(*parts).findings()
+    assert any(f.analyzer == "hotspots" and f.where.get("category") == "gemm" for f in found)
+    assert [(f.title, f.advice) for f in found if CUDA_ADVICE.search(f.advice)] == []
+
+
+def test_fused_kernels_get_no_fuse_advice():
+    trace = ta.load(GRAPHS / "compiled" / "compiled.json.gz")
+    found = {f.where["name"]: f for f in hotspots.findings(trace)}
+    triton = found["triton_poi_fused_gelu_gelu_backward_view_2"]
+    assert "already a fused kernel" in triton.advice and "torch.compile" not in triton.advice
+    sdpa = found["aten::_cudnn_attention_backward"]
+    assert "already runs a fused attention kernel" in sdpa.advice and "scaled_dot_product" not in sdpa.advice
+    discovered = trace.fusion()
+    assert not discovered["variant"].str.contains("_fused_adamw_").any()  # the fused optimizer is not a chain
+    assert discovered["replacement"].str.contains("outside the compiled region").all()

@@ -93,8 +93,13 @@ TF32_KERNEL = re.compile(r"tf32|s1688|s16816|_xf32", re.IGNORECASE)
 TENSOR_CORE_KERNEL = re.compile(r"tf32|bf16|f16|h884|h1688|s1688|s16816|tensorop|nvjet|hmma|wgmma", re.IGNORECASE)
 """GEMM kernel names that show tensor-core math."""
 
-FUSED_KERNEL = re.compile(r"^triton_|^fused_|_fused_|^Fused|npu_fusion|FlashAttentionScore|RmsNorm|AddLayerNorm")
+FUSED_KERNEL = re.compile(
+    r"^triton_|^fused_|_fused_|^Fused|npu_fusion|FlashAttentionScore|RmsNorm|AddLayerNorm|ApplyAdam|RotaryPosition|SwiGlu"
+)
 """Kernels that already fuse several ops: Triton/Inductor (``triton_poi_fused_add_mul_0``), CANN fused ops."""
+
+COMPILED_REGION = re.compile(r"^Torch-Compiled Region|^## Call CompiledFxGraph|CompiledFunction")
+"""Host ranges of torch.compile'd code (Dynamo regions, Inductor graph calls, compiled autograd functions)."""
 
 GEMM_OPS = {
     "aten::mm": "mm",

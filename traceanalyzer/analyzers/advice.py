@@ -34,12 +34,6 @@ def sentence(text: str) -> str:
     return text[:1].upper() + text[1:] + "." if text else ""
 
 
-def fuse(family: str) -> str:
-    """'Fuse the X.' with the family named as a noun phrase ('Unfused attention' → 'Fuse the attention.')."""
-    noun = family.removeprefix("Unfused ").removeprefix("unfused ")
-    return sentence(f"fuse the {noun[:1].lower() + noun[1:]}")
-
-
 DATA_LOADING_ADVICE = (
     "raise DataLoader num_workers, use pin_memory=True, persistent_workers=True and a larger prefetch_factor."
 )

@@ -1,4 +1,8 @@
-"""Hotspots: ops and kernels ranked by total time, with count, mean, min, max, share and cumulative share."""
+"""Hotspots: ops and kernels ranked by total time, with count, mean, min, max, share and cumulative share.
+
+Device work replayed from a CUDA/HIP graph has no recorded op: the op tables show it as one row,
+``vocabulary.GRAPH_REPLAYED``, with its time (never under another op), and ``graph_launches`` groups it per launch.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,17 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput
+from traceanalyzer.analyzers.ledger import graph_replayed
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
 from traceanalyzer.options import Options
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
 from traceanalyzer.section import Per, Section, Table
 from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_LAUNCH, GRAPH_REPLAYED, matches
 
 DEVICE = [k.value for k in DEVICE_KINDS]
 BUSY = [k.value for k in BUSY_KINDS]
@@ -98,7 +105,20 @@ def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
             "device_self_ns": g["device"].sum(),
         }
     ).reset_index()
-    return _ranked(stats)[HOTSPOT_COLUMNS[:-2] + ["inclusive_ns", "device_self_ns", "share", "cum_share"]]
+    return _ranked(pd.concat([stats, _replayed_row(events, table)], ignore_index=True))[
+        HOTSPOT_COLUMNS[:-2] + ["inclusive_ns", "device_self_ns", "share", "cum_share"]
+    ]
+
+
+def _replayed_row(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The cpu_op table's row for graph-replayed device work: no host op ran it, its device time is its own."""
+    device = events[events["kind"].isin(DEVICE)]
+    replayed = device[_replayed(device, table)]
+    if not len(replayed):
+        return pd.DataFrame()
+    row = {"name": GRAPH_REPLAYED, "kind": "graph", "count": replayed["launch"].nunique(), "total_ns": 0}
+    row |= {"inclusive_ns": 0, "mean_ns": 0.0, "min_ns": 0, "max_ns": 0, "device_self_ns": int(replayed["dur"].sum())}
+    return pd.DataFrame([row])
 
 
 def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
@@ -112,14 +132,85 @@ def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
 
 
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    device = events[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW)]
-    op_names = table["name"].astype(str).reindex(device["op"].to_numpy()).to_numpy()
-    frame = pd.DataFrame({"name": op_names, "op": device["op"].to_numpy(), "dur": device["dur"].to_numpy()})
+    device, calls = _op_work(events, table)
+    frame = pd.DataFrame({"name": _op_names(device, table), "op": calls, "dur": device["dur"].to_numpy()})
     per_call = frame.groupby(["name", "op"], sort=False)["dur"].sum().reset_index()
     stats = _stats(per_call, "name").reset_index()
     stats["kernels"] = frame.groupby("name", sort=False).size().reindex(stats["name"]).to_numpy()
-    stats["kind"] = Kind.CPU_OP.value
+    stats["kind"] = np.where(stats["name"] == GRAPH_REPLAYED, "graph", Kind.CPU_OP.value)
     return _ranked(stats)[HOTSPOT_COLUMNS[:-2] + ["kernels", "share", "cum_share"]]
+
+
+def _op_work(events: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Device rows with a launching op, or replayed by a graph launch; and the call each belongs to (the op row,
+    or the graph launch row)."""
+    device = events[events["kind"].isin(DEVICE)]
+    op = device["op"].to_numpy()
+    replayed = _replayed(device, table)
+    keep = (op != NO_ROW) | replayed
+    return device[keep], np.where(op != NO_ROW, op, device["launch"].to_numpy())[keep]
+
+
+def _replayed(device: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """Per device row: launched by a graph replay and linked to no op?"""
+    launch = device["launch"].to_numpy()
+    names = table["name"].astype(str).reindex(np.maximum(launch, 0)).to_numpy() if len(launch) else launch
+    return (device["op"].to_numpy() == NO_ROW) & (launch != NO_ROW) & matches(names, GRAPH_LAUNCH)
+
+
+def _op_names(device: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """The launching op's name of each device row; ``GRAPH_REPLAYED`` for graph-replayed work."""
+    op = device["op"].to_numpy()
+    names = table["name"].astype(str).reindex(np.maximum(op, 0)).to_numpy()
+    return np.where(op != NO_ROW, names, GRAPH_REPLAYED)
+
+
+GRAPH_LAUNCH_COLUMNS = ["rank", "step", "launch_ns", "kernels", "memsets", "memcpys", "device_ns", "span_ns"]
+
+
+def graph_launches(trace: TraceData) -> pd.DataFrame:
+    """One row per graph launch (cudaGraphLaunch / hipGraphLaunch): the kernels, memsets and copies it replayed,
+    their device time and the span from the first start to the last end (ns; ``launch_ns`` from the window start)."""
+    work = graph_replayed(trace)
+    if not len(work):
+        return pd.DataFrame(columns=GRAPH_LAUNCH_COLUMNS)
+    kind = work["kind"].astype(str)
+    g = work.assign(
+        end=work["ts"] + work["dur"],
+        kernel=kind == Kind.KERNEL.value,
+        memset=kind == Kind.MEMSET.value,
+        memcpy=kind == Kind.MEMCPY.value,
+    ).groupby("launch", sort=True)
+    launches = trace.events.loc[g.size().index]
+    table = pd.DataFrame(
+        {
+            "rank": launches["rank"].to_numpy(),
+            "step": g["step"].max().to_numpy(),
+            "launch_ns": launches["ts"].to_numpy() - trace.meta.start_ns,
+            "kernels": g["kernel"].sum().to_numpy(),
+            "memsets": g["memset"].sum().to_numpy(),
+            "memcpys": g["memcpy"].sum().to_numpy(),
+            "device_ns": g["dur"].sum().to_numpy(),
+            "span_ns": (g["end"].max() - g["ts"].min()).to_numpy(),
+        }
+    )
+    return table.astype({c: np.int64 for c in GRAPH_LAUNCH_COLUMNS[2:]})
+
+
+def graph_summary(trace: TraceData) -> pd.DataFrame:
+    """Per rank: graph launches, work items per launch (median), device time per launch (median) and in all."""
+    table = graph_launches(trace)
+    g = table.groupby("rank", sort=True)
+    return pd.DataFrame(
+        {
+            "launches": g.size(),
+            "kernels_per_launch": g["kernels"].median(),
+            "memsets_per_launch": g["memsets"].median(),
+            "memcpys_per_launch": g["memcpys"].median(),
+            "device_ns_per_launch": g["device_ns"].median(),
+            "device_ns": g["device_ns"].sum(),
+        }
+    ).reset_index()
 
 
 # ---------------------------------------------------------------- findings: what dominates step time
@@ -127,57 +218,35 @@ def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 HOTSPOT_FINDINGS = 5
 """How many of the top ops (or kernels) become findings."""
 
-OP_CATEGORIES: tuple[tuple[str, re.Pattern], ...] = (
+OP_CATEGORIES: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = (
     (
         "communication",
-        re.compile(r"nccl|rccl|hccl|hcom|c10d|record_param_comms|all_?reduce|all_?gather|reduce_?scatter", re.I),
+        (re.compile(r"nccl|rccl|hccl|hcom|c10d|record_param_comms|all_?reduce|all_?gather|reduce_?scatter", re.I),),
     ),
-    ("copy", re.compile(r"copy|::to$|_to_copy|contiguous|clone|::cat$|Memcpy|index_select|::stack$", re.I)),
-    ("attention", re.compile(r"attention|sdpa|flash|fmha", re.I)),
-    (
-        "gemm",
-        re.compile(r"::mm$|::addmm$|::bmm$|baddbmm|matmul|linear|gemm|conv|nvjet|xmma|cutlass|Cijk_|cublas", re.I),
-    ),
-    ("memset", re.compile(r"Memset|::zero_$|::fill_$", re.I)),
-    ("normalization", re.compile(r"norm|softmax", re.I)),
+    ("copy", (re.compile(r"copy|::to$|_to_copy|contiguous|clone|::cat$|Memcpy|index_select|::stack$", re.I),)),
+    ("attention", (ATTENTION_KERNEL,)),
+    ("gemm", (re.compile(r"::mm$|::addmm$|::bmm$|baddbmm|linear", re.I), GEMM_KERNEL, CONV_KERNEL)),
+    ("memset", (re.compile(r"Memset|::zero_$|::fill_$", re.I),)),
+    ("normalization", (re.compile(r"norm|softmax", re.I),)),
     (
         "elementwise",
-        re.compile(
-            r"elementwise|foreach|::(mul|add|sub|div|pow|sin|cos|exp|log|neg|rsqrt|sqrt|relu|gelu|silu|sigmoid|tanh"
-            r"|clamp|where|masked_fill|threshold)_?$",
-            re.I,
+        (
+            re.compile(
+                r"elementwise|foreach|::(mul|add|sub|div|pow|sin|cos|exp|log|neg|rsqrt|sqrt|relu|gelu|silu|sigmoid|tanh"
+                r"|clamp|where|masked_fill|threshold)_?$",
+                re.I,
+            ),
         ),
     ),
-    ("reduction", re.compile(r"reduce|::sum$|::mean$|::max$|::min$|::norm$|argmax", re.I)),
+    ("reduction", (re.compile(r"reduce|::sum$|::mean$|::max$|::min$|::norm$|argmax", re.I),)),
 )
-"""Op/kernel categories by name, checked in order; the first match wins."""
-
-CATEGORY_ADVICE = {
-    "gemm": "Matrix multiplies: run them on tensor cores (bf16/fp16 autocast, or TF32 for fp32), keep dimensions "
-    "multiples of 8/16, batch many small GEMMs into one (bmm, grouped GEMM), and check the achieved TFLOP/s "
-    "against the GPU's peak.",
-    "attention": "Attention: use a fused kernel (F.scaled_dot_product_attention with the flash/cuDNN backend, not the "
-    "math fallback) and check the sequence length and head dim it is given.",
-    "elementwise": "Elementwise ops: each eager op reads and writes the whole tensor. Fuse the chain with "
-    "torch.compile, use foreach/fused optimizer variants (fused=True), or a fused kernel.",
-    "normalization": "Norms and softmax: use fused implementations (torch.compile, fused RMSNorm/LayerNorm kernels) so "
-    "the surrounding elementwise ops fold into them.",
-    "reduction": "Reductions: fuse them with their producers (torch.compile) and avoid reducing the same tensor twice.",
-    "copy": "Copies: avoid .contiguous()/.clone() after transposes, keep dtypes consistent so .to()/autocast casts are "
-    "not repeated every step (cast weights once), and keep host↔device copies out of the loop.",
-    "memset": "Memsets: avoid zero-initialising buffers that are overwritten anyway (torch.empty instead of "
-    "torch.zeros, zero_grad(set_to_none=True)).",
-    "communication": "Communication: see the overlap findings; overlap it with compute (DDP buckets, FSDP prefetch), "
-    "reduce its volume (bf16 gradients, fewer larger collectives) and check rank skew.",
-    "other": "Check whether this op must run every step, and what its kernels do.",
-}
-"""Concrete advice per category."""
+"""Op/kernel categories by name (kernel families from ``vocabulary``), checked in order; the first match wins."""
 
 
 def category(*names: str) -> str:
     """The category of an op or kernel, from its name (and its main kernel's name)."""
-    for name, pattern in OP_CATEGORIES:
-        if any(pattern.search(n) for n in names if n):
+    for name, patterns in OP_CATEGORIES:
+        if any(p.search(n) for p in patterns for n in names if n):
             return name
     return "other"
 
@@ -195,7 +264,9 @@ def findings(trace: TraceData) -> list[Finding]:
     for row in table.head(HOTSPOT_FINDINGS).to_dict(orient="records"):
         claims = claims_of(_work_of(events, trace.events, row["name"]))
         found.append(
-            _hotspot_finding(row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims)
+            _hotspot_finding(
+                row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims, trace
+            )
         )
     return found
 
@@ -229,7 +300,7 @@ def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, 
 
 
 def _hotspot_finding(
-    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims
+    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims, trace: TraceData
 ) -> Finding:
     kind = category(row["name"], kernel)
     count = int(row["count"])
@@ -240,7 +311,7 @@ def _hotspot_finding(
         "op",
         f"{row['name']}: {per_step / 1e6:.2f} ms of device time per step in {count / max(step.steps, 1):,.0f} calls "
         f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / max(device_ns, 1):.0%} of device time)",
-        _rate_sentence(rate) + CATEGORY_ADVICE[kind],
+        _rate_sentence(rate) + advice.category_advice(kind, trace.meta, kernel or row["name"]),
         step,
         concerns_ns=int(row["total_ns"]),
         saving_ns=saving,
@@ -318,4 +389,23 @@ def section(trace: TraceData, options: Options) -> Section:
             events = events[events["kind"] == options.kind]
         table = hotspots(events, level, options.top, table=trace.events)
         tables.append(Table(level.value, title, table[[c for c in columns if c in table]], Per.TOTAL))
-    return Section("hotspots", "Hotspots", tables=tables)
+    return Section("hotspots", "Hotspots", tables=tables + _graph_tables(trace, options))
+
+
+GRAPH_NOTE = "the trace records no graph node ids or capture, so replayed work is attributed per launch, not per op"
+
+
+def _graph_tables(trace: TraceData, options: Options) -> list[Table]:
+    """Graph replays per rank and the largest launches, when the trace replays graphs."""
+    launches = graph_launches(trace)
+    if not len(launches):
+        return []
+    return [
+        Table("graph_replays", "Graph replays per rank", graph_summary(trace), Per.TOTAL, note=GRAPH_NOTE),
+        Table(
+            "graph_launches",
+            "Graph launches, one row per launch (largest first)",
+            launches.sort_values("device_ns", ascending=False, kind="stable").head(options.top),
+            Per.NONE,
+        ),
+    ]

@@ -25,6 +25,7 @@ import pandas as pd
 
 from traceanalyzer import devices
 from traceanalyzer.analyzers.fusion import opstream
+from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -289,7 +290,7 @@ def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     work = np.flatnonzero(~pd.Series(tokens).str.endswith(KERNELLESS_SUFFIX).to_numpy())
     entries = ctx.entries
     memory_bound = (tokens[work] != CONSUMED) & (entries["gemm_ns"].to_numpy()[work] == 0)
-    memory_bound &= ~np.isin([_base(t) for t in tokens[work]], list(GEMM_TOKENS))
+    memory_bound &= ~np.array([_unfusable(_base(t)) for t in tokens[work]], dtype=bool)
     run = _runs(entries["lane"].to_numpy()[work], memory_bound)
     codes = pd.factorize(tokens[work])[0]
     min_count = max(2, entries.loc[entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
@@ -309,6 +310,11 @@ def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
             run[start : start + length] = -1
             tokens[chain] = CONSUMED
     return found
+
+
+def _unfusable(token: str) -> bool:
+    """Compute-bound work, host↔device copies and already-fused kernels: no chain of them can be fused."""
+    return token in GEMM_TOKENS or token == FUSED_TOKEN or token.startswith(COPY_PREFIX)
 
 
 def _runs(lanes: np.ndarray, ok: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     BIAS_ADD,
     FORMAT_TOKEN,
+    FUSED_OPTIMIZER_OP,
     GEMM_TOKENS,
     KERNELLESS_SUFFIX,
     LAYOUT_TOKENS,
@@ -37,6 +38,9 @@ WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
 
 COMPUTE_BOUND = (GEMM_KERNEL, ATTENTION_KERNEL, CONV_KERNEL)
 """Kernel names of compute-bound work (GEMM, fused attention, convolution): a fusion keeps it."""
+
+COPY_PREFIX = "memcpy_"
+"""Prefix of the token of an op whose device work is only copies, by the copy's kind (``memcpy_htod``)."""
 
 FUSED_TOKEN = "fused_kernel"
 """Token of an op whose device work already is fused kernels: no pattern or discovered chain claims it."""
@@ -124,6 +128,7 @@ def _op_entries(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, entry
     table = table.join(per_op, on="row").fillna({"device_ns": 0, "gemm_ns": 0, "kernels": 0})
     named = _work_tokens(linked, owner).reindex(table["row"].to_numpy())
     table["token"] = np.where(named.notna(), named.to_numpy(), table["token"].to_numpy())
+    table.loc[_name_hits(names, FUSED_OPTIMIZER_OP), "token"] = FUSED_TOKEN
     table["shape_row"] = _shape_rows(ev, ops.index.to_numpy(), linked.assign(top_op=owner))
     table = pd.concat([_format_entries(table, linked[fmt], owner[fmt]), table], ignore_index=True)
     return table.astype({"device_ns": np.int64, "gemm_ns": np.int64, "kernels": np.int64})
@@ -181,7 +186,7 @@ def _work_tokens(work: pd.DataFrame, key: np.ndarray) -> pd.Series:
 def copy_token(name: str) -> str:
     """The token of a copy by its kind: ``Memcpy HtoD (Pageable -> Device)`` → ``memcpy_htod``."""
     found = MEMCPY_KIND.search(name)
-    return "memcpy_" + (found.group(1).lower().replace("2", "to") if found else "other")
+    return COPY_PREFIX + (found.group(1).lower().replace("2", "to") if found else "other")
 
 
 def _task_tokens(tasks: pd.DataFrame) -> np.ndarray:

@@ -313,6 +313,8 @@ OPTIMIZER_REPLACEMENT: dict[str, str] = {
 DISCOVERY_REPLACEMENT: dict[str, str] = {
     "cuda": "torch.compile on the module (Inductor fuses chains of elementwise/reduction ops into one Triton kernel)",
     "ascend": "torch.compile with the torchair backend / graph mode (TbeEltwiseFusionPass), or a fused torch_npu op",
+    "compiled": "these ops run outside the compiled region: move them into the torch.compile'd function (the loss, "
+    "norms or optimizer step), or compile that code too, so Inductor fuses them",
 }
 """Replacement for a discovered repeated chain of memory-bound kernels."""
 

@@ -17,6 +17,7 @@ from traceanalyzer.memo import per_trace
 from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import COMPILED_REGION
 
 ANALYZER = "fusion"
 
@@ -55,12 +56,14 @@ def opportunities(trace: TraceData) -> pd.DataFrame:
         return pd.DataFrame(columns=OPPORTUNITY_COLUMNS)
     per = max(rank_steps(trace), 1)
     platform = advice.platform(trace.meta)
-    rows = [_summarize(key, group, per, platform) for key, group in occ.groupby(["family", "variant"], sort=False)]
+    compiled = bool(trace.events["name"].cat.categories.str.contains(COMPILED_REGION).any())
+    groups = occ.groupby(["family", "variant"], sort=False)
+    rows = [_summarize(key, group, per, platform, compiled) for key, group in groups]
     table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
     return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: str) -> dict:
+def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: str, compiled: bool) -> dict:
     family, variant = key
     fwd = group[group["phase"] != "backward"]
     pattern = group["pattern"].iloc[0]
@@ -78,7 +81,7 @@ def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: st
         "launch_ns_per_step": int(group["launch_ns"].sum() / per),
         "occurrences": len(group),
         "where": _where(fwd if len(fwd) else group),
-        "replacement": _replacement(pattern, variant, platform),
+        "replacement": _replacement(pattern, variant, platform, compiled),
     }
 
 
@@ -90,11 +93,12 @@ def _where(group: pd.DataFrame, most: int = 6) -> str:
     return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
 
 
-def _replacement(pattern: str, variant: str, platform: str) -> str:
+def _replacement(pattern: str, variant: str, platform: str, compiled: bool) -> str:
+    """What replaces a pattern on this platform (a discovered chain in a compiled model: compile it too)."""
     if pattern == "optimizer":
         return OPTIMIZER_REPLACEMENT[platform].format(name=variant.split(" ")[0])
     if pattern == "discovered":
-        return DISCOVERY_REPLACEMENT[platform]
+        return DISCOVERY_REPLACEMENT["compiled" if compiled else platform]
     return next(p.replacement[platform] for p in PATTERNS if p.key == pattern)
 
 

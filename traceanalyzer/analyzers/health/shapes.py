@@ -50,6 +50,7 @@ def shape_changes(events: pd.DataFrame) -> pd.DataFrame:
             "name": rows["name"].astype(str).to_numpy(),
             "shape": rows["input_dims"].astype(str).to_numpy(),
             "step": rows["step"].to_numpy(),
+            "thread": (rows["pid"].astype(str) + "/" + rows["tid"].astype(str)).to_numpy(),
             "ts": rows["ts"].to_numpy(),
             "dur": rows["dur"].to_numpy(),
             "device_ns": _device_ns(events, rows),
@@ -84,6 +85,9 @@ def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
     first = frame.drop_duplicates(keys + ["shape"])
     first = first.assign(new=first["step"] > first.groupby("rank")["step"].transform("min"))
     first = first.assign(stall=np.where(first["new"], (first["dur"] - first["median_ns"]).clip(lower=0), 0))
+    first = first.assign(
+        stall=np.where(_nested(first[first["stall"] > 0]).reindex(first.index, fill_value=False), 0, first["stall"])
+    )
     per_shape = first.groupby(keys, sort=False).agg(
         shapes=("shape", "size"), new_shapes=("new", "sum"), stall_ns=("stall", "sum")
     )
@@ -92,6 +96,17 @@ def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
     )
     table = totals.join(per_shape).reset_index()
     return table.astype({"stall_ns": np.int64, "new_shapes": np.int64})
+
+
+def _nested(calls: pd.DataFrame) -> pd.Series:
+    """Per call: does it run inside an earlier call of the set on the same thread (its stall is in that one's)?"""
+    calls = calls.sort_values(["rank", "thread", "ts"], kind="stable")
+    end = (
+        (calls["ts"] + calls["dur"])
+        .groupby([calls["rank"], calls["thread"]])
+        .transform(lambda e: e.cummax().shift(fill_value=np.iinfo(np.int64).min))
+    )
+    return calls["ts"] < end
 
 
 def compile_ns(events: pd.DataFrame) -> int:
