@@ -142,9 +142,9 @@ def ascend(view: View, query: dict[str, str]) -> list:
 
 
 def _block(view: View, block: Block) -> html.Section:
+    """A block's section table under its title and basis, or why the section has none."""
     table = view.table(block.section, block.table)
     if table is None:
-        return analysis(
-            block.anchor, block.table.replace("_", " "), block.basis, None, "not available: no such section"
-        )
+        reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
+        return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
     return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty)
