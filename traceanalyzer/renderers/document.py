@@ -10,7 +10,6 @@ from dataclasses import dataclass, field
 from numbers import Number
 
 from traceanalyzer import humanize
-from traceanalyzer.dashboards.names import middle, shortened
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.report import Report
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
@@ -160,12 +159,18 @@ def shorten_columns(rows: list[list[str]], limits: list[int]) -> list[list[str]]
 
 
 def shorten(cells: list[str], limit: int) -> list[str]:
-    """Cells cut in the middle to ``limit`` (around where look-alikes differ); a cut shared by two different
-    cells is not used, so those two are shown whole."""
-    short = shortened(cells, limit)
-    if short == cells:
-        short = [middle(c, limit) for c in cells]
+    """Cells cut in the middle to ``limit`` (their start and end tell names apart); a cut that two different cells
+    share is not used, so those are shown whole."""
+    short = [middle(c, limit) for c in cells]
     owners: dict[str, set[str]] = defaultdict(set)
     for full, cut in zip(cells, short, strict=True):
         owners[cut].add(full)
     return [cut if len(owners[cut]) == 1 else full for full, cut in zip(cells, short, strict=True)]
+
+
+def middle(text: str, limit: int) -> str:
+    """text with its middle cut to fit ``limit`` characters, three fifths of them kept from the start."""
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) * 3 // 5
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head) :]}"
