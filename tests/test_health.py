@@ -229,6 +229,8 @@ def test_one_step_gives_no_dynamic_shape_verdict_on_ascend():
     assert matmuls["input_dims"].nunique() >= health.DYNAMIC_SHAPE_MIN  # AlexNet's layers, in its single step
     assert ev.loc[ev["step"] >= 0, "step"].nunique() == 1
     assert len(health.dynamic_shapes(trace)) == 0 and _shape_finding(trace) is None
+    table = next(t for t in health.section(trace, Options()).tables if t.id == "dynamic_shapes")
+    assert table.note == "no verdict: needs at least 2 steps, this scope has 1"  # said, not silently empty
 
 
 def test_dynamic_shapes_counts_equal_key_averages(dynamic):

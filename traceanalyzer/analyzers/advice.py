@@ -84,11 +84,12 @@ PINNED_COPY = {
 
 CATEGORY_ADVICE = {
     "gemm": {
-        CUDA: "Matrix multiplies: run them on tensor cores (bf16/fp16 autocast, or TF32 for fp32), keep dimensions "
-        "multiples of 8/16, batch many small GEMMs into one (bmm, grouped GEMM), and check the achieved TFLOP/s "
-        "against the GPU's peak.",
-        ASCEND: "Matrix multiplies: run them on the cube units in bf16/fp16 (autocast), keep dimensions multiples of "
-        "16 so no padding TransData is inserted, keep weights in FRACTAL_NZ, and batch many small GEMMs into one.",
+        CUDA: "Matrix multiplies and convolutions: run them on tensor cores (bf16/fp16 autocast, or TF32 for fp32), "
+        "keep dimensions multiples of 8/16, batch many small GEMMs into one (bmm, grouped GEMM), and check the "
+        "achieved TFLOP/s against the GPU's peak.",
+        ASCEND: "Matrix multiplies and convolutions: run them on the cube units in bf16/fp16 (autocast), keep "
+        "dimensions multiples of 16 so no padding TransData is inserted, keep weights in FRACTAL_NZ, and batch many "
+        "small GEMMs into one.",
     },
     "attention": {
         CUDA: "Attention: use a fused kernel (F.scaled_dot_product_attention with the flash/cuDNN backend, not the "

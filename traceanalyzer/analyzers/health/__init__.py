@@ -9,7 +9,7 @@ reachable from here (``health.device_busy``, ``health.sync_places``, …).
 
 from __future__ import annotations
 
-from traceanalyzer.analyzers.attribution import in_steps
+from traceanalyzer.analyzers.attribution import in_steps, steps_count
 from traceanalyzer.analyzers.health.gaps import (
     LARGE_GAP_NS,
     LARGEST_GAPS,
@@ -63,6 +63,12 @@ def findings(trace: TraceData) -> list[Finding]:
     )
 
 
+def _shapes_note(trace: TraceData) -> str:
+    """Why the dynamic-shape table can be empty: one step cannot tell changing shapes from layers of other sizes."""
+    steps = steps_count(trace)
+    return "" if steps > 1 else f"no verdict: needs at least 2 steps, this scope has {steps}"
+
+
 def section(trace: TraceData, options: Options) -> Section | None:
     """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs and
     every op whose shapes change."""
@@ -97,6 +103,12 @@ def section(trace: TraceData, options: Options) -> Section | None:
             Table("dtoh_copies", "Device-to-host copies", dtoh_copies(trace).head(top), Per.TOTAL),
             Table("launch_places", "Launch-bound places", launch_bound(trace).head(top), Per.TOTAL),
             Table("fp32_gemms", "fp32 GEMM kernels", gemms.head(top), Per.TOTAL),
-            Table("dynamic_shapes", "Ops whose input shapes change (all of them)", dynamic_shapes(trace), Per.TOTAL),
+            Table(
+                "dynamic_shapes",
+                "Ops whose input shapes change (all of them)",
+                dynamic_shapes(trace),
+                Per.TOTAL,
+                note=_shapes_note(trace),
+            ),
         ],
     )
