@@ -70,6 +70,9 @@ def test_a_rate_above_the_peak_is_clipped_with_a_note(tf32, monkeypatch):
     monkeypatch.setattr(devices, "FAMILIES", ((re.compile("H200"), low),))
     row = _row(trace.scoped(rank=0))  # a fresh view: the whole trace's table is remembered
     assert row["tflops"] > 400 and row["peak_share"] == 1.0 and row["note"] == gemm.ABOVE_PEAK
+    mm = next(f for f in hotspots.findings(trace.scoped(rank=0)) if f.where["name"] == "aten::mm")
+    assert "100% of the device's dense tf32 peak — above the data-sheet peak" in mm.advice
+    assert mm.basis.value == "not estimated" and mm.saving_ns == 0  # no saving modelled from a suspect rate
 
 
 def test_every_dtype_has_a_peak_on_the_devices_that_document_it():

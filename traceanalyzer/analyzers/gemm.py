@@ -23,7 +23,7 @@ from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
 
 COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share", "note"]
 
-ABOVE_PEAK = "rate above the data-sheet peak: kernel time suspect (share clipped at 100 %)"
+ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share is clipped at 100 %"
 """The note of a row whose computed rate exceeds the device's peak."""
 
 

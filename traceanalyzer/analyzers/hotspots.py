@@ -331,7 +331,7 @@ def _hotspot_finding(
 
 def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:
     """A GEMM's saving if it ran at ``GEMM_TARGET`` of the dense peak for its dtype (total ns), and its basis."""
-    if not rate or rate["peak_tflops"] != rate["peak_tflops"]:  # no rate, or the peak is NaN (device unknown)
+    if not rate or rate["peak_tflops"] != rate["peak_tflops"] or rate.get("note"):  # no rate, no peak, or suspect
         return 0, Basis.NONE, ""
     target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
     model = (
@@ -347,6 +347,8 @@ def _rate_sentence(rate: dict | None) -> str:
     text = f"It runs at {rate['tflops']:.0f} TFLOP/s ({rate['dtype']})"
     if rate["peak_tflops"] == rate["peak_tflops"]:  # not NaN: the device family is known
         text += f", {rate['peak_share']:.0%} of the device's dense {rate['dtype']} peak"
+    if rate.get("note"):
+        text += f" — {rate['note']}"
     return text + ". "
 
 
