@@ -12,6 +12,7 @@ from numbers import Number
 import plotly.graph_objects as go
 import plotly.offline
 
+from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
 from traceanalyzer.renderers import plots
 from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines
@@ -28,7 +29,7 @@ th{cursor:pointer;background:#f4f4f4;user-select:none}td.num{text-align:right;wh
 td.name{word-break:break-all;max-width:560px}.note{color:#666;font-size:12px}
 ol.findings li{margin-bottom:10px}.sev{font-weight:bold;text-transform:uppercase;font-size:11px;padding:1px 5px;
 border-radius:3px;color:#fff}.sev-high{background:#c62828}.sev-medium{background:#ef6c00}.sev-low{background:#0277bd}
-.sev-info{background:#757575}.figure{margin:12px 0}
+.sev-info{background:#757575}.figure{margin:12px 0}.scroll{overflow-x:auto;max-width:100%}
 """
 SORT_JS = """
 document.querySelectorAll('table.sortable th').forEach(function (th) {
@@ -122,14 +123,15 @@ def _table(t: Table) -> str:
     """A sortable table: cells shown in their column's unit, raw values kept in ``data-v``."""
     columns = [str(c) for c in t.frame.columns]
     units = [t.unit(c) for c in columns]
-    head = "".join(f"<th>{_e(c)}</th>" for c in columns)
+    head = "".join(f'<th title="{_e(c)}">{_e(humanize.label(c))}</th>' for c in columns)
     rows = "".join(
         "<tr>" + "".join(_td(v, u) for v, u in zip(row, units, strict=True)) + "</tr>"
         for row in t.frame.itertuples(index=False)
     )
     note = f'<div class="note">{_e(t.note)}</div>' if t.note else ""
     title = f'<h3 id="{_e(t.id)}">{_e(t.title + PER_SUFFIX[t.per])}</h3>'
-    return f'{title}{note}<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    table = f'<table class="sortable"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
+    return f'{title}{note}<div class="scroll">{table}</div>'
 
 
 def _td(value: object, unit) -> str:

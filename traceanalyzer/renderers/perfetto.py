@@ -22,7 +22,7 @@ from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import DEVICE_KINDS
 
-MAX_EVENTS = 2_000_000
+MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
 FINDINGS_PID = 0
 FINDINGS_PROCESS = "traceanalyzer findings"
