@@ -108,11 +108,11 @@ def _selected_name(cell, click, rows) -> str | None:
 def _timeline(app: dash.Dash, store: Store) -> None:
     """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom."""
 
-    def draw(key, rank, step, levels, python, window: tuple[int, int] | None = None):
+    def draw(key, rank, step, levels, python, find, window: tuple[int, int] | None = None):
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update
-        return pages.timeline_figure(view, int(rank), int(step), int(levels), bool(python), window)
+        return pages.timeline_figure(view, int(rank), int(step), int(levels), bool(python), find or "", window)
 
     @app.callback(
         Output("tl-graph", "figure"),
@@ -122,14 +122,15 @@ def _timeline(app: dash.Dash, store: Store) -> None:
         Input("tl-step", "value"),
         Input("tl-levels", "value"),
         Input("tl-python", "value"),
+        Input("tl-find", "value"),
         State("trace", "value"),
         State("url", "search"),
         prevent_initial_call="initial_duplicate",  # draws when the page opens
     )
-    def timeline(rank, step, levels, python, key, search):
+    def timeline(rank, step, levels, python, find, key, search):
         frames = "python" if python else None
-        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames)
-        return *draw(key, rank, step, levels, python), search
+        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None)
+        return *draw(key, rank, step, levels, python, find), search
 
     # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
     # request that draws the step.
@@ -141,14 +142,15 @@ def _timeline(app: dash.Dash, store: Store) -> None:
         State("tl-step", "value"),
         State("tl-levels", "value"),
         State("tl-python", "value"),
+        State("tl-find", "value"),
         State("trace", "value"),
         prevent_initial_call=True,
     )
-    def timeline_zoom(relayout, rank, step, levels, python, key):
+    def timeline_zoom(relayout, rank, step, levels, python, find, key):
         window = zoom_window(relayout)
         if window is None and not _reset(relayout):
             return no_update, no_update
-        return draw(key, rank, step, levels, python, window)
+        return draw(key, rank, step, levels, python, find, window)
 
 
 def zoom_window(relayout: dict | None) -> tuple[int, int] | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from traceanalyzer.dashboards.names import shortened
@@ -106,3 +107,22 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
         legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
     )
     return fig
+
+
+def outline(segments: pd.DataFrame, name: str) -> go.Scattergl:
+    """Timeline segments drawn wider in yellow: put under the Gantt's own lines, they outline them."""
+    n = len(segments)
+    x = np.full(3 * n, np.nan)
+    x[0::3] = segments["start_ns"].to_numpy() / 1e6
+    x[1::3] = segments["end_ns"].to_numpy() / 1e6
+    y = np.repeat(segments["lane"].to_numpy().astype(object), 3)
+    y[2::3] = None
+    return go.Scattergl(
+        x=x,
+        y=y,
+        mode="lines",
+        name=name,
+        line={"width": figures.LANE_PX * 0.95, "color": "#ffd400"},
+        hoverinfo="skip",
+        connectgaps=False,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import plotly.graph_objects as go
 from dash import dcc, html
 from traceanalyzer.dashboards import analyses, charts, state, tables
 from traceanalyzer.dashboards import timeline as timeline_lanes
@@ -213,6 +214,13 @@ def timeline(view: View, query: dict[str, str]) -> list:
                     value=frames,
                     className="control",
                 ),
+                html.Label(
+                    [
+                        "highlight names containing",
+                        dcc.Input(id="tl-find", value=query.get("find", ""), debounce=True, type="search"),
+                    ],
+                    className="control",
+                ),
             ],
             className="controls",
         ),
@@ -229,9 +237,10 @@ TIMELINE_BASIS = (
 
 
 def timeline_figure(
-    view: View, rank: int, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
+    view: View, rank: int, step: int, levels: int, python: bool, find: str = "", window: tuple[int, int] | None = None
 ) -> tuple:
-    """The Gantt of one step and the note saying how many events it draws as how many segments."""
+    """The Gantt of one step (segments whose name contains find outlined) and the note saying how many events it
+    draws as how many segments, and what it shades and outlines."""
     seg = view.segments(rank, step, levels, python, window)
     merged = int(seg["count"].sum()) if len(seg) else 0
     note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
@@ -243,6 +252,12 @@ def timeline_figure(
     if len(counts):
         shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
         note += f" Shaded from the Health page: {shaded}."
+    if find.strip():
+        hits = seg[seg["name"].str.contains(find.strip(), case=False, regex=False)]
+        under = charts.outline(hits, f"contains '{find.strip()}'")  # drawn first: under the segments it outlines
+        fig = go.Figure([under, *fig.data], layout=fig.layout)
+        many = "segments contain" if len(hits) != 1 else "segment contains"
+        note += f" {len(hits):,} drawn {many} '{find.strip()}' (outlined; a merged one shows its first name)."
     return fig, note
 
 

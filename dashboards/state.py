@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlencode
 
-KEYS = ("trace", "step", "rank", "level", "kind", "levels", "frames", "left", "right")
+KEYS = ("trace", "step", "rank", "level", "kind", "levels", "frames", "find", "left", "right")
 """The query keys the pages read and write, in the order the URL lists them."""
 
 

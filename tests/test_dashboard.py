@@ -416,6 +416,16 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     )
     longest = max(x1 - x0 for name, x0, x1 in shaded if name.startswith("idle gap"))
     assert longest > 0.8 * sleeps["dur"].min() / 1e6  # the GPU idles through the straggler's 50 ms sleep
+    from selenium.webdriver.common.keys import Keys
+
+    _wait(browser, "#tl-find").send_keys("straggler", Keys.ENTER)
+    note = _wait(browser, "#tl-note", "'straggler' (outlined").text
+    assert " 0 drawn segments" not in note and "find=straggler" in browser.current_url
+    outlined = browser.execute_script(
+        "return document.querySelector('#tl-graph .js-plotly-plot').data.filter(t => t.name.startsWith('contains'))"
+        ".map(t => t.y.filter(y => y))"
+    )
+    assert outlined and all(lane.startswith(f"thread {main_tid} ") for lane in outlined[0])
     _shot(browser, "timeline-with-stack")
     browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
     _pick(browser, "#tl-levels", "64")
