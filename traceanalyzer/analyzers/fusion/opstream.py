@@ -31,12 +31,20 @@ from traceanalyzer.analyzers.fusion.patterns import (
     display_name,
 )
 from traceanalyzer.schema import NO_ROW, Kind
-from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, FUSED_KERNEL, GEMM_KERNEL, MEMCPY_KIND, dtype_bytes
+from traceanalyzer.vocabulary import (
+    ATTENTION_KERNEL,
+    CONV_KERNEL,
+    FUSED_KERNEL,
+    GEMM_KERNEL,
+    MEMCPY_KIND,
+    dtype_bytes,
+    matches,
+)
 
 WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
 """Device work a fusion can remove (communication is never fused away)."""
 
-COMPUTE_BOUND = (GEMM_KERNEL, ATTENTION_KERNEL, CONV_KERNEL)
+COMPUTE_BOUND = re.compile("|".join(r.pattern for r in (GEMM_KERNEL, ATTENTION_KERNEL, CONV_KERNEL)), re.IGNORECASE)
 """Kernel names of compute-bound work (GEMM, fused attention, convolution): a fusion keeps it."""
 
 COPY_PREFIX = "memcpy_"
@@ -210,7 +218,7 @@ def _device_totals(work: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
 
 
 def _is_gemm_kernel(names: pd.Series) -> np.ndarray:
-    return np.logical_or.reduce([_name_hits(names, regex) for regex in COMPUTE_BOUND])
+    return _name_hits(names, COMPUTE_BOUND)
 
 
 def _is_format_kernel(names: pd.Series) -> np.ndarray:
@@ -218,10 +226,13 @@ def _is_format_kernel(names: pd.Series) -> np.ndarray:
 
 
 def _name_hits(names: pd.Series, regex: re.Pattern) -> np.ndarray:
-    """Per row: does the name match ``regex``? Evaluated once per distinct name."""
-    cats = names.cat.categories if hasattr(names, "cat") else pd.Index(names.unique())
-    hit = pd.Series([bool(regex.search(str(c))) for c in cats], index=cats, dtype=bool)
-    return hit.reindex(names.astype(str).to_numpy()).to_numpy()
+    """Per row: does the name match ``regex``? Evaluated once per distinct name (category codes where categorical)."""
+    if not isinstance(names.dtype, pd.CategoricalDtype):
+        return matches(names.to_numpy(), regex)
+    cats = names.cat.categories
+    hit = np.fromiter((bool(regex.search(str(c))) for c in cats), bool, len(cats))
+    codes = names.cat.codes.to_numpy()
+    return np.append(hit, False)[np.where(codes >= 0, codes, len(cats))]
 
 
 def _tokens(names: pd.Series) -> np.ndarray:
