@@ -21,7 +21,8 @@ from traceanalyzer.section import Section, Table
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 48px;color:#222}
-h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:2px;margin-top:32px}
+h1{font-size:22px;overflow-wrap:anywhere}dd,h3{overflow-wrap:anywhere}
+h2{font-size:18px;border-bottom:1px solid #ccc;padding-bottom:2px;margin-top:32px}
 h3{font-size:15px;margin-bottom:4px}dl{display:grid;grid-template-columns:max-content auto;gap:2px 16px}
 dt{color:#555}dd{margin:0}table{border-collapse:collapse;margin:4px 0 12px;font-size:13px}
 th,td{padding:2px 8px;border-bottom:1px solid #eee;text-align:left;vertical-align:top}
