@@ -53,6 +53,8 @@ LANE = ("memory snapshot", "python")
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 _READ_CHUNK = 16 << 20
+_LIMIT = 1 << 52
+"""Addresses, sizes and µs times of a real snapshot are far below this (epoch µs ~1.8e15); larger is not a snapshot."""
 _PACKAGES = re.compile(r"/(?:site|dist)-packages/")
 _ALLOCS = frozenset({"alloc"})
 _FREES = frozenset({"free_completed"})
@@ -108,6 +110,15 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
         replays = [_from_dump(snap, device) for device in snap.devices()]
     if not any(r.rows for r in replays):
         raise TraceError(path, "is a memory snapshot with no allocation history and no allocated block")
+    if (
+        max(
+            max(abs(r.allocated + rep.shift_allocated), abs(r.reserved + rep.shift_reserved))
+            for rep in replays
+            for r in rep.rows
+        )
+        >= 1 << 62
+    ):
+        raise TraceError(path, "adds up to more than 2**62 bytes allocated: not a real memory snapshot")
     events, ops = _events(snap, replays)
     memory = _memory(replays, ops)
     meta = _meta(path, snap, replays, events, memory)
@@ -162,9 +173,10 @@ def _one_line(e: BaseException) -> str:
 
 
 def _int(entry: dict, key: str) -> int | None:
-    """An integer field (not a bool), None when absent or of another type."""
+    """An integer field (not a bool) of a plausible size, None when absent, of another type or beyond 2**52."""
     value = entry.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    ok = isinstance(value, int) and not isinstance(value, bool) and -_LIMIT < value < _LIMIT
+    return value if ok else None
 
 
 @dataclass(frozen=True)

@@ -236,3 +236,15 @@ def test_wrongly_typed_entries_are_skipped_and_counted(tmp_path):
     t = ta.load(path, cache=False)
     assert t.meta.adjustments == {"snapshot entries with missing or wrongly typed fields dropped": 2}
     assert t.memory().peaks["peak_allocated_bytes"].iloc[0] == _meta("train")["max_memory_allocated_B"]
+
+
+def test_implausibly_large_numbers_are_skipped_or_refused(tmp_path):
+    entry = {"action": "alloc", "addr": 1 << 40, "size": 1 << 60, "stream": 0, "time_us": 1, "frames": []}
+    path = tmp_path / "huge.pickle"
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [[entry]]}))
+    with pytest.raises(TraceError, match="no allocation history"):  # the one entry is skipped as wrongly typed
+        snapshot.parse(path)
+    many = [entry | {"addr": (1 << 40) + i * (1 << 20), "size": (1 << 51) + 1, "time_us": i} for i in range(4096)]
+    path.write_bytes(pickle.dumps({"segments": [], "device_traces": [many]}))
+    with pytest.raises(TraceError, match="more than 2"):
+        snapshot.parse(path)
