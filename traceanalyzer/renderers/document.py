@@ -5,6 +5,7 @@ Every number is shown in its declared unit; facts and tables say whether they ar
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from numbers import Number
@@ -159,13 +160,35 @@ def shorten_columns(rows: list[list[str]], limits: list[int]) -> list[list[str]]
 
 
 def shorten(cells: list[str], limit: int) -> list[str]:
-    """Cells cut in the middle to ``limit`` (their start and end tell names apart); a cut that two different cells
-    share is not used, so those are shown whole."""
+    """Cells cut in the middle to ``limit`` (their start and end tell names apart); cells whose cuts look alike
+    show where they differ instead, and any still alike are shown whole."""
     short = [middle(c, limit) for c in cells]
+    alike = _alike(cells, short)
+    short = [
+        _around_difference(c, alike[s] - {c}, limit) if len(alike[s]) > 1 else s
+        for c, s in zip(cells, short, strict=True)
+    ]
+    alike = _alike(cells, short)
+    return [s if len(alike[s]) == 1 else c for c, s in zip(cells, short, strict=True)]
+
+
+def _alike(cells: list[str], short: list[str]) -> dict[str, set[str]]:
     owners: dict[str, set[str]] = defaultdict(set)
     for full, cut in zip(cells, short, strict=True):
         owners[cut].add(full)
-    return [cut if len(owners[cut]) == 1 else full for full, cut in zip(cells, short, strict=True)]
+    return owners
+
+
+def _around_difference(name: str, others: set[str], limit: int) -> str:
+    """name as its start, the stretch where it first differs from ``others``, and its end, in ``limit`` chars."""
+    at = max(len(os.path.commonprefix([name, other])) for other in others)
+    end = limit // 5
+    head = limit // 5
+    window = limit - head - end - 2
+    start = min(max(head, at - window // 2), max(head, len(name) - end - window))
+    if start <= head + 1 or len(name) <= limit:
+        return middle(name, limit)
+    return f"{name[:head]}…{name[start : start + window]}…{name[len(name) - end :]}"
 
 
 def middle(text: str, limit: int) -> str:

@@ -116,12 +116,13 @@ def _rich_table(headers: list[str], rows: list[list[str]], numeric: list[bool], 
 
 
 def _widths(headers: list[str], rows: list[list[str]], numeric: list[bool], width: int) -> list[int]:
-    """Each column at its narrowest, then widened towards its natural width while there is room."""
+    """Each column at its narrowest, then widened towards its natural width while there is room: text columns
+    first (their cells were cut to fit), then numbers whose headers would wrap."""
     least = [_least(h, [r[i] for r in rows], num) for i, (h, num) in enumerate(zip(headers, numeric, strict=True))]
     natural = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
     widths = list(least)
     room = width - sum(widths) - GAP * (len(widths) - 1)
-    for i in sorted(range(len(widths)), key=lambda i: natural[i] - least[i]):
+    for i in sorted(range(len(widths)), key=lambda i: (numeric[i], natural[i] - least[i])):
         grow = min(max(room, 0), natural[i] - widths[i])
         widths[i] += grow
         room -= grow
