@@ -86,6 +86,7 @@ def test_blocks_live_at_the_peak_add_up_to_it_with_their_allocation_stacks(train
     with_frames = live[live["op_name"].str.contains(r"\.py\(\d+\): ")]
     assert len(with_frames) and with_frames["stack"].str.contains("scripts/record/").all()
     assert set(live["path"]) >= {"forward", "backward"}  # frameless allocations named by their annotation
+    assert any("scripts/record/" in r["stack"] for r in shown)  # the report shows each block's user frames
 
 
 def test_steps_come_from_the_profiler_step_annotations(train):

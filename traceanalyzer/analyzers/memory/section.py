@@ -32,7 +32,7 @@ def section(trace: TraceData, options: Options) -> Section | None:
             "live_at_peak",
             "Blocks live at the peak (largest first)",
             live.assign(allocated_at_ns=live["alloc_ts"] - start)[
-                ["rank", "device", "bytes", "allocated_at_ns", "step", "op_name", "path"]
+                ["rank", "device", "bytes", "allocated_at_ns", "step", "op_name", "path", "stack"]
             ],
         ),
         Table("per_op", "Allocations per op", m.per_op.head(options.top), Per.TOTAL),
