@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -111,3 +112,16 @@ def test_version_top_and_choices(capsys):
     (help_text,) = helps  # the same on every run: choices in a fixed order
     assert "{communication,kernel,memcpy,memset,sync}" in help_text
     assert "{text,json,markdown,html}" in help_text
+
+
+def test_compare_text_fits_and_names_stay_on_one_line(capsys):
+    base, cand = str(SAMPLES / "unfused_ops.json.gz"), str(SAMPLES / "fused_ops.json.gz")
+    assert cli.main(["compare", base, cand]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    start = lines.index("Device kernels")
+    rule = next(i for i in range(start, len(lines)) if lines[i].lstrip().startswith("──"))
+    status = re.compile(r"  (gone|new|faster|slower|same) ")
+    rows = list(itertools.takewhile(lambda row: status.search(row), lines[rule + 1 :]))
+    after = lines[rule + 1 + len(rows)]
+    assert len(rows) == 15 and (not after.strip() or "baseline" in after)  # no name folded onto a second line
