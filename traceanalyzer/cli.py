@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import re
+import shutil
 import sys
 import threading
 import time
@@ -22,9 +22,8 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.comparison import Threshold, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.progress import Stderr
-from traceanalyzer.renderers import FORMATS, Display, render
+from traceanalyzer.renderers import FORMATS, Display, export, render
 from traceanalyzer.renderers import compare as compare_renderer
-from traceanalyzer.renderers import export
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.trace import load
 
