@@ -19,6 +19,7 @@ from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, wo
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.vocabulary import dtype_bytes
 
 _EXACT_TS_FROM = 2**43
 """µs timestamps at or above this lose ns digits in a float64; such traces are decoded exactly."""
@@ -275,34 +276,12 @@ def _needs_exact_ts(path: Path) -> bool:
     return bool(frac) and whole.isdigit() and int(whole) >= _EXACT_TS_FROM
 
 
-_DTYPE_BYTES = {
-    "float": 4,
-    "float32": 4,
-    "int": 4,
-    "int32": 4,
-    "double": 8,
-    "float64": 8,
-    "long": 8,
-    "int64": 8,
-    "half": 2,
-    "float16": 2,
-    "bfloat16": 2,
-    "short": 2,
-    "int16": 2,
-    "byte": 1,
-    "char": 1,
-    "int8": 1,
-    "uint8": 1,
-    "bool": 1,
-    "float8_e4m3fn": 1,
-    "float8_e5m2": 1,
-}
-
-
 def _message_bytes(v: dict, rows: np.ndarray) -> np.ndarray:
     """Bytes moved: the ``bytes`` arg, else a collective's element count times its dtype's size."""
     codes, dtypes = v["dtype"]
-    sizes = np.array([_DTYPE_BYTES.get(d.lower().replace("c10::", ""), 0) for d in dtypes] + [0], dtype=np.int64)
+    sizes = np.array(
+        [dtype_bytes(d) or dtype_bytes(d.lower().replace("c10::", "")) for d in dtypes] + [0], dtype=np.int64
+    )
     size = sizes[codes[rows]]
     nelems = _first_present(v["in_nelems"], v["out_nelems"])[rows]
     moved = _no_row(v["bytes"][rows])

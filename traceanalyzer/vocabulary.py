@@ -74,15 +74,29 @@ PAGEABLE_COPY = re.compile(r"Pageable", re.IGNORECASE)
 # ---------------------------------------------------------------- kernels and ops by what they compute
 
 GEMM_KERNEL = re.compile(
-    r"gemm|gemv|nvjet|cutlass|cublas|xmma|wgmma|hgemm|sgemm|matmul|Cijk_|_mma|splitKreduce", re.IGNORECASE
+    r"gemm|gemv|nvjet|cutlass|cublas|xmma|wgmma|hgemm|sgemm|matmul|Cijk_|_mma|splitKreduce|epilogue::impl",
+    re.IGNORECASE,
 )
 """Kernel names of matrix-multiply kernels (any precision, any vendor library)."""
 
-ATTENTION_KERNEL = re.compile(r"flash|fmha|sdpa|attention|FlashAttentionScore", re.IGNORECASE)
+ATTENTION_KERNEL = re.compile(r"flash|fmha|sdpa|attention|_attn|mha_|FlashAttentionScore", re.IGNORECASE)
 """Kernel names of fused attention (flash, memory-efficient, cuDNN SDPA, CANN FlashAttentionScore)."""
 
 CONV_KERNEL = re.compile(r"conv|implicit_gemm|fprop|dgrad|wgrad|winograd", re.IGNORECASE)
 """Kernel names of convolutions (cuDNN, MIOpen, CANN Conv2D)."""
+
+BACKWARD_KERNEL = re.compile(r"bwd|backward|bprop|dgrad|wgrad|dq_dk|dkdv|cutlassB|_grad\b|Grad", re.IGNORECASE)
+"""Kernel and op names of backward passes (cuDNN dgrad/wgrad, flash-attention bwd, autograd *Grad/*Backward)."""
+
+KERNEL_DTYPES = (
+    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.I)),
+    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
+    ("fp16", re.compile(r"f16|half|hgemm|h\d{3,5}gemm|_h\d{3,5}", re.I)),
+    ("fp64", re.compile(r"dgemm|fp64|f64|d\d{3}gemm|double", re.I)),
+    ("int8", re.compile(r"i8|imma|int8", re.I)),
+    ("fp32", re.compile(r"sgemm|s\d{3,5}gemm|tf32|f32|fp32|float", re.I)),
+)
+"""Data type of a GEMM/convolution kernel from its name, checked in order (bf16 before f16, fp16 before fp32)."""
 
 FP32_GEMM_KERNEL = re.compile(r"simt_sgemm|(?:^|_)sgemm|_ffma_|f32f32_f32f32_f32|Cijk_Ai?lk_Bl?jk_S_")
 """GEMM kernels that run fp32 math on the SIMT cores (no tensor cores): cuBLAS/CUTLASS sgemm, xmma ffma."""
@@ -128,15 +142,21 @@ DTYPES: dict[str, tuple[str, int]] = {
     "c10::float8_e4m3fn": ("fp8", 1),
     "c10::float8_e5m2": ("fp8", 1),
     "c10::float8_e4m3fnuz": ("fp8", 1),
+    "float8_e4m3fn": ("fp8", 1),
+    "float8_e5m2": ("fp8", 1),
     "c10::float8_e5m2fnuz": ("fp8", 1),
     "long int": ("int64", 8),
+    "long": ("int64", 8),
     "int64": ("int64", 8),
     "int": ("int32", 4),
     "int32": ("int32", 4),
     "short int": ("int16", 2),
+    "short": ("int16", 2),
     "int16": ("int16", 2),
     "bool": ("bool", 1),
     "unsigned char": ("uint8", 1),
+    "byte": ("uint8", 1),
+    "char": ("int8", 1),
     "uint8": ("uint8", 1),
     "signed char": ("int8", 1),
     "int8": ("int8", 1),

@@ -20,7 +20,6 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import hccl, pipeline
-from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.vocabulary import DATA_LOADING

@@ -19,6 +19,8 @@ from enum import Enum
 
 import pandas as pd
 
+from traceanalyzer.vocabulary import ATTENTION_KERNEL, BACKWARD_KERNEL, CONV_KERNEL, GEMM_KERNEL, KERNEL_DTYPES
+
 
 class Rule(str, Enum):
     """Which rule matched a name across the two runs."""
@@ -28,20 +30,6 @@ class Rule(str, Enum):
     OP = "op"
     NONE = "none"  # unmatched: new or gone
 
-
-_ATTENTION = re.compile(r"flash|fmha|sdpa|attention|_attn|mha_", re.I)
-_BACKWARD = re.compile(r"bwd|backward|bprop|dgrad|wgrad|dq_dk|dkdv|cutlassB", re.I)
-_CONVOLUTION = re.compile(r"conv|implicit_gemm|fprop|dgrad|wgrad|winograd", re.I)
-_GEMM = re.compile(r"gemm|gemv|nvjet|xmma|cutlass|Cijk_|cublas|splitKreduce|epilogue::impl|matmul", re.I)
-_DTYPES = (
-    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.I)),
-    ("bf16", re.compile(r"bf16|bfloat16", re.I)),
-    ("fp16", re.compile(r"f16|half|hgemm|h\d{3,5}gemm|_h\d{3,5}", re.I)),
-    ("fp64", re.compile(r"dgemm|fp64|f64|d\d{3}gemm|double", re.I)),
-    ("int8", re.compile(r"i8|imma|int8", re.I)),
-    ("fp32", re.compile(r"sgemm|s\d{3,5}gemm|tf32|f32|fp32|float", re.I)),
-)
-"""Data type of a GEMM/convolution kernel from its name, checked in order (bf16 before f16, fp16 before fp32)."""
 
 _PARAMETERS = re.compile(r"\((?!anonymous namespace\))[^()]*(?:\([^()]*\)[^()]*)*\)\s*$")
 _NUMERIC_ARG = re.compile(r"(?<=[<,])(\s*)-?\d+[uUlL]*(?=\s*[,>])")
@@ -77,12 +65,12 @@ def normalise(name: str) -> str:
 
 def _family(name: str) -> str:
     """``attention fwd``, ``convolution bwd (bf16)``, ``GEMM (fp32)``..., or '' for any other kernel."""
-    direction = "bwd" if _BACKWARD.search(name) else "fwd"
-    if _ATTENTION.search(name):
+    direction = "bwd" if BACKWARD_KERNEL.search(name) else "fwd"
+    if ATTENTION_KERNEL.search(name):
         return f"attention {direction}"
-    for family, pattern in (("convolution " + direction, _CONVOLUTION), ("GEMM", _GEMM)):
+    for family, pattern in (("convolution " + direction, CONV_KERNEL), ("GEMM", GEMM_KERNEL)):
         if pattern.search(name):
-            dtype = next((d for d, p in _DTYPES if p.search(name)), "")
+            dtype = next((d for d, p in KERNEL_DTYPES if p.search(name)), "")
             return f"{family} ({dtype})" if dtype else family
     return ""
 

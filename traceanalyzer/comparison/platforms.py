@@ -30,6 +30,7 @@ from traceanalyzer.analyzers import callpath
 from traceanalyzer.comparison import diff, samples
 from traceanalyzer.comparison.samples import Scope
 from traceanalyzer.schema import NO_ROW, Kind, Platform
+from traceanalyzer.vocabulary import BACKWARD_KERNEL
 
 GPU = frozenset({Platform.CUDA, Platform.ROCM})
 
@@ -74,7 +75,6 @@ COMPUTE_CATEGORIES = (
 )  # fmt: skip
 DIRECTED = ("attention", "convolution")
 """Categories split into forward and backward, as the compare tool splits Flash Attention and Conv."""
-_BACKWARD = re.compile(r"backward|backprop|bwd|bprop|dgrad|wgrad|_grad\b|Grad", re.I)
 STEP_CATEGORIES = {"communication exposed": "comm_exposed_ns", "idle": "idle_ns"}
 """Per-step parts taken from the overlap of compute and communication (``samples.METRICS``)."""
 HOST_OVERHEAD = "host overhead"
@@ -125,7 +125,7 @@ def category(*names: str) -> str:
     for name, pattern in CATEGORY_RULES:
         if any(pattern.search(n) for n in names if n):
             if name in DIRECTED:
-                return f"{name} {'bwd' if any(_BACKWARD.search(n) for n in names if n) else 'fwd'}"
+                return f"{name} {'bwd' if any(BACKWARD_KERNEL.search(n) for n in names if n) else 'fwd'}"
             return name
     return "vector"
 
