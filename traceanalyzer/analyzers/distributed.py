@@ -20,6 +20,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import collective_calls, pipeline
+from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_spans, step_time
 from traceanalyzer.findings import Basis, Finding, make
 from traceanalyzer.memo import per_trace
@@ -210,7 +211,7 @@ _ADVICE_BANDWIDTH = (
 _ADVICE_LATE = {
     "compute": "It has more device work before the collective than its peers: balance the work per rank "
     "(uneven batch or sequence lengths, uneven pipeline or expert partitions) or check that GPU for throttling.",
-    "data_loading": "It is loading data while the others wait: " + collective_calls.DATA_LOADING_ADVICE,
+    "data_loading": "It is loading data while the others wait: " + DATA_LOADING_ADVICE,
     "host": "It is busy on the host in '{detail}' while the others wait: take that work out of the training loop, "
     "make it asynchronous, or run it on every rank at the same point.",
     "idle": "Its device is idle and no host range explains it (maybe outside the traced window): profile that "
