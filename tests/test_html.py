@@ -93,3 +93,10 @@ def test_html_escapes_names(tmp_path):
     assert cli.main([str(CASES["unfused_ops"]), "--format", "html", "-o", str(page)]) == 0
     text = page.read_text(encoding="utf-8")
     assert "at::native::elementwise_kernel&lt;128, 4," in text
+
+
+def test_scoped_html_report_draws_its_step_and_rank(tmp_path):
+    page = tmp_path / "scoped.html"
+    assert cli.main([str(CASES["fsdp"]), "--step", "3", "--rank", "1", "--format", "html", "-o", str(page)]) == 0
+    text = page.read_text(encoding="utf-8")
+    assert "Top kernels (total) (rank 1, step 3)" in text and "Timeline of step 3" in text

@@ -16,5 +16,5 @@ def render(report: Report, fmt: str, display: Display = Display(), trace=None) -
     if fmt == "text":
         return text.render(report, display)
     if fmt == "html":
-        return html.render(report, html.report_figures(trace) if trace is not None else [])
+        return html.render(report, html.report_figures(trace, report.scope) if trace is not None else [])
     return RENDERERS[fmt](report)

@@ -18,6 +18,7 @@ from traceanalyzer.renderers import plots
 from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines
 from traceanalyzer.report import Report
 from traceanalyzer.section import Section, Table
+from traceanalyzer.tracedata import Scope
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 48px;color:#222}
@@ -63,10 +64,15 @@ def render(report: Report, figures: list[tuple[str, go.Figure]] = ()) -> str:
     )
 
 
-def report_figures(trace) -> list[tuple[str, go.Figure]]:
-    """The ``ta.plots`` figures that apply to a loaded trace: hotspots, steps, a timeline, overlap, memory."""
-    out = [("Top kernels (total)", plots.hotspots(trace)), ("Steps", plots.steps(trace))]
-    out.append(("Timeline of the median step", plots.timeline(trace)))
+def report_figures(trace, scope: Scope = Scope()) -> list[tuple[str, go.Figure]]:  # noqa: B008 - frozen
+    """The ``ta.plots`` figures that apply to a loaded trace, in the report's scope where a figure can be scoped
+    (hotspots, timeline); steps, overlap (multi-rank jobs) and memory (when recorded) are of the whole trace."""
+    where = f" ({scope})" if scope.step is not None or scope.rank is not None else ""
+    scoped = {k: v for k, v in (("step", scope.step), ("rank", scope.rank)) if v is not None}
+    out = [(f"Top kernels (total){where}", plots.hotspots(trace, **scoped))]
+    out.append(("Steps, every rank", plots.steps(trace)))
+    timeline = "Timeline of the median step" if scope.step is None else f"Timeline of step {scope.step}"
+    out.append((timeline, plots.timeline(trace, rank=scope.rank, step=scope.step)))
     if len(trace.meta.ranks) > 1:
         out.append(("Exposed communication per rank and step", plots.overlap(trace)))
     if len(trace.memory_events):
