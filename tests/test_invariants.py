@@ -55,8 +55,8 @@ HEAVY = {
         )
     ),
 }
-"""Traces whose load and report take over ~2.5 s on this machine (the xdit ones over 2 minutes each): they run with
-TRACEANALYZER_HEAVY=1."""
+"""Traces whose load and report took over ~2.5 s on this 2-core machine under load (at 678606a; the xdit ones then
+took over 2 minutes each): they run with TRACEANALYZER_HEAVY=1 (all of them together: about 2 minutes more)."""
 REPEATED = {
     "sample:sync_stalls.json.gz",
     "sample:data_loader",
@@ -108,9 +108,12 @@ KNOWN_BUGS = {
         "1.23): its child annotation hccl:all_to_all lasts 2.53 s, past the op's end, and linking nests it and the "
         "424 ops after it under the op; children outlasting parents are not clipped (issue 13.4)"
     ),
+    ("hotspots", "public/torch/hta/mtia_trace_single_rank/mtia_rank_0.json.gz"): (
+        "the same negative CPU self time of c10d::alltoall_base_ in the full cpu_op table"
+    ),
     ("savings", "sample:dynamic_shapes"): (
-        "pushed savings 93,841,843 ns/step on a 48,386,047 ns step: findings.rank keeps one budget per "
-        "where['rank'], and health.dynamic_shapes (no rank) and health.idle (rank 0) each get a whole step"
+        "pushed savings 73,025,745 ns/step on a 48,386,047 ns step (at 59130c0): findings.rank keeps one budget "
+        "per where['rank'], and health.dynamic_shapes (no rank) and health.idle (rank 0) each get a whole step"
     ),
 }
 """Invariants that real traces break today (test, case): each a bug reported for the analyzers; strict, so the fix
@@ -223,7 +226,7 @@ def test_no_gemm_runs_above_the_device_peak(path):
     assert (known["peak_share"] <= 1 + EPS).all()
 
 
-@pytest.mark.parametrize("path", _cases())
+@pytest.mark.parametrize("path", _cases(test="hotspots"))
 def test_hotspot_tables_add_up_to_the_device_time(path):
     trace = _trace(path)
     device = trace.events[trace.events["kind"].isin(DEVICE)]
@@ -237,6 +240,7 @@ def test_hotspot_tables_add_up_to_the_device_time(path):
     assert by_op["total_ns"].sum() <= device["dur"].sum()
     for level in ("kernel", "cpu_op", "op_device", "category"):
         table = trace.hotspots(level)
+        assert (table["total_ns"] >= 0).all(), table.loc[table["total_ns"] < 0, ["name", "total_ns"]].to_dict("records")
         if not len(table) or not table["total_ns"].sum():
             continue
         assert np.allclose(table["share"], table["total_ns"] / table["total_ns"].sum()), level
