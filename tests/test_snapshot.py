@@ -249,3 +249,19 @@ def test_implausibly_large_numbers_are_skipped_or_refused(tmp_path):
     path.write_bytes(pickle.dumps({"segments": [], "device_traces": [many]}))
     with pytest.raises(TraceError, match="more than 2"):
         snapshot.parse(path)
+
+
+def test_a_folder_of_per_rank_snapshots_loads_as_ranks(tmp_path):
+    job = tmp_path / "memory_snapshot" / "iteration_10"
+    job.mkdir(parents=True)
+    (job / "rank0_memory_snapshot.pickle").write_bytes(TRAIN.read_bytes())
+    (job / "rank1_memory_snapshot.pickle").write_bytes(OOM.read_bytes())
+    t = ta.load(tmp_path / "memory_snapshot", cache=False)
+    peaks = t.memory().peaks.set_index("rank")["peak_allocated_bytes"]
+    assert peaks.to_dict() == {
+        0: _meta("train")["max_memory_allocated_B"],
+        1: _meta("oom")["max_memory_allocated_at_dump_B"],
+    }
+    tables = {table.id: table for table in t.build_report().section("memory").tables}
+    assert set(tables["out_of_memory"].frame["rank"]) == {1}
+    assert set(tables["segments"].frame["rank"]) == {0, 1}
