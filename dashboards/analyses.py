@@ -128,7 +128,19 @@ FORMAT_CONVERSIONS = "Format conversions (TransData) are ranked with the other f
 
 def health(view: View, query: dict[str, str]) -> list:
     """Idle gaps, syncs, launch-bound loops, fp32 GEMMs and throughput, dynamic shapes: one table each."""
-    return [_block(view, block) for block in HEALTH]
+    rank = state.choice(query, "rank", view.ranks(), None)
+    shown = (
+        [
+            html.P(
+                f"Rows of rank {rank} (from the link; clear the rank filter in a table's header for all).",
+                className="note",
+                id="rank-filter",
+            )
+        ]
+        if rank is not None
+        else []
+    )
+    return [*shown, *(_block(view, block, rank) for block in HEALTH)]
 
 
 def ascend(view: View, query: dict[str, str]) -> list:
@@ -141,10 +153,10 @@ def ascend(view: View, query: dict[str, str]) -> list:
     return [*(_block(view, block) for block in ASCEND), conversions]
 
 
-def _block(view: View, block: Block) -> html.Section:
+def _block(view: View, block: Block, rank: int | None = None) -> html.Section:
     """A block's section table under its title and basis, or why the section has none."""
     table = view.table(block.section, block.table)
     if table is None:
         reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
         return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
-    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty)
+    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty, rank)

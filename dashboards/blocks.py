@@ -53,10 +53,14 @@ def section_tables(section: Section, skip: tuple[str, ...] = ()) -> list:
     return out
 
 
-def analysis(block_id: str, title: str, basis: str, table: Table | None, empty: str) -> html.Section:
-    """One section table under its title, with what its rows are, or why it is empty."""
+def analysis(
+    block_id: str, title: str, basis: str, table: Table | None, empty: str, rank: int | None = None
+) -> html.Section:
+    """One section table under its title, with what its rows are, or why it is empty; filtered to one rank's rows
+    when rank is given and the table has a rank column."""
     if table is not None and len(table.frame):
-        body = tables.section_table(f"{block_id}-table", table)
+        only = f"{{rank}} = {rank}" if rank is not None and "rank" in table.frame else ""
+        body = tables.section_table(f"{block_id}-table", table, filter_query=only)
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")

@@ -85,8 +85,11 @@ def _kinds(view: View) -> str:
 
 
 def finding_link(finding: Finding, search: str) -> str:
-    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks."""
+    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks (and picking the rank
+    the finding is about)."""
     anchor = FINDING_ANCHOR.get(finding.id, "")
+    if "rank" in finding.where:  # the evidence of one rank: its page shows that rank's rows
+        search = state.updated(search, rank=finding.where["rank"])
     return FINDING_PAGE.get(finding.analyzer, "/") + search + (f"#{anchor}" if anchor else "")
 
 

@@ -55,10 +55,14 @@ def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[s
     return grid(table_id, content(data, columns), page_size)
 
 
-def section_table(table_id: str, t: Table, columns: list[str] | None = None, page_size: int = 10):
-    """A section's table as a DataTable, each column in the unit the section declares for it."""
+def section_table(
+    table_id: str, t: Table, columns: list[str] | None = None, page_size: int = 10, filter_query: str = ""
+):
+    """A section's table as a DataTable, each column in the unit the section declares for it, optionally filtered
+    (DataTable filter syntax, which the user can edit in the header)."""
     columns = columns or [str(c) for c in t.frame.columns]
-    return grid(table_id, content(t.frame, columns, {c: t.unit(c) for c in columns}), page_size)
+    props = content(t.frame, columns, {c: t.unit(c) for c in columns})
+    return grid(table_id, {**props, "filter_query": filter_query}, page_size)
 
 
 def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.DataTable:

@@ -133,6 +133,15 @@ def _wait(browser, css: str, text: str | None = None, timeout: float = WAIT_S):
     return browser.find_element(By.CSS_SELECTOR, css)
 
 
+def _clickable(browser, css: str):
+    """An element once it can take a click or keys (not covered by a loading overlay)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, WAIT_S).until(ec.element_to_be_clickable((By.CSS_SELECTOR, css)))
+
+
 def _wait_script(browser, script: str, text: str):
     """Wait until some string returned by script contains text (for SVG labels, which selenium's .text misses)."""
     from selenium.webdriver.support.ui import WebDriverWait
@@ -418,7 +427,7 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     assert longest > 0.8 * sleeps["dur"].min() / 1e6  # the GPU idles through the straggler's 50 ms sleep
     from selenium.webdriver.common.keys import Keys
 
-    _wait(browser, "#tl-find").send_keys("straggler", Keys.ENTER)
+    _clickable(browser, "#tl-find").send_keys("straggler", Keys.ENTER)
     note = _wait(browser, "#tl-note", "'straggler' (outlined").text
     assert " 0 drawn segments" not in note and "find=straggler" in browser.current_url
     outlined = browser.execute_script(
@@ -427,7 +436,7 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
     )
     assert outlined and all(lane.startswith(f"thread {main_tid} ") for lane in outlined[0])
     _shot(browser, "timeline-with-stack")
-    browser.find_element("css selector", "#tl-python input").click()  # Python frames, counted in the levels
+    _clickable(browser, "#tl-python input").click()  # Python frames, counted in the levels
     _pick(browser, "#tl-levels", "64")
     _wait_script(browser, TIMELINE_NAMES, "built-in function sleep")
     assert "frames=python" in browser.current_url and "levels=64" in browser.current_url
@@ -447,6 +456,14 @@ def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser,
     link.click()
     _wait(browser, f"#{anchor} h3")
     assert browser.execute_script(f"return document.getElementById('{anchor}').getBoundingClientRect().top") < 400
+    rank = linked[0].where.get("rank")
+    if rank is not None:  # the link picks the finding's rank: its tables show that rank's rows
+        assert f"rank={rank}" in browser.current_url and _wait(browser, "#rank-filter")
+        ranks = browser.execute_script(
+            f"return Array.from(document.querySelectorAll('#{anchor}-table td[data-dash-column=rank]'))"
+            ".map(c => c.innerText)"
+        )
+        assert ranks and set(ranks) == {str(rank)}
     for block in HEALTH:
         table = view.table(block.section, block.table)
         assert table is not None, block
