@@ -102,24 +102,6 @@ def _name(path: Path) -> str:
     return str(path.relative_to(SHARED))
 
 
-KNOWN_BUGS = {
-    ("shares", "public/torch/hta/mtia_trace_single_rank/mtia_rank_0.json.gz"): (
-        "c10d::alltoall_base_ (0.90 ms) has CPU self time -2,517,042,924 ns (hotspots cpu_op share -0.23, cum_share "
-        "1.23): its child annotation hccl:all_to_all lasts 2.53 s, past the op's end, and linking nests it and the "
-        "424 ops after it under the op; children outlasting parents are not clipped (issue 13.4)"
-    ),
-    ("hotspots", "public/torch/hta/mtia_trace_single_rank/mtia_rank_0.json.gz"): (
-        "the same negative CPU self time of c10d::alltoall_base_ in the full cpu_op table"
-    ),
-    ("savings", "sample:dynamic_shapes"): (
-        "pushed savings 73,025,745 ns/step on a 48,386,047 ns step (at 59130c0): findings.rank keeps one budget "
-        "per where['rank'], and health.dynamic_shapes (no rank) and health.idle (rank 0) each get a whole step"
-    ),
-}
-"""Invariants that real traces break today (test, case): each a bug reported for the analyzers; strict, so the fix
-shows up as an unexpected pass."""
-
-
 def _cases(only: set[str] | None = None, test: str = "") -> list:
     paths = _samples() + (_kineto() + [p for p in _ascend() if p.exists()] if SHARED.exists() else [])
     heavy = os.environ.get("TRACEANALYZER_HEAVY") == "1"
@@ -133,8 +115,6 @@ def _cases(only: set[str] | None = None, test: str = "") -> list:
 
 def _marks(name: str, test: str, skip) -> list:
     marks = [skip] if skip and name in HEAVY else []
-    if (test, name) in KNOWN_BUGS:
-        marks.append(pytest.mark.xfail(strict=True, reason=KNOWN_BUGS[(test, name)]))
     return marks
 
 

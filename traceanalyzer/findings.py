@@ -163,9 +163,9 @@ def rank(findings: list[Finding]) -> list[Finding]:
     """Findings by saving, pushed ones first; overlapping claims and the step-time budget applied (see module)."""
     ordered = sorted(findings, key=lambda f: (-f.saving_ns, -f.concerns_ns, f.id, f.title))
     claimed: dict[int, list[tuple[Intervals, str]]] = {}
-    spent: dict[object, int] = {}
+    spent: dict[object, int] = {}  # per rank; None: findings of the whole job, which count against every rank
     for f in ordered:
-        key = f.where.get("rank")  # one step budget per rank (findings of the whole job share one)
+        key = f.where.get("rank")
         taken, by = _taken(f.claims, claimed)
         if taken >= COVERED and by:
             f.covered_by = by
@@ -174,7 +174,8 @@ def rank(findings: list[Finding]) -> list[Finding]:
         elif taken > 0:
             f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
             f.saving_ns = int(f.saving_ns * (1 - taken))
-        left = max(f.step_ns - spent.get(key, 0), 0)
+        ranks = max((v for k, v in spent.items() if k is not None), default=0) if key is None else spent.get(key, 0)
+        left = max(f.step_ns - spent.get(None, 0) - ranks, 0)
         if f.saving_ns > left:
             f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns
             f.saving_ns = left

@@ -23,7 +23,8 @@ from pandas.api.types import union_categoricals
 from traceanalyzer import cache, classify, cluster, footprint, linking, parsers, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
-from traceanalyzer.parsers import ascend, detect, kineto
+from traceanalyzer.parsers import ascend, detect, kineto, snapshot
+from traceanalyzer.parsers.columns import Reader
 from traceanalyzer.parsers.jsonstream import fork_is_safe
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
 from traceanalyzer.schema import NO_ROW, TraceMeta
@@ -200,8 +201,6 @@ def _named(result: Parsed | Skipped, resolved: str, given: str) -> Parsed | Skip
 def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
     """Parse one rank here; a large file reports its bytes read as it goes, where the reader reads in threads (the
     watching thread would keep the fallback reader from forking its workers)."""
-    from traceanalyzer.parsers.columns import Reader
-
     large = unit.path.is_file() and footprint.json_size(unit.path) >= SHOWN_FROM_BYTES
     if not large or not Reader(()).native:
         return _parse_one(unit, plan.rules, plan.cached)
@@ -241,10 +240,11 @@ def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
 
 
 def _source_of(unit) -> tuple[Path, bool]:
-    """What a unit's tables are read from, and whether its subfolders count: a Kineto file itself; for Ascend the
+    """What a unit's tables are read from, and whether its subfolders count: a Kineto file or a memory snapshot
+    itself; for Ascend the
     rank folder around its output folder (the parser reads the files beside the one it was given), or the files
     beside a file given on its own (not its folder's subfolders: that may be any folder)."""
-    if unit.parse_with is kineto.parse:
+    if unit.parse_with in (kineto.parse, snapshot.parse):
         return unit.path, True
     folder = unit.path if unit.path.is_dir() else unit.path.parent
     if folder.name in ascend.OUTPUT_DIRS:

@@ -122,12 +122,20 @@ def _replayed_row(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """For each op row, the summed duration of the ops directly beneath it (via any non-op frames)."""
+    """For each op row, the summed time of the ops directly beneath it (via any non-op frames), each counted only
+    inside its parent: a child that outlasts its parent (a record_function range ending after the op around it) must
+    not make the parent's self time negative."""
     parent = ops["parent"].to_numpy()
     has_parent = parent != NO_ROW
     parent_op = np.full(len(ops), NO_ROW, dtype=np.int64)
     parent_op[has_parent] = events["op"].reindex(parent[has_parent]).to_numpy()
-    child = pd.Series(ops["dur"].to_numpy()[parent_op != NO_ROW]).groupby(parent_op[parent_op != NO_ROW]).sum()
+    linked = parent_op != NO_ROW
+    start = ops["ts"].to_numpy()[linked]
+    end = start + ops["dur"].to_numpy()[linked]
+    owner = parent_op[linked]
+    owner_end = (events["ts"] + events["dur"]).reindex(owner).to_numpy()
+    inside = np.clip(np.minimum(end, owner_end) - start, 0, None)
+    child = pd.Series(inside).groupby(owner).sum()
     return child.reindex(ops.index, fill_value=0).to_numpy()
 
 
