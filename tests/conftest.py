@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,42 @@ def facts(report: dict, section_id: str) -> dict:
 def rows(report: dict, section_id: str, table_id: str) -> list[dict]:
     """The rows of one table of a report's section."""
     return next(t["rows"] for t in section(report, section_id)["tables"] if t["id"] == table_id)
+
+
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1280,800",  # the smallest laptop screen the pages must fit
+)
+
+
+def _browser_paths() -> tuple[str, str]:
+    driver = shutil.which("chromedriver")
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if not driver or not chromium:
+        pytest.skip("chromedriver/chromium not installed (scripts/test.sh installs Debian chromium chromium-driver)")
+    return driver, chromium
+
+
+def headless_chromium(offline: bool = False):
+    """A headless Chromium driven by selenium, its console log kept (skips where Chromium is not installed);
+    ``offline`` switches its network off. Use as ``yield from headless_chromium()`` in a fixture."""
+    webdriver = pytest.importorskip("selenium.webdriver")
+    service = pytest.importorskip("selenium.webdriver.chrome.service")
+    driver_path, chromium = _browser_paths()
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=service.Service(driver_path), options=options)
+    if offline:
+        driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
+    yield driver
+    driver.quit()

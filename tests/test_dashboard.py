@@ -12,21 +12,10 @@ from pathlib import Path
 import pytest
 from traceanalyzer.dashboards.names import shortened
 
-from tests.conftest import REPO, SHARED, shared_path
+from tests.conftest import REPO, SHARED, headless_chromium, shared_path
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1280,800",  # the smallest laptop screen the pages must fit
-)
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 WAIT_S = 30
 LOAD_S = 180
@@ -35,28 +24,10 @@ BAR_LABELS = "return Array.from(document.querySelectorAll('#hs-bars .ytick')).ma
 ASCEND = SHARED / "public" / "ascend" / "msinsight" / "pytorch_text" / "level1" / "rank0_ascend_pt"
 
 
-def _browser_paths() -> tuple[str, str]:
-    driver = shutil.which("chromedriver")
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-    if not driver or not chromium:
-        pytest.skip("chromedriver/chromium not installed (scripts/test.sh installs Debian chromium chromium-driver)")
-    return driver, chromium
-
-
 @pytest.fixture(scope="module")
 def browser():
     """A headless Chromium driven by selenium."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    driver_path, chromium = _browser_paths()
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    yield driver
-    driver.quit()
+    yield from headless_chromium()
 
 
 @pytest.fixture(scope="module")

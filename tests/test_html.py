@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO, SHARED
-from tests.test_dashboard import CHROMIUM_FLAGS, _browser_paths
+from tests.conftest import REPO, SHARED, headless_chromium
 from traceanalyzer import cli
 
 pytestmark = pytest.mark.browser
@@ -26,19 +25,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def browser():
     """Headless Chromium with the network switched off and the console log kept."""
-    webdriver = pytest.importorskip("selenium.webdriver")
-    from selenium.webdriver.chrome.service import Service
-
-    driver_path, chromium = _browser_paths()
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for flag in CHROMIUM_FLAGS:
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(driver_path), options=options)
-    driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
-    yield driver
-    driver.quit()
+    yield from headless_chromium(offline=True)
 
 
 @pytest.mark.parametrize("case", list(CASES))
