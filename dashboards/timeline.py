@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.renderers.timeline import CATEGORY, SEGMENT_COLUMNS, decimate
+from traceanalyzer.renderers.timeline import CATEGORY, laid_out
 from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
 
 LEVEL_CHOICES = (4, 8, 16, 64)
@@ -64,18 +64,7 @@ def step_segments(
             _frame(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
         ]
     )
-    if not len(lanes):
-        return pd.DataFrame(columns=SEGMENT_COLUMNS)
-    origin = int(lanes["start_ns"].min())
-    lanes["start_ns"] -= origin
-    lanes["end_ns"] -= origin
-    if window:
-        lanes = lanes[(lanes["end_ns"] > window[0]) & (lanes["start_ns"] < window[1])]
-        if not len(lanes):
-            return pd.DataFrame(columns=SEGMENT_COLUMNS)
-    out = decimate(lanes, span=window[1] - window[0] if window else None)
-    out.attrs["origin_ns"] = origin
-    return out
+    return laid_out(lanes, window)
 
 
 MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]

@@ -43,6 +43,7 @@ def _say_native_missing() -> None:
         _missing_said = True
         warnings.warn(NATIVE_MISSING, stacklevel=3)
 
+
 ABSENT = np.iinfo(np.int64).min
 """A numeric field that is missing or null."""
 NULLABLE = 16

@@ -218,8 +218,7 @@ def _task_query(con: sqlite3.Connection, tables: set[str]) -> str:
             if comm
             else "null as ctask, null as csize, null as cop, "
         )
-        + ("m.planeId as cplane " if planes else "null as cplane "
-        )
+        + ("m.planeId as cplane " if planes else "null as cplane ")
         + "from TASK t "
         + ("left join COMPUTE_TASK_INFO k on k.globalTaskId = t.globalTaskId " if compute else "")
         + ("left join COMMUNICATION_TASK_INFO m on m.globalTaskId = t.globalTaskId" if comm else "")

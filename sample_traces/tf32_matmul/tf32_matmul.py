@@ -62,5 +62,6 @@ meta = {
     "mm_tflops_key_averages": flops * mm.count / (mm.device_time_total * 1e-6) / 1e12,
     "kernels": sorted({e.key for e in prof.key_averages() if "gemm" in e.key.lower() or "nvjet" in e.key.lower()}),
 }
-json.dump(meta, open(os.path.join(out, "tf32_matmul.meta.json"), "w"), indent=1)
+with open(os.path.join(out, "tf32_matmul.meta.json"), "w") as f:
+    json.dump(meta, f, indent=1)
 print(json.dumps(meta, indent=1))

@@ -42,7 +42,12 @@ def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int,
     mine = events[(events["rank"] == rank) & (events["step"] == step)]
     device = mine[mine["kind"].isin(_DEVICE)]
     host = mine[mine["kind"].isin(_HOST) & (mine["depth"] <= MAX_HOST_DEPTH)]
-    lanes = pd.concat([_device_lanes(device), _host_lanes(host)])
+    return laid_out(pd.concat([_device_lanes(device), _host_lanes(host)]), window)
+
+
+def laid_out(lanes: pd.DataFrame, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """Lane rows as drawn segments: times from the first one's start (kept in ``attrs["origin_ns"]``), only those
+    in window (ns from that start) when given, decimated to what the window's width can show."""
     if not len(lanes):
         return pd.DataFrame(columns=SEGMENT_COLUMNS)
     origin = int(lanes["start_ns"].min())
@@ -52,7 +57,9 @@ def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int,
         lanes = lanes[(lanes["end_ns"] > window[0]) & (lanes["start_ns"] < window[1])]
         if not len(lanes):
             return pd.DataFrame(columns=SEGMENT_COLUMNS)
-    return decimate(lanes, span=window[1] - window[0] if window else None)
+    out = decimate(lanes, span=window[1] - window[0] if window else None)
+    out.attrs["origin_ns"] = origin
+    return out
 
 
 def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
