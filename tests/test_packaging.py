@@ -25,3 +25,17 @@ def test_a_missing_native_reader_is_said_once_on_stderr(capsys, monkeypatch):
     assert cli.main([str(SAMPLE), "--format", "json", "--no-cache"]) == 0
     err = capsys.readouterr().err
     assert err.count("native trace reader") == 1 and "2x slower" in err
+
+
+def test_every_package_of_the_source_tree_is_installed():
+    """pyproject lists the packages by hand (parsers/ and dashboards/ are mapped into traceanalyzer): a new
+    subpackage left out would install a wheel that cannot be imported, while the editable install still worked."""
+    listed = set(tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = set()
+    for package, folder in (("traceanalyzer", "traceanalyzer"), ("traceanalyzer.parsers", "parsers"),
+                            ("traceanalyzer.dashboards", "dashboards")):  # fmt: skip
+        for init in (REPO / folder).rglob("__init__.py"):
+            parts = init.parent.relative_to(REPO / folder).parts
+            if not (package == "traceanalyzer" and parts and parts[0] in ("parsers", "dashboards")):
+                found.add(".".join([package, *parts]))
+    assert found == listed
