@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.renderers.timeline import CATEGORY, laid_out
+from traceanalyzer.renderers.timeline import laid_out, lane_rows
 from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
 
 LEVEL_CHOICES = (4, 8, 16, 64)
@@ -59,9 +59,9 @@ def step_segments(
     host = mine[host_mask]
     lanes = pd.concat(
         [
-            _frame(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
-            _frame(steps, "thread " + steps["tid"].astype(str) + " · Step"),
-            _frame(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
+            lane_rows(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
+            lane_rows(steps, "thread " + steps["tid"].astype(str) + " · Step"),
+            lane_rows(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
         ]
     )
     return laid_out(lanes, window)
@@ -96,15 +96,3 @@ def marks(gaps: pd.DataFrame, stalls: pd.DataFrame, first_work: pd.Series, rank:
 def _padded(levels: np.ndarray, index: pd.Index) -> pd.Series:
     """Levels as text that sorts as numbers (lanes are ordered by name)."""
     return pd.Series(levels, index=index, dtype="int64").astype(str).str.rjust(2)
-
-
-def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "lane": lane.to_numpy(),
-            "category": rows["kind"].astype(str).map(CATEGORY).fillna("other").to_numpy(),
-            "start_ns": rows["ts"].to_numpy(),
-            "end_ns": (rows["ts"] + rows["dur"]).to_numpy(),
-            "name": rows["name"].astype(str).to_numpy(),
-        }
-    )

@@ -62,7 +62,8 @@ def laid_out(lanes: pd.DataFrame, window: tuple[int, int] | None = None) -> pd.D
     return out
 
 
-def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
+def lane_rows(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
+    """Event rows as lane rows: lane, colour category, start and end (ns), name."""
     return pd.DataFrame(
         {
             "lane": lane.to_numpy(),
@@ -76,12 +77,12 @@ def _frame(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
 
 def _device_lanes(device: pd.DataFrame) -> pd.DataFrame:
     lane = "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)
-    return _frame(device, lane)
+    return lane_rows(device, lane)
 
 
 def _host_lanes(host: pd.DataFrame) -> pd.DataFrame:
     lane = "thread " + host["tid"].astype(str) + " · depth " + host["depth"].astype(str)
-    return _frame(host, lane)
+    return lane_rows(host, lane)
 
 
 def decimate(segments: pd.DataFrame, span: int | None = None, max_segments: int = MAX_SEGMENTS) -> pd.DataFrame:
