@@ -44,16 +44,21 @@ def describe(run_dir: Path | None, path: Path, warnings: list[str], extra: dict 
 def profiler_info(run_dir: Path | None, warnings: list[str]) -> dict:
     """The run's profiler_info[_rank].json (config, rank); {} when absent, with a warning when not a JSON object."""
     for f in sorted(run_dir.glob("profiler_info*.json")) if run_dir is not None else []:
-        try:
-            found = json.loads(f.read_bytes())
-        except (OSError, ValueError, RecursionError) as e:
-            warnings.append(f"{f}: not readable JSON ({type(e).__name__}); rank and profiler config not read")
-            return {}
-        if not isinstance(found, dict):
-            warnings.append(f"{f}: not a JSON object; rank and profiler config not read")
-            return {}
-        return found
+        return _json_object(f, "rank and profiler config not read", warnings)
     return {}
+
+
+def _json_object(path: Path, unread: str, warnings: list[str]) -> dict:
+    """A JSON object file's contents; {} with a warning (ending in ``unread``) when it is not a readable one."""
+    try:
+        found = json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError) as e:
+        warnings.append(f"{path}: not readable JSON ({type(e).__name__}); {unread}")
+        return {}
+    if not isinstance(found, dict):
+        warnings.append(f"{path}: not a JSON object; {unread}")
+        return {}
+    return found
 
 
 def _info_rank(info: dict) -> int | None:
@@ -68,15 +73,7 @@ def metadata(run_dir: Path | None, warnings: list[str]) -> dict:
     path = run_dir / METADATA_FILE if run_dir is not None else None
     if path is None or not path.is_file():
         return {}
-    try:
-        found = json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError) as e:
-        warnings.append(f"{path}: not readable JSON ({type(e).__name__}); world size and groups not read")
-        return {}
-    if not isinstance(found, dict):
-        warnings.append(f"{path}: not a JSON object; world size and groups not read")
-        return {}
-    return found
+    return _json_object(path, "world size and groups not read", warnings)
 
 
 def world_size(meta: dict) -> int | None:
