@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dash import html
+from dash import dcc, html
 from traceanalyzer.dashboards import tables
 
 from traceanalyzer.renderers.document import fact_value
@@ -64,3 +64,12 @@ def analysis(
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")
+
+
+def dropdown(dropdown_id: str, values: list, value: object, label: str, disabled: bool = False) -> html.Label:
+    """A labelled dropdown of values with one picked."""
+    options = [{"label": str(v), "value": v} for v in values]
+    return html.Label(
+        [label, dcc.Dropdown(id=dropdown_id, options=options, value=value, clearable=False, disabled=disabled)],
+        className="control",
+    )

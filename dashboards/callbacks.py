@@ -5,20 +5,17 @@ from __future__ import annotations
 
 import dash
 from dash import Input, Output, State, html, no_update
-from traceanalyzer.dashboards import charts, pages, state, tables
+from traceanalyzer.dashboards import charts, pages, state, tables, timeline_page
 from traceanalyzer.dashboards.store import Store
 
 from traceanalyzer.analyzers.hotspots import Level
-
-NS_PER_MS = 1_000_000
-URL = Output("url", "search", allow_duplicate=True)
 
 
 def register(app: dash.Dash, store: Store) -> None:
     """Add the page callbacks to app."""
     _hotspots(app, store)
     _hotspot_selection(app, store)
-    _timeline(app, store)
+    timeline_page.register(app, store)
     _compare(app, store)
 
 
@@ -32,7 +29,7 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
         Output("hs-table", "sort_by"),
         Output("hs-table", "active_cell"),
         Output("hs-bars", "figure"),
-        URL,
+        state.URL,
         Input("hs-level", "value"),
         Input("hs-step", "value"),
         Input("hs-rank", "value"),
@@ -105,72 +102,12 @@ def _selected_name(cell, click, rows) -> str | None:
     return None
 
 
-def _timeline(app: dash.Dash, store: Store) -> None:
-    """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom."""
-
-    def draw(key, rank, step, levels, python, find, window: tuple[int, int] | None = None):
-        view = store.view(key)
-        if view is None or rank is None or step is None:
-            return no_update, no_update
-        return pages.timeline_figure(view, int(rank), int(step), int(levels), bool(python), find or "", window)
-
-    @app.callback(
-        Output("tl-graph", "figure"),
-        Output("tl-note", "children"),
-        URL,
-        Input("tl-rank", "value"),
-        Input("tl-step", "value"),
-        Input("tl-levels", "value"),
-        Input("tl-python", "value"),
-        Input("tl-find", "value"),
-        State("trace", "value"),
-        State("url", "search"),
-        prevent_initial_call="initial_duplicate",  # draws when the page opens
-    )
-    def timeline(rank, step, levels, python, find, key, search):
-        frames = "python" if python else None
-        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None)
-        return *draw(key, rank, step, levels, python, find), search
-
-    # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
-    # request that draws the step.
-    @app.callback(
-        Output("tl-graph", "figure", allow_duplicate=True),
-        Output("tl-note", "children", allow_duplicate=True),
-        Input("tl-graph", "relayoutData"),
-        State("tl-rank", "value"),
-        State("tl-step", "value"),
-        State("tl-levels", "value"),
-        State("tl-python", "value"),
-        State("tl-find", "value"),
-        State("trace", "value"),
-        prevent_initial_call=True,
-    )
-    def timeline_zoom(relayout, rank, step, levels, python, find, key):
-        window = zoom_window(relayout)
-        if window is None and not _reset(relayout):
-            return no_update, no_update
-        return draw(key, rank, step, levels, python, find, window)
-
-
-def zoom_window(relayout: dict | None) -> tuple[int, int] | None:
-    """The x range (ns) a zoom on the timeline asked for, or None when it was not a zoom."""
-    if not relayout or "xaxis.range[0]" not in relayout:
-        return None
-    lo, hi = (relayout[f"xaxis.range[{i}]"] for i in (0, 1))
-    return int(float(lo) * NS_PER_MS), int(float(hi) * NS_PER_MS)
-
-
-def _reset(relayout: dict | None) -> bool:
-    return bool(relayout) and relayout.get("xaxis.autorange") is True
-
-
 def _compare(app: dash.Dash, store: Store) -> None:
     """The comparison of the two picked traces (written to the URL)."""
 
     @app.callback(
         Output("cmp-body", "children"),
-        URL,
+        state.URL,
         Input("cmp-a", "value"),
         Input("cmp-b", "value"),
         State("url", "search"),

@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import pandas as pd
-import plotly.graph_objects as go
 from dash import dcc, html
-from traceanalyzer.dashboards import analyses, charts, state, tables
-from traceanalyzer.dashboards import timeline as timeline_lanes
-from traceanalyzer.dashboards.blocks import PER, fact_pair, labelled, section_facts, section_tables, unavailable
+from traceanalyzer.dashboards import analyses, charts, state, tables, timeline_page
+from traceanalyzer.dashboards.blocks import (
+    PER,
+    dropdown,
+    fact_pair,
+    labelled,
+    section_facts,
+    section_tables,
+    unavailable,
+)
 from traceanalyzer.dashboards.names import shortened
 from traceanalyzer.dashboards.overview import headline, overview
 from traceanalyzer.dashboards.views import View
@@ -82,10 +88,10 @@ def hotspots(view: View, query: dict[str, str]) -> list:
     return [
         html.Div(
             [
-                _dropdown("hs-level", levels, picks["level"], "level"),
-                _dropdown("hs-step", [ALL, *view.steps()], picks["step"], "step"),
-                _dropdown("hs-rank", [ALL, *view.ranks()], picks["rank"], "rank"),
-                _dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)", kernel_only),
+                dropdown("hs-level", levels, picks["level"], "level"),
+                dropdown("hs-step", [ALL, *view.steps()], picks["step"], "step"),
+                dropdown("hs-rank", [ALL, *view.ranks()], picks["rank"], "rank"),
+                dropdown("hs-kind", [ALL, *view.kinds()], picks["kind"], "kind (kernel level)", kernel_only),
                 html.Span(f"platform: {view.trace.meta.platform.value}", className="platform"),
             ],
             className="controls",
@@ -142,14 +148,6 @@ def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     return content
 
 
-def _dropdown(dropdown_id: str, values: list, value: object, label: str, disabled: bool = False) -> html.Label:
-    options = [{"label": str(v), "value": v} for v in values]
-    return html.Label(
-        [label, dcc.Dropdown(id=dropdown_id, options=options, value=value, clearable=False, disabled=disabled)],
-        className="control",
-    )
-
-
 def hotspot_filter(value: object) -> object:
     """A dropdown value as an analyzer argument (``all`` → None)."""
     return None if value in (None, ALL) else value
@@ -191,96 +189,6 @@ def details(info: dict) -> list:
         html.H5("Call stack of the longest instance (outermost first)"),
         html.Ol(stack, id="det-stack") if stack else html.P("no host frames linked"),
     ]
-
-
-def timeline(view: View, query: dict[str, str]) -> list:
-    """Step and rank pickers, how many host levels to show (Python frames collapsed or not), and the step's Gantt."""
-    steps = view.steps()
-    if not steps:
-        return [unavailable("Timeline", "the trace has no step markers")]
-    levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, timeline_lanes.LEVEL_CHOICES[0])
-    frames = ["python"] if query.get("frames") == "python" else []
-    return [
-        html.Div(
-            [
-                _dropdown("tl-rank", view.ranks(), state.choice(query, "rank", view.ranks(), view.ranks()[0]), "rank"),
-                _dropdown("tl-step", steps, state.choice(query, "step", steps, steps[0]), "step"),
-                _dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
-                dcc.Checklist(
-                    id="tl-python",
-                    options=[
-                        {"label": " show Python frames", "value": "python", "disabled": not view.has_python_frames()}
-                    ],
-                    value=frames,
-                    className="control",
-                ),
-                html.Label(
-                    [
-                        "highlight names containing",
-                        dcc.Input(id="tl-find", value=query.get("find", ""), debounce=True, type="search"),
-                    ],
-                    className="control",
-                ),
-            ],
-            className="controls",
-        ),
-        html.P(TIMELINE_BASIS, className="note"),
-        html.P(id="tl-note"),
-        dcc.Loading(dcc.Graph(id="tl-graph", config={"scrollZoom": True})),
-    ]
-
-
-TIMELINE_BASIS = (
-    "One step of one rank, ms from the step's first event. Each host thread has lanes per call level, counted in "
-    "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'."
-)
-
-
-def timeline_figure(
-    view: View, rank: int, step: int, levels: int, python: bool, find: str = "", window: tuple[int, int] | None = None
-) -> tuple:
-    """The Gantt of one step (segments whose name contains find outlined) and the note saying how many events it
-    draws as how many segments, and what it shades and outlines."""
-    seg = view.segments(rank, step, levels, python, window)
-    merged = int(seg["count"].sum()) if len(seg) else 0
-    note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
-    note += "; zoom in to split them)." if merged > len(seg) else ")."
-    fig = figures.gantt(seg, (rank, step, levels, python))
-    found = view.marks(rank, seg)
-    fig.update_layout(shapes=[_shade(mark) for mark in found.itertuples()])
-    counts = found["what"].value_counts()
-    if len(counts):
-        shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
-        note += f" Shaded from the Health page: {shaded}."
-    if find.strip():
-        hits = seg[seg["name"].str.contains(find.strip(), case=False, regex=False)]
-        under = charts.outline(hits, f"contains '{find.strip()}'")  # drawn first: under the segments it outlines
-        fig = go.Figure([under, *fig.data], layout=fig.layout)
-        many = "segments contain" if len(hits) != 1 else "segment contains"
-        note += f" {len(hits):,} drawn {many} '{find.strip()}' (outlined; a merged one shows its first name)."
-    return fig, note
-
-
-def _shade(mark) -> dict:
-    """A finding's place on the timeline: a band across every lane."""
-    return {
-        "type": "rect",
-        "xref": "x",
-        "yref": "paper",
-        "x0": mark.start_ns / 1e6,
-        "x1": mark.end_ns / 1e6,
-        "y0": 0,
-        "y1": 1,
-        "fillcolor": MARK_COLOURS[mark.what],
-        "opacity": 0.18,
-        "line": {"width": 0},
-        "layer": "below",
-        "name": f"{mark.what}: {figures.text(mark.label)}",
-    }
-
-
-MARK_COLOURS = {"idle gap": "#ff7f0e", "host sync": "#d62728"}
-MARK_NAMES = {"idle gap": "orange", "host sync": "red"}
 
 
 SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); its collectives are listed below."
@@ -458,7 +366,7 @@ def _compared(view: View, side: str) -> list:
 _BUILDERS = {
     "/": overview,
     "/hotspots": hotspots,
-    "/timeline": timeline,
+    "/timeline": timeline_page.timeline,
     "/health": analyses.health,
     "/distributed": distributed,
     "/fusion": fusion,

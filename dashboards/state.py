@@ -5,8 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlencode
 
+from dash import Output
+
 KEYS = ("trace", "step", "rank", "level", "kind", "levels", "frames", "find", "left", "right")
 """The query keys the pages read and write, in the order the URL lists them."""
+URL = Output("url", "search", allow_duplicate=True)
+"""The output every callback that records a pick writes to."""
 
 
 def parse(search: str | None) -> dict[str, str]:
