@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import tomllib
 from traceanalyzer.parsers import columns
 
@@ -39,3 +42,15 @@ def test_every_package_of_the_source_tree_is_installed():
             if not (package == "traceanalyzer" and parts and parts[0] in ("parsers", "dashboards")):
                 found.add(".".join([package, *parts]))
     assert found == listed
+
+
+def test_importing_the_source_folder_without_the_install_says_what_to_do():
+    """Python started in the repository root finds its traceanalyzer/ folder first; without the install's mapping of
+    parsers/ and dashboards/ (site disabled here: a plain ``pip install .`` elsewhere behaves the same) the import
+    fails with one line saying why and what to run, not a ModuleNotFoundError from deep inside."""
+    done = subprocess.run(
+        [sys.executable, "-S", "-c", "import traceanalyzer"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode != 0
+    assert done.stderr.strip().splitlines()[-1].startswith("ImportError: traceanalyzer is being imported from")
+    assert "pip install -e ." in done.stderr

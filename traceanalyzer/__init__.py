@@ -8,7 +8,15 @@ t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
 """
 
-from traceanalyzer.classify import Rule
+from importlib.util import find_spec
+
+if find_spec("traceanalyzer.parsers") is None:  # the source tree's traceanalyzer/ without the installed mapping
+    raise ImportError(
+        "traceanalyzer is being imported from the repository's source folder, where its parsers/ and dashboards/ "
+        "subpackages are not mapped in: run `pip install -e .` in the repository, or start Python in another folder"
+    )
+
+from traceanalyzer.classify import Rule  # noqa: E402
 from traceanalyzer.comparison import Comparison, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
