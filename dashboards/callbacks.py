@@ -103,19 +103,21 @@ def _selected_name(cell, click, rows) -> str | None:
 
 
 def _compare(app: dash.Dash, store: Store) -> None:
-    """The comparison of the two picked traces (written to the URL)."""
+    """The comparison of the two picked traces and the gate's verdict for the threshold (written to the URL)."""
 
     @app.callback(
         Output("cmp-body", "children"),
         state.URL,
         Input("cmp-a", "value"),
         Input("cmp-b", "value"),
+        Input("cmp-pct", "value"),
+        Input("cmp-ms", "value"),
         State("url", "search"),
         prevent_initial_call="initial_duplicate",  # compares when the page opens
     )
-    def compare(left, right, search):
-        search = state.updated(search, left=left, right=right)
-        a, b = store.view(left), store.view(right)
-        if a is None or b is None:
+    def compare(left, right, pct, ms, search):
+        search = state.updated(search, left=left, right=right, pct=pct, ms=ms)
+        diff = store.comparison(left, right)
+        if diff is None:
             return html.P(pages.COMPARE_HINT, id="cmp-hint"), search
-        return pages.comparison(a, b), search
+        return pages.comparison(store.view(left), store.view(right), diff, pages.threshold(pct, ms)), search

@@ -21,6 +21,8 @@ from traceanalyzer.dashboards.views import View
 from traceanalyzer import comparison as comparing
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.comparison.matching import Rule
+from traceanalyzer.renderers import compare as compare_renderer
 from traceanalyzer.renderers import figures
 
 PAGES = {
@@ -285,21 +287,17 @@ def _memory_chart(view: View, timeline: pd.DataFrame, peaks: pd.DataFrame):
 COMPARE_HINT = (
     "Pick two loaded traces (open a second one above); picking one trace on both sides compares it with itself."
 )
-
-
-COMPARE_METRICS = {
-    "step_ns": "step time",
-    "device_busy_ns": "device busy",
-    "comm_exposed_ns": "exposed communication",
-    "comm_hidden_ns": "hidden communication",
-    "idle_ns": "device idle",
-}
-"""Human names of the comparison's summary metrics."""
+GATE_HINT = (
+    "Enter a threshold to see the verdict of the CI gate (traceanalyze compare BASELINE CANDIDATE "
+    "--fail-on-regression PCT [--fail-on-regression-ms MS])."
+)
+MATCHED = ("match", "label", "baseline_names", "candidate_names")
+"""Columns of the table of kernels matched across the runs by a rule other than the exact name."""
 
 
 def compare(views: dict[str, View], key: str, query: dict[str, str]) -> list:
-    """Pickers for two loaded traces (the one selected on the left, another on the right); the comparison fills in
-    below. A lone trace is not compared with itself unless the user picks it on both sides."""
+    """Pickers for two loaded traces (the one selected on the left, another on the right) and the gate's threshold;
+    the comparison fills in below. A lone trace is not compared with itself unless the user picks it on both sides."""
     options = [{"label": v.label, "value": k} for k, v in views.items()]
     others = [k for k in views if k != key]
     left = state.choice(query, "left", list(views), key)
@@ -308,8 +306,16 @@ def compare(views: dict[str, View], key: str, query: dict[str, str]) -> list:
         html.H2(f"Compare · {views[key].label}", className="page-title"),
         html.Div(
             [
-                html.Label(["baseline", dcc.Dropdown(id="cmp-a", options=options, value=left)], className="control"),
-                html.Label(["candidate", dcc.Dropdown(id="cmp-b", options=options, value=right)], className="control"),
+                html.Label(
+                    ["baseline", dcc.Dropdown(id="cmp-a", options=options, value=left)],
+                    className="control control-wide",
+                ),
+                html.Label(
+                    ["candidate", dcc.Dropdown(id="cmp-b", options=options, value=right)],
+                    className="control control-wide",
+                ),
+                _number("cmp-pct", "fail on regression over (% of step time)", query.get("pct")),
+                _number("cmp-ms", "… and over (ms per step, optional)", query.get("ms")),
             ],
             className="controls",
         ),
@@ -317,38 +323,98 @@ def compare(views: dict[str, View], key: str, query: dict[str, str]) -> list:
     ]
 
 
-def comparison(left: View, right: View) -> list:
-    """What changed per step from the left trace to the right one, then their summaries and top kernels side by side."""
-    diff = comparing.compare(left.trace, right.trace)
-    per = "median per step" if diff.per_step else "per rank, whole window"
-    summary = diff.summary.assign(metric=[f"{COMPARE_METRICS.get(m, m)} ({per})" for m in diff.summary["metric"]])
+def _number(input_id: str, label: str, value: str | None) -> html.Label:
+    """A labelled number box (empty: not given)."""
+    box = dcc.Input(id=input_id, type="number", min=0, step="any", value=value, debounce=True, className="number")
+    return html.Label([label, box], className="control control-wide")
+
+
+def threshold(pct: object, ms: object) -> comparing.Threshold | None | str:
+    """The gate's threshold from the page's boxes (percent, ms per step): None when neither is given, a message
+    when one is not a number of zero or more (as the CLI refuses)."""
+    given = {"percent": pct, "ms": ms}
+    values = {}
+    for what, value in given.items():
+        if value in (None, ""):
+            continue
+        try:
+            values[what] = float(value)
+        except (TypeError, ValueError):
+            return f"the {what} threshold must be a number"
+        if values[what] < 0:
+            return f"the {what} threshold must be zero or more"
+    if not values:
+        return None
+    share, ns = values.get("percent"), values.get("ms")
+    return comparing.Threshold(share=None if share is None else share / 100, ns=None if ns is None else ns * 1e6)
+
+
+def comparison(left: View, right: View, diff: comparing.Comparison, limit: object = None) -> list:
+    """The comparison of the left trace with the right one as the CLI's ``traceanalyze compare`` lays it out (the
+    gate's verdict for the threshold, what got slower, each change with its noise verdict and the steps behind it,
+    the rule that matched each kernel, the GPU ↔ NPU categories), then both runs' top kernels side by side."""
+    data = diff.to_dict(top=COMPARE_TOP, threshold=limit if isinstance(limit, comparing.Threshold) else None)
+    for role, view in (("baseline", left), ("candidate", right)):
+        data[role] = {**data[role], "paths": [view.label]}  # the picker's name, not the server's path
     return [
-        html.H3(f"What changed per step: {left.label} → {right.label}"),
-        *(html.P(note, className="note") for note in diff.notes),
-        tables.table("cmp-summary", summary, page_size=len(summary) or 1),
-        html.H4("Kernels by change (new, gone, faster, slower), the rule that matched each and its noise verdict"),
-        tables.table("cmp-changes", diff.levels[Level.KERNEL.value].head(COMPARE_TOP), COMPARE_COLUMNS, COMPARE_TOP),
-        *_cross_platform(diff),
+        html.H3(f"What changed: {left.label} → {right.label}"),
+        _gate(data["gate"], limit),
+        *_blocks(compare_renderer.layout(data)[1:]),
+        *_matched(diff.levels[Level.KERNEL.value]),
         html.Div(
             [html.Div(_compared(v, side), className="col") for v, side in ((left, "a"), (right, "b"))], className="row"
         ),
     ]
 
 
-COMPARE_COLUMNS = [c for c in comparing.DIFF_COLUMNS if not c.endswith("_names")]
-"""Columns of the kernel changes table (the matched names' lists stay in the JSON)."""
+def _gate(gate: dict | None, limit: object) -> html.Div:
+    """The gate's verdict as the CLI gives it, or what to enter for one."""
+    if isinstance(limit, str):
+        return html.Div(f"gate: {limit}", id="cmp-gate", className="callout")
+    if gate is None:
+        return html.P(GATE_HINT, id="cmp-gate", className="note")
+    return html.Div(
+        [html.B(f"Gate: {'FAIL' if gate['failed'] else 'pass'}"), f" — {gate['reason']}"],
+        id="cmp-gate",
+        className="callout" if gate["failed"] else "callout callout-pass",
+    )
 
 
-def _cross_platform(diff: comparing.Comparison) -> list:
-    """GPU ↔ NPU: device time per step by category and the framework ops that differ most (nothing otherwise)."""
-    if diff.platforms is None:
+def _blocks(blocks: list) -> list:
+    """The compare renderer's blocks as page parts: headings, facts lists and tables (their cells as it formats
+    them); a table's id is cmp- and its title's words, a facts list's those of its heading and -facts."""
+    out: list = []
+    heading = ""
+    for block in blocks:
+        if block.kind == "heading":
+            heading = block.title
+            out.append(html.H4(block.title))
+        elif block.kind == "facts":
+            out.append(labelled(block.facts, _slug(heading, "facts")))
+        elif block.kind == "table":
+            rows = [dict(zip(block.headers, row, strict=True)) for row in block.rows]
+            out += [html.H4(block.title), tables.table(_slug(block.title), rows, block.headers, COMPARE_TOP)]
+    return out
+
+
+def _slug(title: str, suffix: str = "") -> str:
+    """cmp-, the words of a title before its parenthesis, lower-case and dashed, and a suffix (an element's id)."""
+    words = "".join(c if c.isalnum() else " " for c in title.split(" (")[0].split(":")[0].lower()).split()
+    return "-".join(["cmp", *words, *([suffix] if suffix else [])])
+
+
+def _matched(kernels: pd.DataFrame) -> list:
+    """The kernels matched across the runs by a normalised name or their launching op, with the names behind each
+    match on both sides."""
+    rows = kernels[kernels["match"].isin([Rule.NORMALISED.value, Rule.OP.value])]
+    if not len(rows):
         return []
-    categories, ops = diff.platforms.categories, diff.platforms.ops.head(COMPARE_TOP)
+    shown = rows[list(MATCHED)].assign(
+        baseline_names=rows["baseline_names"].map("; ".join), candidate_names=rows["candidate_names"].map("; ".join)
+    )
     return [
-        html.H4("GPU ↔ NPU: device time per step by category (msprof-analyze compare taxonomy)"),
-        tables.table("cmp-categories", categories, page_size=len(categories) or 1),
-        html.H4("Framework ops that differ most"),
-        tables.table("cmp-ops", ops, page_size=COMPARE_TOP),
+        html.H4("Kernels matched by a rule other than the exact name (the names behind each match)"),
+        tables.table("cmp-matched", shown, list(MATCHED), COMPARE_TOP),
     ]
 
 

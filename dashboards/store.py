@@ -12,6 +12,7 @@ from pathlib import Path
 from traceanalyzer.dashboards.access import REFUSED, Allowed, Refused
 from traceanalyzer.dashboards.views import View
 
+from traceanalyzer import comparison
 from traceanalyzer.errors import TraceError
 from traceanalyzer.trace import load
 
@@ -43,6 +44,7 @@ class Store:
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
+        self._comparisons: dict[tuple[str, str], comparison.Comparison] = {}
 
     def open(self, paths: list[str], label: str | None = None, wait: bool = False, guarded: bool = False) -> str:
         """Start loading paths (one trace, ranks side by side); returns the job key at once unless wait."""
@@ -112,6 +114,20 @@ class Store:
         """The view of a loaded trace, or None."""
         job = self._jobs.get(key or "")
         return job.view if job and job.state == "ready" else None
+
+    def comparison(self, left: str, right: str) -> comparison.Comparison | None:
+        """The comparison of two loaded traces (baseline left, candidate right), made once per pair; None unless
+        both are loaded."""
+        a, b = self.view(left), self.view(right)
+        if a is None or b is None:
+            return None
+        with self._lock:
+            made = self._comparisons.get((left, right))
+        if made is None:
+            made = comparison.compare(a.trace, b.trace)
+            with self._lock:
+                self._comparisons[(left, right)] = made
+        return made
 
     def busy(self) -> bool:
         """Whether any load is still running."""

@@ -21,6 +21,7 @@ WAIT_S = 30
 LOAD_S = 180
 XSS = "<script>alert(1)</script>"
 BAR_LABELS = "return Array.from(document.querySelectorAll('#hs-bars .ytick')).map(e => e.textContent)"
+FUSED, UNFUSED = (REPO / "sample_traces" / f"{n}_ops.json.gz" for n in ("fused", "unfused"))
 ASCEND = SHARED / "public" / "ascend" / "msinsight" / "pytorch_text" / "level1" / "rank0_ascend_pt"
 
 
@@ -72,6 +73,8 @@ def app_url(crafted, allowed_dir):
         shared_path("h200", "ddp_no_overlap"),
         shared_path("h200", "memory_peak", "memory_peak.json.gz"),
         crafted,
+        FUSED,
+        UNFUSED,
     ]
     store = Store(Allowed([*starting, allowed_dir]))
     keys = {
@@ -79,6 +82,8 @@ def app_url(crafted, allowed_dir):
         "ddp": store.open([str(shared_path("h200", "ddp_no_overlap"))]),
         "memory_peak": store.open([str(shared_path("h200", "memory_peak", "memory_peak.json.gz"))]),
         "crafted": store.open([str(crafted)]),
+        "fused": store.open([str(FUSED)]),
+        "unfused": store.open([str(UNFUSED)]),
     }
     if ASCEND.exists():
         keys["ascend"] = store.open([str(ASCEND)])
@@ -215,11 +220,58 @@ def test_fusion_and_compare_pages_open(browser, app_url):
     assert _wait(browser, "#page").text
     _shot(browser, "fusion")
     _open(browser, app_url, "/compare", "gpt_train")
-    _wait(browser, "#cmp-summary td[data-dash-column=metric]", "step time (median per step)")
-    _wait(browser, "#cmp-changes td[data-dash-column=status]")
+    _wait(browser, "#cmp-facts", "step time")
+    _wait(browser, "#cmp-device-kernels td[data-dash-column=status]")
     _wait(browser, "#cmp-a-kernels td[data-dash-column=name]")
     _wait(browser, "#cmp-b-kernels td[data-dash-column=name]")
     _shot(browser, "compare")
+
+
+def test_compare_shows_the_gate_verdict_of_the_cli(browser, app_url):
+    """fused → unfused at 10 %: the CLI's regression verdict, what got slower first, the noise and the steps behind
+    each change, the rule that matched each kernel; a trace against itself, asked for, passes."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from traceanalyzer import comparison
+
+    url, store, keys = app_url
+    fused, unfused = keys["fused"], keys["unfused"]
+    browser.get(f"{url}/compare?trace={fused}&left={fused}&right={unfused}")
+    assert "Enter a threshold" in _wait(browser, "#cmp-gate", "threshold").text
+    _clickable(browser, "#cmp-pct").send_keys("10", Keys.ENTER)
+    gate = _wait(browser, "#cmp-gate", "FAIL").text
+    verdict = store.comparison(fused, unfused).gate(comparison.Threshold(share=0.10))
+    assert verdict.failed and gate == f"Gate: FAIL — {verdict.reason}" and "beyond the step-to-step noise" in gate
+    WebDriverWait(browser, WAIT_S).until(lambda b: "pct=10" in b.current_url)
+    slower = _wait(browser, "#cmp-what-got-slower td[data-dash-column=name]").text
+    assert slower == verdict.culprits[0]["name"]  # what got slower first, as the CLI lists it
+    facts = _wait(browser, "#cmp-facts").text
+    assert "beyond noise, p = 0.05, 3 vs 3 steps" in facts and "Mann–Whitney U" in facts
+    rules = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#cmp-device-kernels td[data-dash-column=match]'))"
+        ".map(c => c.innerText)"
+    )
+    assert {"exact", "normalised", "none"} <= set(rules)
+    assert "normalised" in _wait(browser, "#cmp-matched td[data-dash-column=match]").text
+    assert "nvjet_sm90" in _wait(browser, "#cmp-matched td[data-dash-column=baseline_names]").text
+    _shot(browser, "compare-gate")
+    browser.get(f"{url}/compare?trace={fused}&left={fused}&right={fused}&pct=10")
+    assert _wait(browser, "#cmp-gate", "pass").text == "Gate: pass — step time within +10.0% per step"
+
+
+def test_compare_of_a_gpu_and_an_ascend_trace_shows_the_categories(app_url):
+    from traceanalyzer.dashboards import pages
+
+    _, store, keys = app_url
+    if "ascend" not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
+    gpu, npu = keys["gpt_train"], keys["ascend"]
+    diff = store.comparison(gpu, npu)
+    page = pages.comparison(store.view(gpu), store.view(npu), diff, pages.threshold(10, None))
+    shown = [r["name"] for r in _component(page, "cmp-by-category").data]
+    assert shown == list(diff.platforms.categories["name"]) and "gemm" in shown
+    assert _component(page, "cmp-framework-ops-that-differ-most").data
 
 
 def test_ascend_trace_hotspots(browser, app_url):
