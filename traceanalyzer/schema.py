@@ -123,6 +123,18 @@ def _empty(dtype: str) -> pd.Series:
     return pd.Series(np.empty(0, dtype=dtype))
 
 
+def codes_at(column: pd.Series, labels: np.ndarray) -> np.ndarray:
+    """A category column's codes at the given row labels (-1 at NO_ROW, a label the column lacks or a missing value)."""
+    position = column.index.get_indexer(np.asarray(labels, dtype=np.int64))
+    codes = column.array.codes
+    return np.where(position >= 0, codes[position], -1) if len(codes) else np.full(len(position), -1, dtype=np.int8)
+
+
+def category_text(column: pd.Series) -> np.ndarray:
+    """A category column's categories as text (an object array indexed by code), then '' for code -1 (missing)."""
+    return np.array([*map(str, column.array.categories), ""], dtype=object)
+
+
 def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
     """Return df with exactly the given columns in order and dtypes; missing ones get defaults. Columns that already
     have their dtype are taken as they are, not copied."""

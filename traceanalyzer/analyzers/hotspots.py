@@ -15,14 +15,14 @@ import pandas as pd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput
-from traceanalyzer.analyzers.ledger import graph_replayed
+from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text, codes_at
 from traceanalyzer.section import Per, Section, Table
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_LAUNCH, GRAPH_REPLAYED, matches
+from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_REPLAYED
 
 DEVICE = [k.value for k in DEVICE_KINDS]
 BUSY = [k.value for k in BUSY_KINDS]
@@ -86,7 +86,7 @@ def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device_by_op = device.groupby("op")["dur"].sum()
     frame = pd.DataFrame(
         {
-            "name": ops["name"].astype(str).to_numpy(),
+            "name": ops["name"].array.codes,
             "dur": ops["dur"].to_numpy(),
             "self": self_ns,
             "device": device_by_op.reindex(ops.index, fill_value=0).to_numpy(),
@@ -105,6 +105,7 @@ def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
             "device_self_ns": g["device"].sum(),
         }
     ).reset_index()
+    stats["name"] = _text(category_text(ops["name"])[stats["name"].to_numpy()])
     return _ranked(pd.concat([stats, _replayed_row(events, table)], ignore_index=True))[
         HOTSPOT_COLUMNS[:-2] + ["inclusive_ns", "device_self_ns", "share", "cum_share"]
     ]
@@ -141,10 +142,14 @@ def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
 
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device, calls = _op_work(events, table)
-    frame = pd.DataFrame({"name": _op_names(device, table), "op": calls, "dur": device["dur"].to_numpy()})
+    names = codes_at(table["name"], device["op"].to_numpy())  # -1: graph-replayed (no op)
+    frame = pd.DataFrame({"name": names, "op": calls, "dur": device["dur"].to_numpy()})
     per_call = frame.groupby(["name", "op"], sort=False)["dur"].sum().reset_index()
     stats = _stats(per_call, "name").reset_index()
     stats["kernels"] = frame.groupby("name", sort=False).size().reindex(stats["name"]).to_numpy()
+    text = category_text(table["name"])
+    text[-1] = GRAPH_REPLAYED
+    stats["name"] = _text(text[stats["name"].to_numpy()])
     stats["kind"] = np.where(stats["name"] == GRAPH_REPLAYED, "graph", Kind.CPU_OP.value)
     return _ranked(stats)[HOTSPOT_COLUMNS[:-2] + ["kernels", "share", "cum_share"]]
 
@@ -161,16 +166,12 @@ def _op_work(events: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, n
 
 def _replayed(device: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
     """Per device row: launched by a graph replay and linked to no op?"""
-    launch = device["launch"].to_numpy()
-    names = table["name"].astype(str).reindex(np.maximum(launch, 0)).to_numpy() if len(launch) else launch
-    return (device["op"].to_numpy() == NO_ROW) & (launch != NO_ROW) & matches(names, GRAPH_LAUNCH)
+    return (device["op"].to_numpy() == NO_ROW) & graph_launched(table, device["launch"].to_numpy())
 
 
-def _op_names(device: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
-    """The launching op's name of each device row; ``GRAPH_REPLAYED`` for graph-replayed work."""
-    op = device["op"].to_numpy()
-    names = table["name"].astype(str).reindex(np.maximum(op, 0)).to_numpy()
-    return np.where(op != NO_ROW, names, GRAPH_REPLAYED)
+def _text(values: np.ndarray) -> pd.Series:
+    """Names of a (small) result table as a text column."""
+    return pd.Series(values, dtype=str)
 
 
 GRAPH_LAUNCH_COLUMNS = ["rank", "step", "launch_ns", "kernels", "memsets", "memcpys", "device_ns", "span_ns"]
@@ -266,24 +267,28 @@ def findings(trace: TraceData) -> list[Finding]:
     events = in_steps(trace, trace.events)
     table, main_kernel = _dominant(events, trace.events)
     step = step_time(trace)
-    device_ns = int(events.loc[events["kind"].isin(BUSY), "dur"].sum())
+    busy = events[events["kind"].isin(BUSY)]
+    device_ns = int(busy["dur"].sum())
     rates = _gemm_rates(trace)
-    found = []
-    for row in table.head(HOTSPOT_FINDINGS).to_dict(orient="records"):
-        claims = claims_of(_work_of(events, trace.events, row["name"]))
-        found.append(
-            _hotspot_finding(
-                row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims, trace
-            )
+    rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
+    works = _work_of(busy, trace.events, [row["name"] for row in rows])
+    return [
+        _hotspot_finding(
+            row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims_of(work), trace
         )
-    return found
+        for row, work in zip(rows, works, strict=True)
+    ]
 
 
-def _work_of(events: pd.DataFrame, whole: pd.DataFrame, name: str) -> pd.DataFrame:
-    """The busy device rows of one hotspot: launched by ops of that name, or kernels of that name."""
-    device = events[events["kind"].isin(BUSY)]
-    op_names = whole["name"].astype(str).reindex(device["op"].to_numpy()).to_numpy()
-    return device[(op_names == name) | (device["name"].astype(str).to_numpy() == name)]
+def _work_of(busy: pd.DataFrame, whole: pd.DataFrame, names: list[str]) -> list[pd.DataFrame]:
+    """The busy device rows of each hotspot: launched by ops of that name, or kernels of that name."""
+    op = codes_at(whole["name"], busy["op"].to_numpy())  # -1: no op
+    kernel = busy["name"].array.codes
+    op_code = whole["name"].array.categories.get_indexer(names)  # -1: no op of that name
+    kernel_code = busy["name"].array.categories.get_indexer(names)
+    return [
+        busy[((op == o) & (o >= 0)) | ((kernel == k) & (k >= 0))] for o, k in zip(op_code, kernel_code, strict=True)
+    ]
 
 
 def _gemm_rates(trace: TraceData) -> dict[str, dict]:
@@ -301,8 +306,16 @@ def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, 
     linked = device[device["op"] != NO_ROW]
     if linked["dur"].sum() * 2 < device["dur"].sum():
         return hotspots(events, Level.KERNEL, table=whole), {}
-    op_names = whole["name"].astype(str).reindex(linked["op"].to_numpy()).to_numpy()
-    per_kernel = pd.DataFrame({"op": op_names, "kernel": linked["name"].astype(str).to_numpy(), "dur": linked["dur"]})
+    op, kernel = codes_at(whole["name"], linked["op"].to_numpy()), linked["name"].array.codes
+    pairs = pd.DataFrame({"op": op, "kernel": kernel, "dur": linked["dur"].to_numpy()})
+    pairs = pairs.groupby(["op", "kernel"], sort=False)["dur"].sum().reset_index()  # each (op, kernel) once
+    per_kernel = pd.DataFrame(
+        {
+            "op": _text(category_text(whole["name"])[pairs["op"].to_numpy()]),
+            "kernel": _text(category_text(linked["name"])[pairs["kernel"].to_numpy()]),
+            "dur": pairs["dur"],
+        }
+    )
     top = per_kernel.groupby(["op", "kernel"])["dur"].sum().sort_values(ascending=False).reset_index()
     return hotspots(events, Level.OP_DEVICE, table=whole), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
 
@@ -363,12 +376,13 @@ def _rate_sentence(rate: dict | None) -> str:
 def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     """Device time per op category (gemm, elementwise, copy, ...), from the causing op's and the kernel's names."""
     device = events[events["kind"].isin(DEVICE)]
-    op = device["op"].to_numpy()
-    names = table["name"].astype(str).reindex(np.maximum(op, 0)).to_numpy()
-    op_names = np.where(op != NO_ROW, names, "")
-    kernel_names = device["name"].astype(str).to_numpy()
-    pairs = pd.Series(list(zip(op_names, kernel_names, strict=True)), dtype=object)
-    cats = pairs.map({p: category(*p) for p in set(pairs)}).to_numpy()
+    op = codes_at(table["name"], device["op"].to_numpy()).astype(np.int64)  # -1: no launching op
+    kernel = device["name"].array.codes.astype(np.int64)
+    op_text, kernel_text = category_text(table["name"]), category_text(device["name"])
+    pairs, at = np.unique((op + 1) * len(kernel_text) + kernel + 1, return_inverse=True)  # each (op, kernel) once
+    ops, kernels = np.divmod(pairs, len(kernel_text))
+    named = [category(op_text[o - 1], kernel_text[k - 1]) for o, k in zip(ops, kernels, strict=True)]
+    cats = np.asarray(named, dtype=object)[at]
     kind = device["kind"].to_numpy()
     cats = np.where(kind == Kind.COMMUNICATION.value, "communication", cats)
     cats = np.where(kind == Kind.SYNC.value, "wait", cats)

@@ -6,14 +6,15 @@ Nothing is skipped silently: every count here that is not zero also has a warnin
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers.steps import BUSY, outside_steps, step_table
 from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW, TraceMeta
+from traceanalyzer.schema import NO_ROW, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import GRAPH_LAUNCH
+from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
 
 def section(trace: TraceData, options: Options) -> Section:
@@ -58,9 +59,16 @@ def section(trace: TraceData, options: Options) -> Section:
 def graph_replayed(trace: TraceData) -> pd.DataFrame:
     """The busy device rows launched by a graph replay (cudaGraphLaunch / hipGraphLaunch)."""
     ev = trace.events
-    work = ev[ev["kind"].isin(BUSY) & (ev["launch"] != NO_ROW)]
-    names = ev["name"].astype(str).to_numpy()[work["launch"].to_numpy()]
-    return work[pd.Series(names).str.match(GRAPH_LAUNCH).to_numpy()]
+    work = ev[ev["kind"].isin(BUSY)]
+    return work[graph_launched(ev, work["launch"].to_numpy())]
+
+
+def graph_launched(table: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
+    """Per launch link (a row label of ``table``, or NO_ROW): is it a graph launch (cudaGraphLaunch / hipGraphLaunch)?
+    Each distinct name is matched once."""
+    names = table["name"]
+    hit = np.append(matches(np.asarray(names.array.categories, dtype=object), GRAPH_LAUNCH), False)  # code -1: none
+    return hit[codes_at(names, launch)]
 
 
 def _ranks_text(meta: TraceMeta) -> str:

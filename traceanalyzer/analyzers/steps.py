@@ -70,24 +70,48 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     device = events[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW)]
     markers = markers.assign(end=markers["ts"] + markers["dur"])
     host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
-    rows = [_device_row(device, rank, step) for rank, step in host.index]
-    table = pd.concat([host.reset_index(), pd.DataFrame(rows)], axis=1)
+    table = pd.concat([host.reset_index(), _device_columns(device, host.index)], axis=1)
     return _periods(table)
 
 
-def _device_row(device: pd.DataFrame, rank: int, step: int) -> dict:
-    mine = device[(device["rank"] == rank) & (device["step"] == step)]
-    work = mine[mine["kind"].isin(BUSY)]
-    ts, end = work["ts"].to_numpy(), (work["ts"] + work["dur"]).to_numpy()
-    by_kind = mine.groupby("kind", observed=True)["dur"].sum()
-    row = {
-        "device_start_ns": int(ts.min()) if len(ts) else NO_ROW,
-        "device_end_ns": int(end.max()) if len(ts) else NO_ROW,
-        "device_busy_ns": intervals.length(intervals.union(ts, end)),
-        "kernels": int(mine["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value]).sum()),
-    }
-    row.update({f"{k}_ns": int(by_kind.get(k, 0)) for k in DEVICE})
-    return row
+def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
+    """Per (rank, step) of ``steps``, in its order: the device span and busy time of its busy work, its kernels
+    (compute and collectives) and its device time per kind; NO_ROW spans and zeros where it has no device work."""
+    group = steps.get_indexer(pd.MultiIndex.from_arrays([device["rank"].to_numpy(), device["step"].to_numpy()]))
+    mine = group >= 0  # not a (rank, step) without a marker
+    group, kind = group[mine], device["kind"].astype(object).to_numpy()[mine]
+    ts, dur = device["ts"].to_numpy()[mine], device["dur"].to_numpy()[mine]
+    busy = np.isin(kind, BUSY)
+    whole = pd.RangeIndex(len(steps))
+    work = pd.DataFrame({"start": ts[busy], "end": ts[busy] + dur[busy]}).groupby(group[busy])
+    out = pd.DataFrame(
+        {
+            "device_start_ns": work["start"].min().reindex(whole, fill_value=NO_ROW),
+            "device_end_ns": work["end"].max().reindex(whole, fill_value=NO_ROW),
+            "device_busy_ns": _busy_per_group(group[busy], ts[busy], ts[busy] + dur[busy], len(steps)),
+            "kernels": np.bincount(
+                group[np.isin(kind, [Kind.KERNEL.value, Kind.COMMUNICATION.value])], minlength=len(steps)
+            ),
+        },
+        index=whole,
+    )
+    by_kind = pd.Series(dur).groupby([group, kind]).sum().unstack(fill_value=0)
+    by_kind = by_kind.reindex(index=whole, columns=list(DEVICE), fill_value=0)
+    return out.join(by_kind.add_suffix("_ns")).astype(np.int64)
+
+
+def _busy_per_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
+    """The length of the union of each group's intervals [ts, end), in one sort (groups 0..groups-1)."""
+    order = np.lexsort((ts, group))
+    group, ts, end = group[order], ts[order], end[order]
+    reach = pd.Series(end).groupby(group).cummax().to_numpy()
+    first = np.ones(len(ts), dtype=bool)
+    first[1:] = (group[1:] != group[:-1]) | (ts[1:] > reach[:-1])  # a new merged interval starts here
+    last = np.ones(len(ts), dtype=bool)
+    last[:-1] = first[1:]
+    length = np.zeros(groups, dtype=np.int64)
+    np.add.at(length, group[first], reach[last] - ts[first])
+    return length
 
 
 def _periods(table: pd.DataFrame) -> pd.DataFrame:
