@@ -17,7 +17,7 @@ from traceanalyzer import notebook
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 
 GROUP = ["rank", "device"]
@@ -80,9 +80,12 @@ def analyze(trace: TraceData) -> MemoryAnalysis:
 def _analyze(trace: TraceData) -> MemoryAnalysis:
     mem, notes = _prepared(trace.memory_events)
     blocks = _blocks(mem)
-    peaks = _peaks(trace, mem)
-    live = _live_at_peaks(trace, mem, blocks, peaks)
-    peaks = _with_live_totals(peaks, live)
+    at = _at_peaks(trace, mem)
+    live = _live_at_peaks(blocks, at)
+    unfreed = _unfreed_blocks(blocks)
+    where = callpath.where_many(trace.events, np.concatenate([at["op"], live["op"], unfreed["op"]])).set_index("row")
+    live = _with_context(trace, live, where)
+    peaks = _with_live_totals(_peaks(trace, mem, at, where), live)
     step_memory = _step_memory(trace, mem)
     if len(mem) and not (mem["addr"] != NO_ROW).any():
         notes.append("no block addresses recorded: allocations cannot be paired with frees")
@@ -94,7 +97,7 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
         per_op=_per_op(trace, blocks, live),
         step_memory=step_memory,
         leak=_leak(step_memory, mem),
-        unfreed=_unfreed(trace, blocks),
+        unfreed=_unfreed(_with_context(trace, unfreed, where)),
         notes=notes,
         modules=module_memory(trace),
     )
@@ -156,15 +159,22 @@ def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values("alloc_pos").reset_index(drop=True)
 
 
-def _peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
-    """Per pool: peak allocated (first time reached) with its op, path, module and stack; peak reserved."""
+def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
+    """Per pool (sorted): the memory event at which allocation first reaches its peak; its op, or in a pool whose
+    events name no op, the op running then."""
     g = mem.groupby(GROUP, sort=True)
     at = mem.loc[g["allocated"].idxmax()].reset_index(drop=True)
     unlinked = (g["op"].max() == NO_ROW).to_numpy()
     if unlinked.any():
         pairs = zip(at["rank"][unlinked], at["ts"][unlinked], strict=True)
         at.loc[unlinked, "op"] = [_running_op(trace.events, rank, ts) for rank, ts in pairs]
-    where = callpath.where_many(trace.events, at["op"]).set_index("row")
+    return at
+
+
+def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
+    """Per pool: peak allocated (first time reached) with its op, path, module and stack (``where``: the
+    ``callpath.where_many`` of its op, by row); peak reserved."""
+    g = mem.groupby(GROUP, sort=True)
     ctx = where.reindex(at["op"].to_numpy())
     peaks = pd.DataFrame(
         {
@@ -216,27 +226,29 @@ def _capacity(trace, device: int) -> float:
 def _op_names(trace, rows: pd.Series) -> np.ndarray:
     """Event names of op rows, OUTSIDE_OP where there is none."""
     rows = np.asarray(rows, dtype=np.int64)
-    names = trace.events["name"].astype(str).to_numpy()
-    return np.where(rows != NO_ROW, names[np.clip(rows, 0, None)] if len(names) else OUTSIDE_OP, OUTSIDE_OP)
+    names = trace.events["name"]
+    return np.where(rows != NO_ROW, category_text(names)[codes_at(names, rows)], OUTSIDE_OP)
 
 
-def _live_at_peaks(trace, mem: pd.DataFrame, blocks: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
-    """Blocks allocated at or before each pool's peak and not freed before it, largest first."""
-    pos = peaks.set_index(GROUP)["peak_pos"] if len(peaks) else pd.Series(dtype=np.int64)
+def _live_at_peaks(blocks: pd.DataFrame, at: pd.DataFrame) -> pd.DataFrame:
+    """Blocks allocated at or before each pool's peak (``at``: the peak events) and not freed before it, largest
+    first."""
+    pos = at.set_index(GROUP)["pos"] if len(at) else pd.Series(dtype=np.int64)
     if not len(blocks) or not len(pos):
-        return _with_context(trace, blocks.iloc[:0].assign(peak_step=pd.Series(dtype=np.int32)))
+        return blocks.iloc[:0].assign(peak_step=pd.Series(dtype=np.int32))
     peak_pos = pos.reindex(pd.MultiIndex.from_frame(blocks[GROUP])).to_numpy()
     alive = (blocks["alloc_pos"] <= peak_pos) & ((blocks["free_pos"] == NO_ROW) | (blocks["free_pos"] > peak_pos))
     live = blocks[alive.to_numpy()].copy()
-    step = peaks.set_index(GROUP)["peak_step"]
+    step = at.set_index(GROUP)["step"]
     live["peak_step"] = step.reindex(pd.MultiIndex.from_frame(live[GROUP])).to_numpy()
     live = live.sort_values(GROUP + ["bytes", "alloc_pos"], ascending=[True, True, False, True], kind="stable")
-    return _with_context(trace, live.reset_index(drop=True))
+    return live.reset_index(drop=True)
 
 
-def _with_context(trace, blocks: pd.DataFrame) -> pd.DataFrame:
-    """Blocks with the name, annotation path, module path and user stack of the op that allocated them."""
-    ctx = callpath.where_many(trace.events, blocks["op"]).set_index("row").reindex(blocks["op"].to_numpy())
+def _with_context(trace, blocks: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
+    """Blocks with the name, annotation path, module path and user stack of the op that allocated them (``where``:
+    the ``callpath.where_many`` of their ops, by row)."""
+    ctx = where.reindex(blocks["op"].to_numpy())
     out = blocks.copy()
     out["op_name"] = _op_names(trace, blocks["op"])
     for col in ("path", "module", "stack"):
@@ -353,13 +365,16 @@ def _fit(step: np.ndarray, level: np.ndarray) -> dict:
     return fit | {"growth_per_step_bytes": slope, "r2": r2, "growing_share": growing, "leak": bool(leak)}
 
 
-def _unfreed(trace, blocks: pd.DataFrame) -> pd.DataFrame:
-    """Blocks allocated inside a step and never freed, grouped by pool, op and annotation path, most bytes first."""
+def _unfreed_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
+    """The blocks allocated inside a step and never freed."""
+    return blocks[(blocks["free_pos"] == NO_ROW) & (blocks["step"] != NO_ROW)]
+
+
+def _unfreed(kept: pd.DataFrame) -> pd.DataFrame:
+    """Unfreed blocks (with context) grouped by pool, op and annotation path, most bytes first."""
     columns = GROUP + ["op_name", "path", "module", "stack", "blocks", "steps", "unfreed_bytes", "per_step_bytes"]
-    kept = blocks[(blocks["free_pos"] == NO_ROW) & (blocks["step"] != NO_ROW)]
     if not len(kept):
         return pd.DataFrame(columns=columns)
-    kept = _with_context(trace, kept)
     g = kept.groupby(GROUP + ["op_name", "path"], sort=False)
     table = g.agg(
         module=("module", "first"),
