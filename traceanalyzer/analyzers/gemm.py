@@ -9,6 +9,7 @@ is clipped at 100 % and the row says so.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -16,7 +17,7 @@ import pandas as pd
 from traceanalyzer import devices
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text
 from traceanalyzer.section import Fact, Per, Section, Table
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
@@ -34,15 +35,16 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
     if not len(ops):
         return pd.DataFrame(columns=COLUMNS)
-    device = ev[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW)]
+    device = ev.loc[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
-    tf32 = pd.Series(matches(device["name"].to_numpy(), TF32_KERNEL), index=device.index).groupby(device["op"]).any()
-    flops = np.array([_flops(GEMM_OPS[str(n)], d) for n, d in zip(ops["name"], ops["input_dims"], strict=True)])
-    dtype = np.array([_dtype(t) for t in ops["input_types"].astype(str)], dtype=object)
+    tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
+    tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()
+    flops = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _flops(GEMM_OPS[name], dims), float)
+    dtype = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _dtype(types), object)
     on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
     frame = pd.DataFrame(
         {
-            "op": ops["name"].astype(str).to_numpy(),
+            "op": category_text(ops["name"])[ops["name"].array.codes],
             "dtype": np.where(on_tf32, "tf32", dtype),
             "flops": flops,
             "device_ns": device_ns,
@@ -55,6 +57,15 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
         .reset_index()
     )
     return _against_peak(table, trace).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+
+
+def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str], object], dtype: type) -> np.ndarray:
+    """``value(a, b)`` of each row's texts of two category columns, computed once per distinct pair."""
+    a, b = first.array.codes.astype(np.int64), second.array.codes.astype(np.int64)
+    pairs, at = np.unique((a + 1) * (len(second.array.categories) + 1) + b + 1, return_inverse=True)
+    a_text, b_text = category_text(first), category_text(second)
+    values = [value(a_text[i - 1], b_text[j - 1]) for i, j in zip(*np.divmod(pairs, len(b_text)), strict=True)]
+    return np.asarray(values, dtype=dtype)[at] if len(values) else np.empty(0, dtype=dtype)
 
 
 def _against_peak(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:

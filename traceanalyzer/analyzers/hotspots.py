@@ -41,6 +41,8 @@ GEMM_TARGET = 0.8
 """The share of the dense data-sheet peak a well-shaped GEMM reaches; a GEMM hotspot's saving is measured to it."""
 
 HOTSPOT_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]
+USED = ["ts", "dur", "name", "kind", "parent", "launch", "op"]
+"""The event-table columns the hotspot tables read."""
 
 
 def hotspots(
@@ -50,6 +52,7 @@ def hotspots(
     event table that link columns point into (defaults to ``events``)."""
     level = Level(level)
     table = events if table is None else table
+    events = events[USED]  # each level filters rows: of these columns only
     ranked = {Level.KERNEL: _kernels, Level.CPU_OP: _cpu_ops, Level.OP_DEVICE: _op_device, Level.CATEGORY: _category}[
         level
     ](events, table)

@@ -311,8 +311,9 @@ def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
     """Per pool and step: allocated just before the step starts and when it ends."""
     columns = GROUP + ["step", "start_ts", "end_ts", "start_bytes", "end_bytes"]
     rows = []
+    markers = trace.events[trace.events["kind"] == Kind.STEP.value]  # all step_markers reads, of every rank
     for (rank, device), group in mem.groupby(GROUP, sort=True):
-        steps = step_markers(trace.events[trace.events["rank"] == rank])
+        steps = step_markers(markers[markers["rank"] == rank])
         if not len(steps):
             continue
         ts = group["ts"].to_numpy()
