@@ -43,6 +43,8 @@ LANES = {
 _COMPUTE = [Kind.KERNEL.value]
 _COMM = [Kind.COMMUNICATION.value]
 _MEMORY = [Kind.MEMCPY.value, Kind.MEMSET.value]
+_READ = ("rank", "ts", "dur", "kind", "name")
+"""The event-table columns the overlap breakdown reads."""
 
 
 @per_trace
@@ -50,7 +52,11 @@ def overlap(trace: TraceData) -> pd.DataFrame:
     """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
     rows = []
     spans = step_spans(trace)
-    for rank, events in trace.events.groupby("rank", sort=True):
+    ev = trace.events
+    device = ev.loc[ev["kind"].isin(_COMPUTE + _COMM + _MEMORY + [Kind.OVERLAP_LANE.value]), list(_READ)]
+    by_rank = dict(list(device.groupby("rank", sort=True)))
+    for rank in np.unique(ev["rank"].to_numpy()):
+        events = by_rank.get(rank, device.iloc[:0])
         sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", _MEMORY))}
         lanes = events[events["kind"] == Kind.OVERLAP_LANE.value]
         for step, start, end in _windows(events, spans[spans["rank"] == rank]):
@@ -77,7 +83,7 @@ def _windows(events: pd.DataFrame, spans: pd.DataFrame) -> list[tuple[int, int, 
 
 
 def _breakdown(sets: dict, start: int, end: int) -> dict:
-    c, m, x = (intervals.clip(sets[k], start, end) for k in ("c", "m", "x"))
+    c, m, x = (_window(sets[k], start, end) for k in ("c", "m", "x"))
     compute, comm = intervals.length(c), intervals.length(m)
     hidden = intervals.overlap_length(c, m)
     work = _merged(c, m)
@@ -90,6 +96,13 @@ def _breakdown(sets: dict, start: int, end: int) -> dict:
         {"compute_ns": compute, "comm_ns": comm, "preparing_ns": first - start, "device_free_ns": last - first - c_or_m}
     )
     return out
+
+
+def _window(ivs: intervals.Intervals, start: int, end: int) -> intervals.Intervals:
+    """The part of a disjoint set inside [start, end), from the intervals that reach into it only (two binary
+    searches: a step's window costs its own intervals, not the whole run's)."""
+    lo, hi = np.searchsorted(ivs[1], start, side="right"), np.searchsorted(ivs[0], end, side="left")
+    return intervals.clip((ivs[0][lo:hi], ivs[1][lo:hi]), start, end)
 
 
 def _merged(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
