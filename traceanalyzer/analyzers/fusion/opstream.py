@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,6 @@ from traceanalyzer.vocabulary import (
     GEMM_KERNEL,
     MEMCPY_KIND,
     dtype_bytes,
-    matches,
 )
 
 WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
@@ -72,40 +72,75 @@ ENTRY_COLUMNS = [
     "out_bytes",
 ]
 
+Entries = dict[str, np.ndarray]
+"""Entries as columns (name → one value per entry), before they become the op stream's DataFrame."""
+
 
 def op_stream(trace) -> pd.DataFrame:
     """All entries of the trace, ordered by lane then start time; ``lane`` numbers the sequences."""
     ev = trace.events
-    work = ev[ev["kind"].isin(WORK_KINDS)]
-    linked = work[work["top_op"] != NO_ROW]
-    orphans = work[(work["top_op"] == NO_ROW) & ~work["rank"].isin(linked["rank"].unique())]
-    entry = stream_ops(ev)
-    op = linked["op"].to_numpy()
-    owner = np.where(op != NO_ROW, entry[np.maximum(op, 0)], NO_ROW)
-    owner = np.where(owner != NO_ROW, owner, linked["top_op"].to_numpy())
-    frames = [_op_entries(ev, linked, owner, entry), _kernel_entries(orphans)]
-    table = pd.concat([f for f in frames if len(f)], ignore_index=True) if any(len(f) for f in frames) else None
-    if table is None:
+    linked, orphans = _work_rows(ev)
+    parts = [p for p in (_op_entries(ev, linked), _kernel_entries(ev, orphans)) if len(p["row"])]
+    if not parts:
         return pd.DataFrame(columns=ENTRY_COLUMNS)
-    table = table.sort_values(["lane_key", "ts"], kind="stable").reset_index(drop=True)
-    table["lane"] = pd.factorize(table["lane_key"])[0]
-    _add_bytes(table, ev)
-    token = table["token"].to_numpy(dtype=object)
+    table = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
+    table = _in_lane_order(table)
+    table["in_bytes"], table["out_bytes"] = _bytes(table, ev)
+    token = table["token"]
     token[_bias_adds(table, ev)] = BIAS_ADD
     _name_layout_work(token, table, ev)
-    idle = table["kernels"].to_numpy() == 0
+    idle = table["kernels"] == 0
     token[idle] = token[idle] + KERNELLESS_SUFFIX
-    table["token"] = token
-    return table[ENTRY_COLUMNS + ["shape_row"]]
+    return pd.DataFrame({c: table[c] for c in ENTRY_COLUMNS + ["shape_row"]})
 
 
-def stream_ops(ev: pd.DataFrame) -> np.ndarray:
-    """Per event, its stream op: the outermost CPU op at or above it that is not a record_function range
-    (``WRAPPER_OP``: torch_npu writes those as CPU ops); NO_ROW where there is none."""
+def _work_rows(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of device work linked to a CPU op, and of device work of ranks where none is linked (kernel-only)."""
+    work = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+    top = ev["top_op"].to_numpy()[work]
+    rank = ev["rank"].to_numpy()[work]
+    linked = top != NO_ROW
+    return work[linked], work[~linked & ~np.isin(rank, np.unique(rank[linked]))]
+
+
+def _in_lane_order(table: Entries) -> Entries:
+    """The entries sorted by lane label then start (stable), with ``lane`` numbering the lanes in that order."""
+    codes, labels = pd.factorize(table.pop("lane_key"))
+    rank_of = np.empty(len(labels), dtype=np.int64)
+    rank_of[np.argsort(np.asarray(labels, dtype=object), kind="stable")] = np.arange(len(labels))
+    lane = rank_of[codes]
+    order = np.lexsort((table["ts"], lane))
+    table = {c: v[order] for c, v in table.items()}
+    table["lane"] = lane[order]
+    return table
+
+
+def unwrapped_top_ops(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per CPU-op row, its stream op: its top-level op (linking's ``top_op``), except below a record_function range
+    that torch_npu writes as a CPU op (``WRAPPER_OP``), where it is the outermost op inside such ranges (NO_ROW for
+    a range with no op inside)."""
+    wrapper = _wrapper_ops(ev)
+    top = ev["top_op"].to_numpy()[rows]
+    under = (top != NO_ROW) & wrapper[np.maximum(top, 0)]
+    if not under.any():
+        return top
+    out = top.copy()
+    out[under] = _outermost_unwrapped(ev, wrapper)[rows[under]]
+    return out
+
+
+def _wrapper_ops(ev: pd.DataFrame) -> np.ndarray:
+    """Per event: is it a record_function range written as a CPU op (``WRAPPER_OP``)?"""
+    cpu = np.flatnonzero((ev["kind"] == Kind.CPU_OP.value).to_numpy())
+    out = np.zeros(len(ev), dtype=bool)
+    out[cpu] = _per_text(ev["name"], cpu, lambda n: bool(WRAPPER_OP.match(n)), bool)
+    return out
+
+
+def _outermost_unwrapped(ev: pd.DataFrame, wrapper: np.ndarray) -> np.ndarray:
+    """Per event, the outermost CPU op at or above it (``parent`` links) that is not a wrapper; NO_ROW if none."""
     kind, parent, depth = ev["kind"].to_numpy(), ev["parent"].to_numpy(), ev["depth"].to_numpy()
-    names = ev["name"]
-    wrapper = pd.Series([bool(WRAPPER_OP.match(str(c))) for c in names.cat.categories], dtype=bool)
-    own = (kind == Kind.CPU_OP.value) & ~wrapper.to_numpy()[names.cat.codes.to_numpy()]
+    own = (kind == Kind.CPU_OP.value) & ~wrapper
     entry = np.where(own, np.arange(len(ev)), NO_ROW)
     nested = np.flatnonzero(parent != NO_ROW)
     nested = nested[np.argsort(depth[nested], kind="stable")]
@@ -115,80 +150,118 @@ def stream_ops(ev: pd.DataFrame) -> np.ndarray:
     return entry
 
 
-def _op_entries(ev: pd.DataFrame, linked: pd.DataFrame, owner: np.ndarray, entry: np.ndarray) -> pd.DataFrame:
-    """Stream ops (with or without device work), each with the device work it caused (``owner``: its stream op)."""
-    rows = np.union1d(np.flatnonzero(entry == np.arange(len(ev))), owner)
-    ops = ev.iloc[rows]
-    fmt = _is_format_kernel(linked["name"])
-    per_op = _device_totals(linked[~fmt], owner[~fmt])
-    names = ops["name"].astype(str)
-    table = pd.DataFrame(
-        {
-            "row": ops.index.to_numpy(),
-            "lane_key": ops["rank"].astype(str) + "/" + ops["pid"].astype(str) + "/" + ops["tid"].astype(str),
-            "ts": ops["ts"].to_numpy(),
-            "step": ops["step"].to_numpy(),
-            "rank": ops["rank"].to_numpy(),
-            "token": _tokens(names),
-            "label": _labels(names),
-        }
-    )
-    table = table.join(per_op, on="row").fillna({"device_ns": 0, "gemm_ns": 0, "kernels": 0})
-    named = _work_tokens(linked, owner).reindex(table["row"].to_numpy())
-    table["token"] = np.where(named.notna(), named.to_numpy(), table["token"].to_numpy())
-    table.loc[_name_hits(names, FUSED_OPTIMIZER_OP), "token"] = FUSED_TOKEN
-    table["shape_row"] = _shape_rows(ev, ops.index.to_numpy(), linked.assign(top_op=owner))
-    table = pd.concat([_format_entries(table, linked[fmt], owner[fmt]), table], ignore_index=True)
-    return table.astype({"device_ns": np.int64, "gemm_ns": np.int64, "kernels": np.int64})
+def _owners(ev: pd.DataFrame, linked: np.ndarray, stream_op: np.ndarray) -> np.ndarray:
+    """Per linked device task, the stream op that caused it: that of its innermost op, else its top-level op
+    (``stream_op``: per event, the stream op of a CPU op)."""
+    op = ev["op"].to_numpy()[linked]
+    owner = np.where(op != NO_ROW, stream_op[np.maximum(op, 0)], NO_ROW)
+    return np.where(owner != NO_ROW, owner, ev["top_op"].to_numpy()[linked])
 
 
-def _format_entries(table: pd.DataFrame, work: pd.DataFrame, owner: np.ndarray) -> pd.DataFrame:
+def _op_entries(ev: pd.DataFrame, linked: np.ndarray) -> Entries:
+    """Stream ops (with or without device work), each with the device work it caused, its format conversions
+    (Ascend TransData) as entries of their own just before it."""
+    cpu = np.flatnonzero((ev["kind"] == Kind.CPU_OP.value).to_numpy())
+    stream_op = np.full(len(ev), NO_ROW, dtype=np.int64)
+    stream_op[cpu] = unwrapped_top_ops(ev, cpu)
+    owner = _owners(ev, linked, stream_op)
+    rows = np.union1d(cpu[stream_op[cpu] == cpu], owner)
+    at = np.searchsorted(rows, owner)  # the entry of each linked task's owner
+    fmt = _per_text(ev["name"], linked, _finds(FORMAT_KERNEL), bool)
+    table = _host_entries(ev, rows)
+    table["device_ns"], table["gemm_ns"], table["kernels"] = _device_totals(ev, linked[~fmt], at[~fmt], len(rows))
+    named = _work_tokens(ev, linked, at, len(rows))
+    table["token"] = np.where(named != "", named, table["token"])
+    table["token"][_per_text(ev["name"], rows, _finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
+    table["shape_row"] = _shape_rows(ev, rows, linked, at)
+    return _concat(_format_entries(ev, table, linked[fmt], at[fmt]), table)
+
+
+def _host_entries(ev: pd.DataFrame, rows: np.ndarray) -> Entries:
+    """The columns every entry of a host op has: row, lane label (``rank/pid/tid``), start, step, rank, token, label."""
+    rank = ev["rank"].to_numpy()[rows]
+    pid = ev["pid"].cat.codes.to_numpy()[rows]
+    tid = ev["tid"].cat.codes.to_numpy()[rows]
+    cats = (ev["pid"].cat.categories, ev["tid"].cat.categories)
+    label = _lane_labels(lambda r, p, t: f"{r}/{cats[0][p]}/{cats[1][t]}", rank, pid, tid)
+    return {
+        "row": rows,
+        "lane_key": label,
+        "ts": ev["ts"].to_numpy()[rows],
+        "step": ev["step"].to_numpy()[rows],
+        "rank": rank,
+        "token": _per_text(ev["name"], rows, canonical),
+        "label": _per_text(ev["name"], rows, display_name),
+    }
+
+
+def _lane_labels(label: Callable[..., str], *parts: np.ndarray) -> np.ndarray:
+    """``label(*values)`` per entry, made once per distinct combination of the ``parts``."""
+    codes, first = _combinations(*parts)
+    labels = np.array([label(*(p[i] for p in parts)) for i in first.tolist()], dtype=object)
+    return labels[codes]
+
+
+def _combinations(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A code per distinct combination of the parts' values at each position, and one position holding each."""
+    key = np.zeros(len(parts[0]), dtype=np.int64)
+    for part in parts:
+        codes, distinct = pd.factorize(part)
+        key = key * len(distinct) + codes
+    codes, distinct = pd.factorize(key)
+    first = np.empty(len(distinct), dtype=np.int64)
+    first[codes] = np.arange(len(codes))
+    return codes, first
+
+
+def _concat(*tables: Entries) -> Entries:
+    return {c: np.concatenate([t[c] for t in tables]) for c in tables[-1]}
+
+
+def _format_entries(ev: pd.DataFrame, table: Entries, work: np.ndarray, at: np.ndarray) -> Entries:
     """One entry per op for the format conversions it ran, placed just before the op (same row and start)."""
-    totals = _device_totals(work, owner)
-    entries = table.drop(columns=["device_ns", "gemm_ns", "kernels"]).set_index("row", drop=False)
-    entries = entries.loc[totals.index].join(totals).reset_index(drop=True)
-    return entries.assign(token=FORMAT_TOKEN, label="TransData")
+    mine = np.unique(at)
+    device_ns, gemm_ns, kernels = _device_totals(ev, work, np.searchsorted(mine, at), len(mine))
+    entries = {c: v[mine] for c, v in table.items()}
+    entries.update(device_ns=device_ns, gemm_ns=gemm_ns, kernels=kernels)
+    entries["token"] = np.full(len(mine), FORMAT_TOKEN, dtype=object)
+    entries["label"] = np.full(len(mine), "TransData", dtype=object)
+    return entries
 
 
-def _kernel_entries(orphans: pd.DataFrame) -> pd.DataFrame:
+def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray) -> Entries:
     """Device work of a rank where no op is linked (kernel-only traces): one entry per task, in stream order."""
-    if not len(orphans):
-        return pd.DataFrame()
-    dur = orphans["dur"].to_numpy()
-    return pd.DataFrame(
-        {
-            "row": orphans.index.to_numpy(),
-            "lane_key": "dev/" + orphans["rank"].astype(str) + "/" + orphans["stream"].astype(str),
-            "ts": orphans["ts"].to_numpy(),
-            "step": orphans["step"].to_numpy(),
-            "rank": orphans["rank"].to_numpy(),
-            "token": _task_tokens(orphans),
-            "label": _labels(orphans["name"].astype(str)),
-            "device_ns": dur,
-            "gemm_ns": np.where(_is_gemm_kernel(orphans["name"]), dur, 0),
-            "kernels": 1,
-            "shape_row": orphans.index.to_numpy(),
-        }
-    )
+    dur = ev["dur"].to_numpy()[orphans]
+    rank = ev["rank"].to_numpy()[orphans]
+    return {
+        "row": orphans,
+        "lane_key": _lane_labels(lambda r, s: f"dev/{r}/{s}", rank, ev["stream"].to_numpy()[orphans]),
+        "ts": ev["ts"].to_numpy()[orphans],
+        "step": ev["step"].to_numpy()[orphans],
+        "rank": rank,
+        "token": _task_tokens(ev, orphans),
+        "label": _per_text(ev["name"], orphans, display_name),
+        "device_ns": dur,
+        "gemm_ns": np.where(_per_text(ev["name"], orphans, _finds(COMPUTE_BOUND), bool), dur, 0),
+        "kernels": np.ones(len(orphans), dtype=np.int64),
+        "shape_row": orphans,
+    }
 
 
-def _work_tokens(work: pd.DataFrame, key: np.ndarray) -> pd.Series:
-    """Per causing op named by its device work: only copies → the first copy's kind (``memcpy_htod``); only
-    already-fused kernels (Triton/Inductor, CANN fused ops) → ``FUSED_TOKEN``, which no pattern matches."""
-    frame = pd.DataFrame(
-        {
-            "key": key,
-            "copy": (work["kind"] == Kind.MEMCPY.value).to_numpy(),
-            "fused": _name_hits(work["name"], FUSED_KERNEL),
-            "name": work["name"].astype(str).to_numpy(),
-        }
-    )
-    g = frame.groupby("key")
-    copies, fused = g["copy"].all(), g["fused"].all()
-    first = g["name"].first()
-    out = pd.Series(np.where(fused.to_numpy(), FUSED_TOKEN, None), index=first.index, dtype=object)
-    out[copies.to_numpy()] = first[copies.to_numpy()].map(copy_token)
-    return out.dropna()
+def _work_tokens(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> np.ndarray:
+    """Per entry (``at``: the entry of each task), a name from its device work, else "": only copies → the first
+    copy's kind (``memcpy_htod``); only already-fused kernels (Triton/Inductor, CANN fused ops) → ``FUSED_TOKEN``,
+    which no pattern matches."""
+    tasks = np.bincount(at, minlength=n)
+    copies = np.bincount(at, weights=(ev["kind"] == Kind.MEMCPY.value).to_numpy()[work], minlength=n)
+    fused = np.bincount(at, weights=_per_text(ev["name"], work, _finds(FUSED_KERNEL), bool), minlength=n)
+    out = np.where((tasks > 0) & (fused == tasks), FUSED_TOKEN, "").astype(object)
+    only_copies = np.flatnonzero((tasks > 0) & (copies == tasks))
+    entries, first = np.unique(at, return_index=True)
+    first_of = np.full(n, NO_ROW, dtype=np.int64)
+    first_of[entries] = work[first]
+    out[only_copies] = _per_text(ev["name"], first_of[only_copies], copy_token)
+    return out
 
 
 def copy_token(name: str) -> str:
@@ -197,81 +270,83 @@ def copy_token(name: str) -> str:
     return COPY_PREFIX + (found.group(1).lower().replace("2", "to") if found else "other")
 
 
-def _task_tokens(tasks: pd.DataFrame) -> np.ndarray:
+def _task_tokens(ev: pd.DataFrame, tasks: np.ndarray) -> np.ndarray:
     """Tokens of device tasks: format conversions, copies by kind, else the canonical name."""
-    names = tasks["name"].astype(str)
-    tokens = np.where(_is_format_kernel(tasks["name"]), FORMAT_TOKEN, _tokens(names))
-    copies = (tasks["kind"] == Kind.MEMCPY.value).to_numpy()
-    tokens[copies] = [copy_token(n) for n in names.to_numpy()[copies]]
-    tokens[_name_hits(tasks["name"], FUSED_KERNEL)] = FUSED_TOKEN
+    names = ev["name"]
+    tokens = np.where(
+        _per_text(names, tasks, _finds(FORMAT_KERNEL), bool), FORMAT_TOKEN, _per_text(names, tasks, canonical)
+    )
+    copies = (ev["kind"] == Kind.MEMCPY.value).to_numpy()[tasks]
+    tokens[copies] = _per_text(names, tasks[copies], copy_token)
+    tokens[_per_text(names, tasks, _finds(FUSED_KERNEL), bool)] = FUSED_TOKEN
     return tokens
 
 
-def _device_totals(work: pd.DataFrame, key: np.ndarray) -> pd.DataFrame:
-    """Per causing op: device time, compute-bound (GEMM) time and kernel count."""
-    dur = work["dur"].to_numpy()
-    gemm = np.where(_is_gemm_kernel(work["name"]), dur, 0)
-    frame = pd.DataFrame({"key": key, "device_ns": dur, "gemm_ns": gemm})
-    grouped = frame.groupby("key").agg(device_ns=("device_ns", "sum"), gemm_ns=("gemm_ns", "sum"))
-    grouped["kernels"] = frame.groupby("key").size()
-    return grouped
+def _device_totals(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+    """Per entry (``at``: the entry of each task): device time, compute-bound (GEMM) time (ns) and kernel count."""
+    dur = ev["dur"].to_numpy()[work]
+    gemm = np.where(_per_text(ev["name"], work, _finds(COMPUTE_BOUND), bool), dur, 0)
+    return _sums(at, dur, n), _sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
 
 
-def _is_gemm_kernel(names: pd.Series) -> np.ndarray:
-    return _name_hits(names, COMPUTE_BOUND)
-
-
-def _is_format_kernel(names: pd.Series) -> np.ndarray:
-    return _name_hits(names, FORMAT_KERNEL)
-
-
-def _name_hits(names: pd.Series, regex: re.Pattern) -> np.ndarray:
-    """Per row: does the name match ``regex``? Evaluated once per distinct name (category codes where categorical)."""
-    if not isinstance(names.dtype, pd.CategoricalDtype):
-        return matches(names.to_numpy(), regex)
-    cats = names.cat.categories
-    hit = np.fromiter((bool(regex.search(str(c))) for c in cats), bool, len(cats))
-    codes = names.cat.codes.to_numpy()
-    return np.append(hit, False)[np.where(codes >= 0, codes, len(cats))]
-
-
-def _tokens(names: pd.Series) -> np.ndarray:
-    """Canonical token per name, computed once per distinct name."""
-    distinct = pd.unique(names.to_numpy())
-    table = {n: canonical(n) for n in distinct}
-    return np.array([table[n] for n in names.to_numpy()], dtype=object)
-
-
-def _labels(names: pd.Series) -> np.ndarray:
-    """Display name per op or kernel name, computed once per distinct name."""
-    table = {n: display_name(n) for n in pd.unique(names.to_numpy())}
-    return np.array([table[n] for n in names.to_numpy()], dtype=object)
-
-
-def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: pd.DataFrame) -> np.ndarray:
-    """The row whose recorded shapes describe each op: itself, else the op that launched its longest kernel."""
-    has_dims = (ev["input_dims"].astype(str) != "").to_numpy()
-    out = ops.copy()
-    longest = linked.sort_values("dur", ascending=False).drop_duplicates("top_op").set_index("top_op")["op"]
-    fallback = longest.reindex(ops).fillna(NO_ROW).astype(np.int64).to_numpy()
-    use = ~has_dims[ops] & (fallback != NO_ROW)
-    out[use] = fallback[use]
+def _sums(at: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Integer sums of ``values`` per position ``at`` (0..n-1)."""
+    out = np.zeros(n, dtype=np.int64)
+    np.add.at(out, at, values)
     return out
 
 
-def _add_bytes(table: pd.DataFrame, ev: pd.DataFrame) -> None:
+def _finds(regex: re.Pattern) -> Callable[[str], bool]:
+    """A test of a name: does ``regex`` occur in it?"""
+    return lambda name: bool(regex.search(name))
+
+
+def _per_text(column: pd.Series, rows: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
+    """``fn`` of the text of a categorical column at each row ("" where missing), once per distinct value."""
+    used, inverse = np.unique(column.cat.codes.to_numpy()[rows], return_inverse=True)
+    values = np.empty(len(used), dtype=dtype)
+    values[:] = [fn(t) for t in _texts(column, used)]
+    return values[inverse.ravel()]
+
+
+def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The row whose recorded shapes describe each op: itself, else the op that launched its longest kernel (of
+    equally long ones, the one pandas' default sort puts first)."""
+    has_dims = _per_text(ev["input_dims"], ops, bool, bool)
+    order = pd.Series(ev["dur"].to_numpy()[linked]).sort_values(ascending=False).index.to_numpy()
+    entries, first = np.unique(at[order], return_index=True)
+    fallback = np.full(len(ops), NO_ROW, dtype=np.int64)
+    fallback[entries] = ev["op"].to_numpy()[linked[order[first]]]
+    use = ~has_dims & (fallback != NO_ROW)
+    return np.where(use, fallback, ops)
+
+
+def _bytes(table: Entries, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """In/out tensor bytes of each entry, from the recorded input shapes and dtypes of its shape row."""
-    rows = table["shape_row"].to_numpy()
-    dims = ev["input_dims"].astype(str).to_numpy()[rows]
-    types = ev["input_types"].astype(str).to_numpy()[rows]
-    gemm = np.isin(table["token"].str.replace("_bwd", "", regex=False).to_numpy(), list(GEMM_TOKENS))
-    cache: dict = {}
-    for key in zip(dims, types, gemm, strict=True):
-        if key not in cache:
-            cache[key] = tensor_bytes(*key)
-    sizes = [cache[key] for key in zip(dims, types, gemm, strict=True)]
-    table["in_bytes"] = np.array([s[0] for s in sizes], dtype=np.int64)
-    table["out_bytes"] = np.array([s[1] for s in sizes], dtype=np.int64)
+    rows = table["shape_row"]
+    gemm = per_token(table["token"], lambda t: t.replace(BACKWARD_SUFFIX, "") in GEMM_TOKENS, bool)
+    dims = ev["input_dims"].cat.codes.to_numpy()[rows]
+    types = ev["input_types"].cat.codes.to_numpy()[rows]
+    codes, first = _combinations(dims, types, gemm)
+    dims_text = _texts(ev["input_dims"], dims[first])
+    types_text = _texts(ev["input_types"], types[first])
+    sizes = [tensor_bytes(d, t, bool(g)) for d, t, g in zip(dims_text, types_text, gemm[first].tolist(), strict=True)]
+    sizes = np.array(sizes, dtype=np.int64).reshape(-1, 2)[codes]
+    return sizes[:, 0].copy(), sizes[:, 1].copy()
+
+
+def _texts(column: pd.Series, codes: np.ndarray) -> list[str]:
+    """The text of each category code of a categorical column ("" for a missing value)."""
+    texts = column.cat.categories.take(np.maximum(codes, 0)).astype(str).tolist()
+    return [t if c >= 0 else "" for t, c in zip(texts, codes.tolist(), strict=True)]
+
+
+def per_token(tokens: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
+    """``fn`` of each token, evaluated once per distinct token."""
+    codes, distinct = pd.factorize(tokens)
+    values = np.empty(len(distinct), dtype=dtype)
+    values[:] = [fn(t) for t in distinct]
+    return values[codes]
 
 
 def tensor_bytes(dims_text: str, types_text: str, gemm: bool = False) -> tuple[int, int]:
@@ -317,30 +392,28 @@ def _shapes_in(value) -> list[list[int]]:
     return [s for v in value for s in _shapes_in(v)]
 
 
-def _name_layout_work(token: np.ndarray, table: pd.DataFrame, ev: pd.DataFrame) -> None:
+def _name_layout_work(token: np.ndarray, table: Entries, ev: pd.DataFrame) -> None:
     """A layout op (view, transpose, autograd view node) that launched work takes the token of that work."""
-    suffix = np.where(pd.Series(token).str.endswith(BACKWARD_SUFFIX), BACKWARD_SUFFIX, "")
-    base = np.array([t.removesuffix(BACKWARD_SUFFIX) for t in token], dtype=object)
-    pick = np.flatnonzero(np.isin(base, list(LAYOUT_TOKENS)) & (table["kernels"].to_numpy() > 0))
-    inner = ev["name"].astype(str).to_numpy()[table["shape_row"].to_numpy()[pick]]
-    work = np.array([canonical(n).removesuffix(BACKWARD_SUFFIX) for n in inner], dtype=object)
-    keep = ~np.isin(work, list(LAYOUT_TOKENS))
-    token[pick[keep]] = work[keep] + suffix[pick[keep]]
+    backward = per_token(token, lambda t: t.endswith(BACKWARD_SUFFIX), bool)
+    layout = per_token(token, lambda t: t.removesuffix(BACKWARD_SUFFIX) in LAYOUT_TOKENS, bool)
+    pick = np.flatnonzero(layout & (table["kernels"] > 0))
+    work = _per_text(ev["name"], table["shape_row"][pick], lambda n: canonical(n).removesuffix(BACKWARD_SUFFIX))
+    keep = ~per_token(work, lambda t: t in LAYOUT_TOKENS, bool)
+    token[pick[keep]] = work[keep] + np.where(backward[pick[keep]], BACKWARD_SUFFIX, "")
 
 
-def _bias_adds(table: pd.DataFrame, ev: pd.DataFrame) -> np.ndarray:
+def _bias_adds(table: Entries, ev: pd.DataFrame) -> np.ndarray:
     """Adds of a 1-D tensor broadcast over the last dim of the other input: a bias add."""
-    add = (table["token"] == "add").to_numpy()
-    dims = ev["input_dims"].astype(str).to_numpy()[table["shape_row"].to_numpy()]
-    out = np.zeros(len(table), dtype=bool)
-    cache: dict[str, bool] = {}
-    for i in np.flatnonzero(add):
-        text = dims[i]
-        if text not in cache:
-            shapes, _ = _parse(text, "")
-            cache[text] = len(shapes) >= 2 and len(shapes[0]) >= 2 and shapes[1] == shapes[0][-1:]
-        out[i] = cache[text]
+    add = np.flatnonzero(table["token"] == "add")
+    out = np.zeros(len(table["token"]), dtype=bool)
+    out[add] = _per_text(ev["input_dims"], table["shape_row"][add], _is_bias_shape, bool)
     return out
+
+
+def _is_bias_shape(dims_text: str) -> bool:
+    """Is the second recorded input a 1-D tensor as long as the first one's last dim?"""
+    shapes, _ = _parse(dims_text, "")
+    return len(shapes) >= 2 and len(shapes[0]) >= 2 and shapes[1] == shapes[0][-1:]
 
 
 def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
