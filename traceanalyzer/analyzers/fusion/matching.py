@@ -25,7 +25,7 @@ import pandas as pd
 
 from traceanalyzer import devices
 from traceanalyzer.analyzers.fusion import opstream
-from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN
+from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, per_token
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -44,11 +44,14 @@ from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "fusion"
 
-GAP = r"(?:-[^-]*" + re.escape(KERNELLESS_SUFFIX) + r"-){0,8}"
-"""Between two ops of a pattern: up to 8 ops that launched nothing (views, no-op casts)."""
+MAX_GAP = 8
+"""Between two ops of a pattern: up to this many ops that launched nothing (views, no-op casts)."""
 
 CONSUMED = "#"
 """Token of an entry another pattern already claimed."""
+
+FIRST_LETTER = 0x10000
+"""Code point of the first token's letter (past the surrogates, so any number of tokens gets one)."""
 
 MAX_CHAIN = 6
 """Longest chain of memory-bound kernels discovery considers."""
@@ -92,8 +95,7 @@ class _Context:
 
     def __post_init__(self) -> None:
         self.cols = {c: self.entries[c].to_numpy() for c in self.entries.columns}
-        base = [_base(t) for t in self.cols["token"]]
-        self.gemm = np.isin(base, list(GEMM_TOKENS)) | (self.cols["gemm_ns"] > 0)
+        self.gemm = per_token(self.cols["token"], lambda t: _base(t) in GEMM_TOKENS, bool) | (self.cols["gemm_ns"] > 0)
 
 
 @per_trace
@@ -115,19 +117,46 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     table = table.reset_index(drop=True)
     for col in ("annotation", "stack", "module"):
         table[col] = where[col].to_numpy()
-    table["first_op"] = trace.events["name"].astype(str).to_numpy()[table["first_row"].to_numpy()]
+    table["first_op"] = _names(trace.events, table["first_row"].to_numpy())
     return _pair_backward(table)[OCCURRENCE_COLUMNS]
 
 
 def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Match every library pattern in priority order; an entry belongs to the first match that claims it."""
     lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.entries["lane"].to_numpy())]
+    letters = _Letters(tokens)
     found = []
     for pattern in PATTERNS:
         for phase, alternatives in _phases(pattern):
             for elements in alternatives:
-                found += _match(ctx, tokens, pattern, elements, phase, lanes)
+                found += _match(ctx, letters, pattern, elements, phase, lanes)
     return found
+
+
+class _Letters:
+    """The op stream as text of one letter per entry (one per distinct token), for the patterns' regexes; claimed
+    entries read ``CONSUMED``, in the text and in ``tokens``."""
+
+    def __init__(self, tokens: np.ndarray) -> None:
+        codes, distinct = pd.factorize(np.append(tokens, CONSUMED))
+        self.tokens = tokens
+        self.points = (codes[:-1] + FIRST_LETTER).astype("<u4")
+        self.consumed = int(codes[-1]) + FIRST_LETTER
+        self.of = {str(t): chr(c + FIRST_LETTER) for c, t in enumerate(distinct)}
+        self.idle = per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool)
+
+    def text(self, lo: int, hi: int) -> str:
+        """The letters of entries lo..hi-1."""
+        return self.points[lo:hi].tobytes().decode("utf-32-le")
+
+    def any_of(self, tokens: set[str]) -> str:
+        """A regex matching the letter of any of the tokens (matching nothing when none occurs)."""
+        present = "".join(self.of[t] for t in sorted(tokens) if t in self.of)
+        return f"[{present}]" if present else "(?!)"
+
+    def claim(self, work: np.ndarray) -> None:
+        self.points[work] = self.consumed
+        self.tokens[work] = CONSUMED
 
 
 def _phases(pattern: Pattern) -> list[tuple[str, tuple]]:
@@ -139,33 +168,35 @@ def _phases(pattern: Pattern) -> list[tuple[str, tuple]]:
     return phases
 
 
-def _regex(elements: tuple[Element, ...], backward: bool) -> re.Pattern:
-    """The regex of one element sequence over the joined token text ``-a--b--c-``."""
+def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> re.Pattern:
+    """The regex of one element sequence over the letters of a lane: each element is up to ``MAX_GAP`` kernel-less
+    entries, then one entry with one of its tokens (kernel-less too where the element allows it)."""
+    gap = letters.any_of({t for t in letters.of if t.endswith(KERNELLESS_SUFFIX)})
     parts = []
     for el in elements:
-        names = "|".join(re.escape(t + (BACKWARD_SUFFIX if backward else "")) for t in el.tokens)
-        idle = f"(?:{re.escape(KERNELLESS_SUFFIX)})?" if (el.kernelless or backward) else ""
-        parts.append(f"(?:{GAP}-(?:{names}){idle}-){{{el.least},{el.most}}}")
+        names = {t + (BACKWARD_SUFFIX if backward else "") for t in el.tokens}
+        if el.kernelless or backward:
+            names |= {n + KERNELLESS_SUFFIX for n in names}
+        parts.append(f"(?:{gap}{{0,{MAX_GAP}}}{letters.any_of(names)}){{{el.least},{el.most}}}")
     return re.compile("".join(parts))
 
 
-def _match(ctx: _Context, tokens: np.ndarray, pattern: Pattern, elements, phase: str, lanes: list) -> list[dict]:
+def _match(ctx: _Context, letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[dict]:
     """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their entries."""
-    regex = _regex(elements, phase == "backward")
+    regex = _regex(elements, phase == "backward", letters)
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
     found = []
     for lo, hi, present in lanes:
         if not _could_match(elements, phase == "backward", present):
             continue
-        text, starts = _joined(tokens[lo:hi])
-        for m in regex.finditer(text):
-            first, last = _span(starts, m)
-            work = [lo + i for i in range(first, last + 1) if not tokens[lo + i].endswith(KERNELLESS_SUFFIX)]
-            if len(work) < need or any(tokens[w] == CONSUMED for w in work):
+        for m in regex.finditer(letters.text(lo, hi)):
+            span = np.arange(lo + m.start(), lo + m.end())
+            work = span[~letters.idle[span]]
+            if len(work) < need or (letters.points[work] == letters.consumed).any():
                 continue
-            variant = _variant(pattern, tokens, work)
+            variant = _variant(pattern, letters.tokens, work)
             found.append(_occurrence(ctx, pattern.key, pattern.family, variant, phase, work, pattern.removable))
-            tokens[work] = CONSUMED
+            letters.claim(work)
     return found
 
 
@@ -186,20 +217,7 @@ def _could_match(elements: tuple[Element, ...], backward: bool, present: set[str
     )
 
 
-def _joined(tokens: np.ndarray) -> tuple[str, np.ndarray]:
-    """The text ``-a--b-`` of a lane's tokens and the offset where each token starts."""
-    words = tokens.tolist()
-    lengths = np.fromiter(map(len, words), dtype=np.int64, count=len(words)) + 2
-    return "-" + "--".join(words) + "-", np.concatenate(([0], np.cumsum(lengths)[:-1]))
-
-
-def _span(starts: np.ndarray, m: re.Match) -> tuple[int, int]:
-    first = int(np.searchsorted(starts, m.start(), side="right")) - 1
-    last = int(np.searchsorted(starts, m.end() - 1, side="right")) - 1
-    return first, last
-
-
-def _variant(pattern: Pattern, tokens: np.ndarray, work: list[int]) -> str:
+def _variant(pattern: Pattern, tokens: np.ndarray, work: np.ndarray) -> str:
     """The variant name: fixed, or the matched ops' labels in forward order (``MatMul+BiasAdd+ReLU``)."""
     if pattern.named:
         return pattern.named
@@ -260,37 +278,54 @@ def _launch_ns(ev: pd.DataFrame) -> float:
 def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
-    marker_kind = ev["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value])  # torch_npu: a CPU op
-    categories = ev["name"].cat.categories.astype(str)
-    step_names = np.asarray(categories.str.match(OPTIMIZER_STEP.pattern), dtype=bool)
-    codes = ev["name"].cat.codes.to_numpy()
-    steps = ev[marker_kind.to_numpy() & step_names[codes] & (codes >= 0)]
-    entries = ctx.entries
-    entry_names = np.asarray(categories, dtype=object)[codes[entries["row"].to_numpy()]]
+    c = ctx.cols
+    entry_names = _names(ev, c["row"])
+    by_start = np.lexsort((c["ts"], c["rank"]))
     found = []
-    for row, marker in steps.iterrows():
-        inside = (entries["ts"] >= marker["ts"]) & (entries["ts"] < marker["ts"] + marker["dur"])
-        inside &= (entries["rank"] == marker["rank"]) & (entries["kernels"] > 0)
-        work = np.flatnonzero(inside.to_numpy() & (tokens != CONSUMED))
-        names = entry_names[work]
-        if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in names):
+    for row in _optimizer_steps(ev).tolist():
+        inside = _inside(c, by_start, int(ev["rank"].iat[row]), int(ev["ts"].iat[row]), int(ev["dur"].iat[row]))
+        work = inside[(c["kernels"][inside] > 0) & (tokens[inside] != CONSUMED)]
+        if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in entry_names[work]):
             continue
-        name = OPTIMIZER_STEP.match(str(marker["name"])).group(1)
+        name = OPTIMIZER_STEP.match(str(ev["name"].iat[row])).group(1)
         style = "foreach" if any(tokens[w] == "foreach" for w in work) else "per-parameter loop"
         occ = _occurrence(ctx, "optimizer", "Optimizer step", f"{name} ({style}, {len(work)} ops)", "optimizer", work)
         occ["saving_ns"] = int(occ["current_ns"] * (1 - 2 / len(work)))
-        occ["first_row"] = int(row)
+        occ["first_row"] = row
         found.append(occ)
         tokens[work] = CONSUMED
     return found
 
 
+def _optimizer_steps(ev: pd.DataFrame) -> np.ndarray:
+    """Rows of the optimizer-step markers (an annotation; torch_npu: a CPU op), in row order."""
+    marker_kind = ev["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value]).to_numpy()
+    step_names = np.asarray(ev["name"].cat.categories.astype(str).str.match(OPTIMIZER_STEP.pattern), dtype=bool)
+    codes = ev["name"].cat.codes.to_numpy()
+    return np.flatnonzero(marker_kind & np.append(step_names, False)[codes])
+
+
+def _inside(cols: dict[str, np.ndarray], by_start: np.ndarray, rank: int, start: int, dur: int) -> np.ndarray:
+    """Positions (ascending) of the entries of ``rank`` that start in [start, start + dur); ``by_start``: the entry
+    positions sorted by rank then start."""
+    ranks, starts = cols["rank"][by_start], cols["ts"][by_start]
+    lo, hi = np.searchsorted(ranks, [rank, rank + 1])
+    first, last = lo + np.searchsorted(starts[lo:hi], [start, start + dur])
+    return np.sort(by_start[first:last])
+
+
+def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """The event names of some rows (object array)."""
+    codes = ev["name"].cat.codes.to_numpy()[rows]
+    return np.asarray(ev["name"].cat.categories.take(codes).astype(str), dtype=object)
+
+
 def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     """Repeated chains of consecutive memory-bound kernels that no library pattern claimed."""
-    work = np.flatnonzero(~pd.Series(tokens).str.endswith(KERNELLESS_SUFFIX).to_numpy())
+    work = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
     entries = ctx.entries
     memory_bound = (tokens[work] != CONSUMED) & (entries["gemm_ns"].to_numpy()[work] == 0)
-    memory_bound &= ~np.array([_unfusable(_base(t)) for t in tokens[work]], dtype=bool)
+    memory_bound &= ~per_token(tokens[work], lambda t: _unfusable(_base(t)), bool)
     run = _runs(entries["lane"].to_numpy()[work], memory_bound)
     codes = pd.factorize(tokens[work])[0]
     min_count = max(2, entries.loc[entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
@@ -357,21 +392,35 @@ def _non_overlapping(starts: np.ndarray, length: int) -> list[int]:
     return picks
 
 
+PAIRED = ["variant", "annotation", "stack", "module"]
+"""What a backward occurrence takes from the forward one it belongs to."""
+
+
 def _pair_backward(table: pd.DataFrame) -> pd.DataFrame:
     """Give each backward occurrence the variant and location of the forward one it belongs to.
 
     Autograd runs a step's nodes in reverse, so in each (rank, step, pattern) the i-th backward occurrence
     belongs to the i-th forward one from the end; unpaired ones keep their own variant.
     """
-    table = table.sort_values("ts", kind="stable")
-    library = table[table["pattern"] != "discovered"]
-    for _, group in library.groupby(["rank", "step", "pattern"], sort=False):
-        fwd = group.index[group["phase"] == "forward"][::-1]
-        bwd = group.index[group["phase"] == "backward"]
-        n = min(len(fwd), len(bwd))
-        cols = ["variant", "annotation", "stack", "module"]
-        table.loc[bwd[:n], cols] = table.loc[fwd[:n], cols].to_numpy()
+    table = table.sort_values("ts", kind="stable").reset_index(drop=True)
+    fwd, bwd = _backward_pairs(table)
+    for col in PAIRED:
+        values = table[col].to_numpy(dtype=object).copy()
+        values[bwd] = values[fwd]
+        table[col] = values
     return table.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+
+
+def _backward_pairs(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of the (forward, backward) library occurrences that belong together (see ``_pair_backward``)."""
+    keys = ["rank", "step", "pattern"]
+    library = table[table["pattern"] != "discovered"]
+    fwd = library[library["phase"] == "forward"]
+    bwd = library[library["phase"] == "backward"]
+    fwd = fwd[keys].assign(nth=fwd.groupby(keys, sort=False).cumcount(ascending=False), at=fwd.index)
+    bwd = bwd[keys].assign(nth=bwd.groupby(keys, sort=False).cumcount(), at=bwd.index)
+    pairs = fwd.merge(bwd, on=[*keys, "nth"], suffixes=("_fwd", "_bwd"))
+    return pairs["at_fwd"].to_numpy(), pairs["at_bwd"].to_numpy()
 
 
 def rank_steps(trace: TraceData) -> int:

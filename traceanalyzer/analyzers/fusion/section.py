@@ -57,7 +57,7 @@ def opportunities(trace: TraceData) -> pd.DataFrame:
     per = max(rank_steps(trace), 1)
     platform = advice.platform(trace.meta)
     compiled = bool(trace.events["name"].cat.categories.str.contains(COMPILED_REGION).any())
-    groups = occ.groupby(["family", "variant"], sort=False)
+    groups = occ.assign(place=_places(occ)).groupby(["family", "variant"], sort=False)
     rows = [_summarize(key, group, per, platform, compiled) for key, group in groups]
     table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
     return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
@@ -85,10 +85,16 @@ def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: st
     }
 
 
+def _places(occ: pd.DataFrame) -> np.ndarray:
+    """Per occurrence, its source location: annotation | module | stack (those known), else its first op."""
+    parts = zip(occ["annotation"].tolist(), occ["module"].tolist(), occ["stack"].tolist(), strict=True)
+    place = np.array([" | ".join(x for x in p if x) for p in parts], dtype=object)
+    return np.where(place != "", place, occ["first_op"].to_numpy(dtype=object))
+
+
 def _where(group: pd.DataFrame, most: int = 6) -> str:
     """The distinct source locations of a pattern's occurrences, most frequent first, with counts."""
-    place = group.apply(lambda r: " | ".join(x for x in (r["annotation"], r["module"], r["stack"]) if x), axis=1)
-    counts = place.where(place != "", group["first_op"]).value_counts()
+    counts = group["place"].value_counts()
     shown = [f"{p} ×{n}" for p, n in counts.head(most).items()]
     return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
 
@@ -107,23 +113,28 @@ def findings(trace: TraceData) -> list[Finding]:
     table = opportunities(trace)
     step = step_time(trace)
     occ = occurrences(trace)
+    work = _device_work(trace.events)
     out = []
     for row in table.itertuples(index=False):
         if step.per_step_ns and row.saving_ns_per_step / step.per_step_ns < FINDING_MIN_SHARE:
             continue
         mine = occ[(occ["pattern"] == row.pattern) & (occ["variant"] == row.variant)]
-        out.append(_finding(row, step, _claims(trace.events, mine)))
+        out.append(_finding(row, step, _claims(work, mine)))
     return out
 
 
-def _claims(ev: pd.DataFrame, occ: pd.DataFrame) -> Claims:
+def _device_work(ev: pd.DataFrame) -> pd.DataFrame:
+    """The device work a fusion can remove: its row (index), rank, start, duration and causing ops."""
+    return ev.loc[ev["kind"].isin(WORK_KINDS).to_numpy(), ["rank", "ts", "dur", "op", "top_op"]]
+
+
+def _claims(work: pd.DataFrame, occ: pd.DataFrame) -> Claims:
     """The device work of the occurrences' entries (launched by an entry op, or inside one)."""
     rows = np.unique(
         np.concatenate([np.asarray(r, dtype=np.int64) for r in occ["entry_rows"]] or [np.empty(0, np.int64)])
     )
-    work = ev[ev["kind"].isin(WORK_KINDS)]
-    mine = work["op"].isin(rows) | work["top_op"].isin(rows) | work.index.isin(rows)
-    return claims_of(work[mine])
+    mine = np.isin(work["op"].to_numpy(), rows) | np.isin(work["top_op"].to_numpy(), rows)
+    return claims_of(work[mine | np.isin(work.index.to_numpy(), rows)])
 
 
 def _finding(row, step: StepTime, claims: Claims) -> Finding:
