@@ -45,23 +45,19 @@ def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> np.ndarray:
     return np.where(rows != NO_ROW, values[np.maximum(rows, 0)], "") if len(values) else np.full(len(rows), "")
 
 
-def locate(events: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """For host rows of ``events`` (labels = positions): innermost enclosing annotation and user Python frame."""
-    rows = np.asarray(rows, dtype=np.int64)
-    where = callpath.context(events, rows)
-    return pd.DataFrame(
-        {"annotation": where["annotation"].fillna("").to_numpy(), "frame": where["frame"].fillna("").to_numpy()},
-        index=rows,
-    )
+def locate(trace: TraceData, rows: np.ndarray) -> pd.DataFrame:
+    """For host rows of the trace's events (labels = positions): innermost enclosing annotation and user Python
+    frame ('' for NO_ROW), indexed by row."""
+    return callpath.walk(trace).innermost_names(rows)
 
 
-def describe(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
+def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
     """'annotation › op › call' for host rows (labels = positions); '' for NO_ROW."""
     rows = np.asarray(rows, dtype=np.int64)
     ok = rows != NO_ROW
-    place = locate(events, rows[ok])
-    names = events["name"].astype(str).to_numpy()
-    ops = events["op"].to_numpy()[rows[ok]]
+    place = locate(trace, rows[ok])
+    names = trace.events["name"].astype(str).to_numpy()
+    ops = trace.events["op"].to_numpy()[rows[ok]]
     out = [""] * len(rows)
     for i, row, op, annotation in zip(np.flatnonzero(ok), rows[ok], ops, place["annotation"], strict=True):
         parts = [annotation, names[op] if op != NO_ROW else "", names[row]]
@@ -69,8 +65,9 @@ def describe(events: pd.DataFrame, rows: np.ndarray) -> list[str]:
     return out
 
 
-def host_activity(events: pd.DataFrame, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
+def host_activity(trace: TraceData, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
     """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
+    events = trace.events
     host = events[(events["rank"] == rank) & events["kind"].isin(HOST_ACTIVITY_KINDS)]
     ts = host["ts"].to_numpy()
     end = ts + host["dur"].to_numpy()
@@ -81,7 +78,7 @@ def host_activity(events: pd.DataFrame, rank: int, starts: np.ndarray, ends: np.
         at_start.append(_deepest(labels, depth, (ts <= lo) & (end > lo)))
         covered = np.minimum(end, hi) - np.maximum(ts, lo)
         during.append(_deepest(labels, depth, covered * 2 >= hi - lo))
-    return pd.DataFrame({"host_at_start": describe(events, at_start), "host_during": describe(events, during)})
+    return pd.DataFrame({"host_at_start": describe(trace, at_start), "host_during": describe(trace, during)})
 
 
 def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:

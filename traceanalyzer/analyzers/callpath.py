@@ -1,18 +1,21 @@
 """Where a host event sits: its annotation/op path, nn.Module path and user Python stack, from ``parent`` links.
 
 The one walk up ``parent`` links in the package: every analysis that asks "where did this come from" (memory peaks,
-fusion locations, idle gaps, syncs, launch-bound places, compare) reads it here. Each ancestor is walked once per
-call, however many rows share it.
+fusion locations, idle gaps, syncs, launch-bound places, collective phases, compare) reads it here. The walk is
+columnar: one pass per depth level (a parent is one level above its child), each row's answer taken from its
+parent's, so all rows cost a few numpy operations per level; ``walk(trace)`` keeps it per trace.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
 
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
 SEPARATOR = " › "
@@ -27,106 +30,169 @@ USER_FRAMES = 6
 COLUMNS = ["row", "path", "module", "stack", "step_marker", "full_path", "annotations", "annotation", "frame"]
 
 
-@dataclass(frozen=True)
-class Where:
-    """The context of one host event: annotation/op path, module path, user stack and enclosing step marker."""
-
-    path: str
-    module: str
-    stack: str
-    step_marker: str
-    annotations: str = ""  # the user annotations only, outermost first
-    annotation: str = ""  # the innermost annotation
-    frame: str = ""  # the innermost user Python frame
-
-    @property
-    def full_path(self) -> str:
-        """The path with its step marker in front, as a profiler viewer shows it."""
-        return SEPARATOR.join(p for p in (self.step_marker, self.path) if p)
-
-
-_NOWHERE = Where("", "", "", "")
-
-
-def where(events: pd.DataFrame, row: int) -> Where:
-    """Context of an event-table row, from the outermost ancestor down to the row itself."""
-    return _Walker(events).where(int(row))
+def walk(trace: TraceData) -> Walk:
+    """The walk of a (scoped) trace's event table, made once per trace."""
+    return remember(trace, "callpath.walk", lambda: Walk(trace.events))
 
 
 def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
     """Context of several rows (each distinct row once), one row each: the ``COLUMNS``."""
-    distinct = pd.unique(np.asarray(list(rows), dtype=np.int64))
-    walker = _Walker(events)
-    found = [walker.where(int(r)) for r in distinct]
-    frame = pd.DataFrame([w.__dict__ for w in found], columns=COLUMNS[1:5] + COLUMNS[6:])
-    frame.insert(0, "row", distinct)
-    frame.insert(5, "full_path", [w.full_path for w in found])
-    return frame
+    return Walk(events).where_many(rows)
 
 
 def context(events: pd.DataFrame, rows) -> pd.DataFrame:
     """``where_many`` aligned to ``rows`` (one output row per input row, repeats included), indexed by row."""
-    rows = np.asarray(rows, dtype=np.int64)
-    return where_many(events, rows).set_index("row").reindex(rows)
+    return Walk(events).context(rows)
 
 
-@dataclass(frozen=True)
-class _State:
-    """What the chain from the outermost ancestor down to a row holds (tuples: shared by every descendant)."""
+class Chain:
+    """Per row, the names of its ancestors (and itself) that pass a mask, outermost first, as a node of a trie of
+    (parent node, name) pairs; node texts are the names joined by ``SEPARATOR``. Every array ends in a sentinel
+    for -1 (no row, no node): node -1, up -1, label -1 (the name ''), text ''."""
 
-    path: tuple[str, ...] = ()
-    modules: tuple[str, ...] = ()
-    user: tuple[str, ...] = ()
-    annotations: tuple[str, ...] = ()
-    step: str = ""
+    def __init__(self, node: np.ndarray, up: np.ndarray, label: np.ndarray, text: np.ndarray) -> None:
+        self.node, self.up, self.label, self.text = node, up, label, text
+        self.tails: dict[int, pd.api.extensions.ExtensionArray] = {}
+
+    def joined(self, rows: np.ndarray) -> pd.api.extensions.ExtensionArray:
+        """The whole chain of each row, as text ('' for none)."""
+        return self._texts.take(self.node[rows])
+
+    def innermost(self, rows: np.ndarray) -> np.ndarray:
+        """The name code of the innermost name of each row's chain (-1 for none)."""
+        return self.label[self.node[rows]]
+
+    def last(self, rows: np.ndarray, count: int) -> pd.api.extensions.ExtensionArray:
+        """The innermost ``count`` names of each row's chain, joined ('' for none)."""
+        if count not in self.tails:
+            self.tails[count] = self._tails(count)
+        return self.tails[count].take(self.node[rows])
+
+    @functools.cached_property
+    def _texts(self) -> pd.api.extensions.ExtensionArray:
+        return pd.array(self.text, dtype="str")
+
+    def _tails(self, count: int) -> pd.api.extensions.ExtensionArray:
+        """Per node: the text past the prefix ``count`` nodes up."""
+        top = np.r_[np.arange(len(self.up) - 1), -1]
+        for _ in range(count):
+            top = self.up[top]
+        cut = [len(t) + len(SEPARATOR) if n >= 0 else 0 for t, n in zip(self.text[top], top.tolist(), strict=True)]
+        return pd.array([full[c:] for full, c in zip(self.text, cut, strict=True)], dtype="str")
 
 
-class _Walker:
-    """The walk up ``parent`` links, each row's chain state computed once from its parent's."""
+class Walk:
+    """Every row's place in its call tree, all rows at once: chains and innermost ancestors of one table. Row
+    arrays end in a sentinel for NO_ROW (-1), so a missing parent or ancestor indexes it."""
 
     def __init__(self, events: pd.DataFrame) -> None:
-        self.parent = events["parent"].to_numpy()
         name, kind = events["name"].array, events["kind"].array
-        self.name_codes, self.names = name.codes, [str(n) for n in name.categories] + [""]  # code -1: missing
-        self.kind_codes, self.kinds = kind.codes, [str(k) for k in kind.categories] + [""]
-        self.states: dict[int, _State] = {NO_ROW: _State()}
+        self.names = np.array([str(n) for n in name.categories] + [""], dtype=object)  # code -1: missing
+        self.codes = np.r_[np.asarray(name.codes, dtype=np.int64), -1]
+        kinds = np.array([str(k) for k in kind.categories] + [""], dtype=object)
+        self.kind = {k: (kinds == k)[kind.codes] for k in (Kind.STEP.value, *PATH_KINDS, Kind.PYTHON.value)}
+        codes = self.codes[:-1]
+        is_module = np.array([n.startswith(MODULE_PREFIX) for n in self.names], dtype=bool)[codes]
+        library = np.array([bool(LIBRARY_FRAME.search(n)) for n in self.names], dtype=bool)[codes]
+        python = self.kind[Kind.PYTHON.value]
+        self.module_frame, self.user_frame = python & is_module, python & ~is_module & ~library
+        parent, depth = events["parent"].to_numpy().astype(np.int64), events["depth"].to_numpy()
+        order = np.argsort(depth, kind="stable")
+        cuts = np.searchsorted(depth[order], np.arange(1, int(depth.max(initial=0)) + 1), side="left")
+        self.levels = [(rows, parent[rows]) for rows in np.split(order, cuts) if len(rows)]
 
-    def where(self, row: int) -> Where:
-        if row == NO_ROW:
-            return _NOWHERE
-        s = self.state(row)
-        return Where(
-            path=SEPARATOR.join(s.path),
-            module=SEPARATOR.join(s.modules),
-            stack=SEPARATOR.join(s.user[-USER_FRAMES:]),
-            step_marker=s.step,
-            annotations=SEPARATOR.join(s.annotations),
-            annotation=s.annotations[-1] if s.annotations else "",
-            frame=s.user[-1] if s.user else "",
-        )
+    def innermost(self, mask: np.ndarray) -> np.ndarray:
+        """Per row (and the sentinel: NO_ROW): the innermost of itself and its ancestors where ``mask`` holds
+        (NO_ROW if none)."""
+        out = np.where(np.r_[mask, False], np.arange(len(mask) + 1, dtype=np.int64), NO_ROW)
+        for rows, up in self.levels:
+            take = ~mask[rows]
+            out[rows[take]] = out[up[take]]
+        return out
 
-    def state(self, row: int) -> _State:
-        pending = []
-        while row not in self.states:
-            pending.append(row)
-            row = int(self.parent[row])
-        state = self.states[row]
-        for r in reversed(pending):
-            state = self._step(state, r)
-            self.states[r] = state
-        return state
+    def chain(self, mask: np.ndarray, names: np.ndarray) -> Chain:
+        """The ``Chain`` of the rows where ``mask`` holds, named by ``names`` (indexed by name code, '' last)."""
+        node = np.full(len(mask) + 1, -1, dtype=np.int64)
+        up, label = np.empty(len(mask) + 1, np.int64), np.empty(len(mask) + 1, np.int64)
+        text = np.full(len(mask) + 1, "", dtype=object)
+        width, count = len(names) + 1, 0
+        for rows, parents in self.levels:
+            base = node[parents]
+            node[rows] = base
+            adds = mask[rows]
+            if not adds.any():
+                continue
+            keys, at = np.unique((base[adds] + 1) * width + self.codes[rows[adds]] + 1, return_inverse=True)
+            new = slice(count, count + len(keys))
+            up[new], label[new] = keys // width - 1, keys % width - 1
+            text[new] = np.where(up[new] >= 0, text[up[new]] + SEPARATOR, "") + names[label[new]]
+            node[rows[adds]] = count + at.reshape(-1)
+            count += len(keys)
+        up[count], label[count], text[count] = -1, -1, ""
+        return Chain(node, up[: count + 1], label[: count + 1], text[: count + 1])
 
-    def _step(self, s: _State, row: int) -> _State:
-        name, kind = self.names[self.name_codes[row]], self.kinds[self.kind_codes[row]]
-        if kind == Kind.STEP.value:
-            return _State(s.path, s.modules, s.user, s.annotations, name)
-        if kind in PATH_KINDS:
-            annotations = s.annotations + (name,) if kind == Kind.ANNOTATION.value else s.annotations
-            return _State(s.path + (name,), s.modules, s.user, annotations, s.step)
-        if kind != Kind.PYTHON.value:
-            return s
-        if name.startswith(MODULE_PREFIX):
-            return _State(s.path, s.modules + (name.removeprefix(MODULE_PREFIX),), s.user, s.annotations, s.step)
-        if LIBRARY_FRAME.search(name):
-            return s
-        return _State(s.path, s.modules, s.user + (name,), s.annotations, s.step)
+    @functools.cached_property
+    def paths(self) -> Chain:
+        """Annotations and CPU ops."""
+        return self.chain(self.kind[Kind.ANNOTATION.value] | self.kind[Kind.CPU_OP.value], self.names)
+
+    @functools.cached_property
+    def annotations(self) -> Chain:
+        """User annotations (record_function)."""
+        return self.chain(self.kind[Kind.ANNOTATION.value], self.names)
+
+    @functools.cached_property
+    def modules(self) -> Chain:
+        """nn.Module frames, named without their prefix."""
+        stripped = np.array([n.removeprefix(MODULE_PREFIX) for n in self.names], dtype=object)
+        return self.chain(self.module_frame, stripped)
+
+    @functools.cached_property
+    def user(self) -> Chain:
+        """User Python frames (not a library's, not an nn.Module's)."""
+        return self.chain(self.user_frame, self.names)
+
+    @functools.cached_property
+    def step(self) -> np.ndarray:
+        """Per row: the name code of its enclosing step marker (-1 if none)."""
+        return self.codes[self.innermost(self.kind[Kind.STEP.value])]
+
+    @functools.cached_property
+    def _names(self) -> pd.api.extensions.ExtensionArray:
+        return pd.array(self.names, dtype="str")
+
+    def innermost_names(self, rows) -> pd.DataFrame:
+        """Per row (repeats included; '' for NO_ROW): innermost annotation and user Python frame, indexed by row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        annotation, frame = self.annotations.innermost(rows), self.user.innermost(rows)
+        return pd.DataFrame({"annotation": self.names[annotation], "frame": self.names[frame]}, index=rows)
+
+    def where_many(self, rows) -> pd.DataFrame:
+        """Context of several rows (each distinct row once, in first-seen order), one row each: the ``COLUMNS``."""
+        at = pd.unique(np.asarray(rows, dtype=np.int64))
+        columns = {
+            "row": at,
+            "path": self.paths.joined(at),
+            "module": self.modules.joined(at),
+            "stack": self.user.last(at, USER_FRAMES),
+            "step_marker": self._names.take(self.step[at]),
+            "full_path": self._full_paths(at),
+            "annotations": self.annotations.joined(at),
+            "annotation": self._names.take(self.annotations.innermost(at)),
+            "frame": self._names.take(self.user.innermost(at)),
+        }
+        return pd.DataFrame(columns)
+
+    def _full_paths(self, rows: np.ndarray) -> pd.api.extensions.ExtensionArray:
+        """The path with its step marker in front, as a profiler viewer shows it (each distinct pair joined once)."""
+        pairs = (self.step[rows] + 1) * len(self.paths.text) + self.paths.node[rows] + 1
+        distinct, at = np.unique(pairs, return_inverse=True)
+        step = self.names[distinct // len(self.paths.text) - 1]
+        path = self.paths.text[distinct % len(self.paths.text) - 1]
+        joined = [SEPARATOR.join(p for p in pair if p) for pair in zip(step, path, strict=True)]
+        return pd.array(joined, dtype="str").take(at.reshape(-1))
+
+    def context(self, rows) -> pd.DataFrame:
+        """``where_many`` aligned to ``rows`` (one output row per input row, repeats included), indexed by row."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return self.where_many(rows).set_index("row").reindex(rows)

@@ -19,9 +19,10 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import hccl, pipeline
+from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
 BUS_FACTORS = {
@@ -108,7 +109,7 @@ def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
             "name": names.to_numpy(),
             "dtype": names.str.extract(DTYPE_IN_NAME, expand=False).fillna("").to_numpy(),
             "bytes": comm["bytes"].to_numpy(),
-            "phase": phases(trace.events, comm),
+            "phase": phases(trace, comm),
             "start_ns": comm["ts"].to_numpy(),
             "dur_ns": comm["dur"].to_numpy(),
             "row": comm.index.to_numpy(),
@@ -168,18 +169,18 @@ def _task_wait(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
     return _covered(events, table, waits).astype(float)
 
 
-def phases(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
-    """Phase of device rows (forward, backward, after_backward, optimizer) from what launched them; '' if unknown."""
+def phases(trace: TraceData, rows: pd.DataFrame) -> np.ndarray:
+    """Phase of device rows (forward, backward, after_backward, optimizer) from what launched them: the innermost
+    optimizer step or autograd op around the launch (``callpath``), else where the launch falls against its step's
+    backward window; '' if unknown."""
+    events = trace.events
     is_optimizer = name_matches(events, OPTIMIZER_OP)
     is_backward = name_matches(events, BACKWARD_OP)
-    parent = events["parent"].to_numpy()
     launch = rows["launch"].to_numpy()
-    windows = _backward_windows(events, is_backward)
-    out = np.full(len(rows), "", dtype=object)
-    for i, row in enumerate(launch.tolist()):
-        if row != NO_ROW:
-            out[i] = _phase_of(row, parent, is_optimizer, is_backward, events, windows)
-    return out
+    inside = callpath.walk(trace).innermost(is_optimizer | is_backward)[launch]
+    phase = np.where(is_optimizer[inside], "optimizer", "backward")
+    phase = np.where(inside == NO_ROW, _phase_by_time(events, launch, is_backward), phase)
+    return np.where(launch != NO_ROW, phase, "").astype(object)
 
 
 def name_matches(events: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
@@ -190,27 +191,19 @@ def name_matches(events: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
     return hit[codes] & (codes >= 0)
 
 
-def _backward_windows(events: pd.DataFrame, is_backward: np.ndarray) -> dict:
+def _phase_by_time(events: pd.DataFrame, launch: np.ndarray, is_backward: np.ndarray) -> np.ndarray:
+    """Per launch row: forward before its (rank, step)'s first autograd op (or without one), backward until the
+    last one ends, after_backward from then on."""
     bwd = events[is_backward]
-    g = pd.DataFrame({"rank": bwd["rank"], "step": bwd["step"], "ts": bwd["ts"], "end": bwd["ts"] + bwd["dur"]})
-    spans = g.groupby(["rank", "step"]).agg(start=("ts", "min"), end=("end", "max"))
-    return {key: (int(r.start), int(r.end)) for key, r in spans.iterrows()}
-
-
-def _phase_of(row: int, parent, is_optimizer, is_backward, events: pd.DataFrame, windows: dict) -> str:
-    up = row
-    while up != NO_ROW:
-        if is_optimizer[up]:
-            return "optimizer"
-        if is_backward[up]:
-            return "backward"
-        up = int(parent[up])
-    key = (int(events.at[row, "rank"]), int(events.at[row, "step"]))
-    ts = int(events.at[row, "ts"])
-    start, end = windows.get(key, (None, None))
-    if start is None or ts < start:
-        return "forward"
-    return "after_backward" if ts >= end else "backward"
+    ends = bwd["ts"] + bwd["dur"]
+    spans = pd.DataFrame({"start": bwd["ts"], "end": ends}).groupby([bwd["rank"], bwd["step"]])
+    spans = spans.agg({"start": "min", "end": "max"})
+    at = np.maximum(launch, 0)
+    keys = pd.MultiIndex.from_arrays([events["rank"].to_numpy()[at], events["step"].to_numpy()[at]])
+    window = spans.reindex(keys, fill_value=np.iinfo(np.int64).max)
+    ts = events["ts"].to_numpy()[at]
+    start, end = window["start"].to_numpy(), window["end"].to_numpy()
+    return np.where(ts < start, "forward", np.where(ts >= end, "after_backward", "backward"))
 
 
 def _match(table: pd.DataFrame) -> pd.DataFrame:

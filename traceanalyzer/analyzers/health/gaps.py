@@ -76,8 +76,8 @@ def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
                 "dur_ns": (gap_end - gap_start)[order],
             }
         )
-        table["resumed_by"] = describe(events, _launch_at(work, gap_end[order]))
-        activity = host_activity(events, int(rank), gap_start[order], gap_end[order])
+        table["resumed_by"] = describe(trace, _launch_at(work, gap_end[order]))
+        activity = host_activity(trace, int(rank), gap_start[order], gap_end[order])
         frames.append(pd.concat([table, activity], axis=1))
     if not frames:
         return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])

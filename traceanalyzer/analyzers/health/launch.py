@@ -58,7 +58,7 @@ def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
     events = trace.events
     kernels = in_steps(trace, events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)])
     launch = kernels["launch"].to_numpy()
-    place = locate(events, launch)
+    place = locate(trace, launch)
     frame = pd.DataFrame(
         {
             "rank": kernels["rank"].to_numpy(),

@@ -26,7 +26,7 @@ def sync_stalls(trace: TraceData) -> pd.DataFrame:
     """Every blocking host sync call: where it was, how long the host waited, and the device idle right after it."""
     events = trace.events
     calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].astype(str).isin(SYNC_CALLS)]
-    place = locate(events, calls.index.to_numpy())
+    place = locate(trace, calls.index.to_numpy())
     table = pd.DataFrame(
         {
             "rank": calls["rank"].to_numpy(),
