@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 from dash import dcc, html
 from traceanalyzer.dashboards import state
-from traceanalyzer.dashboards.blocks import PER, analysis, unavailable
+from traceanalyzer.dashboards.blocks import PER, analysis, evidence_note, unavailable
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer.analyzers import ascend as ascend_analyzer
@@ -140,7 +140,8 @@ def health(view: View, query: dict[str, str]) -> list:
         if rank is not None
         else []
     )
-    return [*shown, *(_block(view, block, rank) for block in HEALTH)]
+    key = state.evidence(query)
+    return [*shown, *evidence_note(key), *(_block(view, block, rank, key) for block in HEALTH)]
 
 
 def ascend(view: View, query: dict[str, str]) -> list:
@@ -150,13 +151,15 @@ def ascend(view: View, query: dict[str, str]) -> list:
     conversions = html.P(
         [FORMAT_CONVERSIONS, dcc.Link("Fusion →", href=f"/fusion{state.encode(query)}")], className="note"
     )
-    return [*(_block(view, block) for block in ASCEND), conversions]
+    key = state.evidence(query)
+    return [*evidence_note(key), *(_block(view, block, evidence=key) for block in ASCEND), conversions]
 
 
-def _block(view: View, block: Block, rank: int | None = None) -> html.Section:
-    """A block's section table under its title and basis, or why the section has none."""
+def _block(view: View, block: Block, rank: int | None = None, evidence: dict | None = None) -> html.Section:
+    """A block's section table under its title and basis (a finding's evidence rows highlighted), or why the
+    section has none."""
     table = view.table(block.section, block.table)
     if table is None:
         reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
         return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
-    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty, rank)
+    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty, rank, evidence)

@@ -173,7 +173,8 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
 
     @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in pages.PAGES.values()], Input("url", "search"))
     def nav_links(search):
-        return [f"{path}{search or ''}" for path in pages.PAGES]
+        links = state.updated(search, row=None, at=None)  # a finding's rows and place belong to the page it linked
+        return [f"{path}{links}" for path in pages.PAGES]
 
 
 def _status_line(job) -> html.Div:

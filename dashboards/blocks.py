@@ -43,27 +43,42 @@ def section_facts(section: Section, list_id: str) -> html.Dl:
     return labelled([fact_pair(f) for f in section.facts], list_id)
 
 
-def section_tables(section: Section, skip: tuple[str, ...] = ()) -> list:
-    """A section's non-empty tables (except those in skip) under their titles, each saying per step or total."""
+def section_tables(section: Section, skip: tuple[str, ...] = (), evidence: dict | None = None) -> list:
+    """A section's non-empty tables (except those in skip) under their titles, each saying per step or total, a
+    finding's evidence rows highlighted."""
     out: list = []
     for t in section.tables:
         if len(t.frame) and t.id not in skip:
             title = t.title + PER[t.per] + (f" — {t.note}" if t.note else "")
-            out += [html.H3(title), tables.section_table(f"{section.id}-{t.id}", t)]
+            out += [html.H3(title), tables.section_table(f"{section.id}-{t.id}", t, evidence=evidence)]
     return out
 
 
 def analysis(
-    block_id: str, title: str, basis: str, table: Table | None, empty: str, rank: int | None = None
+    block_id: str,
+    title: str,
+    basis: str,
+    table: Table | None,
+    empty: str,
+    rank: int | None = None,
+    evidence: dict | None = None,
 ) -> html.Section:
     """One section table under its title, with what its rows are, or why it is empty; filtered to one rank's rows
-    when rank is given and the table has a rank column."""
+    when rank is given and the table has a rank column, a finding's evidence rows highlighted."""
     if table is not None and len(table.frame):
-        only = f"{{rank}} = {rank}" if rank is not None and "rank" in table.frame else ""
-        body = tables.section_table(f"{block_id}-table", table, filter_query=only)
+        body = tables.section_table(f"{block_id}-table", table, only={"rank": rank}, evidence=evidence)
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")
+
+
+def evidence_note(key: dict | None) -> list:
+    """What the highlighted rows are, when a finding's link asked for some."""
+    if not key:
+        return []
+    where = ", ".join(f"{k} {v}" for k, v in key.items())
+    text = f"Highlighted: the rows of the finding you followed ({where})."
+    return [html.P(text, id="evidence-note", className="note")]
 
 
 def dropdown(dropdown_id: str, values: list, value: object, label: str, disabled: bool = False) -> html.Label:

@@ -43,12 +43,18 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
         if view is None:
             return (no_update,) * (len(tables.CONTENT) + 6)
         table = pages.hotspot_table(view, level, step, rank, kind)
+        picks = {"level": level, "step": step, "rank": rank, "kind": kind}
+        query = state.parse(search)
+        # a finding's evidence rows stay highlighted until the user changes a filter
+        key = None if pages.hotspot_picks_changed(query, picks) else state.evidence(query)
         content = pages.hotspot_content(table, level)
+        content = tables.marked(content, tables.matching_rows(table, key or {}), pages.HOTSPOT_ROWS)
         # a name filter or sort of one level means nothing at another: they reset when the level changes
         reset = ("", []) if dash.ctx.triggered_id == "hs-level" else (no_update, no_update)
-        search = state.updated(search, level=level, step=step, rank=rank, kind=kind)
+        search = state.updated(search, **picks, row=query.get("row") if key else None)
         bars = charts.hotspot_bars(table)
-        return *(content[p] for p in tables.CONTENT), 0, *reset, None, bars, search
+        page = content.get("page_current", 0)
+        return *(content[p] for p in tables.CONTENT), page, *reset, None, bars, search
 
     @app.callback(
         Output("hs-kind", "value"),

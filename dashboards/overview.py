@@ -3,12 +3,14 @@ unit), the ranked findings with links to their evidence, and each step's device 
 
 from __future__ import annotations
 
+import numpy as np
 from dash import dcc, html
 from traceanalyzer.dashboards import charts, state
 from traceanalyzer.dashboards.blocks import fact_pair, facts_list, labelled
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
+from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
 
 HEADLINE = (
@@ -45,6 +47,9 @@ FINDING_ANCHOR = {
 }
 """Finding id → the table on its page that holds its rows."""
 
+EVIDENCE_COLUMNS = {"locations": "where"}
+"""A finding's ``where`` key → the column of its page's table that holds the same text (others share the name)."""
+
 FINDING_HEADERS = ("severity", "finding", "saving per step", "share of step time", "basis", "advice", "evidence")
 
 
@@ -63,7 +68,7 @@ def overview(view: View, query: dict[str, str]) -> list:
     return [
         html.Div([facts_list(trace_facts, "trace-facts"), labelled(headline(view), "headline")], className="row"),
         html.H3("Findings, ranked by their estimated saving per step"),
-        findings_table(report.findings, state.encode(query)),
+        findings_table(view, report.findings, state.encode(query)),
         html.H3("Each step's device time: busy and idle (ms per step)"),
         dcc.Graph(id="step-chart", figure=charts.step_breakdown(steps.frame if steps else None)),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
@@ -84,24 +89,61 @@ def _kinds(view: View) -> str:
     return ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows)
 
 
-def finding_link(finding: Finding, search: str) -> str:
-    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks (and picking the rank
-    the finding is about)."""
+def finding_link(view: View, finding: Finding, search: str) -> str:
+    """The page (and table on it) that holds a finding's evidence, keeping the URL's picks, picking the rank the
+    finding is about and asking for its rows (``row``: its ``where``) to be highlighted; a hotspot finding opens
+    the level whose table holds its name."""
     anchor = FINDING_ANCHOR.get(finding.id, "")
+    where = {EVIDENCE_COLUMNS.get(k, k): v for k, v in finding.where.items()}
+    changes: dict = {"row": state.evidence_key(where) if where else None}
     if "rank" in finding.where:  # the evidence of one rank: its page shows that rank's rows
-        search = state.updated(search, rank=finding.where["rank"])
+        changes["rank"] = finding.where["rank"]
+    if finding.analyzer == "hotspots":
+        ops = view.hotspots(Level.OP_DEVICE.value)["name"].astype(str)
+        changes["level"] = Level.OP_DEVICE.value if str(where.get("name")) in set(ops) else Level.KERNEL.value
+    search = state.updated(search, **changes)
     return FINDING_PAGE.get(finding.analyzer, "/") + search + (f"#{anchor}" if anchor else "")
 
 
-def findings_table(findings: list[Finding], search: str = "") -> html.Table | html.P:
-    """Findings with their saving per step, its basis, the advice and a link to the page with the evidence."""
+def timeline_place(view: View, finding: Finding) -> dict | None:
+    """Where a finding shows on the Timeline: the longest device interval it claims (on its rank, else the first
+    rank it claims time on), as rank, the step it starts in and ``at`` (start_ns-end_ns, absolute); None when it
+    claims none."""
+    if not finding.claims:
+        return None
+    rank = finding.where.get("rank")
+    rank = int(rank) if rank is not None and int(rank) in finding.claims else next(iter(finding.claims))
+    starts, ends = (np.asarray(a) for a in finding.claims[rank])
+    if not len(starts):
+        return None
+    longest = int(np.argmax(ends - starts))
+    start, end = int(starts[longest]), int(ends[longest])
+    steps = view.trace.steps()
+    inside = steps[
+        (steps["rank"] == rank) & (steps["start_ns"] <= start) & (start < steps["start_ns"] + steps["step_ns"])
+    ]
+    place = {"rank": int(rank), "at": f"{start}-{end}"}
+    return {**place, "step": int(inside["step"].iloc[0])} if len(inside) else place
+
+
+def _links(view: View, finding: Finding, search: str) -> list:
+    """The finding's links: its evidence rows on their page, and its place on the Timeline where it has one."""
+    links = [dcc.Link(f"{finding.analyzer} →", href=finding_link(view, finding, search))]
+    place = timeline_place(view, finding)
+    if place is not None:
+        query = state.updated(search, row=None, step=place.get("step"), rank=place["rank"], at=place["at"])
+        links += [html.Br(), dcc.Link("timeline →", href=f"/timeline{query}", className="timeline-link")]
+    return links
+
+
+def findings_table(view: View, findings: list[Finding], search: str = "") -> html.Table | html.P:
+    """Findings with their saving per step, its basis, the advice and links to the evidence (rows, timeline)."""
     if not findings:
         return html.P("No findings.", id="findings")
     header = html.Tr([html.Th(h) for h in FINDING_HEADERS])
     rows = [
         html.Tr(
-            [html.Td(cell) for cell in _finding_cells(f)]
-            + [html.Td(dcc.Link(f"{f.analyzer} →", href=finding_link(f, search)))],
+            [html.Td(cell) for cell in _finding_cells(f)] + [html.Td(_links(view, f, search))],
             className=f"severity-{f.severity.value}",
         )
         for f in findings

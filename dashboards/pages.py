@@ -8,6 +8,7 @@ from traceanalyzer.dashboards import analyses, charts, state, tables, timeline_p
 from traceanalyzer.dashboards.blocks import (
     PER,
     dropdown,
+    evidence_note,
     fact_pair,
     labelled,
     section_facts,
@@ -62,6 +63,7 @@ COLLECTIVE_COLUMNS = [
     "busbw_gbps",
 ]
 """Columns of the collectives table the Distributed page shows."""
+COLLECTIVE_ROWS = 15
 
 
 def render(path: str, views: dict[str, View], key: str | None, query: dict[str, str]) -> list:
@@ -79,14 +81,17 @@ def hotspots(view: View, query: dict[str, str]) -> list:
     """Filters (from the URL), the hotspot table and chart drawn for them, and the selected op's details."""
     levels = [lv.value for lv in Level]
     picks = {
-        "level": state.choice(query, "level", levels, Level.KERNEL.value),
+        "level": state.choice(query, "level", levels, HOTSPOT_DEFAULTS["level"]),
         "step": state.choice(query, "step", [ALL, *view.steps()], ALL),
         "rank": state.choice(query, "rank", [ALL, *view.ranks()], ALL),
         "kind": state.choice(query, "kind", [ALL, *view.kinds()], ALL),
     }
     table = hotspot_table(view, **picks)
     kernel_only = picks["level"] != Level.KERNEL.value
-    grid = tables.grid("hs-table", hotspot_content(table, picks["level"]), page_size=HOTSPOT_ROWS)
+    key = state.evidence(query)
+    content = hotspot_content(table, picks["level"])
+    content = tables.marked(content, tables.matching_rows(table, key or {}), HOTSPOT_ROWS)
+    grid = tables.grid("hs-table", content, page_size=HOTSPOT_ROWS)
     return [
         html.Div(
             [
@@ -99,6 +104,7 @@ def hotspots(view: View, query: dict[str, str]) -> list:
             className="controls",
         ),
         html.P(HOTSPOT_BASIS, className="note"),
+        *evidence_note(key),
         dcc.Loading(grid, delay_show=LOADING_DELAY_MS),
         html.Div(
             [
@@ -150,6 +156,14 @@ def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     return content
 
 
+HOTSPOT_DEFAULTS = {"level": Level.KERNEL.value, "step": ALL, "rank": ALL, "kind": ALL}
+
+
+def hotspot_picks_changed(query: dict[str, str], picks: dict[str, object]) -> bool:
+    """Whether the filters differ from those the URL holds (the user changed one since the page opened)."""
+    return any(str(v) != query.get(k, HOTSPOT_DEFAULTS[k]) for k, v in picks.items())
+
+
 def hotspot_filter(value: object) -> object:
     """A dropdown value as an analyzer argument (``all`` → None)."""
     return None if value in (None, ALL) else value
@@ -199,8 +213,8 @@ SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); it
 def distributed(view: View, query: dict[str, str]) -> list:
     """The late rank, exposed communication per rank and step, the distributed section, every collective."""
     overlap, collectives = view.optional("overlap"), view.optional("collectives")
-    section = view.section("distributed")
-    out: list = [_late_rank(view)]
+    section, key = view.section("distributed"), state.evidence(query)
+    out: list = [_late_rank(view), *evidence_note(key)]
     if len(view.ranks()) < 2:
         out.append(html.P(SINGLE_RANK, id="single-rank", className="note"))
     elif overlap.data is None:
@@ -209,14 +223,15 @@ def distributed(view: View, query: dict[str, str]) -> list:
         title = "Exposed communication per rank and step (ms per step)"
         out.append(dcc.Graph(id="overlap-heatmap", figure=figures.heatmap(overlap.data, EXPOSED_COMM, title)))
     if section is not None:
-        out += [section_facts(section, "distributed-facts"), *section_tables(section)]
+        out += [section_facts(section, "distributed-facts"), *section_tables(section, evidence=key)]
     if collectives.data is None:
         out.append(unavailable("Collectives", collectives.reason))
     else:
         calls = collectives.data[[c for c in COLLECTIVE_COLUMNS if c in collectives.data]]
+        props = tables.marked(tables.content(calls), tables.matching_rows(calls, key or {}), COLLECTIVE_ROWS)
         out += [
             html.H3("Every collective call (each one call)"),
-            tables.table("collectives-table", calls, page_size=15),
+            tables.grid("collectives-table", props, page_size=COLLECTIVE_ROWS),
         ]
     return out
 
@@ -244,13 +259,14 @@ def fusion(view: View, query: dict[str, str]) -> list:
     section, table = view.section("fusion"), view.table("fusion", "opportunities")
     if section is None or table is None or not len(table.frame):
         return [unavailable("Fusion", "the fusion analyzer found no opportunity in this trace")]
-    frame = table.frame
+    frame, key = table.frame, state.evidence(query)
     columns = [c for c in FUSION_FIRST if c in frame] + [str(c) for c in frame if c not in FUSION_FIRST]
     return [
         section_facts(section, "fusion-facts"),
         html.H3(table.title + PER[table.per]),
         html.P(FUSION_BASIS, className="note"),
-        tables.section_table("fusion-table", table, columns, page_size=25),
+        *evidence_note(key),
+        tables.section_table("fusion-table", table, columns, page_size=25, evidence=key),
     ]
 
 
@@ -268,7 +284,8 @@ def memory(view: View, query: dict[str, str]) -> list:
     return [
         dcc.Graph(id="memory-graph", figure=_memory_chart(view, result.timeline, result.peaks)),
         section_facts(section, "memory-facts"),
-        *section_tables(section),
+        *evidence_note(state.evidence(query)),
+        *section_tables(section, evidence=state.evidence(query)),
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from urllib.parse import parse_qsl, urlencode
 
@@ -35,3 +36,17 @@ def choice(query: dict[str, str], key: str, options: Sequence, default: object) 
     """The option the query names for key (compared as text), else default: a stale or edited URL falls back."""
     wanted = query.get(key)
     return next((o for o in options if str(o) == wanted), default)
+
+
+def evidence(query: dict[str, str]) -> dict | None:
+    """The evidence rows a finding's link asks for (column → value), or None when absent or not a JSON object."""
+    try:
+        key = json.loads(query.get("row") or "null")
+    except ValueError:
+        return None
+    return key if isinstance(key, dict) and key else None
+
+
+def evidence_key(where: dict) -> str:
+    """A finding's ``where`` as the URL's ``row`` value."""
+    return json.dumps(where, default=str, separators=(",", ":"))

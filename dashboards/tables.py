@@ -56,13 +56,23 @@ def table(table_id: str | dict, data: pd.DataFrame | list[dict], columns: list[s
 
 
 def section_table(
-    table_id: str, t: Table, columns: list[str] | None = None, page_size: int = 10, filter_query: str = ""
+    table_id: str,
+    t: Table,
+    columns: list[str] | None = None,
+    page_size: int = 10,
+    only: Mapping[str, object] | None = None,
+    evidence: Mapping[str, object] | None = None,
 ):
-    """A section's table as a DataTable, each column in the unit the section declares for it, optionally filtered
-    (DataTable filter syntax, which the user can edit in the header)."""
+    """A section's table as a DataTable, each column in the unit the section declares for it; optionally filtered
+    to the rows holding only's values (a filter the user can edit in the header) and with a finding's evidence rows
+    (those holding evidence's values) highlighted, the page of the first one open."""
     columns = columns or [str(c) for c in t.frame.columns]
     props = content(t.frame, columns, {c: t.unit(c) for c in columns})
-    return grid(table_id, {**props, "filter_query": filter_query}, page_size)
+    only = {c: v for c, v in (only or {}).items() if v is not None and c in t.frame}
+    shown = matching_rows(t.frame, only) if only else None
+    query = " && ".join(f"{{{c}}} = {_text(v)}" for c, v in only.items())
+    props = marked(props, matching_rows(t.frame, evidence or {}), page_size, shown)
+    return grid(table_id, {**props, "filter_query": query}, page_size)
 
 
 def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.DataTable:
@@ -79,6 +89,41 @@ def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.D
         style_cell={"fontFamily": "monospace", "fontSize": "12px", "textAlign": "left", "padding": "2px 6px"},
         style_header={"fontWeight": "bold"},
     )
+
+
+EVIDENCE = "evidence"
+"""The data key (not a column) that marks a row as the evidence of the finding the user followed."""
+EVIDENCE_STYLE = [{"if": {"filter_query": f"{{{EVIDENCE}}} = 1"}, "backgroundColor": "#fff3b0", "fontWeight": 600}]
+
+
+def _text(value: object) -> str:
+    """A value as text for comparing cells with a finding's ``where`` (1, 1.0 and '1' alike)."""
+    if isinstance(value, Number) and not isinstance(value, bool) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def matching_rows(data: pd.DataFrame | list[dict], key: Mapping[str, object]) -> list[int]:
+    """Positions of the rows holding key's values in the columns of data that key names (compared as text);
+    none when key names no column."""
+    rows = rows_of(data)
+    columns = [c for c in key if rows and c in rows[0]]
+    if not columns:
+        return []
+    wanted = {c: _text(key[c]) for c in columns}
+    return [i for i, r in enumerate(rows) if all(_text(r.get(c)) == v for c, v in wanted.items())]
+
+
+def marked(props: dict, rows: list[int], page_size: int, shown: list[int] | None = None) -> dict:
+    """A table's content with rows (positions in its data) marked and highlighted as a finding's evidence, and the
+    page of the first one open (counting only the shown rows where a filter hides some)."""
+    if not rows:
+        return props
+    picked = set(rows)
+    data = [{**r, EVIDENCE: 1} if i in picked else r for i, r in enumerate(props["data"])]
+    order = list(range(len(data))) if shown is None else shown
+    first = next((n for n, i in enumerate(order) if i in picked), 0)
+    return {**props, "data": data, "style_data_conditional": EVIDENCE_STYLE, "page_current": first // page_size}
 
 
 CONTENT = ("columns", "data", "tooltip_data", "style_cell_conditional")

@@ -471,10 +471,10 @@ def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser,
 
     url, store, keys = app_url
     view = store.view(keys["ddp"])
-    linked = [f for f in view.report().findings if f.analyzer == "health" and "#" in finding_link(f, "")]
+    linked = [f for f in view.report().findings if f.analyzer == "health" and "#" in finding_link(view, f, "")]
     assert linked, "ddp_no_overlap has health findings"
     _open(browser, app_url, "/", "ddp")
-    anchor = finding_link(linked[0], "").split("#")[1]
+    anchor = finding_link(view, linked[0], "").split("#")[1]
     link = browser.find_element("css selector", f"#findings a[href$='#{anchor}']")
     link.click()
     _wait(browser, f"#{anchor} h3")
@@ -494,6 +494,50 @@ def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser,
         assert table.title in section.text and ("(ms" in section.text or "ms)" in section.text)
     assert _wait(browser, "#device-busy-table td[data-dash-column=rank]").text in ("0", "1")
     _shot(browser, "health")
+
+
+HIGHLIGHTED = (
+    "return Array.from(document.querySelectorAll('#{table} tr')).filter(r => r.querySelector('td') &&"
+    " getComputedStyle(r.querySelector('td')).backgroundColor === 'rgb(255, 243, 176)')"
+    ".map(r => Object.fromEntries(Array.from(r.querySelectorAll('td')).map(c => [c.dataset.dashColumn, c.innerText])))"
+)
+"""The cells of a table's highlighted rows (a finding's evidence), per row {column: text}."""
+
+
+def test_findings_link_to_their_rows_and_their_timeline_place(browser, app_url):
+    """ddp_no_overlap: the idle finding's rows (rank 1, device 1) are highlighted in the gap table and its timeline
+    link shows the straggler's 50 ms gap; a hotspot finding's row is highlighted at its level."""
+    from selenium.webdriver.common.by import By
+
+    url, store, keys = app_url
+    view = store.view(keys["ddp"])
+    idle = next(f for f in view.report().findings if f.id == "health.idle")
+    _open(browser, app_url, "/", "ddp")
+    row = browser.find_element(By.XPATH, f"//table[@id='findings']//tr[td[2]='{idle.title}']")
+    timeline = row.find_element(By.CSS_SELECTOR, "a.timeline-link").get_attribute("href")
+    row.find_element(By.LINK_TEXT, "health →").click()
+    _wait(browser, "#evidence-note", "rank 1, device 1")
+    _wait(browser, "#idle-gaps-table td[data-dash-column=rank]")
+    marked = browser.execute_script(HIGHLIGHTED.format(table="idle-gaps-table"))
+    assert marked and {(r["rank"], r["device"]) for r in marked} == {("1", "1")}
+    gap = view.table("health", "largest_gaps").frame.iloc[0]
+    query = dict(p.split("=", 1) for p in timeline.split("?", 1)[1].split("&"))
+    start, end = (int(x) for x in query["at"].split("-"))
+    assert query["rank"] == "1" and (end - start) == int(gap["dur_ns"])  # the longest gap the finding claims
+    steps = view.trace.steps().set_index(["rank", "step"])
+    step = steps.loc[(1, int(query["step"]))]
+    assert step["start_ns"] <= start < step["start_ns"] + step["step_ns"]
+    hot = next(f for f in view.report().findings if f.id == "hotspots.op")
+    _open(browser, app_url, "/", "ddp")
+    browser.find_element(By.XPATH, f"//table[@id='findings']//tr[td[2]='{hot.title}']//a[text()='hotspots →']").click()
+    _wait(browser, "#evidence-note", hot.where["name"])
+    assert _dropdown_value(browser, "#hs-level") == "op_device"
+    _wait(browser, "#hs-table td[data-dash-column=name]")
+    marked = browser.execute_script(HIGHLIGHTED.format(table="hs-table"))
+    assert [r["name"] for r in marked] == [hot.where["name"]]
+    browser.find_element(By.CSS_SELECTOR, "#nav-health").click()  # the highlight belongs to the linked page
+    _wait(browser, ".page-title", "Health")
+    assert "row=" not in browser.current_url and not browser.find_elements(By.CSS_SELECTOR, "#evidence-note")
 
 
 def test_ascend_page_shows_core_types(browser, app_url):
