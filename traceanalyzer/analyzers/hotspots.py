@@ -129,18 +129,17 @@ def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     """For each op row, the summed time of the ops directly beneath it (via any non-op frames), each counted only
     inside its parent: a child that outlasts its parent (a record_function range ending after the op around it) must
     not make the parent's self time negative."""
-    parent = ops["parent"].to_numpy()
-    has_parent = parent != NO_ROW
-    parent_op = np.full(len(ops), NO_ROW, dtype=np.int64)
-    parent_op[has_parent] = events["op"].reindex(parent[has_parent]).to_numpy()
-    linked = parent_op != NO_ROW
+    index = events.index
+    parent = index.get_indexer(ops["parent"].to_numpy())  # positions; -1: no parent
+    owner = index.get_indexer(np.where(parent >= 0, events["op"].to_numpy()[parent], NO_ROW))  # the parent's op
+    linked = owner >= 0
+    owner = owner[linked]
     start = ops["ts"].to_numpy()[linked]
     end = start + ops["dur"].to_numpy()[linked]
-    owner = parent_op[linked]
-    owner_end = (events["ts"] + events["dur"]).reindex(owner).to_numpy()
-    inside = np.clip(np.minimum(end, owner_end) - start, 0, None)
-    child = pd.Series(inside).groupby(owner).sum()
-    return child.reindex(ops.index, fill_value=0).to_numpy()
+    owner_end = events["ts"].to_numpy()[owner] + events["dur"].to_numpy()[owner]
+    child = np.zeros(len(events), dtype=np.int64)
+    np.add.at(child, owner, np.clip(np.minimum(end, owner_end) - start, 0, None))
+    return child[index.get_indexer(ops.index)]
 
 
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -267,7 +266,7 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    events = in_steps(trace, trace.events)
+    events = in_steps(trace, trace.events[[*USED, "rank", "step"]])
     table, main_kernel = _dominant(events, trace.events)
     step = step_time(trace)
     busy = events[events["kind"].isin(BUSY)]
