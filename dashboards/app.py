@@ -16,6 +16,11 @@ from traceanalyzer.dashboards.store import Store
 
 UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""
+UPLOAD_TOO_LARGE = (
+    f"upload refused: the file is over the {UPLOAD_LIMIT_BYTES >> 20} MiB upload limit "
+    "(open a larger trace by path: traceanalyze dashboard PATH or --allow DIR)"
+)
+"""The one answer for an upload over the limit, from the browser (which then sends nothing) or the server."""
 
 POLL_MS = 700
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
@@ -58,10 +63,14 @@ def _layout() -> html.Div:
             html.Button("Open", id="open-btn"),
             dcc.Upload(
                 id="upload",
-                children=html.Span(f"… or drop / pick a .json or .json.gz file (up to {UPLOAD_LIMIT_BYTES >> 20} MiB)"),
+                children=html.Span(
+                    f"… or drop / pick a trace file: .json, .json.gz or a memory snapshot .pickle "
+                    f"(up to {UPLOAD_LIMIT_BYTES >> 20} MiB)"
+                ),
                 max_size=UPLOAD_LIMIT_BYTES,
                 style={"border": "1px dashed #999", "padding": "6px", "marginTop": "4px"},
             ),
+            html.Div(id="upload-limit", **{"data-limit": str(UPLOAD_LIMIT_BYTES), "data-message": UPLOAD_TOO_LARGE}),
             html.Div(id="open-msg", className="message"),
         ]
     )
@@ -124,7 +133,7 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         try:
             path = save_upload(contents, filename)
         except ValueError as e:
-            return f"upload refused: {e}", no_update
+            return str(e), no_update
         store.open([str(path)], label=f"{Path(path).name} (uploaded)")
         return f"opening uploaded {Path(path).name} …", False
 
@@ -186,15 +195,16 @@ def _status_line(job) -> html.Div:
 
 
 def save_upload(contents: str | None, filename: str | None) -> Path:
-    """Write an uploaded file (a data URL) to a private temp folder; refuse empty or oversized ones."""
+    """Write an uploaded file (a data URL) to a private temp folder; refuse empty or oversized ones (ValueError
+    with the message the page shows)."""
     if not contents or "," not in contents:
-        raise ValueError("empty upload")
+        raise ValueError("upload refused: the upload is empty")
     try:
         data = base64.b64decode(contents.split(",", 1)[1], validate=True)
     except (binascii.Error, ValueError) as e:
-        raise ValueError("the upload is not valid base64") from e
+        raise ValueError("upload refused: the upload is not valid base64") from e
     if len(data) > UPLOAD_LIMIT_BYTES:
-        raise ValueError(f"{len(data):,} bytes is over the {UPLOAD_LIMIT_BYTES:,}-byte limit")
+        raise ValueError(UPLOAD_TOO_LARGE)
     name = _SAFE_NAME.sub("_", Path(filename or "upload.json").name) or "upload.json"
     path = Path(tempfile.mkdtemp(prefix="traceanalyzer-upload-")) / name
     path.write_bytes(data)
