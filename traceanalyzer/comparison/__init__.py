@@ -114,7 +114,7 @@ def _facts(scope: Scope) -> dict:
 def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Comparison:
     """Compare two traces per step (or over their whole windows when either has no step markers)."""
     runs = {"baseline": baseline, "candidate": candidate}
-    stepless = [role for role, trace in runs.items() if not len(samples.step_table(trace, rank))]
+    stepless = [role for role, trace in runs.items() if not len(samples.rank_steps(trace, rank))]
     scopes = [samples.scope(t, rank, per_step=not stepless) for t in runs.values()]
     units = (scopes[0].units, scopes[1].units)
     kernels = [samples.level(s, Level.KERNEL) for s in scopes]

@@ -49,7 +49,7 @@ class Scope:
         return sorted({step for _, step in self.keys})
 
 
-def step_table(trace: Trace, rank: int | None) -> pd.DataFrame:
+def rank_steps(trace: Trace, rank: int | None) -> pd.DataFrame:
     """The run's step table, of one rank or all; a rank the run does not have is bad input."""
     table = trace.steps()
     if rank is None:
@@ -61,7 +61,7 @@ def step_table(trace: Trace, rank: int | None) -> pd.DataFrame:
 
 def scope(trace: Trace, rank: int | None, per_step: bool) -> Scope:
     """The run's units: its (rank, step) pairs, or its ranks' whole windows."""
-    table = step_table(trace, rank)
+    table = rank_steps(trace, rank)
     if per_step:
         return Scope(trace, rank, tuple(zip(table["rank"].astype(int), table["step"].astype(int), strict=True)))
     ranks = [rank] if rank is not None else trace.meta.ranks or [0]
@@ -121,5 +121,5 @@ def _busy(scope: Scope) -> np.ndarray:
 
 
 def _unit_column(scope: Scope, column: str) -> np.ndarray:
-    table = step_table(scope.trace, scope.rank).set_index(["rank", "step"])[column]
+    table = rank_steps(scope.trace, scope.rank).set_index(["rank", "step"])[column]
     return table.reindex(pd.MultiIndex.from_tuples(scope.keys)).to_numpy(dtype=float)
