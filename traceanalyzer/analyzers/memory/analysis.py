@@ -83,7 +83,7 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
     at = _at_peaks(trace, mem)
     live = _live_at_peaks(blocks, at)
     unfreed = _unfreed_blocks(blocks)
-    where = callpath.where_many(trace.events, np.concatenate([at["op"], live["op"], unfreed["op"]])).set_index("row")
+    where = callpath.walk(trace).where_many(np.concatenate([at["op"], live["op"], unfreed["op"]])).set_index("row")
     live = _with_context(trace, live, where)
     peaks = _with_live_totals(_peaks(trace, mem, at, where), live)
     step_memory = _step_memory(trace, mem)
@@ -173,7 +173,7 @@ def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
 
 def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
     """Per pool: peak allocated (first time reached) with its op, path, module and stack (``where``: the
-    ``callpath.where_many`` of its op, by row); peak reserved."""
+    ``where_many`` of its op, by row); peak reserved."""
     g = mem.groupby(GROUP, sort=True)
     ctx = where.reindex(at["op"].to_numpy())
     peaks = pd.DataFrame(
@@ -247,7 +247,7 @@ def _live_at_peaks(blocks: pd.DataFrame, at: pd.DataFrame) -> pd.DataFrame:
 
 def _with_context(trace, blocks: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
     """Blocks with the name, annotation path, module path and user stack of the op that allocated them (``where``:
-    the ``callpath.where_many`` of their ops, by row)."""
+    the ``where_many`` of their ops, by row)."""
     ctx = where.reindex(blocks["op"].to_numpy())
     out = blocks.copy()
     out["op_name"] = _op_names(trace, blocks["op"])
