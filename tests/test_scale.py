@@ -163,6 +163,19 @@ def test_gzip_json_size_is_the_inflated_size():
     assert footprint.json_size(FUSED) == len(gzip.decompress(FUSED.read_bytes()))
 
 
+@pytest.mark.parametrize("tail", [b"\xff\xff\xff\xff", b"\x00\x00\x00\x7f"])
+def test_a_cut_gzip_file_is_not_estimated_to_need_gigabytes(tmp_path, tail, monkeypatch):
+    """A cut file's last 4 bytes are compressed data, not the trailer's size field: a value deflate could never
+    reach is not believed, so the load reads what is there and says it was cut, instead of refusing for want of
+    memory."""
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(FUSED.read_bytes()[: FUSED.stat().st_size // 2] + tail)
+    assert footprint.json_size(cut) == cut.stat().st_size * footprint.MIN_GZIP_RATIO
+    monkeypatch.setenv("TRACEANALYZER_MEMORY_LIMIT", "1G")
+    trace = ta.load(cut)
+    assert len(trace.events) and any("ends early (truncated file?)" in w for w in trace.meta.warnings)
+
+
 def test_progress_of_bytes_read_and_the_estimate(monkeypatch):
     monkeypatch.setattr(loading, "SHOWN_FROM_BYTES", 0)
     said: list[str] = []

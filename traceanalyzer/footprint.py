@@ -21,6 +21,9 @@ MIN_GZIP_RATIO = 4
 """Kineto JSON compresses at least this well; a gzip size field (uncompressed size mod 4 GiB) that implies less
 is taken to have wrapped, for files large enough to hold 4 GiB of JSON at all."""
 WRAP_FROM_BYTES = 64 << 20
+MAX_GZIP_RATIO = 1032
+"""Deflate never compresses better than this; a size field that implies more is no gzip trailer (the file was cut
+or damaged), and the estimate takes MIN_GZIP_RATIO instead."""
 _GIB = 1 << 30
 _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -48,6 +51,8 @@ def json_size(path: Path) -> int:
             return size
         f.seek(-4, os.SEEK_END)
         inflated = int.from_bytes(f.read(4), "little")
+    if inflated > size * MAX_GZIP_RATIO:
+        return size * MIN_GZIP_RATIO
     while size >= WRAP_FROM_BYTES and inflated < size * MIN_GZIP_RATIO:
         inflated += 4 * _GIB
     return inflated
