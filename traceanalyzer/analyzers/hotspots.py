@@ -83,16 +83,16 @@ def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    ops = events[events["kind"] == Kind.CPU_OP.value]
-    self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)
-    device = events[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW)]
-    device_by_op = device.groupby("op")["dur"].sum()
+    ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name"]]
+    at = table.index.get_indexer(ops.index)
+    self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)[at]
+    device = events.loc[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW), ["op", "dur"]]
     frame = pd.DataFrame(
         {
             "name": ops["name"].array.codes,
             "dur": ops["dur"].to_numpy(),
             "self": self_ns,
-            "device": device_by_op.reindex(ops.index, fill_value=0).to_numpy(),
+            "device": _sum_per_row(table, device["op"].to_numpy(), device["dur"].to_numpy())[at],
         }
     )
     g = frame.groupby("name", sort=False)
@@ -126,20 +126,26 @@ def _replayed_row(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
-    """For each op row, the summed time of the ops directly beneath it (via any non-op frames), each counted only
-    inside its parent: a child that outlasts its parent (a record_function range ending after the op around it) must
-    not make the parent's self time negative."""
+    """Per row of ``events`` (by position), the summed time of the ``ops`` directly beneath it (via any non-op
+    frames), each counted only inside its parent: a child that outlasts its parent (a record_function range ending
+    after the op around it) must not make the parent's self time negative."""
     index = events.index
     parent = index.get_indexer(ops["parent"].to_numpy())  # positions; -1: no parent
-    owner = index.get_indexer(np.where(parent >= 0, events["op"].to_numpy()[parent], NO_ROW))  # the parent's op
-    linked = owner >= 0
-    owner = owner[linked]
+    owner = np.where(parent >= 0, events["op"].to_numpy()[parent], NO_ROW)  # the parent's op
+    linked = owner != NO_ROW
     start = ops["ts"].to_numpy()[linked]
     end = start + ops["dur"].to_numpy()[linked]
-    owner_end = events["ts"].to_numpy()[owner] + events["dur"].to_numpy()[owner]
-    child = np.zeros(len(events), dtype=np.int64)
-    np.add.at(child, owner, np.clip(np.minimum(end, owner_end) - start, 0, None))
-    return child[index.get_indexer(ops.index)]
+    at = index.get_indexer(owner[linked])
+    owner_end = events["ts"].to_numpy()[at] + events["dur"].to_numpy()[at]
+    return _sum_per_row(events, owner[linked], np.clip(np.minimum(end, owner_end) - start, 0, None))
+
+
+def _sum_per_row(table: pd.DataFrame, labels: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """Per row of ``table`` (by position): the sum of the values whose label is that row's (int64)."""
+    at = table.index.get_indexer(labels)
+    out = np.zeros(len(table), dtype=np.int64)
+    np.add.at(out, at[at >= 0], np.asarray(values, dtype=np.int64)[at >= 0])
+    return out
 
 
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
@@ -266,7 +272,8 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    events = in_steps(trace, trace.events[[*USED, "rank", "step"]])
+    ev = trace.events
+    events = in_steps(trace, ev.loc[ev["kind"].isin(DEVICE), [*USED, "rank", "step"]])  # the levels ranked read these
     table, main_kernel = _dominant(events, trace.events)
     step = step_time(trace)
     busy = events[events["kind"].isin(BUSY)]
