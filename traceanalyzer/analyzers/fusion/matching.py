@@ -110,7 +110,7 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens) + _discover(ctx, tokens)
     if not found:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
-    table = pd.DataFrame(found)
+    table = _measured(ctx, found)
     in_step = table["step"] != NO_ROW
     table = table[in_step] if in_step.any() and rank_steps(trace) else table
     where = opstream.locations(trace.events, table["first_row"].to_numpy())
@@ -121,7 +121,7 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     return _pair_backward(table)[OCCURRENCE_COLUMNS]
 
 
-def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
+def _library(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
     """Match every library pattern in priority order; an entry belongs to the first match that claims it."""
     lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.entries["lane"].to_numpy())]
     letters = _Letters(tokens)
@@ -129,7 +129,7 @@ def _library(ctx: _Context, tokens: np.ndarray) -> list[dict]:
     for pattern in PATTERNS:
         for phase, alternatives in _phases(pattern):
             for elements in alternatives:
-                found += _match(ctx, letters, pattern, elements, phase, lanes)
+                found += _match(letters, pattern, elements, phase, lanes)
     return found
 
 
@@ -181,7 +181,7 @@ def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> 
     return re.compile("".join(parts))
 
 
-def _match(ctx: _Context, letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[dict]:
+def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[_Found]:
     """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their entries."""
     regex = _regex(elements, phase == "backward", letters)
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
@@ -195,7 +195,7 @@ def _match(ctx: _Context, letters: _Letters, pattern: Pattern, elements, phase: 
             if len(work) < need or (letters.points[work] == letters.consumed).any():
                 continue
             variant = _variant(pattern, letters.tokens, work)
-            found.append(_occurrence(ctx, pattern.key, pattern.family, variant, phase, work, pattern.removable))
+            found.append(_Found(pattern.key, pattern.family, variant, phase, work, pattern.removable))
             letters.claim(work)
     return found
 
@@ -232,40 +232,64 @@ def _base(token: str) -> str:
     return token.removesuffix(KERNELLESS_SUFFIX).removesuffix(BACKWARD_SUFFIX)
 
 
-def _occurrence(
-    ctx: _Context, key: str, family: str, variant: str, phase: str, work: list[int], removable: bool = False
-) -> dict:
-    """Measured and estimated numbers of one occurrence (``work``: its entry positions with device work;
-    ``removable``: the fix removes the work, no fused kernel replaces it)."""
-    c, idx = ctx.cols, np.asarray(work)
-    gemm = ctx.gemm[idx]
-    dur = c["device_ns"][idx]
-    current, kept = int(dur.sum()), int(dur[gemm].sum())
-    out_bytes = c["out_bytes"][idx]
-    replaced = gemm.any() or removable
-    fused = 0.0 if replaced else (int(c["in_bytes"][idx[0]]) + int(out_bytes[-1])) / ctx.bandwidth * 1e9
-    kernels = c["kernels"][idx]
-    removed = int(kernels[~gemm].sum()) - (0 if replaced else 1)
-    intermediate = int(2 * out_bytes[:-1].sum())
-    return {
-        "pattern": key,
-        "family": family,
-        "variant": variant,
-        "phase": phase,
-        "rank": int(c["rank"][idx[0]]),
-        "step": int(c["step"][idx[0]]),
-        "first_row": int(c["row"][idx[0]]),
-        "entry_rows": c["row"][idx].tolist(),
-        "ts": int(c["ts"][idx[0]]),
-        "kernels": int(kernels.sum()),
-        "current_ns": current,
-        "kept_ns": kept,
-        "fused_ns": int(fused),
-        "saving_ns": max(int(current - kept - fused), 0),
-        "intermediate_bytes": intermediate,
-        "traffic_ns": int(intermediate / ctx.bandwidth * 1e9),
-        "launch_ns": int(max(removed, 0) * ctx.launch_ns),
-    }
+@dataclass
+class _Found:
+    """One occurrence as matched: what it is and its entries with device work (positions in the op stream)."""
+
+    pattern: str
+    family: str
+    variant: str
+    phase: str
+    work: np.ndarray
+    removable: bool = False  # the fix removes the work, no fused kernel replaces it
+    marker: int = NO_ROW  # an optimizer step: its marker's row, which locates it
+
+
+def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
+    """The occurrences with their measured and estimated numbers (the module's saving model), one row each."""
+    c = ctx.cols
+    lengths = np.array([len(f.work) for f in found], dtype=np.int64)
+    flat = np.concatenate([f.work for f in found])
+    starts = np.cumsum(lengths) - lengths
+    first, last = flat[starts], flat[starts + lengths - 1]
+
+    def total(values: np.ndarray) -> np.ndarray:
+        return np.add.reduceat(values[flat], starts)
+
+    current, kept = total(c["device_ns"]), total(np.where(ctx.gemm, c["device_ns"], 0))
+    replaced = (total(ctx.gemm.astype(np.int64)) > 0) | np.array([f.removable for f in found], dtype=bool)
+    fused = np.where(replaced, 0.0, (c["in_bytes"][first] + c["out_bytes"][last]) / ctx.bandwidth * 1e9)
+    removed = total(np.where(ctx.gemm, 0, c["kernels"])) - np.where(replaced, 0, 1)
+    intermediate = 2 * (total(c["out_bytes"]) - c["out_bytes"][last])
+    saving = np.maximum(_whole(current - kept - fused), 0)
+    marker = np.array([f.marker for f in found], dtype=np.int64)
+    optimizer = marker != NO_ROW
+    return pd.DataFrame(
+        {
+            "pattern": [f.pattern for f in found],
+            "family": [f.family for f in found],
+            "variant": [f.variant for f in found],
+            "phase": [f.phase for f in found],
+            "rank": c["rank"][first].astype(np.int64),
+            "step": c["step"][first].astype(np.int64),
+            "first_row": np.where(optimizer, marker, c["row"][first]),
+            "entry_rows": [rows.tolist() for rows in np.split(c["row"][flat], starts[1:])],
+            "ts": c["ts"][first],
+            "kernels": total(c["kernels"]),
+            "current_ns": current,
+            "kept_ns": kept,
+            "fused_ns": _whole(fused),
+            "saving_ns": np.where(optimizer, _whole(current * (1 - 2 / lengths)), saving),
+            "intermediate_bytes": intermediate,
+            "traffic_ns": _whole(intermediate / ctx.bandwidth * 1e9),
+            "launch_ns": _whole(np.maximum(removed, 0) * ctx.launch_ns),
+        }
+    )
+
+
+def _whole(values: np.ndarray) -> np.ndarray:
+    """Values truncated toward zero to integers (as ``int()`` does)."""
+    return np.trunc(values).astype(np.int64)
 
 
 def _launch_ns(ev: pd.DataFrame) -> float:
@@ -275,24 +299,22 @@ def _launch_ns(ev: pd.DataFrame) -> float:
     return float(np.median(ev["dur"].to_numpy()[rows])) if len(rows) else 0.0
 
 
-def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[dict]:
+def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[_Found]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
     c = ctx.cols
     entry_names = _names(ev, c["row"])
-    by_start = np.lexsort((c["ts"], c["rank"]))
+    starts = _Starts(c["rank"], c["ts"])
     found = []
     for row in _optimizer_steps(ev).tolist():
-        inside = _inside(c, by_start, int(ev["rank"].iat[row]), int(ev["ts"].iat[row]), int(ev["dur"].iat[row]))
+        inside = starts.inside(int(ev["rank"].iat[row]), int(ev["ts"].iat[row]), int(ev["dur"].iat[row]))
         work = inside[(c["kernels"][inside] > 0) & (tokens[inside] != CONSUMED)]
         if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in entry_names[work]):
             continue
         name = OPTIMIZER_STEP.match(str(ev["name"].iat[row])).group(1)
         style = "foreach" if any(tokens[w] == "foreach" for w in work) else "per-parameter loop"
-        occ = _occurrence(ctx, "optimizer", "Optimizer step", f"{name} ({style}, {len(work)} ops)", "optimizer", work)
-        occ["saving_ns"] = int(occ["current_ns"] * (1 - 2 / len(work)))
-        occ["first_row"] = row
-        found.append(occ)
+        variant = f"{name} ({style}, {len(work)} ops)"
+        found.append(_Found("optimizer", "Optimizer step", variant, "optimizer", work, marker=row))
         tokens[work] = CONSUMED
     return found
 
@@ -305,13 +327,18 @@ def _optimizer_steps(ev: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(marker_kind & np.append(step_names, False)[codes])
 
 
-def _inside(cols: dict[str, np.ndarray], by_start: np.ndarray, rank: int, start: int, dur: int) -> np.ndarray:
-    """Positions (ascending) of the entries of ``rank`` that start in [start, start + dur); ``by_start``: the entry
-    positions sorted by rank then start."""
-    ranks, starts = cols["rank"][by_start], cols["ts"][by_start]
-    lo, hi = np.searchsorted(ranks, [rank, rank + 1])
-    first, last = lo + np.searchsorted(starts[lo:hi], [start, start + dur])
-    return np.sort(by_start[first:last])
+class _Starts:
+    """The entries sorted by rank then start, to find those of a rank that start in a window."""
+
+    def __init__(self, rank: np.ndarray, ts: np.ndarray) -> None:
+        self.order = np.lexsort((ts, rank))
+        self.rank, self.ts = rank[self.order], ts[self.order]
+
+    def inside(self, rank: int, start: int, dur: int) -> np.ndarray:
+        """Positions (ascending) of the entries of ``rank`` that start in [start, start + dur)."""
+        lo, hi = np.searchsorted(self.rank, [rank, rank + 1])
+        first, last = lo + np.searchsorted(self.ts[lo:hi], [start, start + dur])
+        return np.sort(self.order[first:last])
 
 
 def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
@@ -320,7 +347,7 @@ def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.asarray(ev["name"].cat.categories.take(codes).astype(str), dtype=object)
 
 
-def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
+def _discover(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
     """Repeated chains of consecutive memory-bound kernels that no library pattern claimed."""
     work = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
     entries = ctx.entries
@@ -340,8 +367,8 @@ def _discover(ctx: _Context, tokens: np.ndarray) -> list[dict]:
         variant = ("backward: " if backward else "") + " → ".join(ctx.cols["label"][first])
         phase = "backward" if backward else "forward"
         for start in picks:
-            chain = work[start : start + length].tolist()
-            found.append(_occurrence(ctx, "discovered", "Repeated memory-bound chain", variant, phase, chain))
+            chain = work[start : start + length]
+            found.append(_Found("discovered", "Repeated memory-bound chain", variant, phase, chain))
             run[start : start + length] = -1
             tokens[chain] = CONSUMED
     return found

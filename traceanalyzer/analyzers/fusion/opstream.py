@@ -303,10 +303,11 @@ def _finds(regex: re.Pattern) -> Callable[[str], bool]:
 
 def _per_text(column: pd.Series, rows: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
     """``fn`` of the text of a categorical column at each row ("" where missing), once per distinct value."""
-    used, inverse = np.unique(column.cat.codes.to_numpy()[rows], return_inverse=True)
-    values = np.empty(len(used), dtype=dtype)
-    values[:] = [fn(t) for t in _texts(column, used)]
-    return values[inverse.ravel()]
+    codes = column.cat.codes.to_numpy()[rows].astype(np.int64)
+    used = np.flatnonzero(np.bincount(codes + 1, minlength=1)) - 1  # -1: missing
+    values = np.empty(len(column.cat.categories) + 1, dtype=dtype)  # the last slot: missing (code -1)
+    values[used] = [fn(t) for t in _texts(column, used)]
+    return values[codes]
 
 
 def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: np.ndarray, at: np.ndarray) -> np.ndarray:
