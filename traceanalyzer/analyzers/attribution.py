@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.steps import BUSY, step_table
-from traceanalyzer.schema import NO_ROW, Kind, Platform
+from traceanalyzer.memo import remember
+from traceanalyzer.schema import NO_ROW, Kind, Platform, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 
 HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.value, Kind.RUNTIME.value)
@@ -33,16 +36,38 @@ def busy_work(events: pd.DataFrame) -> pd.DataFrame:
 
 def busy_intervals(events: pd.DataFrame) -> intervals.Intervals:
     """Union of the busy device work among ``events``."""
-    work = busy_work(events)
-    ts = work["ts"].to_numpy()
-    return intervals.union(ts, ts + work["dur"].to_numpy())
+    return spans(busy_work(events))
+
+
+def spans(rows: pd.DataFrame) -> intervals.Intervals:
+    """Union of the rows' [ts, ts + dur) spans."""
+    ts = rows["ts"].to_numpy()
+    return intervals.union(ts, ts + rows["dur"].to_numpy())
+
+
+def rank_busy(trace: TraceData) -> dict[int, intervals.Intervals]:
+    """Per rank: the union of its busy device work on all its devices (once per trace)."""
+    return remember(trace, "attribution.rank_busy", lambda: _rank_busy(trace.events))
+
+
+def _rank_busy(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
+    work = events.loc[events["kind"].isin(BUSY), ["rank", "ts", "dur"]]
+    return {int(rank): spans(mine) for rank, mine in work.groupby("rank")}
 
 
 def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> np.ndarray:
-    """A text column of linked rows ('' where the link is NO_ROW)."""
-    values = events[column].astype(str).to_numpy()
-    rows = np.asarray(rows, dtype=np.int64)
-    return np.where(rows != NO_ROW, values[np.maximum(rows, 0)], "") if len(values) else np.full(len(rows), "")
+    """A text (category) column of linked rows ('' where the link is NO_ROW)."""
+    return category_text(events[column])[codes_at(events[column], rows)]
+
+
+def name_hits(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per row of a category column: does the pattern occur in its text? Searched once per category present."""
+    text = category_text(column)
+    at = np.asarray(column.array.codes, dtype=np.int64) % len(text)  # code -1 (missing) is the last text: ''
+    hit = np.zeros(len(text), dtype=bool)
+    for code in np.flatnonzero(np.bincount(at, minlength=len(text))).tolist():
+        hit[code] = bool(pattern.search(text[code]))
+    return hit[at]
 
 
 def locate(trace: TraceData, rows: np.ndarray) -> pd.DataFrame:
@@ -56,11 +81,10 @@ def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
     rows = np.asarray(rows, dtype=np.int64)
     ok = rows != NO_ROW
     place = locate(trace, rows[ok])
-    names = trace.events["name"].astype(str).to_numpy()
-    ops = trace.events["op"].to_numpy()[rows[ok]]
+    ops = linked(trace.events, trace.events["op"].to_numpy()[rows[ok]], "name")
+    calls = linked(trace.events, rows[ok], "name")
     out = [""] * len(rows)
-    for i, row, op, annotation in zip(np.flatnonzero(ok), rows[ok], ops, place["annotation"], strict=True):
-        parts = [annotation, names[op] if op != NO_ROW else "", names[row]]
+    for i, parts in zip(np.flatnonzero(ok), zip(place["annotation"], ops, calls, strict=True), strict=True):
         out[i] = callpath.SEPARATOR.join(dict.fromkeys(p for p in parts if p))
     return out
 
@@ -68,7 +92,7 @@ def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
 def host_activity(trace: TraceData, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
     """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
     events = trace.events
-    host = events[(events["rank"] == rank) & events["kind"].isin(HOST_ACTIVITY_KINDS)]
+    host = events.loc[(events["rank"] == rank) & events["kind"].isin(HOST_ACTIVITY_KINDS), ["ts", "dur", "depth"]]
     ts = host["ts"].to_numpy()
     end = ts + host["dur"].to_numpy()
     depth = host["depth"].to_numpy()

@@ -8,7 +8,14 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, busy_work, describe, host_activity
+from traceanalyzer.analyzers.attribution import (
+    accelerator,
+    busy_intervals,
+    busy_work,
+    describe,
+    host_activity,
+    rank_busy,
+)
 from traceanalyzer.analyzers.steps import step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
@@ -96,13 +103,11 @@ def idle_claims(trace: TraceData) -> Claims:
 
 
 def _idle_in_spans(trace: TraceData) -> Claims:
-    spans = step_spans(trace)
-    work = busy_work(trace.events)
+    busy = rank_busy(trace)
     out: Claims = {}
-    for rank, mine in spans.groupby("rank"):
-        busy = busy_intervals(work[work["rank"] == rank])
+    for rank, mine in step_spans(trace).groupby("rank"):
         span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
-        out[int(rank)] = intervals.subtract(span, busy)
+        out[int(rank)] = intervals.subtract(span, busy.get(int(rank), intervals.EMPTY))
     return out
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, in_steps, linked, locate, steps_count
+from traceanalyzer.analyzers.attribution import accelerator, in_steps, linked, locate, rank_busy, steps_count
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -66,8 +66,8 @@ def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
             "frame": place["frame"].to_numpy(),
             "kernel_ns": kernels["dur"].to_numpy(),
             "launch_ns": events["dur"].to_numpy()[launch],
-            "launch_call": events["name"].astype(str).to_numpy()[launch],
-            "idle_before_ns": _idle_before(events, kernels),
+            "launch_call": linked(events, launch, "name"),
+            "idle_before_ns": _idle_before(trace, kernels),
             "top_op": linked(events, kernels["top_op"].to_numpy(), "name"),
         }
     )
@@ -80,13 +80,14 @@ def _most_common(names: pd.Series, n: int = 3) -> str:
     return ", ".join(names[names != ""].value_counts().head(n).index)
 
 
-def _idle_before(events: pd.DataFrame, kernels: pd.DataFrame) -> np.ndarray:
+def _idle_before(trace: TraceData, kernels: pd.DataFrame) -> np.ndarray:
     """Per kernel: the device idle gap (under 100 µs) that ends where it starts, 0 if it starts while busy."""
     out = np.zeros(len(kernels), dtype=np.int64)
     ts = kernels["ts"].to_numpy()
+    busy = rank_busy(trace)
     for rank in kernels["rank"].unique():
         mine = np.flatnonzero((kernels["rank"] == rank).to_numpy())
-        starts, ends = busy_intervals(events[events["rank"] == rank])
+        starts, ends = busy[int(rank)]
         j = np.searchsorted(starts, ts[mine], side="right") - 1
         opens = (j > 0) & (starts[np.maximum(j, 0)] == ts[mine])
         gap = np.where(opens, starts[np.maximum(j, 0)] - ends[np.maximum(j - 1, 0)], 0)

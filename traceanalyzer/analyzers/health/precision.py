@@ -7,10 +7,10 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, steps_count
+from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, name_hits, steps_count
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import Kind
+from traceanalyzer.schema import Kind, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
     DTYPES,
@@ -19,7 +19,6 @@ from traceanalyzer.vocabulary import (
     MATMUL_OPS,
     REDUCED_DTYPES,
     TENSOR_CORE_KERNEL,
-    matches,
 )
 
 ANALYZER = "health"
@@ -39,13 +38,15 @@ def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
     events = trace.events
     kernels = in_steps(trace, events[events["kind"] == Kind.KERNEL.value])
-    names = kernels["name"].astype(str).to_numpy()
-    op_names = linked(events, kernels["op"].to_numpy(), "name")
-    types = pd.Series(linked(events, kernels["op"].to_numpy(), "input_types")).str.lower()
-    fp32_op = np.isin(op_names, list(MATMUL_OPS)) & types.str.contains(_FP32_TYPE).to_numpy()
-    fp32_op &= ~types.str.contains(_REDUCED_TYPE).to_numpy()
-    gemm_like = matches(names, GEMM_KERNEL) & ~matches(names, TENSOR_CORE_KERNEL)
-    picked = matches(names, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
+    names = linked(events, kernels.index.to_numpy(), "name")
+    op = kernels["op"].to_numpy()
+    op_names = linked(events, op, "name")
+    types = pd.Series(category_text(events["input_types"])).str.lower()
+    fp32_types = (types.str.contains(_FP32_TYPE) & ~types.str.contains(_REDUCED_TYPE)).to_numpy()
+    fp32_op = np.isin(op_names, list(MATMUL_OPS)) & fp32_types[codes_at(events["input_types"], op)]
+    kernel = kernels["name"]
+    gemm_like = name_hits(kernel, GEMM_KERNEL) & ~name_hits(kernel, TENSOR_CORE_KERNEL)
+    picked = name_hits(kernel, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
     frame = pd.DataFrame(
         {
             "rank": kernels["rank"].to_numpy()[picked],

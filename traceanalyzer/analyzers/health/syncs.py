@@ -9,14 +9,23 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, busy_intervals, in_steps, linked, locate, steps_count
+from traceanalyzer.analyzers.attribution import (
+    accelerator,
+    in_steps,
+    linked,
+    locate,
+    name_hits,
+    rank_busy,
+    spans,
+    steps_count,
+)
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
 from traceanalyzer.analyzers.health.launch import place_text
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import HOST_KINDS, Kind
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS, matches
+from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS
 
 ANALYZER = "health"
 
@@ -25,7 +34,7 @@ ANALYZER = "health"
 def sync_stalls(trace: TraceData) -> pd.DataFrame:
     """Every blocking host sync call: where it was, how long the host waited, and the device idle right after it."""
     events = trace.events
-    calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].astype(str).isin(SYNC_CALLS)]
+    calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].isin(SYNC_CALLS)]
     place = locate(trace, calls.index.to_numpy())
     table = pd.DataFrame(
         {
@@ -40,18 +49,18 @@ def sync_stalls(trace: TraceData) -> pd.DataFrame:
         },
         index=calls.index,
     )
-    table["idle_after_ns"] = _idle_after(events, table)
+    table["idle_after_ns"] = _idle_after(trace, table)
     return table
 
 
-def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
+def _idle_after(trace: TraceData, calls: pd.DataFrame) -> np.ndarray:
     """Device idle of the gap each call ends in, charged to the first call ending in it (0 if the device is busy
     then), less the time the host spends loading data in that gap (the device would wait for the input anyway)."""
     out = np.zeros(len(calls), dtype=np.int64)
     done = (calls["ts"] + calls["sync_ns"]).to_numpy()
+    busy, loading = rank_busy(trace), _data_loading(trace.events)
     for rank in calls["rank"].unique():
-        mine_events = events[events["rank"] == rank]
-        starts, ends = busy_intervals(mine_events)
+        starts, ends = busy.get(int(rank), intervals.EMPTY)
         if len(starts) < 2:
             continue
         mine = np.flatnonzero((calls["rank"] == rank).to_numpy())
@@ -60,24 +69,22 @@ def _idle_after(events: pd.DataFrame, calls: pd.DataFrame) -> np.ndarray:
         inside = (ends[nxt - 1] <= done[mine]) & (starts[nxt] > done[mine])
         first = inside & ~pd.Series(np.where(inside, nxt, -1)).duplicated().to_numpy()
         gap_start, gap_end = ends[nxt - 1][first], starts[nxt][first]
-        loading = intervals.covered_within(_data_loading(mine_events), gap_start, gap_end)
-        out[mine[first]] = gap_end - gap_start - loading
+        covered = intervals.covered_within(loading.get(int(rank), intervals.EMPTY), gap_start, gap_end)
+        out[mine[first]] = gap_end - gap_start - covered
     return out
 
 
-def _data_loading(events: pd.DataFrame) -> intervals.Intervals:
-    """When the host loads data (DataLoader ranges and frames), as disjoint intervals."""
-    host = events[events["kind"].isin([k.value for k in HOST_KINDS])]
-    names = host["name"].cat.categories.astype(str)
-    loading = np.asarray(names.str.contains(DATA_LOADING), dtype=bool)[host["name"].cat.codes.to_numpy()]
-    rows = host[loading]
-    return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
+def _data_loading(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
+    """Per rank: when the host loads data (DataLoader ranges and frames), as disjoint intervals."""
+    host = events["kind"].isin([k.value for k in HOST_KINDS]).to_numpy()
+    rows = events.loc[host & name_hits(events["name"], DATA_LOADING), ["rank", "ts", "dur"]]
+    return {int(rank): spans(mine) for rank, mine in rows.groupby("rank")}
 
 
 def dtoh_copies(trace: TraceData) -> pd.DataFrame:
     """Device-to-host copies per rank and name (pageable ones flagged)."""
     events = trace.events
-    copies = events[(events["kind"] == Kind.MEMCPY.value) & matches(events["name"].to_numpy(), DTOH_COPY)]
+    copies = events[(events["kind"] == Kind.MEMCPY.value) & name_hits(events["name"], DTOH_COPY)]
     table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "name", "count", "total_ns"]
     table["name"] = table["name"].astype(str)
