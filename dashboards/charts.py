@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 from traceanalyzer.dashboards.names import shortened
 
 from traceanalyzer import humanize
@@ -126,3 +127,23 @@ def outline(segments: pd.DataFrame, name: str) -> go.Scattergl:
         hoverinfo="skip",
         connectgaps=False,
     )
+
+
+POOL_COLOURS = qualitative.D3
+LINE_DASH = {"allocated": "solid", "reserved": "dot"}
+
+
+def pools_coloured(fig: go.Figure) -> go.Figure:
+    """The memory chart with one colour per pool (rank and device: allocated solid, reserved dotted, its peak
+    marked in the same colour) and the legend below the plot."""
+    pools: dict[str, str] = {}
+    for trace in fig.data:
+        pool, _, what = trace.name.rpartition(" ")
+        colour = pools.setdefault(pool, POOL_COLOURS[len(pools) % len(POOL_COLOURS)])
+        if what == "peak":
+            trace.marker.color = colour
+        else:
+            trace.line.color, trace.line.dash = colour, LINE_DASH.get(what, "solid")
+    below = {"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0}  # above, it would run under the tool bar
+    fig.update_layout(legend=below, showlegend=True, margin={"t": 30, "b": 40})
+    return fig

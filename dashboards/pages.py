@@ -290,8 +290,9 @@ def memory(view: View, query: dict[str, str]) -> list:
 
 
 def _memory_chart(view: View, timeline: pd.DataFrame, peaks: pd.DataFrame):
-    """The memory lines on the tables' clock: ms from the trace's start, as the section's at_ns columns count."""
-    fig = figures.memory_lines(timeline, peaks)
+    """The memory lines, one colour per rank and device, on the tables' clock: ms from the trace's start, as the
+    section's at_ns columns count."""
+    fig = charts.pools_coloured(figures.memory_lines(timeline, peaks))
     if not len(timeline):
         return fig
     shift = (int(timeline["ts"].min()) - view.trace.meta.start_ns) / 1e6

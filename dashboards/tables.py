@@ -22,7 +22,9 @@ TIP_CHARS = 40
 LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
 """Columns cut to one line; the full text shows on hover."""
 ID_COLUMNS = {"rank", "step", "late_rank", "device", "stream", "tid", "pid", "op", "launch", "correlation"}
-"""Columns where NO_ROW (-1) means none: shown as an empty cell, never as -1."""
+"""Columns where NO_ROW (-1) means none: shown as what it means (NONE_TEXT) or an empty cell, never as -1."""
+NONE_TEXT = {"step": "outside every step", "device": "host"}
+"""What NO_ROW means in these columns (a memory pool of device -1 is the host's)."""
 
 
 def _unit(unit: Unit) -> tuple[str, float, Format | None]:
@@ -167,8 +169,10 @@ def _cell(key: str, value: object, unit: Unit) -> object:
         return "" if value is None else str(value)
     if isinstance(value, Number):
         v = float(value)
-        if math.isnan(v) or (key in ID_COLUMNS and value == NO_ROW):
+        if math.isnan(v):
             return None
+        if key in ID_COLUMNS and value == NO_ROW:
+            return NONE_TEXT.get(key)
         return v * _unit(unit)[1]
     return str(value)
 

@@ -215,6 +215,26 @@ def test_memory_page_marks_the_peak(browser, app_url):
     _shot(browser, "memory")
 
 
+def test_memory_chart_colours_each_rank_and_shows_no_sentinel(browser, app_url):
+    """ddp_no_overlap: each rank's pool has its own colour in the legend; the host pool (device -1) reads 'host'."""
+    _open(browser, app_url, "/memory", "ddp")
+    _wait(browser, "#memory-graph .main-svg")
+    traces = browser.execute_script(
+        "const g = document.querySelector('#memory-graph .js-plotly-plot');"
+        "return [g.layout.showlegend, g.data.map(t => [t.name, (t.line && t.line.color) || t.marker.color])]"
+    )
+    shown, drawn = traces
+    colours: dict[str, set] = {}
+    for name, colour in drawn:
+        colours.setdefault(name.rsplit(" ", 1)[0], set()).add(colour)
+    assert shown and {"rank 0 device 0", "rank 1 device 1"} <= set(colours)
+    assert all(len(c) == 1 for c in colours.values()), colours  # allocated, reserved and peak of a pool alike
+    assert len(set.union(*colours.values())) == len(colours)  # and every pool its own colour
+    cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
+    assert "-1" not in cells and "host" in cells
+    assert "step -1" not in _wait(browser, "#memory-facts").text
+
+
 def test_fusion_and_compare_pages_open(browser, app_url):
     _open(browser, app_url, "/fusion", "gpt_train")
     assert _wait(browser, "#page").text
@@ -593,13 +613,15 @@ def _as_shown(fact: dict) -> tuple[str, str]:
     return fact["title"] + per, shown
 
 
-@pytest.mark.parametrize("trace", ["gpt_train", "ddp"])
+@pytest.mark.parametrize("trace", ["gpt_train", "ddp", "ascend"])
 def test_overview_figures_equal_the_json_report(browser, app_url, trace):
     from traceanalyzer.dashboards.overview import HEADLINE
 
     from traceanalyzer import humanize
 
     _, store, keys = app_url
+    if trace not in keys:
+        pytest.skip(f"Ascend sample not available: {ASCEND}")
     report = _json_report(Path(store.jobs()[list(keys).index(trace)].paths[0]))
     _open(browser, app_url, "/", trace)
     assert {d["name"] for d in report["trace"]["devices"]} <= set(_wait(browser, "#trace-facts").text.split("\n"))

@@ -67,7 +67,9 @@ def _peak_facts(top: pd.Series, m: MemoryAnalysis) -> list[Fact]:
         Fact(
             "peak_at",
             "peak at",
-            f"rank {top['rank']}, device {top['device']}, step {top['peak_step']}: {top['path'] or top['op']}",
+            f"rank {top['rank']}, device {top['device']}, "
+            + (f"step {top['peak_step']}" if top["peak_step"] >= 0 else "outside every step")
+            + f": {top['path'] or top['op']}",
         ),
         Fact("peak_module", "peak in module", top["module"] or "–"),
         Fact("peak_code", "peak in code", top["stack"] or "–"),
