@@ -123,9 +123,18 @@ def _empty(dtype: str) -> pd.Series:
     return pd.Series(np.empty(0, dtype=dtype))
 
 
+def positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
+    """The positions of row labels in a table's index (-1 at NO_ROW or a label it lacks); where the labels are the
+    positions (an event table's RangeIndex) without a lookup."""
+    labels = np.asarray(labels, dtype=np.int64)
+    if isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1:
+        return np.where((labels >= 0) & (labels < len(index)), labels, -1)
+    return index.get_indexer(labels)
+
+
 def codes_at(column: pd.Series, labels: np.ndarray) -> np.ndarray:
     """A category column's codes at the given row labels (-1 at NO_ROW, a label the column lacks or a missing value)."""
-    position = column.index.get_indexer(np.asarray(labels, dtype=np.int64))
+    position = positions(column.index, labels)
     codes = column.array.codes
     return np.where(position >= 0, codes[position], -1) if len(codes) else np.full(len(position), -1, dtype=np.int8)
 

@@ -19,7 +19,7 @@ from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text, codes_at
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text, codes_at, positions
 from traceanalyzer.section import Per, Section, Table
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_REPLAYED
@@ -84,7 +84,7 @@ def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
 
 def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name"]]
-    at = table.index.get_indexer(ops.index)
+    at = positions(table.index, ops.index)
     self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)[at]
     device = events.loc[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW), ["op", "dur"]]
     frame = pd.DataFrame(
@@ -130,19 +130,19 @@ def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     frames), each counted only inside its parent: a child that outlasts its parent (a record_function range ending
     after the op around it) must not make the parent's self time negative."""
     index = events.index
-    parent = index.get_indexer(ops["parent"].to_numpy())  # positions; -1: no parent
+    parent = positions(index, ops["parent"].to_numpy())  # positions; -1: no parent
     owner = np.where(parent >= 0, events["op"].to_numpy()[parent], NO_ROW)  # the parent's op
     linked = owner != NO_ROW
     start = ops["ts"].to_numpy()[linked]
     end = start + ops["dur"].to_numpy()[linked]
-    at = index.get_indexer(owner[linked])
+    at = positions(index, owner[linked])
     owner_end = events["ts"].to_numpy()[at] + events["dur"].to_numpy()[at]
     return _sum_per_row(events, owner[linked], np.clip(np.minimum(end, owner_end) - start, 0, None))
 
 
 def _sum_per_row(table: pd.DataFrame, labels: np.ndarray, values: np.ndarray) -> np.ndarray:
     """Per row of ``table`` (by position): the sum of the values whose label is that row's (int64)."""
-    at = table.index.get_indexer(labels)
+    at = positions(table.index, labels)
     out = np.zeros(len(table), dtype=np.int64)
     np.add.at(out, at[at >= 0], np.asarray(values, dtype=np.int64)[at >= 0])
     return out
