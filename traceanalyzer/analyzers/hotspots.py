@@ -391,11 +391,11 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     pairs, at = np.unique((op + 1) * len(kernel_text) + kernel + 1, return_inverse=True)  # each (op, kernel) once
     ops, kernels = np.divmod(pairs, len(kernel_text))
     named = [category(op_text[o - 1], kernel_text[k - 1]) for o, k in zip(ops, kernels, strict=True)]
-    cats = np.asarray(named, dtype=object)[at]
-    kind = device["kind"].to_numpy()
-    cats = np.where(kind == Kind.COMMUNICATION.value, "communication", cats)
-    cats = np.where(kind == Kind.SYNC.value, "wait", cats)
-    stats = _stats(pd.DataFrame({"name": cats, "dur": device["dur"].to_numpy()}), "name").reset_index()
+    ids, names = pd.factorize(np.array([*named, "communication", "wait"], dtype=object))
+    kind = category_text(device["kind"])[device["kind"].array.codes]
+    cat = np.where(kind == Kind.COMMUNICATION.value, ids[-2], np.where(kind == Kind.SYNC.value, ids[-1], ids[at]))
+    stats = _stats(pd.DataFrame({"name": cat, "dur": device["dur"].to_numpy()}), "name").reset_index()
+    stats["name"] = _text(np.asarray(names, dtype=object)[stats["name"].to_numpy()])
     stats["kind"] = ""
     return _ranked(stats)[HOTSPOT_COLUMNS]
 
