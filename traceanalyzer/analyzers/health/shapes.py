@@ -18,7 +18,7 @@ from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import busy_work
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import COMPILE_CALL
 
@@ -44,13 +44,14 @@ def shape_changes(events: pd.DataFrame) -> pd.DataFrame:
     rows = _shaped(events)
     if not len(rows):
         return pd.DataFrame(columns=COLUMNS)
-    frame = pd.DataFrame(
+    frame = pd.DataFrame(  # names, shapes and threads by their category codes: one to one with their text
         {
             "rank": rows["rank"].to_numpy(),
-            "name": rows["name"].astype(str).to_numpy(),
-            "shape": rows["input_dims"].astype(str).to_numpy(),
+            "name": rows["name"].array.codes,
+            "shape": rows["input_dims"].array.codes,
             "step": rows["step"].to_numpy(),
-            "thread": (rows["pid"].astype(str) + "/" + rows["tid"].astype(str)).to_numpy(),
+            "pid": rows["pid"].array.codes,
+            "tid": rows["tid"].array.codes,
             "ts": rows["ts"].to_numpy(),
             "dur": rows["dur"].to_numpy(),
             "device_ns": _device_ns(events, rows),
@@ -58,13 +59,17 @@ def shape_changes(events: pd.DataFrame) -> pd.DataFrame:
     )
     table = _per_op(frame)
     hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
-    table = table[hit].sort_values(["device_ns", "new_shapes"], ascending=False, kind="stable")
-    return table.reset_index(drop=True)[COLUMNS]
+    table = table[hit].sort_values(["device_ns", "new_shapes"], ascending=False, kind="stable").reset_index(drop=True)
+    table["name"] = pd.array(category_text(events["name"])[table["name"].to_numpy()], dtype="str")
+    return table[COLUMNS]
 
 
 def _shaped(events: pd.DataFrame) -> pd.DataFrame:
     """The in-step rows whose input shapes are recorded: CPU ops, or kernels where no CPU op has shapes."""
-    in_step = events[(events["step"] != NO_ROW) & (events["input_dims"].astype(str).str.len() > 0)]
+    dims = events["input_dims"]
+    recorded = np.array([len(t) > 0 for t in category_text(dims)], dtype=bool)[dims.array.codes]
+    columns = ["rank", "name", "input_dims", "step", "pid", "tid", "ts", "dur", "kind"]
+    in_step = events.loc[(events["step"] != NO_ROW).to_numpy() & recorded, columns]
     ops = in_step[in_step["kind"] == Kind.CPU_OP.value]
     return ops if len(ops) else in_step[in_step["kind"] == Kind.KERNEL.value]
 
@@ -100,19 +105,17 @@ def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
 
 def _nested(calls: pd.DataFrame) -> pd.Series:
     """Per call: does it run inside an earlier call of the set on the same thread (its stall is in that one's)?"""
-    calls = calls.sort_values(["rank", "thread", "ts"], kind="stable")
-    end = (
-        (calls["ts"] + calls["dur"])
-        .groupby([calls["rank"], calls["thread"]])
-        .transform(lambda e: e.cummax().shift(fill_value=np.iinfo(np.int64).min))
-    )
-    return calls["ts"] < end
+    calls = calls.sort_values(["rank", "pid", "tid", "ts"], kind="stable")
+    thread = [calls["rank"], calls["pid"], calls["tid"]]
+    reach = (calls["ts"] + calls["dur"]).groupby(thread).cummax()
+    return calls["ts"] < reach.groupby(thread).shift(fill_value=np.iinfo(np.int64).min)
 
 
 def compile_ns(events: pd.DataFrame) -> int:
     """Host time in run-time op compiles (CANN ``Compile`` calls) inside steps."""
-    calls = events[(events["kind"] == Kind.RUNTIME.value) & (events["step"] != NO_ROW)]
-    return int(calls.loc[calls["name"].astype(str).str.contains(COMPILE_CALL), "dur"].sum())
+    compiling = np.array([COMPILE_CALL in t for t in category_text(events["name"])], dtype=bool)
+    calls = (events["kind"] == Kind.RUNTIME.value).to_numpy() & (events["step"] != NO_ROW).to_numpy()
+    return int(events["dur"].to_numpy()[calls & compiling[events["name"].array.codes]].sum())
 
 
 def shape_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
