@@ -21,7 +21,7 @@ def section(trace: TraceData, options: Options) -> Section:
     """The ledger section (always present)."""
     meta = trace.meta
     steps = step_table(trace)
-    work = trace.events[trace.events["kind"].isin(BUSY)]
+    work = trace.events.loc[trace.events["kind"].isin(BUSY), ["dur", "op"]]
     device_ns = int(work["dur"].sum())
     outside = outside_steps(trace)
     missing = sorted(set(range(meta.world_size)) - set(trace.base.meta.ranks))
@@ -59,8 +59,8 @@ def section(trace: TraceData, options: Options) -> Section:
 def graph_replayed(trace: TraceData) -> pd.DataFrame:
     """The busy device rows launched by a graph replay (cudaGraphLaunch / hipGraphLaunch)."""
     ev = trace.events
-    work = ev[ev["kind"].isin(BUSY)]
-    return work[graph_launched(ev, work["launch"].to_numpy())]
+    work = np.flatnonzero(ev["kind"].isin(BUSY).to_numpy())
+    return ev.iloc[work[graph_launched(ev, ev["launch"].to_numpy()[work])]]
 
 
 def graph_launched(table: pd.DataFrame, launch: np.ndarray) -> np.ndarray:

@@ -23,7 +23,7 @@ from traceanalyzer import intervals
 from traceanalyzer.findings import StepTime
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
@@ -64,10 +64,12 @@ SHOWN_STEP_COLUMNS = (
 def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     """The step table of the whole run (a step's period needs the next step)."""
     events = trace.events
-    markers = events[(events["kind"] == Kind.STEP.value) & (events["step"] != NO_ROW)]
+    markers = events.loc[
+        (events["kind"] == Kind.STEP.value) & (events["step"] != NO_ROW), ["rank", "step", "ts", "dur"]
+    ]
     if not len(markers):
         return pd.DataFrame({c: pd.Series(dtype=object if c == "bound" else "int64") for c in STEP_COLUMNS})
-    device = events[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW)]
+    device = events.loc[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW), ["rank", "step", "kind", "ts", "dur"]]
     markers = markers.assign(end=markers["ts"] + markers["dur"])
     host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
     table = pd.concat([host.reset_index(), _device_columns(device, host.index)], axis=1)
@@ -79,9 +81,10 @@ def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
     (compute and collectives) and its device time per kind; NO_ROW spans and zeros where it has no device work."""
     group = steps.get_indexer(pd.MultiIndex.from_arrays([device["rank"].to_numpy(), device["step"].to_numpy()]))
     mine = group >= 0  # not a (rank, step) without a marker
-    group, kind = group[mine], device["kind"].astype(object).to_numpy()[mine]
+    kinds = category_text(device["kind"])
+    group, kind = group[mine], device["kind"].array.codes[mine]
     ts, dur = device["ts"].to_numpy()[mine], device["dur"].to_numpy()[mine]
-    busy = np.isin(kind, BUSY)
+    busy = np.isin(kinds, BUSY)[kind]
     whole = pd.RangeIndex(len(steps))
     work = pd.DataFrame({"start": ts[busy], "end": ts[busy] + dur[busy]}).groupby(group[busy])
     out = pd.DataFrame(
@@ -90,12 +93,12 @@ def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
             "device_end_ns": work["end"].max().reindex(whole, fill_value=NO_ROW),
             "device_busy_ns": _busy_per_group(group[busy], ts[busy], ts[busy] + dur[busy], len(steps)),
             "kernels": np.bincount(
-                group[np.isin(kind, [Kind.KERNEL.value, Kind.COMMUNICATION.value])], minlength=len(steps)
+                group[np.isin(kinds, [Kind.KERNEL.value, Kind.COMMUNICATION.value])[kind]], minlength=len(steps)
             ),
         },
         index=whole,
     )
-    by_kind = pd.Series(dur).groupby([group, kind]).sum().unstack(fill_value=0)
+    by_kind = pd.Series(dur).groupby([group, kind]).sum().unstack(fill_value=0).rename(columns=dict(enumerate(kinds)))
     by_kind = by_kind.reindex(index=whole, columns=list(DEVICE), fill_value=0)
     return out.join(by_kind.add_suffix("_ns")).astype(np.int64)
 
@@ -169,7 +172,7 @@ def outside_steps(trace: TraceData) -> pd.DataFrame:
     """Per rank: device work that belongs to no step (launched before the first recorded step, after the last, or
     between steps): how many events and how much device time (ns)."""
     ev = trace.events
-    work = ev[ev["kind"].isin(BUSY) & (ev["step"] == NO_ROW)]
+    work = ev.loc[ev["kind"].isin(BUSY) & (ev["step"] == NO_ROW), ["rank", "dur"]]
     table = work.groupby("rank", observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "events", "device_ns"]
     return table
