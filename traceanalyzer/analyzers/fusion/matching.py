@@ -25,7 +25,7 @@ import pandas as pd
 
 from traceanalyzer import devices
 from traceanalyzer.analyzers.fusion import opstream
-from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, per_token
+from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, per_text, per_token
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -273,7 +273,7 @@ def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
             "rank": c["rank"][first].astype(np.int64),
             "step": c["step"][first].astype(np.int64),
             "first_row": np.where(optimizer, marker, c["row"][first]),
-            "entry_rows": [rows.tolist() for rows in np.split(c["row"][flat], starts[1:])],
+            "entry_rows": _pieces(c["row"][flat].tolist(), starts, lengths),
             "ts": c["ts"][first],
             "kernels": total(c["kernels"]),
             "current_ns": current,
@@ -285,6 +285,11 @@ def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
             "launch_ns": _whole(np.maximum(removed, 0) * ctx.launch_ns),
         }
     )
+
+
+def _pieces(values: list, starts: np.ndarray, lengths: np.ndarray) -> list[list]:
+    """The list cut into consecutive pieces of the given starts and lengths."""
+    return [values[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
 
 
 def _whole(values: np.ndarray) -> np.ndarray:
@@ -303,13 +308,13 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[_Found]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
     c = ctx.cols
-    entry_names = _names(ev, c["row"])
+    fused = per_text(ev["name"], c["row"], lambda n: bool(FUSED_OPTIMIZER_OP.search(n)), bool)
     starts = _Starts(c["rank"], c["ts"])
     found = []
     for row in _optimizer_steps(ev).tolist():
         inside = starts.inside(int(ev["rank"].iat[row]), int(ev["ts"].iat[row]), int(ev["dur"].iat[row]))
         work = inside[(c["kernels"][inside] > 0) & (tokens[inside] != CONSUMED)]
-        if len(work) <= 2 or any(FUSED_OPTIMIZER_OP.search(n) for n in entry_names[work]):
+        if len(work) <= 2 or fused[work].any():
             continue
         name = OPTIMIZER_STEP.match(str(ev["name"].iat[row])).group(1)
         style = "foreach" if any(tokens[w] == "foreach" for w in work) else "per-parameter loop"

@@ -31,7 +31,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     canonical,
     display_name,
 )
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
     CONV_KERNEL,
@@ -133,7 +133,7 @@ def _wrapper_ops(ev: pd.DataFrame) -> np.ndarray:
     """Per event: is it a record_function range written as a CPU op (``WRAPPER_OP``)?"""
     cpu = np.flatnonzero((ev["kind"] == Kind.CPU_OP.value).to_numpy())
     out = np.zeros(len(ev), dtype=bool)
-    out[cpu] = _per_text(ev["name"], cpu, lambda n: bool(WRAPPER_OP.match(n)), bool)
+    out[cpu] = per_text(ev["name"], cpu, lambda n: bool(WRAPPER_OP.match(n)), bool)
     return out
 
 
@@ -165,16 +165,24 @@ def _op_entries(ev: pd.DataFrame, linked: np.ndarray) -> Entries:
     stream_op = np.full(len(ev), NO_ROW, dtype=np.int64)
     stream_op[cpu] = unwrapped_top_ops(ev, cpu)
     owner = _owners(ev, linked, stream_op)
-    rows = np.union1d(cpu[stream_op[cpu] == cpu], owner)
+    rows = _union(len(ev), cpu[stream_op[cpu] == cpu], owner)
     at = np.searchsorted(rows, owner)  # the entry of each linked task's owner
-    fmt = _per_text(ev["name"], linked, _finds(FORMAT_KERNEL), bool)
+    fmt = per_text(ev["name"], linked, _finds(FORMAT_KERNEL), bool)
     table = _host_entries(ev, rows)
     table["device_ns"], table["gemm_ns"], table["kernels"] = _device_totals(ev, linked[~fmt], at[~fmt], len(rows))
     named = _work_tokens(ev, linked, at, len(rows))
     table["token"] = np.where(named != "", named, table["token"])
-    table["token"][_per_text(ev["name"], rows, _finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
+    table["token"][per_text(ev["name"], rows, _finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
     table["shape_row"] = _shape_rows(ev, rows, linked, at)
     return _concat(_format_entries(ev, table, linked[fmt], at[fmt]), table)
+
+
+def _union(n: int, *rows: np.ndarray) -> np.ndarray:
+    """The distinct rows (ascending, of a table of n) in any of the ``rows`` arrays."""
+    mark = np.zeros(n, dtype=bool)
+    for r in rows:
+        mark[r] = True
+    return np.flatnonzero(mark)
 
 
 def _host_entries(ev: pd.DataFrame, rows: np.ndarray) -> Entries:
@@ -190,8 +198,8 @@ def _host_entries(ev: pd.DataFrame, rows: np.ndarray) -> Entries:
         "ts": ev["ts"].to_numpy()[rows],
         "step": ev["step"].to_numpy()[rows],
         "rank": rank,
-        "token": _per_text(ev["name"], rows, canonical),
-        "label": _per_text(ev["name"], rows, display_name),
+        "token": per_text(ev["name"], rows, canonical),
+        "label": per_text(ev["name"], rows, display_name),
     }
 
 
@@ -240,9 +248,9 @@ def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray) -> Entries:
         "step": ev["step"].to_numpy()[orphans],
         "rank": rank,
         "token": _task_tokens(ev, orphans),
-        "label": _per_text(ev["name"], orphans, display_name),
+        "label": per_text(ev["name"], orphans, display_name),
         "device_ns": dur,
-        "gemm_ns": np.where(_per_text(ev["name"], orphans, _finds(COMPUTE_BOUND), bool), dur, 0),
+        "gemm_ns": np.where(per_text(ev["name"], orphans, _finds(COMPUTE_BOUND), bool), dur, 0),
         "kernels": np.ones(len(orphans), dtype=np.int64),
         "shape_row": orphans,
     }
@@ -254,13 +262,13 @@ def _work_tokens(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> 
     which no pattern matches."""
     tasks = np.bincount(at, minlength=n)
     copies = np.bincount(at, weights=(ev["kind"] == Kind.MEMCPY.value).to_numpy()[work], minlength=n)
-    fused = np.bincount(at, weights=_per_text(ev["name"], work, _finds(FUSED_KERNEL), bool), minlength=n)
+    fused = np.bincount(at, weights=per_text(ev["name"], work, _finds(FUSED_KERNEL), bool), minlength=n)
     out = np.where((tasks > 0) & (fused == tasks), FUSED_TOKEN, "").astype(object)
     only_copies = np.flatnonzero((tasks > 0) & (copies == tasks))
     entries, first = np.unique(at, return_index=True)
     first_of = np.full(n, NO_ROW, dtype=np.int64)
     first_of[entries] = work[first]
-    out[only_copies] = _per_text(ev["name"], first_of[only_copies], copy_token)
+    out[only_copies] = per_text(ev["name"], first_of[only_copies], copy_token)
     return out
 
 
@@ -274,18 +282,18 @@ def _task_tokens(ev: pd.DataFrame, tasks: np.ndarray) -> np.ndarray:
     """Tokens of device tasks: format conversions, copies by kind, else the canonical name."""
     names = ev["name"]
     tokens = np.where(
-        _per_text(names, tasks, _finds(FORMAT_KERNEL), bool), FORMAT_TOKEN, _per_text(names, tasks, canonical)
+        per_text(names, tasks, _finds(FORMAT_KERNEL), bool), FORMAT_TOKEN, per_text(names, tasks, canonical)
     )
     copies = (ev["kind"] == Kind.MEMCPY.value).to_numpy()[tasks]
-    tokens[copies] = _per_text(names, tasks[copies], copy_token)
-    tokens[_per_text(names, tasks, _finds(FUSED_KERNEL), bool)] = FUSED_TOKEN
+    tokens[copies] = per_text(names, tasks[copies], copy_token)
+    tokens[per_text(names, tasks, _finds(FUSED_KERNEL), bool)] = FUSED_TOKEN
     return tokens
 
 
 def _device_totals(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     """Per entry (``at``: the entry of each task): device time, compute-bound (GEMM) time (ns) and kernel count."""
     dur = ev["dur"].to_numpy()[work]
-    gemm = np.where(_per_text(ev["name"], work, _finds(COMPUTE_BOUND), bool), dur, 0)
+    gemm = np.where(per_text(ev["name"], work, _finds(COMPUTE_BOUND), bool), dur, 0)
     return _sums(at, dur, n), _sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
 
 
@@ -301,19 +309,20 @@ def _finds(regex: re.Pattern) -> Callable[[str], bool]:
     return lambda name: bool(regex.search(name))
 
 
-def _per_text(column: pd.Series, rows: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
+def per_text(column: pd.Series, rows: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
     """``fn`` of the text of a categorical column at each row ("" where missing), once per distinct value."""
-    codes = column.cat.codes.to_numpy()[rows].astype(np.int64)
-    used = np.flatnonzero(np.bincount(codes + 1, minlength=1)) - 1  # -1: missing
-    values = np.empty(len(column.cat.categories) + 1, dtype=dtype)  # the last slot: missing (code -1)
-    values[used] = [fn(t) for t in _texts(column, used)]
-    return values[codes]
+    text = category_text(column)
+    at = column.cat.codes.to_numpy()[rows].astype(np.int64) % len(text)  # code -1 (missing) is the last text: ''
+    used = np.flatnonzero(np.bincount(at, minlength=len(text)))
+    values = np.empty(len(text), dtype=dtype)
+    values[used] = [fn(t) for t in text[used]]
+    return values[at]
 
 
 def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The row whose recorded shapes describe each op: itself, else the op that launched its longest kernel (of
     equally long ones, the one pandas' default sort puts first)."""
-    has_dims = _per_text(ev["input_dims"], ops, bool, bool)
+    has_dims = per_text(ev["input_dims"], ops, bool, bool)
     order = pd.Series(ev["dur"].to_numpy()[linked]).sort_values(ascending=False).index.to_numpy()
     entries, first = np.unique(at[order], return_index=True)
     fallback = np.full(len(ops), NO_ROW, dtype=np.int64)
@@ -329,17 +338,11 @@ def _bytes(table: Entries, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     dims = ev["input_dims"].cat.codes.to_numpy()[rows]
     types = ev["input_types"].cat.codes.to_numpy()[rows]
     codes, first = _combinations(dims, types, gemm)
-    dims_text = _texts(ev["input_dims"], dims[first])
-    types_text = _texts(ev["input_types"], types[first])
+    dims_text = category_text(ev["input_dims"])[dims[first]]
+    types_text = category_text(ev["input_types"])[types[first]]
     sizes = [tensor_bytes(d, t, bool(g)) for d, t, g in zip(dims_text, types_text, gemm[first].tolist(), strict=True)]
     sizes = np.array(sizes, dtype=np.int64).reshape(-1, 2)[codes]
     return sizes[:, 0].copy(), sizes[:, 1].copy()
-
-
-def _texts(column: pd.Series, codes: np.ndarray) -> list[str]:
-    """The text of each category code of a categorical column ("" for a missing value)."""
-    texts = column.cat.categories.take(np.maximum(codes, 0)).astype(str).tolist()
-    return [t if c >= 0 else "" for t, c in zip(texts, codes.tolist(), strict=True)]
 
 
 def per_token(tokens: np.ndarray, fn: Callable[[str], object], dtype=object) -> np.ndarray:
@@ -398,7 +401,7 @@ def _name_layout_work(token: np.ndarray, table: Entries, ev: pd.DataFrame) -> No
     backward = per_token(token, lambda t: t.endswith(BACKWARD_SUFFIX), bool)
     layout = per_token(token, lambda t: t.removesuffix(BACKWARD_SUFFIX) in LAYOUT_TOKENS, bool)
     pick = np.flatnonzero(layout & (table["kernels"] > 0))
-    work = _per_text(ev["name"], table["shape_row"][pick], lambda n: canonical(n).removesuffix(BACKWARD_SUFFIX))
+    work = per_text(ev["name"], table["shape_row"][pick], lambda n: canonical(n).removesuffix(BACKWARD_SUFFIX))
     keep = ~per_token(work, lambda t: t in LAYOUT_TOKENS, bool)
     token[pick[keep]] = work[keep] + np.where(backward[pick[keep]], BACKWARD_SUFFIX, "")
 
@@ -407,7 +410,7 @@ def _bias_adds(table: Entries, ev: pd.DataFrame) -> np.ndarray:
     """Adds of a 1-D tensor broadcast over the last dim of the other input: a bias add."""
     add = np.flatnonzero(table["token"] == "add")
     out = np.zeros(len(table["token"]), dtype=bool)
-    out[add] = _per_text(ev["input_dims"], table["shape_row"][add], _is_bias_shape, bool)
+    out[add] = per_text(ev["input_dims"], table["shape_row"][add], _is_bias_shape, bool)
     return out
 
 
@@ -420,12 +423,13 @@ def _is_bias_shape(dims_text: str) -> bool:
 def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
     """For host rows: annotation path (outermost first), innermost user Python frame, innermost nn.Module."""
     where = callpath.context(ev, rows)
-    module = where["module"].fillna("").str.split(callpath.SEPARATOR).str[-1]
+    codes, paths = pd.factorize(where["module"].fillna("").to_numpy(dtype=object))
+    module = np.array([p.split(callpath.SEPARATOR)[-1] for p in paths], dtype=object)[codes]
     return pd.DataFrame(
         {
             "annotation": where["annotations"].fillna("").to_numpy(),
             "stack": where["frame"].fillna("").to_numpy(),
-            "module": module.to_numpy(),
+            "module": module,
         },
         index=np.asarray(rows, dtype=np.int64),
     )
