@@ -143,13 +143,14 @@ def _prepared(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
 
 def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
     """Every allocation with an address, paired with the next free of the same address in the same pool."""
-    sub = mem[mem["addr"] != NO_ROW]
+    sub = mem.loc[mem["addr"] != NO_ROW, GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]]
     order = np.lexsort(tuple(sub[c].to_numpy() for c in ("pos", "addr", "device", "rank")))
     s = sub.iloc[order].reset_index(drop=True)
-    key = s[GROUP + ["addr"]]
-    same_next = (key.shift(-1) == key).all(axis=1).to_numpy()
-    is_alloc = (s["bytes"] > 0).to_numpy()
-    freed = is_alloc & same_next & (s["bytes"].shift(-1) < 0).to_numpy()
+    same_next = np.zeros(len(s), dtype=bool)  # the next event is of the same block (pool and address)
+    same_next[:-1] = np.logical_and.reduce([s[c].to_numpy()[1:] == s[c].to_numpy()[:-1] for c in GROUP + ["addr"]])
+    size = s["bytes"].to_numpy()
+    is_alloc = size > 0
+    freed = is_alloc & same_next & np.r_[size[1:] < 0, False]
     nxt = np.minimum(np.arange(len(s)) + 1, max(len(s) - 1, 0))
     out = s.loc[is_alloc, GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]].rename(
         columns={"ts": "alloc_ts", "pos": "alloc_pos"}
