@@ -7,6 +7,7 @@ from conftest import PUBLIC_TORCH, REPO, load_shared
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import fusion
+from traceanalyzer.analyzers.fusion.patterns import WRAPPER_OP
 from traceanalyzer.report import Options
 
 MEASURED_DIFFERENCE_NS = (15.54 - 6.08) * 1e6
@@ -147,6 +148,21 @@ def test_ascend_chains_name_ops_not_record_function_ranges(ascend_cnn):
     assert discovered.str.contains("ReluBackward0").any()
     sgd = _row(table, "Optimizer step", "SGD (foreach, 4 ops)")
     assert sgd["replacement"] == "torch_npu.optim.NpuFusedSGD"
+
+
+def test_op_stream_entries_are_top_level_ops_or_the_ops_inside_npu_record_function_ranges(unfused, ascend_cnn):
+    """Kineto: every host entry is its own top-level op (linking's top_op). torch_npu writes record_function ranges
+    (DistributedDataParallel.forward) as CPU ops: the ops inside them are the entries, the ranges never are."""
+    for trace in (unfused, ascend_cnn):
+        ev = trace.events
+        rows = fusion.op_stream(trace)["row"].to_numpy()
+        host = rows[(ev["kind"].to_numpy()[rows] == "cpu_op")]
+        names = ev["name"].astype(str).to_numpy()
+        top = ev["top_op"].to_numpy()[host]
+        below = host[top != host]
+        assert not any(WRAPPER_OP.match(n) for n in names[host])
+        assert all(WRAPPER_OP.match(n) for n in names[top[top != host]])
+        assert ("aten::conv2d" in set(names[below])) == (trace is ascend_cnn)  # the model's ops inside DDP.forward
 
 
 @pytest.mark.parametrize("level", ["level0", "level2"])
