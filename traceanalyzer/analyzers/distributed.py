@@ -156,12 +156,18 @@ def clock_offsets(trace: TraceData) -> pd.DataFrame:
 def late_arrivals(trace: TraceData) -> pd.DataFrame:
     """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing (of the job;
     in a view of one rank, the calls that rank was late for)."""
-    late = collective_calls.late_arrivals(trace.base, _job_calls(trace.base))
+    late = _job_late(trace.base)
     if trace.scope.rank is not None and len(late):
         late = late[late["late_rank"] == trace.scope.rank]
     if trace.scope.step is not None and len(late) and "step" in late:
         late = late[late["step"] == trace.scope.step]
     return late
+
+
+@per_trace
+def _job_late(trace: TraceData) -> pd.DataFrame:
+    """The job's late arrivals (each asks what the late rank was doing: computed once per trace)."""
+    return collective_calls.late_arrivals(trace, _job_calls(trace))
 
 
 def per_rank(trace) -> pd.DataFrame:
