@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
@@ -86,19 +86,19 @@ class Walk:
     arrays end in a sentinel for NO_ROW (-1), so a missing parent or ancestor indexes it."""
 
     def __init__(self, events: pd.DataFrame) -> None:
-        name, kind = events["name"].array, events["kind"].array
-        self.names = np.array([str(n) for n in name.categories] + [""], dtype=object)  # code -1: missing
-        self.codes = np.r_[np.asarray(name.codes, dtype=np.int64), -1]
-        kinds = np.array([str(k) for k in kind.categories] + [""], dtype=object)
-        self.kind = {k: (kinds == k)[kind.codes] for k in (Kind.STEP.value, *PATH_KINDS, Kind.PYTHON.value)}
+        self.names = category_text(events["name"])  # code -1 (missing): ''
+        self.codes = np.r_[np.asarray(events["name"].array.codes, dtype=np.int64), -1]
+        kinds, kind_codes = category_text(events["kind"]), events["kind"].array.codes
+        self.kind = {k: (kinds == k)[kind_codes] for k in (Kind.STEP.value, *PATH_KINDS, Kind.PYTHON.value)}
         codes = self.codes[:-1]
         is_module = np.array([n.startswith(MODULE_PREFIX) for n in self.names], dtype=bool)[codes]
         library = np.array([bool(LIBRARY_FRAME.search(n)) for n in self.names], dtype=bool)[codes]
         python = self.kind[Kind.PYTHON.value]
         self.module_frame, self.user_frame = python & is_module, python & ~is_module & ~library
-        parent, depth = events["parent"].to_numpy().astype(np.int64), events["depth"].to_numpy()
-        order = np.argsort(depth, kind="stable")
-        cuts = np.searchsorted(depth[order], np.arange(1, int(depth.max(initial=0)) + 1), side="left")
+        parent, depth = np.asarray(events["parent"].to_numpy(), dtype=np.int64), events["depth"].to_numpy()
+        small = depth.astype(np.uint16) if int(depth.max(initial=0)) < 2**16 else depth  # 16-bit keys: radix sort
+        order = np.argsort(small, kind="stable")
+        cuts = np.cumsum(np.bincount(depth))[:-1]
         self.levels = [(rows, parent[rows]) for rows in np.split(order, cuts) if len(rows)]
 
     def innermost(self, mask: np.ndarray) -> np.ndarray:
@@ -165,7 +165,7 @@ class Walk:
         """Per row (repeats included; '' for NO_ROW): innermost annotation and user Python frame, indexed by row."""
         rows = np.asarray(rows, dtype=np.int64)
         annotation, frame = self.annotations.innermost(rows), self.user.innermost(rows)
-        return pd.DataFrame({"annotation": self.names[annotation], "frame": self.names[frame]}, index=rows)
+        return pd.DataFrame({"annotation": self._names.take(annotation), "frame": self._names.take(frame)}, index=rows)
 
     def where_many(self, rows) -> pd.DataFrame:
         """Context of several rows (each distinct row once, in first-seen order), one row each: the ``COLUMNS``."""
