@@ -55,9 +55,9 @@ def _rank_busy(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
     return {int(rank): spans(mine) for rank, mine in work.groupby("rank")}
 
 
-def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> np.ndarray:
-    """A text (category) column of linked rows ('' where the link is NO_ROW)."""
-    return category_text(events[column])[codes_at(events[column], rows)]
+def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> pd.api.extensions.ExtensionArray:
+    """A text (category) column of linked rows, as a string array ('' where the link is NO_ROW)."""
+    return pd.array(category_text(events[column]), dtype="str").take(codes_at(events[column], rows))
 
 
 def name_hits(column: pd.Series, pattern: re.Pattern) -> np.ndarray:

@@ -114,8 +114,7 @@ class Walk:
         """The ``Chain`` of the rows where ``mask`` holds, named by ``names`` (indexed by name code, '' last)."""
         node = np.full(len(mask) + 1, -1, dtype=np.int64)
         up, label = np.empty(len(mask) + 1, np.int64), np.empty(len(mask) + 1, np.int64)
-        text = np.full(len(mask) + 1, "", dtype=object)
-        width, count = len(names) + 1, 0
+        width, made = len(names) + 1, [0]  # nodes are made level by level: a node's parent is made before it
         for rows, parents in self.levels:
             base = node[parents]
             node[rows] = base
@@ -123,13 +122,16 @@ class Walk:
             if not adds.any():
                 continue
             keys, at = np.unique((base[adds] + 1) * width + self.codes[rows[adds]] + 1, return_inverse=True)
-            new = slice(count, count + len(keys))
+            new = slice(made[-1], made[-1] + len(keys))
             up[new], label[new] = keys // width - 1, keys % width - 1
-            text[new] = np.where(up[new] >= 0, text[up[new]] + SEPARATOR, "") + names[label[new]]
-            node[rows[adds]] = count + at.reshape(-1)
-            count += len(keys)
-        up[count], label[count], text[count] = -1, -1, ""
-        return Chain(node, up[: count + 1], label[: count + 1], text[: count + 1])
+            node[rows[adds]] = made[-1] + at.reshape(-1)
+            made.append(made[-1] + len(keys))
+        count = made[-1]
+        up[count], label[count] = -1, -1
+        text = np.full(count + 1, "", dtype=object)
+        for lo, hi in zip(made[:-1], made[1:], strict=True):
+            text[lo:hi] = np.where(up[lo:hi] >= 0, text[up[lo:hi]] + SEPARATOR, "") + names[label[lo:hi]]
+        return Chain(node, up[: count + 1].copy(), label[: count + 1].copy(), text)
 
     @functools.cached_property
     def paths(self) -> Chain:

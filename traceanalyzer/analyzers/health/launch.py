@@ -56,14 +56,15 @@ def launch_bound(trace: TraceData) -> pd.DataFrame:
 def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
     """In-step kernels shorter than their launch call and than ``TINY_KERNEL_NS``, with their place."""
     events = trace.events
-    kernels = in_steps(trace, events[(events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)])
+    launched = (events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)
+    kernels = in_steps(trace, events.loc[launched, ["rank", "step", "ts", "dur", "launch", "top_op"]])
     launch = kernels["launch"].to_numpy()
     place = locate(trace, launch)
     frame = pd.DataFrame(
         {
             "rank": kernels["rank"].to_numpy(),
-            "annotation": place["annotation"].to_numpy(),
-            "frame": place["frame"].to_numpy(),
+            "annotation": place["annotation"].array,
+            "frame": place["frame"].array,
             "kernel_ns": kernels["dur"].to_numpy(),
             "launch_ns": events["dur"].to_numpy()[launch],
             "launch_call": linked(events, launch, "name"),

@@ -76,7 +76,7 @@ def _shaped(events: pd.DataFrame) -> pd.DataFrame:
 
 def _device_ns(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     """Per row: its own duration for a kernel, else the busy device time of the work it launched (innermost op)."""
-    work = busy_work(events)
+    work = busy_work(events[["kind", "op", "dur"]])
     launched = work[work["op"] != NO_ROW].groupby("op")["dur"].sum().reindex(rows.index, fill_value=0).to_numpy()
     return np.where((rows["kind"] == Kind.KERNEL.value).to_numpy(), rows["dur"].to_numpy(), launched)
 
