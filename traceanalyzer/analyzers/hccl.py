@@ -25,7 +25,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.schema import Kind
+from traceanalyzer.schema import Kind, category_text
 
 TRANSFER_TASK = re.compile(r"^(?:Memcpy|Reduce[_ ]?Inline|RDMASend|SDMA|RDMA)$", re.I)
 """Tasks of an HCCL op that move data."""
@@ -69,7 +69,7 @@ def task_times(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
 
 def _owned_tasks(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
     """The comm tasks that start inside a call of their rank, with the call's label (latest-starting call wins)."""
-    tasks = events[events["kind"] == Kind.COMM_TASK.value]
+    tasks = events.loc[events["kind"] == Kind.COMM_TASK.value, ["rank", "ts", "dur", "name", "cat", "tid", "bytes"]]
     parts = []
     for rank, mine in tasks.groupby("rank"):
         ours = calls[calls["rank"] == rank].sort_values("start_ns", kind="stable")
@@ -86,8 +86,12 @@ def _owned_tasks(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
 def _task_frame(tasks: pd.DataFrame, call: np.ndarray) -> pd.DataFrame:
     """The tasks of calls, by lane and time; a task's type is its name, or its device task type (``cat``) where the
     name is not recorded (``N/A`` in level-0 databases)."""
-    names = tasks["name"].astype(str)
-    names = names.where(~names.isin(["", "N/A"]), tasks["cat"].astype(str))
+    name, cat = tasks["name"].array.codes, tasks["cat"].array.codes
+    recorded = ~np.isin(category_text(tasks["name"]), ["", "N/A"])[name]
+
+    def matching(pattern: re.Pattern) -> np.ndarray:
+        return np.where(recorded, _matching(tasks["name"], pattern)[name], _matching(tasks["cat"], pattern)[cat])
+
     return pd.DataFrame(
         {
             "call": call,
@@ -96,19 +100,26 @@ def _task_frame(tasks: pd.DataFrame, call: np.ndarray) -> pd.DataFrame:
             "end": (tasks["ts"] + tasks["dur"]).to_numpy(),
             "dur": tasks["dur"].to_numpy(),
             "bytes": tasks["bytes"].clip(lower=0).to_numpy(),
-            "transfer": names.str.match(TRANSFER_TASK).to_numpy(),
-            "notify": names.str.match(NOTIFY_TASK).to_numpy(),
+            "transfer": matching(TRANSFER_TASK),
+            "notify": matching(NOTIFY_TASK),
         }
     ).sort_values(["call", "lane", "ts"], kind="stable")
 
 
+def _matching(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
+    """Per code of a category column (and -1 last): does its text match the pattern at its start?"""
+    return np.array([bool(pattern.match(t)) for t in category_text(column)], dtype=bool)
+
+
 def _lane_order(tid: pd.Series) -> np.ndarray:
-    """Lanes as sortable numbers: the thread id where it is numeric (plane order), else its position by name."""
-    text = tid.astype(str)
-    numeric = pd.to_numeric(text, errors="coerce")
-    if numeric.notna().all():
-        return numeric.to_numpy(dtype=float)
-    return pd.Categorical(text).codes.astype(float)
+    """Lanes as sortable numbers: the thread id where it is numeric (plane order), else its position by name (each
+    distinct id read once)."""
+    codes, text = tid.array.codes, category_text(tid)
+    numeric = pd.to_numeric(pd.Series(text, dtype=object), errors="coerce").to_numpy(dtype=float)
+    if not np.isnan(numeric[codes]).any():
+        return numeric[codes]
+    names = np.unique(text[np.unique(codes)])
+    return np.searchsorted(names, text).astype(float)[codes]
 
 
 def _lanes(tasks: pd.DataFrame) -> pd.DataFrame:
