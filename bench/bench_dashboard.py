@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 
 from traceanalyzer.dashboards.pages import PAGES  # noqa: E402
 
-from tests.test_dashboard import CHROMIUM_FLAGS  # noqa: E402
+from tests.conftest import CHROMIUM_FLAGS  # noqa: E402
 
 BIG = REPO.parent / "shared" / "traces" / "h200" / "big" / "big.json.gz"
 QUIET_MS = 600

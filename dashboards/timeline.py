@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.dashboards.names import middle
 
+from traceanalyzer import humanize
 from traceanalyzer.renderers.timeline import laid_out, lane_rows
 from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
 
@@ -36,17 +38,16 @@ def host_levels(events: pd.DataFrame) -> np.ndarray:
     return counts
 
 
-def step_segments(
+def step_lanes(
     events: pd.DataFrame,
     levels: np.ndarray,
     rank: int,
     step: int,
     max_level: int = LEVEL_CHOICES[0],
     python: bool = False,
-    window: tuple[int, int] | None = None,
 ) -> pd.DataFrame:
-    """Segments of one (rank, step): device streams, and host threads to max_level levels (Python frames shown and
-    counted when python, else collapsed); start/end in ns from the step's first event, only those in window."""
+    """Lane rows (absolute ns, with each event's row) of one (rank, step): device streams, and host threads to
+    max_level levels (Python frames shown and counted when python, else collapsed)."""
     rows = np.flatnonzero((events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy())
     mine = events.iloc[rows]
     kinds = mine["kind"]
@@ -57,40 +58,199 @@ def step_segments(
     steps = mine[host_mask & is_step]
     host_mask &= ~is_step & (level < max_level)
     host = mine[host_mask]
-    lanes = pd.concat(
+    return pd.concat(
         [
             lane_rows(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
             lane_rows(steps, "thread " + steps["tid"].astype(str) + " · Step"),
             lane_rows(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
-        ]
+        ],
+        ignore_index=True,
     )
-    return laid_out(lanes, window)
+
+
+PIXELS = 1_500
+"""Gaps narrower than the window / PIXELS (about a pixel of a wide screen) are closed when segments are merged."""
+
+
+def segments(lanes: pd.DataFrame, window: tuple[int, int] | None = None) -> pd.DataFrame:
+    """The drawn segments of a step's lane rows: ns from the first one's start, only those in window, with gaps
+    below a pixel of the window closed."""
+    return laid_out(lanes, window, resolution=PIXELS)
+
+
+MAX_LABELS = 400
+"""Bars labelled with their names at most: a window that shows more draws them unlabelled."""
+CHAR_PX = 6.5
+"""Width of a label character (px, at the bars' 10 px font)."""
+
+
+def labels(seg: pd.DataFrame, span: int, width_px: int) -> list[str] | None:
+    """Each segment's name cut in the middle to fit its bar when span ns are drawn on width_px ('' where not even
+    MIN_LABEL_CHARS fit), or None when there are more than MAX_LABELS segments (labels would not be readable)."""
+    if not len(seg) or len(seg) > MAX_LABELS:
+        return None
+    room = ((seg["end_ns"] - seg["start_ns"]) / max(span, 1) * width_px / CHAR_PX).astype(int).to_numpy()
+    return [middle(name, int(r)) if r >= MIN_LABEL_CHARS else "" for name, r in zip(seg["name"], room, strict=True)]
+
+
+MIN_LABEL_CHARS = 4
+MAX_FLOWS = 64
+"""Launch → kernel lines drawn for one selected bar at most."""
+FLOW_COLUMNS = ["launch_lane", "launch_ns", "kernel_lane", "kernel_ns", "kernel"]
+
+
+def bar_rows(lanes: pd.DataFrame, row: int, count: int) -> np.ndarray:
+    """The event rows one drawn bar stands for: its first event's row and the count-1 events that follow it on its
+    lane and colour (the order segments are merged in)."""
+    first = lanes[lanes["row"] == row]
+    if not len(first):
+        return np.zeros(0, dtype=np.int64)
+    lane, category = first["lane"].iloc[0], first["category"].iloc[0]
+    mine = lanes[(lanes["lane"] == lane) & (lanes["category"] == category)].sort_values("start_ns", kind="stable")
+    at = int(np.flatnonzero(mine["row"].to_numpy() == row)[0])
+    return mine["row"].to_numpy()[at : at + max(count, 1)]
+
+
+def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[pd.DataFrame, int]:
+    """Launch → kernel pairs of some drawn events: a runtime launch's device work, or device work's launch; both
+    ends as drawn (lane, absolute start ns). Also how many pairs have an end not drawn (another step, or a host
+    level not shown)."""
+    drawn = lanes.set_index("row")
+    launch = events["launch"]
+    launched = events.index[launch.isin(rows).to_numpy()]  # the device work of the launches among rows
+    device = rows[launch.reindex(rows).to_numpy() != NO_ROW]  # the device work among rows
+    pairs = [*zip(launch.reindex(launched).to_numpy(), launched, strict=True)]
+    pairs += [*zip(launch.reindex(device).to_numpy(), device, strict=True)]
+    shown = [(a, k) for a, k in pairs if a in drawn.index and k in drawn.index][:MAX_FLOWS]
+    frame = pd.DataFrame(
+        [
+            (
+                drawn.at[a, "lane"],
+                drawn.at[a, "start_ns"],
+                drawn.at[k, "lane"],
+                drawn.at[k, "start_ns"],
+                drawn.at[k, "name"],
+            )
+            for a, k in shown
+        ],
+        columns=FLOW_COLUMNS,
+    )
+    hidden = sum(1 for a, k in pairs if a not in drawn.index or k not in drawn.index)
+    return frame, hidden
 
 
 MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]
-MAX_MARKS = 60
-"""The most finding marks drawn on one step (the longest first)."""
+MAX_MARKS = 20
+"""The most marks of one kind drawn on one step (the longest first)."""
 
 
-def marks(gaps: pd.DataFrame, stalls: pd.DataFrame, first_work: pd.Series, rank: int, origin: int, span: int):
-    """The health findings' evidence inside one step of one rank, in ns from origin: the largest idle gaps (from
-    health.idle_gaps; offsets count from each device's first work, first_work by (rank, device)) and blocking host
-    syncs (health.sync_stalls)."""
-    rows = []
+def gap_marks(gaps: pd.DataFrame, first_work: pd.Series, rank: int) -> list[tuple]:
+    """Marks of the largest idle gaps of one rank (health.idle_gaps; offsets count from each device's first work,
+    first_work by (rank, device)), in absolute ns."""
+    out = []
     for gap in gaps[gaps["rank"] == rank].itertuples():
-        start = int(gap.offset_ns) + int(first_work.get((rank, gap.device), 0)) - origin
-        rows.append(("idle gap", start, start + int(gap.dur_ns), f"device {gap.device} idle {gap.dur_ns / 1e6:.2f} ms"))
-    for sync in stalls[
-        (stalls["rank"] == rank) & (stalls["ts"] < origin + span) & (stalls["ts"] >= origin)
-    ].itertuples():
-        start = int(sync.ts) - origin
-        rows.append(("host sync", start, start + int(sync.sync_ns), f"{sync.name} ({sync.annotation or sync.op})"))
-    frame = pd.DataFrame(rows, columns=MARK_COLUMNS)
-    inside = frame[(frame["end_ns"] > 0) & (frame["start_ns"] < span)]
-    longest = (inside["end_ns"] - inside["start_ns"]).sort_values(ascending=False).index[:MAX_MARKS]
-    return inside.loc[longest].assign(  # drawn within the step (a gap may begin before it)
-        start_ns=lambda f: f["start_ns"].clip(lower=0), end_ns=lambda f: f["end_ns"].clip(upper=span)
+        start = int(gap.offset_ns) + int(first_work.get((rank, gap.device), 0))
+        out.append(("idle gap", start, start + int(gap.dur_ns), f"device {gap.device} idle {_ms(gap.dur_ns)}"))
+    return out
+
+
+def sync_marks(stalls: pd.DataFrame, rank: int) -> list[tuple]:
+    """Marks of the blocking host syncs of one rank (health.sync_stalls)."""
+    mine = stalls[stalls["rank"] == rank]
+    return [
+        ("host sync", int(s.ts), int(s.ts) + int(s.sync_ns), f"{s.name} ({s.annotation or s.op}) {_ms(s.sync_ns)}")
+        for s in mine.itertuples()
+    ]
+
+
+def collective_marks(collectives: pd.DataFrame, rank: int) -> list[tuple]:
+    """Marks of one rank's collectives with exposed time (distributed.collectives: not hidden behind compute)."""
+    mine = collectives[(collectives["rank"] == rank) & (collectives["exposed_ns"] > 0)]
+    return [
+        (
+            "exposed collective",
+            int(c.start_ns),
+            int(c.start_ns) + int(c.dur_ns),
+            f"{c.collective}: {_ms(c.exposed_ns)} exposed of {_ms(c.dur_ns)}",
+        )
+        for c in mine.itertuples()
+    ]
+
+
+def fusion_marks(occurrences: pd.DataFrame, events: pd.DataFrame, rank: int, step: int) -> list[tuple]:
+    """Marks of one rank's fusion chains in one step (fusion.occurrences): from the first to the last device work
+    its ops launched (from its first op's start to its last op's end on the host where they launched none)."""
+    mine = occurrences[(occurrences["rank"] == rank) & (occurrences["step"] == step)]
+    if not len(mine):
+        return []
+    rows = np.flatnonzero(
+        (events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy() & events["kind"].isin(_DEVICE)
     )
+    work = events.iloc[rows]
+    device = (
+        (work["ts"] + work["dur"])
+        .groupby(work["top_op"])
+        .max()
+        .to_frame("end")
+        .join(work.groupby("top_op")["ts"].min().rename("start"))
+    )
+    out = []
+    for o in mine.itertuples():
+        ops = list(o.entry_rows)
+        spans = device.reindex(ops).dropna()
+        if len(spans):
+            start, end = int(spans["start"].min()), int(spans["end"].max())
+        else:
+            start, end = int(events["ts"].loc[ops].min()), int((events["ts"] + events["dur"]).loc[ops].max())
+        label = f"fusion chain {o.pattern}: {o.variant} ({o.kernels} kernels, {_ms(o.current_ns)} device time)"
+        out.append(("fusion chain", start, end, label))
+    return out
+
+
+def peak_marks(peaks: pd.DataFrame, rank: int) -> list[tuple]:
+    """The memory peak of each of one rank's devices (memory analysis), an instant."""
+    mine = peaks[(peaks["rank"] == rank) & (peaks["device"] >= 0)]
+    return [
+        (
+            "memory peak",
+            int(p.peak_ts),
+            int(p.peak_ts),
+            f"memory peak {humanize.size(p.peak_allocated_bytes)} on device {p.device}",
+        )
+        for p in mine.itertuples()
+    ]
+
+
+def marks(found: list[tuple], origin: int, span: int) -> pd.DataFrame:
+    """The marks inside one step, in ns from origin (clipped to the step: a gap may begin before it), at most
+    MAX_MARKS of each kind (the longest)."""
+    frame = pd.DataFrame(found, columns=MARK_COLUMNS)
+    frame["start_ns"] -= origin
+    frame["end_ns"] -= origin
+    inside = frame[(frame["end_ns"] >= 0) & (frame["start_ns"] <= span)]
+    inside = inside.assign(length=inside["end_ns"] - inside["start_ns"]).sort_values("length", ascending=False)
+    kept = inside.groupby("what", sort=False).head(MAX_MARKS).drop(columns="length")
+    return kept.assign(start_ns=kept["start_ns"].clip(lower=0), end_ns=kept["end_ns"].clip(upper=span)).reset_index(
+        drop=True
+    )
+
+
+BOUNDARY_COLUMNS = ["at_ns", "label"]
+
+
+def boundaries(steps: pd.DataFrame, rank: int, step: int, origin: int) -> pd.DataFrame:
+    """The step's start and end as the device experiences it (the step model's window), in ns from origin."""
+    mine = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+    rows = []
+    for s in mine.itertuples():
+        start = int(s.start_ns) - origin
+        rows.append((start, f"step {step} starts (device)"))
+        rows.append((start + int(s.step_ns), f"step {step} ends · {_ms(s.step_ns)}"))
+    return pd.DataFrame(rows, columns=BOUNDARY_COLUMNS)
+
+
+def _ms(ns) -> str:
+    return humanize.duration(int(ns))
 
 
 def _padded(levels: np.ndarray, index: pd.Index) -> pd.Series:

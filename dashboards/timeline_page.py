@@ -1,23 +1,36 @@
-"""The Timeline page: one step of one rank as Gantt lanes with the findings shaded, its pickers and its zoom."""
+"""The Timeline page: one step of one rank as Gantt lanes with the findings and step boundaries drawn on it, its
+pickers, its zoom (finer segments, names inside the bars), launch → kernel lines for a clicked bar, and the
+annotated trace to download for Perfetto."""
 
 from __future__ import annotations
 
+import gzip
+from html import unescape
+
 import dash
+import orjson
+import pandas as pd
 import plotly.graph_objects as go
-from dash import Input, Output, State, dcc, html, no_update
+from dash import Input, Output, Patch, State, dcc, html, no_update
 from traceanalyzer.dashboards import charts, state
 from traceanalyzer.dashboards import timeline as timeline_lanes
 from traceanalyzer.dashboards.blocks import dropdown, unavailable
 from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.views import View
 
-from traceanalyzer.renderers import figures
+from traceanalyzer import humanize
+from traceanalyzer.renderers import figures, perfetto
 
 NS_PER_MS = 1_000_000
+WIDTH_PX = 1_200
+"""The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
+MARGIN = 0.25
+"""A finding shown in place is zoomed to with this share of its length either side."""
 
 
 def timeline(view: View, query: dict[str, str]) -> list:
-    """Step and rank pickers, how many host levels to show (Python frames collapsed or not), and the step's Gantt."""
+    """Step and rank pickers, how many host levels to show (Python frames collapsed or not), a finding to show in
+    place, the Perfetto download, and the step's Gantt."""
     steps = view.steps()
     if not steps:
         return [unavailable("Timeline", "the trace has no step markers")]
@@ -44,37 +57,73 @@ def timeline(view: View, query: dict[str, str]) -> list:
                     ],
                     className="control",
                 ),
+                html.Label(
+                    ["show a finding in place", dcc.Dropdown(id="tl-goto", options=[], placeholder="finding…")],
+                    className="control wide",
+                ),
+                html.Div(
+                    [
+                        html.Button("Open in Perfetto (download)", id="tl-perfetto", className="control"),
+                        dcc.Download(id="tl-download"),
+                    ],
+                    className="control",
+                    title=PERFETTO_HELP,
+                ),
             ],
             className="controls",
         ),
         html.P(TIMELINE_BASIS, className="note"),
         html.P(id="tl-note"),
+        html.P(id="tl-selected", className="note"),
+        dcc.Store(id="tl-focus", data=query.get("at")),
+        dcc.Store(id="tl-window"),
         dcc.Loading(dcc.Graph(id="tl-graph", config={"scrollZoom": True})),
     ]
 
 
 TIMELINE_BASIS = (
     "One step of one rank, ms from the step's first event. Each host thread has lanes per call level, counted in "
-    "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'."
+    "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'. The "
+    "findings lane and the bands show the analyzers' evidence; the dashed lines are the step's start and end as "
+    "the device experiences it (the step model of the report). Click a runtime launch or a kernel for its "
+    "launch → kernel lines; zoom in for names inside the bars."
+)
+PERFETTO_HELP = (
+    "Downloads the whole trace with a findings track (the CLI's --perfetto file, gzipped JSON): open it at "
+    "ui.perfetto.dev or chrome://tracing."
 )
 
 
 def timeline_figure(
-    view: View, rank: int, step: int, levels: int, python: bool, find: str = "", window: tuple[int, int] | None = None
+    view: View,
+    rank: int,
+    step: int,
+    levels: int,
+    python: bool,
+    find: str = "",
+    window: tuple[int, int] | None = None,
+    focus: str | None = None,
 ) -> tuple:
-    """The Gantt of one step (segments whose name contains find outlined) and the note saying how many events it
-    draws as how many segments, and what it shades and outlines."""
-    seg = view.segments(rank, step, levels, python, window)
-    merged = int(seg["count"].sum()) if len(seg) else 0
-    note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
-    note += "; zoom in to split them)." if merged > len(seg) else ")."
-    fig = figures.gantt(seg, (rank, step, levels, python))
-    found = view.marks(rank, seg)
-    fig.update_layout(shapes=[_shade(mark) for mark in found.itertuples()])
-    counts = found["what"].value_counts()
-    if len(counts):
-        shaded = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
-        note += f" Shaded from the Health page: {shaded}."
+    """The Gantt of one step (segments whose name contains find outlined, names inside the bars when few are in
+    view), the findings and step boundaries drawn on it, and the note saying what it draws; focus (the URL's
+    ``at``, ``start_ns-end_ns`` absolute) zooms to a place and outlines the findings there."""
+    full = view.segments(rank, step, levels, python)
+    if not len(full):
+        return figures.empty("no events in this step"), "The step has no events on this rank."
+    origin = full.attrs["origin_ns"]
+    place = _place(focus, origin)
+    if window is None and place is not None:
+        window = _around(place)
+    seg = view.segments(rank, step, levels, python, window) if window else full
+    span = (window[1] - window[0]) if window else int(full["end_ns"].max())
+    lanes = full["lane"].unique()
+    fig = figures.gantt(seg, (rank, step, levels, python, focus), timeline_lanes.labels(seg, span, WIDTH_PX), lanes)
+    found = view.marks(rank, step, levels, python)
+    bounds = view.boundaries(rank, step, levels, python)
+    _draw_findings(fig, found, bounds, place, span, origin)
+    if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
+        fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
+    note = _note(seg, found, bounds)
     if find.strip():
         hits = seg[seg["name"].str.contains(find.strip(), case=False, regex=False)]
         under = charts.outline(hits, f"contains '{find.strip()}'")  # drawn first: under the segments it outlines
@@ -84,40 +133,221 @@ def timeline_figure(
     return fig, note
 
 
-def _shade(mark) -> dict:
-    """A finding's place on the timeline: a band across every lane."""
-    return {
-        "type": "rect",
+def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame) -> str:
+    """What the figure draws: events as segments, the findings by kind and colour, the step boundaries."""
+    merged = int(seg["count"].sum()) if len(seg) else 0
+    note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
+    note += "; zoom in to split them)." if merged > len(seg) else ")."
+    counts = found["what"].value_counts()
+    if len(counts):
+        shown = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
+        note += f" Findings drawn (the findings lane and bands; the longest {timeline_lanes.MAX_MARKS} of a kind): "
+        note += f"{shown}."
+    if len(bounds):
+        note += " Step boundaries (device): " + "; ".join(bounds["label"]) + "."
+    return note
+
+
+def _draw_findings(
+    fig: go.Figure, found: pd.DataFrame, bounds: pd.DataFrame, place: tuple[int, int] | None, span: int, origin: int
+) -> None:
+    """The marks as bars of the findings lane (one trace per kind, hover says what, customdata its place in
+    absolute ns) and bands across the lanes (a line for an instant), the ones at place outlined; the step's
+    boundaries as labelled lines."""
+    least = span / 400  # an instant or a very short mark still gets a bar one can point at
+    for what, mine in found.groupby("what", sort=False):
+        length = (mine["end_ns"] - mine["start_ns"]).clip(lower=least)
+        fig.add_trace(
+            go.Bar(
+                base=mine["start_ns"] / NS_PER_MS,
+                x=length / NS_PER_MS,
+                y=[figures.FINDINGS_LANE] * len(mine),
+                orientation="h",
+                width=figures.BAR_WIDTH,
+                name=what,
+                marker={"color": MARK_COLOURS[what], "line": {"width": 0}},
+                customdata=[
+                    [f"{s + origin}-{e + origin}", -1] for s, e in zip(mine["start_ns"], mine["end_ns"], strict=True)
+                ],
+                hovertext=[figures.text(label) for label in mine["label"]],
+                hovertemplate="%{hovertext}<br>click: show it in place<extra>finding</extra>",
+            )
+        )
+    if len(found):
+        fig.update_layout(height=fig.layout.height + figures.LANE_PX)
+        figures.order_lanes(fig, [figures.FINDINGS_LANE, *fig.layout.yaxis.categoryarray])
+    fig.update_layout(shapes=[*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds)])
+
+
+def _shade(mark, place: tuple[int, int] | None) -> dict:
+    """A finding's place on the timeline: a band across every lane, or a line for an instant; outlined when it is
+    the place the page was asked to show."""
+    at = place is not None and mark.start_ns <= place[1] and mark.end_ns >= place[0]
+    shape = {
         "xref": "x",
         "yref": "paper",
-        "x0": mark.start_ns / 1e6,
-        "x1": mark.end_ns / 1e6,
+        "x0": mark.start_ns / NS_PER_MS,
+        "x1": mark.end_ns / NS_PER_MS,
         "y0": 0,
         "y1": 1,
-        "fillcolor": MARK_COLOURS[mark.what],
-        "opacity": 0.18,
-        "line": {"width": 0},
         "layer": "below",
         "name": f"{mark.what}: {figures.text(mark.label)}",
     }
+    if mark.end_ns == mark.start_ns:
+        return {**shape, "type": "line", "line": {"color": MARK_COLOURS[mark.what], "width": 2, "dash": "dot"}}
+    edge = {"width": 2, "color": "#000"} if at else {"width": 0}
+    return {**shape, "type": "rect", "fillcolor": MARK_COLOURS[mark.what], "opacity": 0.18, "line": edge}
 
 
-MARK_COLOURS = {"idle gap": "#ff7f0e", "host sync": "#d62728"}
-MARK_NAMES = {"idle gap": "orange", "host sync": "red"}
+def boundary_shapes(bounds: pd.DataFrame) -> list[dict]:
+    """The step's device start and end as dashed lines, labelled inside the plot on the step's side."""
+    return [
+        {
+            "type": "line",
+            "xref": "x",
+            "yref": "paper",
+            "x0": b.at_ns / NS_PER_MS,
+            "x1": b.at_ns / NS_PER_MS,
+            "y0": 0,
+            "y1": 1,
+            "line": {"color": "#333", "width": 1.5, "dash": "dash"},
+            "label": {
+                "text": b.label,
+                "textposition": "end",
+                "textangle": 0,
+                "yanchor": "top",
+                "xanchor": "left" if i % 2 == 0 else "right",  # a start, then its end
+                "font": {"size": 10},
+            },
+            "name": f"step boundary: {b.label}",
+        }
+        for i, b in enumerate(bounds.itertuples())
+    ]
+
+
+MARK_COLOURS = {
+    "idle gap": "#ff7f0e",
+    "host sync": "#d62728",
+    "exposed collective": "#9467bd",
+    "fusion chain": "#17becf",
+    "memory peak": "#000000",
+}
+MARK_NAMES = {
+    "idle gap": "orange",
+    "host sync": "red",
+    "exposed collective": "purple",
+    "fusion chain": "cyan",
+    "memory peak": "black dotted line",
+}
+
+
+def _place(focus: str | None, origin: int) -> tuple[int, int] | None:
+    """The URL's ``at`` (``start_ns-end_ns``, absolute) in ns from origin, or None when absent or not a range."""
+    try:
+        lo, hi = (int(v) for v in str(focus).split("-"))
+    except ValueError:
+        return None
+    return (lo - origin, hi - origin) if hi >= lo else None
+
+
+def in_step(view: View, rank: int, step: int, focus: str | None) -> str | None:
+    """focus (``start_ns-end_ns``, absolute) when it overlaps the step of this rank (so a link's place stays
+    while host levels or the search change, and is dropped for another step or rank), else None."""
+    steps = view.trace.steps()
+    mine = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+    place = _place(focus, 0)
+    if place is None or not len(mine):
+        return None
+    lo, hi = int(mine["host_start_ns"].min()), int((mine["start_ns"] + mine["step_ns"]).max())
+    return focus if place[0] <= hi and place[1] >= lo else None
+
+
+def _around(place: tuple[int, int]) -> tuple[int, int]:
+    """A window showing a place with some context either side."""
+    pad = max(int((place[1] - place[0]) * MARGIN), 1_000)
+    return place[0] - pad, place[1] + pad
+
+
+def goto_options(view: View, rank: int, step: int, levels: int, python: bool) -> list[dict]:
+    """The step's findings as the options of 'show a finding in place' (value: its place, absolute ns)."""
+    full = view.segments(rank, step, levels, python)
+    if not len(full):
+        return []
+    origin = full.attrs["origin_ns"]
+    found = view.marks(rank, step, levels, python).sort_values("start_ns")
+    return [
+        {
+            "label": f"{m.what} at {m.start_ns / NS_PER_MS:.2f} ms: {m.label}",
+            "value": f"{m.start_ns + origin}-{m.end_ns + origin}",
+        }
+        for m in found.itertuples()
+    ]
+
+
+def flow_annotations(view: View, rank: int, step: int, levels: int, python: bool, point: dict) -> tuple[list, str]:
+    """Launch → kernel arrows for a clicked bar (customdata: events merged, first row) and a sentence saying what
+    they join."""
+    count, row = (int(v) for v in point["customdata"][:2])
+    lanes = view.lanes(rank, step, levels, python)
+    origin = view.segments(rank, step, levels, python).attrs["origin_ns"]
+    pairs, hidden = timeline_lanes.flows(lanes, view.trace.events, timeline_lanes.bar_rows(lanes, row, count))
+    arrows = [
+        {
+            "x": (p.kernel_ns - origin) / NS_PER_MS,
+            "y": p.kernel_lane,
+            "ax": (p.launch_ns - origin) / NS_PER_MS,
+            "ay": p.launch_lane,
+            "xref": "x",
+            "yref": "y",
+            "axref": "x",
+            "ayref": "y",
+            "showarrow": True,
+            "arrowhead": 2,
+            "arrowwidth": 1.5,
+            "arrowcolor": "#111",
+            "text": "",
+            "name": "launch → kernel",
+        }
+        for p in pairs.itertuples()
+    ]
+    name = figures.text(view.trace.events.at[row, "name"], 120)
+    merged = f" (and {count - 1} more events merged into its bar)" if count > 1 else ""
+    if not arrows and not hidden:
+        return [], f"Selected: {name}{merged}: no launch → kernel link (not a launch, and no device work)."
+    said = f"Selected: {name}{merged}: {len(arrows)} launch → kernel line{'s' if len(arrows) != 1 else ''} drawn"
+    if len(pairs):
+        delay = int((pairs["kernel_ns"] - pairs["launch_ns"]).median())
+        said += f" (median from launch start to kernel start {humanize.duration(delay)})"
+    if len(arrows) == timeline_lanes.MAX_FLOWS:
+        said += f", the first {timeline_lanes.MAX_FLOWS}"
+    if hidden:
+        said += f"; {hidden} not drawn: their other end is in another step or at a host level not shown"
+    return arrows, said + "."
+
+
+def perfetto_file(view: View) -> bytes:
+    """The annotated trace (renderers.perfetto: the events plus a findings track) as gzipped JSON."""
+    doc = perfetto.document(view.trace)
+    return gzip.compress(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), compresslevel=5)
 
 
 def register(app: dash.Dash, store: Store) -> None:
-    """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom."""
+    """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom, zoomed to a finding, the
+    launch → kernel lines of a clicked bar, and the Perfetto download."""
 
-    def draw(key, rank, step, levels, python, find, window: tuple[int, int] | None = None):
+    def draw(key, rank, step, levels, python, find, window=None, focus=None):
         view = store.view(key)
         if view is None or rank is None or step is None:
-            return no_update, no_update
-        return timeline_figure(view, int(rank), int(step), int(levels), bool(python), find or "", window)
+            return no_update, no_update, no_update
+        rank, step, levels, python = int(rank), int(step), int(levels), bool(python)
+        fig, note = timeline_figure(view, rank, step, levels, python, find or "", window, focus)
+        return fig, note, goto_options(view, rank, step, levels, python)
 
     @app.callback(
         Output("tl-graph", "figure"),
         Output("tl-note", "children"),
+        Output("tl-goto", "options"),
+        Output("tl-focus", "data"),
         state.URL,
         Input("tl-rank", "value"),
         Input("tl-step", "value"),
@@ -126,41 +356,112 @@ def register(app: dash.Dash, store: Store) -> None:
         Input("tl-find", "value"),
         State("trace", "value"),
         State("url", "search"),
+        State("tl-focus", "data"),
         prevent_initial_call="initial_duplicate",  # draws when the page opens
     )
-    def timeline(rank, step, levels, python, find, key, search):
+    def timeline(rank, step, levels, python, find, key, search, focus):
+        view = store.view(key)
+        focus = in_step(view, int(rank), int(step), focus) if view is not None and rank is not None else None
         frames = "python" if python else None
-        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None)
-        return *draw(key, rank, step, levels, python, find), search
+        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None, at=focus)
+        return *draw(key, rank, step, levels, python, find, focus=focus), focus, search
 
-    # Zooms are a callback of their own: the graph's first relayout event (autosize) must not supersede the
-    # request that draws the step.
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
         Output("tl-note", "children", allow_duplicate=True),
-        Input("tl-graph", "relayoutData"),
+        Output("tl-focus", "data", allow_duplicate=True),
+        state.URL,
+        Input("tl-goto", "value"),
         State("tl-rank", "value"),
         State("tl-step", "value"),
         State("tl-levels", "value"),
         State("tl-python", "value"),
         State("tl-find", "value"),
         State("trace", "value"),
+        State("url", "search"),
         prevent_initial_call=True,
     )
-    def timeline_zoom(relayout, rank, step, levels, python, find, key):
-        window = zoom_window(relayout)
-        if window is None and not _reset(relayout):
-            return no_update, no_update
-        return draw(key, rank, step, levels, python, find, window)
+    def timeline_goto(focus, rank, step, levels, python, find, key, search):
+        if not focus:
+            return no_update, no_update, no_update, no_update
+        fig, note, _ = draw(key, rank, step, levels, python, find, focus=focus)
+        return fig, note, focus, state.updated(search, at=focus)
+
+    # A zoom reaches the server through tl-window, set in the browser only for a zoom or a reset: the graph's own
+    # relayout events (autosize when it is drawn or resized) would otherwise supersede the zoom's request.
+    app.clientside_callback(ZOOM_FILTER, Output("tl-window", "data"), Input("tl-graph", "relayoutData"))
+
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Output("tl-note", "children", allow_duplicate=True),
+        Input("tl-window", "data"),
+        State("tl-rank", "value"),
+        State("tl-step", "value"),
+        State("tl-levels", "value"),
+        State("tl-python", "value"),
+        State("tl-find", "value"),
+        State("trace", "value"),
+        State("tl-focus", "data"),
+        prevent_initial_call=True,
+    )
+    def timeline_zoom(picked, rank, step, levels, python, find, key, focus):
+        window = zoom_window(picked)
+        fig, note, _ = draw(key, rank, step, levels, python, find, window, focus)
+        return fig, note
+
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Output("tl-selected", "children"),
+        Output("tl-goto", "value"),
+        Input("tl-graph", "clickData"),
+        State("tl-rank", "value"),
+        State("tl-step", "value"),
+        State("tl-levels", "value"),
+        State("tl-python", "value"),
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def timeline_click(click, rank, step, levels, python, key):
+        view = store.view(key)
+        if view is None or not click or not click.get("points") or rank is None:
+            return no_update, no_update, no_update
+        point = click["points"][0]
+        if point.get("y") == figures.FINDINGS_LANE:  # a finding's bar: show it in place
+            return no_update, f"Finding: {unescape(str(point.get('hovertext', '')))}", point["customdata"][0]
+        if len(point.get("customdata") or []) < 2:
+            return no_update, no_update, no_update
+        arrows, said = flow_annotations(view, int(rank), int(step), int(levels), bool(python), point)
+        patched = Patch()
+        patched["layout"]["annotations"] = arrows
+        return patched, said, no_update
+
+    @app.callback(
+        Output("tl-download", "data"),
+        Input("tl-perfetto", "n_clicks"),
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def timeline_perfetto(clicks, key):
+        view = store.view(key)
+        if view is None or not clicks:
+            return no_update
+        name = "".join(c if c.isalnum() or c in "-_." else "_" for c in view.label)[:80] or "trace"
+        return dcc.send_bytes(perfetto_file(view), f"{name}.perfetto.json.gz")
 
 
-def zoom_window(relayout: dict | None) -> tuple[int, int] | None:
-    """The x range (ns) a zoom on the timeline asked for, or None when it was not a zoom."""
-    if not relayout or "xaxis.range[0]" not in relayout:
+ZOOM_FILTER = """function (relayout) {
+    const r = relayout || {};
+    if ('xaxis.range[0]' in r) return [r['xaxis.range[0]'], r['xaxis.range[1]']];
+    if (Array.isArray(r['xaxis.range'])) return r['xaxis.range'];
+    if (r['xaxis.autorange'] === true) return 'all';
+    return window.dash_clientside.no_update;
+}"""
+"""Browser side: a relayout event's x range (ms) for a zoom, 'all' for a reset, else nothing (no request)."""
+
+
+def zoom_window(picked: list | str | None) -> tuple[int, int] | None:
+    """The window (ns) of a zoom's x range in ms, or None (the whole step) for a reset."""
+    if not isinstance(picked, list) or len(picked) != 2:
         return None
-    lo, hi = (relayout[f"xaxis.range[{i}]"] for i in (0, 1))
-    return int(float(lo) * NS_PER_MS), int(float(hi) * NS_PER_MS)
-
-
-def _reset(relayout: dict | None) -> bool:
-    return bool(relayout) and relayout.get("xaxis.autorange") is True
+    lo, hi = (int(float(v) * NS_PER_MS) for v in picked)
+    return lo, hi

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards import timeline
 
-from traceanalyzer.analyzers import health
+from traceanalyzer.analyzers import fusion, health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
 from traceanalyzer.report import Report
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
@@ -50,6 +50,8 @@ class View:
         self.label = label
         self.hotspots = lru_cache(maxsize=256)(self._hotspots)
         self.segments = lru_cache(maxsize=64)(self._segments)
+        self.lanes = lru_cache(maxsize=16)(self._lanes)
+        self.marks = lru_cache(maxsize=16)(self._marks)
         self.details = lru_cache(maxsize=256)(self._details)
         self.optional = lru_cache(maxsize=None)(self._optional)
         self._report: Report | None = None
@@ -122,28 +124,54 @@ class View:
         busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
         return busy.groupby(["rank", "device"])["ts"].min()
 
-    def marks(self, rank: int, segments: pd.DataFrame) -> pd.DataFrame:
-        """The idle gaps and host syncs (health findings' evidence) inside the drawn segments of one rank's step."""
+    def _marks(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
+        """The findings' evidence inside one rank's step as drawn (ns from its segments' origin): idle gaps,
+        host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them."""
+        segments = self.segments(rank, step, levels, python)
         if not len(segments):
             return pd.DataFrame(columns=timeline.MARK_COLUMNS)
-        empty = pd.DataFrame(
-            columns=["rank", "device", "offset_ns", "dur_ns", "ts", "sync_ns", "name", "annotation", "op"]
+        found = []
+        gaps, stalls, calls, memory = (
+            self.optional(n).data for n in ("idle_gaps", "sync_stalls", "collectives", "memory")
         )
-        gaps, stalls = (self.optional(name).data for name in ("idle_gaps", "sync_stalls"))
-        gaps = empty if gaps is None else gaps
-        stalls = empty if stalls is None else stalls
-        span = int(segments["end_ns"].max())
-        return timeline.marks(gaps, stalls, self.first_work, rank, segments.attrs["origin_ns"], span)
+        if gaps is not None:
+            found += timeline.gap_marks(gaps, self.first_work, rank)
+        if stalls is not None:
+            found += timeline.sync_marks(stalls, rank)
+        if calls is not None:
+            found += timeline.collective_marks(calls, rank)
+        if memory is not None and len(memory.peaks):
+            found += timeline.peak_marks(memory.peaks, rank)
+        if self.fusion_occurrences is not None:
+            found += timeline.fusion_marks(self.fusion_occurrences, self.trace.events, rank, step)
+        return timeline.marks(found, segments.attrs["origin_ns"], int(segments["end_ns"].max()))
+
+    @cached_property
+    def fusion_occurrences(self) -> pd.DataFrame | None:
+        """The fusion analyzer's chain occurrences (memoised with the trace), or None when it fails on this trace."""
+        try:
+            return fusion.occurrences(self.trace)
+        except Exception:  # an analyzer failure leaves the other marks on the timeline
+            return None
+
+    def boundaries(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
+        """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin."""
+        segments = self.segments(rank, step, levels, python)
+        if not len(segments):
+            return pd.DataFrame(columns=timeline.BOUNDARY_COLUMNS)
+        return timeline.boundaries(self.trace.steps(), rank, step, segments.attrs["origin_ns"])
 
     def has_python_frames(self) -> bool:
         """Whether the trace was recorded with_stack (it has Python frame events)."""
         return bool((self.trace.events["kind"] == Kind.PYTHON.value).any())
 
+    def _lanes(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
+        return timeline.step_lanes(self.trace.events, self.host_levels, rank, step, levels, python)
+
     def _segments(
         self, rank: int, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
     ) -> pd.DataFrame:
-        events = self.trace.events
-        return timeline.step_segments(events, self.host_levels, rank, step, levels, python, window)
+        return timeline.segments(self.lanes(rank, step, levels, python), window)
 
     def _optional(self, name: str) -> Optional:
         try:

@@ -91,11 +91,22 @@ def step_bars(steps: list[dict]) -> go.Figure:
     return fig
 
 
-def gantt(segments: pd.DataFrame, revision: object = None) -> go.Figure:
-    """Timeline segments as one WebGL line trace per colour category (zoomable, hover shows names)."""
+FINDINGS_LANE = "findings"
+"""The lane on top of a timeline where the findings' marks are drawn (one bar each)."""
+BAR_WIDTH = 0.7
+"""Height of a timeline bar, in lanes."""
+GANTT_HOVER = "%{hovertext}<br>%{x:.4f} ms · %{customdata[0]} event(s) in this bar<extra>%{fullData.name}</extra>"
+
+
+def gantt(segments: pd.DataFrame, revision: object = None, labels: list[str] | None = None, lanes=None) -> go.Figure:
+    """Timeline segments as one horizontal bar trace per colour category (bars from start to end, ms; hover shows
+    the name, duration and events merged; customdata is [events merged, first event row]); labels, when given,
+    are written inside the bars that fit them; lanes (default: the segments') are the rows drawn, so a zoom that
+    empties some keeps the others in place."""
     if not len(segments):
         return empty("no events in this step")
-    lanes = sorted(segments["lane"].unique(), key=_lane_order)
+    segments = segments.assign(label=labels) if labels is not None else segments
+    lanes = segments["lane"].unique() if lanes is None else lanes
     fig = go.Figure()
     for category in dict.fromkeys([*CATEGORY.values(), "other"]):
         mine = segments[segments["category"] == category]
@@ -104,48 +115,49 @@ def gantt(segments: pd.DataFrame, revision: object = None) -> go.Figure:
     fig.update_layout(
         height=120 + LANE_PX * len(lanes),
         hovermode="closest",
+        barmode="overlay",
         xaxis_title="ms from step start",
         margin={"l": 10, "r": 10, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom"},
+        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
         uirevision=str(revision),
         showlegend=True,
+        uniformtext={"minsize": 9, "mode": "hide"},  # a label that does not fit its bar is left out
     )
-    fig.update_yaxes(categoryorder="array", categoryarray=lanes[::-1], automargin=True)
+    return order_lanes(fig, lanes)
+
+
+def order_lanes(fig: go.Figure, lanes) -> go.Figure:
+    """Lanes top to bottom: the findings, the device streams, then the host threads (each by name)."""
+    ordered = sorted(lanes, key=_lane_order)
+    fig.update_yaxes(type="category", categoryorder="array", categoryarray=ordered[::-1], automargin=True)
     return fig
 
 
 def _lane_order(lane: str) -> tuple:
-    return (not lane.startswith("device"), lane)
+    return (lane != FINDINGS_LANE, not lane.startswith("device"), lane)
 
 
-def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Scattergl:
-    n = len(seg)
-    x = np.empty(3 * n)
-    x[0::3] = seg["start_ns"].to_numpy() / 1e6
-    x[1::3] = seg["end_ns"].to_numpy() / 1e6
-    x[2::3] = np.nan
-    y = _gapped(seg["lane"].to_numpy())
-    labels = [
-        f"{text(name, 120)}<br>{humanize.duration(e - s)}" + (f" · {c} events merged" if c > 1 else "")
-        for name, s, e, c in zip(seg["name"], seg["start_ns"], seg["end_ns"], seg["count"], strict=True)
-    ]
-    return go.Scattergl(
-        x=x,
-        y=y,
-        mode="lines",
+def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Bar:
+    start = seg["start_ns"].to_numpy()
+    labelled = "label" in seg
+    return go.Bar(
+        base=start / 1e6,
+        x=(seg["end_ns"].to_numpy() - start) / 1e6,
+        y=seg["lane"].to_numpy(),
+        orientation="h",
+        width=BAR_WIDTH,
         name=category,
-        line={"width": LANE_PX * 0.6, "color": COLOURS.get(category, COLOURS["other"])},
-        hovertext=_gapped(labels),
-        hoverinfo="text",
-        connectgaps=False,
+        marker={"color": COLOURS.get(category, COLOURS["other"]), "line": {"width": 0}},
+        customdata=np.c_[seg["count"].to_numpy(np.int64), seg["row"].to_numpy(np.int64)].tolist(),  # lists: Dash
+        # passes a clicked point's customdata only from plain lists
+        hovertext=[text(name, 120) for name in seg["name"]],
+        hovertemplate=GANTT_HOVER,
+        text=[text(label) for label in seg["label"]] if labelled else None,
+        textposition="inside" if labelled else "none",
+        insidetextanchor="start",
+        textfont={"color": "white", "size": 10},
+        cliponaxis=True,
     )
-
-
-def _gapped(values) -> np.ndarray:
-    """Each value twice (a segment's start and end point) and then None (the gap that ends the line)."""
-    out = np.repeat(np.asarray(values, dtype=object), 3)
-    out[2::3] = None
-    return out
 
 
 def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:

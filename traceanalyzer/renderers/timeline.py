@@ -33,7 +33,7 @@ CATEGORY = {
 
 _DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
 _HOST = [k.value for k in HOST_KINDS]
-SEGMENT_COLUMNS = ["lane", "category", "start_ns", "end_ns", "count", "name"]
+SEGMENT_COLUMNS = ["lane", "category", "start_ns", "end_ns", "count", "name", "row"]
 
 
 def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int, int] | None = None) -> pd.DataFrame:
@@ -45,25 +45,25 @@ def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int,
     return laid_out(pd.concat([_device_lanes(device), _host_lanes(host)]), window)
 
 
-def laid_out(lanes: pd.DataFrame, window: tuple[int, int] | None = None) -> pd.DataFrame:
+def laid_out(lanes: pd.DataFrame, window: tuple[int, int] | None = None, resolution: int = RESOLUTION) -> pd.DataFrame:
     """Lane rows as drawn segments: times from the first one's start (kept in ``attrs["origin_ns"]``), only those
-    in window (ns from that start) when given, decimated to what the window's width can show."""
+    in window (ns from that start) when given, decimated to what the window's width can show (gaps narrower than
+    window / resolution closed). lanes is left as it was."""
     if not len(lanes):
         return pd.DataFrame(columns=SEGMENT_COLUMNS)
     origin = int(lanes["start_ns"].min())
-    lanes["start_ns"] -= origin
-    lanes["end_ns"] -= origin
+    lanes = lanes.assign(start_ns=lanes["start_ns"] - origin, end_ns=lanes["end_ns"] - origin)
     if window:
         lanes = lanes[(lanes["end_ns"] > window[0]) & (lanes["start_ns"] < window[1])]
         if not len(lanes):
             return pd.DataFrame(columns=SEGMENT_COLUMNS)
-    out = decimate(lanes, span=window[1] - window[0] if window else None)
+    out = decimate(lanes, span=window[1] - window[0] if window else None, resolution=resolution)
     out.attrs["origin_ns"] = origin
     return out
 
 
 def lane_rows(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
-    """Event rows as lane rows: lane, colour category, start and end (ns), name."""
+    """Event rows as lane rows: lane, colour category, start and end (ns), name, and the event's row."""
     return pd.DataFrame(
         {
             "lane": lane.to_numpy(),
@@ -71,6 +71,7 @@ def lane_rows(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
             "start_ns": rows["ts"].to_numpy(),
             "end_ns": (rows["ts"] + rows["dur"]).to_numpy(),
             "name": rows["name"].astype(str).to_numpy(),
+            "row": rows.index.to_numpy(),
         }
     )
 
@@ -85,25 +86,28 @@ def _host_lanes(host: pd.DataFrame) -> pd.DataFrame:
     return lane_rows(host, lane)
 
 
-def decimate(segments: pd.DataFrame, span: int | None = None, max_segments: int = MAX_SEGMENTS) -> pd.DataFrame:
-    """Merge near-adjacent segments of one lane and colour (closer than span / RESOLUTION) to at most max_segments."""
+def decimate(
+    segments: pd.DataFrame, span: int | None = None, max_segments: int = MAX_SEGMENTS, resolution: int = RESOLUTION
+) -> pd.DataFrame:
+    """Merge near-adjacent segments of one lane and colour (closer than span / resolution) to at most max_segments;
+    a merged segment keeps its first event's name and row."""
     span = span or int(segments["end_ns"].max() - segments["start_ns"].min())
-    resolution = max(span, 1) / RESOLUTION
+    gap = max(span, 1) / resolution
     seg = segments.sort_values(["lane", "category", "start_ns"], kind="stable").reset_index(drop=True)
     while True:
-        merged = _merge(seg, resolution)
+        merged = _merge(seg, gap)
         if len(merged) <= max_segments:
             return merged
-        resolution *= 2
+        gap *= 2
 
 
-def _merge(seg: pd.DataFrame, resolution: float) -> pd.DataFrame:
+def _merge(seg: pd.DataFrame, gap: float) -> pd.DataFrame:
     lane = seg["lane"].to_numpy()
     cat = seg["category"].to_numpy()
     start = seg["start_ns"].to_numpy()
     end = seg["end_ns"].to_numpy()
     new = np.ones(len(seg), dtype=bool)
-    new[1:] = (lane[1:] != lane[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] - end[:-1] > resolution)
+    new[1:] = (lane[1:] != lane[:-1]) | (cat[1:] != cat[:-1]) | (start[1:] - end[:-1] > gap)
     group = np.cumsum(new) - 1
     g = seg.groupby(group, sort=False)
     out = pd.DataFrame(
@@ -114,6 +118,7 @@ def _merge(seg: pd.DataFrame, resolution: float) -> pd.DataFrame:
             "end_ns": g["end_ns"].max(),
             "count": g.size(),
             "name": g["name"].first(),
+            "row": g["row"].first(),
         }
     )
     return out.reset_index(drop=True)[SEGMENT_COLUMNS]

@@ -1,0 +1,192 @@
+"""The Timeline page in headless Chromium on a real with_stack trace (ddp_no_overlap): the findings and the step
+boundaries drawn where the analyzers put them, a finding shown in place, launch → kernel lines, names inside the
+bars at zoom, and the Perfetto download."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import headless_chromium, shared_path
+
+pytestmark = pytest.mark.browser
+
+WAIT_S = 30
+LOAD_S = 180
+RANK, STEP = 1, 3
+GRAPH = "document.querySelector('#tl-graph .js-plotly-plot')"
+SHAPES = f"return {GRAPH}.layout.shapes.map(s => [s.name, s.x0, s.x1])"
+FINDINGS = f"return {GRAPH}.data.filter(t => t.y && t.y[0] === 'findings').map(t => t.name)"
+RANGE = f"return {GRAPH}._fullLayout.xaxis.range"
+BAR_PLACE = f"""const g = {GRAPH}, xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis, [lo, hi] = xa.range;
+const t = g._fullData.find(t => t.name === arguments[0]);
+const shown = (i) => Math.min(t.base[i] + t.x[i], hi) - Math.max(t.base[i], lo);
+const bars = [...Array(t.x.length).keys()].filter(i => t.hovertext[i].startsWith(arguments[1]));
+const widest = bars.sort((a, b) => shown(b) - shown(a))[0];
+const mid = (Math.max(t.base[widest], lo) + Math.min(t.base[widest] + t.x[widest], hi)) / 2;
+const x = xa._offset + xa.d2p(mid), y = ya._offset + ya.d2p(t.y[widest]);
+window.scrollTo(0, g.getBoundingClientRect().top + window.scrollY + y - 300);
+const box = g.getBoundingClientRect();
+return [Math.round(box.left + x), Math.round(box.top + y)];"""
+"""Script: the place in the viewport (px) of the middle of the widest bar of a named trace whose hover text starts
+with a name, scrolled into view."""
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    """A headless Chromium that saves downloads in a folder of its own (``browser.downloads``)."""
+    for driver in headless_chromium():
+        driver.downloads = tmp_path_factory.mktemp("downloads")
+        driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(driver.downloads)})
+        yield driver
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory) -> Path:
+    """Where the screenshots go: $TRACEANALYZER_ARTIFACTS/dashboard if set, else a pytest temporary folder."""
+    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
+    folder = Path(given) / "dashboard" if given else tmp_path_factory.mktemp("timeline-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def app():
+    """The real app on ddp_no_overlap (recorded with_stack), served on a free local port: (url, view, key)."""
+    from traceanalyzer.dashboards.access import Allowed
+    from traceanalyzer.dashboards.cli import serve
+    from traceanalyzer.dashboards.store import Store
+
+    path = shared_path("h200", "ddp_no_overlap")
+    store = Store(Allowed([path]))
+    key = store.open([str(path)])
+    deadline = time.monotonic() + LOAD_S
+    while store.busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [j.state for j in store.jobs()] == ["ready"], [j.message for j in store.jobs()]
+    server = serve(store, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}", store.view(key), key
+    server.shutdown()
+
+
+def _wait(browser, css: str, text: str = ""):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, WAIT_S)
+    wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+    return browser.find_element(By.CSS_SELECTOR, css)
+
+
+def _until(browser, script: str, ok=bool):
+    """The value script returns once ok(value) holds."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, WAIT_S).until(lambda b: (lambda v: v if ok(v) else False)(b.execute_script(script)))
+
+
+def _open(browser, url: str, key: str, extra: str = "") -> None:
+    browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={STEP}{extra}")
+    _wait(browser, "#tl-note", "segments")
+
+
+def _zoom(browser, lo_ms: float, hi_ms: float) -> None:
+    _until(browser, f"const g = {GRAPH}; return g && g.data && g.data.length && g._fullLayout.xaxis.range")
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': {lo_ms}, 'xaxis.range[1]': {hi_ms}}})")
+
+
+def test_findings_and_step_boundaries_are_drawn_and_a_finding_shows_in_place(browser, app, shots):
+    url, view, key = app
+    _open(browser, url, key)
+    steps = view.trace.steps()
+    mine = steps[(steps["rank"] == RANK) & (steps["step"] == STEP)].iloc[0]
+    note = _wait(browser, "#tl-note", "Step boundaries").text
+    assert f"step {STEP} ends" in note and "idle gap" in note and "exposed collective" in note, note
+    shapes = browser.execute_script(SHAPES)
+    lines = {name: x0 for name, x0, _ in shapes if name.startswith("step boundary")}
+    start = next(x for name, x in lines.items() if "starts" in name)
+    end = next(x for name, x in lines.items() if "ends" in name)
+    assert end - start == pytest.approx(mine["step_ns"] / 1e6, abs=1e-3)  # the step model's device window, in ms
+    assert {"idle gap", "exposed collective", "fusion chain"} <= set(browser.execute_script(FINDINGS))
+    gaps = view.trace.idle_gaps()
+    longest = gaps[gaps["rank"] == RANK]["dur_ns"].max() / 1e6  # the straggler's sleep leaves the GPU idle
+    gap = max(([x0, x1] for name, x0, x1 in shapes if name.startswith("idle gap")), key=lambda g: g[1] - g[0])
+    drawn = gap[1] - gap[0]
+    assert drawn == pytest.approx(longest, rel=0.05)
+    full = browser.execute_script(RANGE)
+
+    _pick_first_gap(browser)  # 'show a finding in place': the page zooms to it and links to it
+    shown = _until(browser, RANGE, lambda r: r and r[1] - r[0] < 0.9 * (full[1] - full[0]))
+    assert "at=" in browser.current_url
+    assert shown[0] < gap[0] < gap[1] < shown[1] and shown[1] - shown[0] < 2 * drawn  # the gap and around it
+    browser.get(browser.current_url)  # the link keeps the place
+    _wait(browser, "#tl-note", "segments")
+    again = _until(browser, RANGE, lambda r: r and r[1] - r[0] < 0.9 * (full[1] - full[0]))
+    assert again == pytest.approx(shown, rel=1e-6)
+    _shot(browser, shots, "timeline-findings")
+
+
+def _pick_first_gap(browser) -> None:
+    """Choose the longest idle gap in 'show a finding in place'."""
+    from selenium.webdriver.common.by import By
+
+    browser.find_element(By.CSS_SELECTOR, "#tl-goto").click()
+    options = [o for o in browser.find_elements(By.CSS_SELECTOR, "[role=option]") if "idle gap" in o.text]
+    max(options, key=lambda o: float(o.text.split("idle ")[-1].split(" ms")[0])).click()
+
+
+def test_zoom_labels_the_bars_and_a_clicked_launch_draws_its_kernel_line(browser, app, shots):
+    url, view, key = app
+    _open(browser, url, key)
+    lanes = view.lanes(RANK, STEP, 4, False)
+    origin = view.segments(RANK, STEP, 4, False).attrs["origin_ns"]
+    events = view.trace.events
+    launches = lanes[lanes["name"] == "cudaLaunchKernel"]
+    launched = launches[launches["row"].isin(events.loc[events["launch"] >= 0, "launch"])]
+    first = launched.iloc[len(launched) // 2]
+    lo = (first["start_ns"] - origin) / 1e6
+    _zoom(browser, lo - 0.01, lo + 0.03)  # 40 µs around one launch: few bars, each wide
+    _wait(browser, "#tl-note", "events drawn as")
+    labels = _until(browser, "return [...document.querySelectorAll('#tl-graph .bartext')].map(t => t.textContent)")
+    assert any("cudaLaunch" in t or "aten" in t for t in labels), labels
+
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    x, y = browser.execute_script(BAR_PLACE, "runtime call", "cudaLaunchKernel")
+    click = ActionBuilder(browser)
+    click.pointer_action.move_to_location(x, y).click()
+    click.perform()
+    said = _wait(browser, "#tl-selected", "launch → kernel line").text
+    assert said.startswith("Selected: cudaLaunchKernel") and " 0 launch" not in said, said
+    arrows = _until(browser, f"return {GRAPH}.layout.annotations || []")
+    assert all(a["name"] == "launch → kernel" and a["y"].startswith("device") for a in arrows)
+    assert all(a["ay"].startswith("thread") and a["x"] >= a["ax"] for a in arrows)  # a kernel starts after its launch
+    _shot(browser, shots, "timeline-flow")
+
+
+def test_perfetto_download_is_the_annotated_trace(browser, app):
+    url, view, key = app
+    _open(browser, url, key)
+    browser.find_element("css selector", "#tl-perfetto").click()
+    deadline = time.monotonic() + WAIT_S
+    while not list(browser.downloads.glob("*.json.gz")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (path,) = browser.downloads.glob("*.json.gz")
+    doc = json.loads(gzip.decompress(path.read_bytes()))
+    names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
+    assert "traceanalyzer findings" in names
+    assert doc["otherData"]["events_written"] == len(view.trace.events)
+    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "health.idle"]
+    assert slices  # the idle-gap finding's claimed intervals are on the findings track
+
+
+def _shot(browser, folder: Path, name: str) -> None:
+    browser.save_screenshot(str(folder / f"{name}.png"))
