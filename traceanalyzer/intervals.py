@@ -36,9 +36,11 @@ def length(ivs: Intervals) -> int:
 
 
 def clip(ivs: Intervals, lo: int, hi: int) -> Intervals:
-    """The part of a disjoint set inside [lo, hi)."""
-    s = np.clip(ivs[0], lo, hi)
-    e = np.clip(ivs[1], lo, hi)
+    """The part of a disjoint set inside [lo, hi), cut from the intervals that reach into it (two binary searches:
+    a window costs its own intervals, not the whole set's)."""
+    first, last = np.searchsorted(ivs[1], lo, side="right"), np.searchsorted(ivs[0], hi, side="left")
+    s = np.clip(ivs[0][first:last], lo, hi)
+    e = np.clip(ivs[1][first:last], lo, hi)
     keep = e > s
     return s[keep], e[keep]
 

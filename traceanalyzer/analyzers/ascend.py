@@ -81,22 +81,29 @@ def overlap(trace) -> pd.DataFrame:
     ev = trace.events
     rows = []
     steps = ev[ev["kind"] == Kind.STEP.value]
-    for (rank, step), marker in steps.groupby(["rank", "step"], sort=True):
-        lo, hi = int(marker["ts"].min()), int((marker["ts"] + marker["dur"]).max())
-        mine = ev[ev["rank"] == rank]
-        rows.append({"rank": int(rank), "step": int(step)} | _step_overlap(mine, lo, hi) | _lane_sums(mine, lo, hi))
+    kinds = [Kind.KERNEL.value, Kind.COMMUNICATION.value, Kind.OVERLAP_LANE.value]
+    work = dict(list(ev.loc[ev["kind"].isin(kinds), ["rank", "kind", "name", "ts", "dur"]].groupby("rank")))
+    for rank, marker_rows in steps.groupby("rank", sort=True):
+        mine = work.get(rank, ev.iloc[:0])
+        sets = {kind: _union(mine, kind) for kind in (Kind.KERNEL.value, Kind.COMMUNICATION.value)}
+        lanes = mine[mine["kind"] == Kind.OVERLAP_LANE.value]
+        for step, marker in marker_rows.groupby("step", sort=True):
+            lo, hi = int(marker["ts"].min()), int((marker["ts"] + marker["dur"]).max())
+            rows.append(
+                {"rank": int(rank), "step": int(step)} | _step_overlap(sets, lo, hi) | _lane_sums(lanes, lo, hi)
+            )
     return pd.DataFrame(rows)
 
 
-def _union(events: pd.DataFrame, kind: str, lo: int, hi: int) -> intervals.Intervals:
+def _union(events: pd.DataFrame, kind: str) -> intervals.Intervals:
     rows = events[events["kind"] == kind]
     ts = rows["ts"].to_numpy()
-    return intervals.clip(intervals.union(ts, ts + rows["dur"].to_numpy()), lo, hi)
+    return intervals.union(ts, ts + rows["dur"].to_numpy())
 
 
-def _step_overlap(events: pd.DataFrame, lo: int, hi: int) -> dict:
-    compute = _union(events, Kind.KERNEL.value, lo, hi)
-    comm = _union(events, Kind.COMMUNICATION.value, lo, hi)
+def _step_overlap(sets: dict[str, intervals.Intervals], lo: int, hi: int) -> dict:
+    compute = intervals.clip(sets[Kind.KERNEL.value], lo, hi)
+    comm = intervals.clip(sets[Kind.COMMUNICATION.value], lo, hi)
     both = intervals.union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
     span = int(both[1].max() - both[0].min()) if len(both[0]) else 0
     computing = intervals.length(compute)
@@ -109,9 +116,9 @@ def _step_overlap(events: pd.DataFrame, lo: int, hi: int) -> dict:
     }
 
 
-def _lane_sums(events: pd.DataFrame, lo: int, hi: int) -> dict:
+def _lane_sums(lanes: pd.DataFrame, lo: int, hi: int) -> dict:
     """The trace's own Overlap Analysis lanes summed over the step (lanes that start inside it)."""
-    lanes = events[(events["kind"] == Kind.OVERLAP_LANE.value) & (events["ts"] >= lo) & (events["ts"] < hi)]
+    lanes = lanes[(lanes["ts"] >= lo) & (lanes["ts"] < hi)]
     sums = lanes.groupby(lanes["name"].astype(str))["dur"].sum()
     names = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped", "Free": "free"}
     return {f"trace_{key}_ns": int(sums[name]) if name in sums else None for name, key in names.items()}

@@ -83,7 +83,7 @@ def _windows(events: pd.DataFrame, spans: pd.DataFrame) -> list[tuple[int, int, 
 
 
 def _breakdown(sets: dict, start: int, end: int) -> dict:
-    c, m, x = (_window(sets[k], start, end) for k in ("c", "m", "x"))
+    c, m, x = (intervals.clip(sets[k], start, end) for k in ("c", "m", "x"))
     compute, comm = intervals.length(c), intervals.length(m)
     hidden = intervals.overlap_length(c, m)
     work = _merged(c, m)
@@ -96,13 +96,6 @@ def _breakdown(sets: dict, start: int, end: int) -> dict:
         {"compute_ns": compute, "comm_ns": comm, "preparing_ns": first - start, "device_free_ns": last - first - c_or_m}
     )
     return out
-
-
-def _window(ivs: intervals.Intervals, start: int, end: int) -> intervals.Intervals:
-    """The part of a disjoint set inside [start, end), from the intervals that reach into it only (two binary
-    searches: a step's window costs its own intervals, not the whole run's)."""
-    lo, hi = np.searchsorted(ivs[1], start, side="right"), np.searchsorted(ivs[0], end, side="left")
-    return intervals.clip((ivs[0][lo:hi], ivs[1][lo:hi]), start, end)
 
 
 def _merged(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
