@@ -8,7 +8,9 @@ finding the CLI prints: the ledger, each analyzer's section, the ranked findings
 and CPU seconds; imports excluded), then the text render of that report. Peak RSS is ``ru_maxrss`` after the load
 and after the analyses. The median of --runs processes (the largest peak). ``--by-analysis`` adds, per analyzer,
 the CPU seconds of its section and findings in the report's order, measured in the same process after the report
-on a cleared memo (so each analyzer is charged the shared tables it computes first, as in a report).
+on a cleared memo (so each analyzer is charged the shared tables it computes first, as in a report). ``--tree``
+measures another source tree of the package instead (e.g. ``git archive COMMIT traceanalyzer | tar -x -C DIR``; the
+parsers still come from the installed package).
 """
 
 from __future__ import annotations
@@ -74,12 +76,11 @@ def json_bytes(path: Path) -> int:
     return sum(json_size(f) for f in sorted(path.rglob("*")) if f.name.endswith((".json", ".json.gz")))
 
 
-def child(path: Path, by_analysis: bool) -> dict:
-    """One load and report in a fresh process."""
-    env = os.environ | {"PYTHONPATH": str(REPO), "TRACEANALYZER_CACHE": "0"}
-    out = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(path), "1" if by_analysis else "0"], env=env, capture_output=True, text=True
-    )
+def child(path: Path, by_analysis: bool, tree: Path) -> dict:
+    """One load and report in a fresh process, with the package from ``tree``."""
+    env = os.environ | {"PYTHONPATH": str(tree), "TRACEANALYZER_CACHE": "0"}
+    command = [sys.executable, "-P", "-c", _CHILD, str(path), "1" if by_analysis else "0"]  # -P: not the cwd
+    out = subprocess.run(command, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"{path}: {out.stderr.strip()}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -127,11 +128,12 @@ def main() -> None:
     p.add_argument("traces", nargs="*", type=Path, default=DEFAULT)
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--by-analysis", action="store_true", help="also the CPU seconds of each analyzer")
+    p.add_argument("--tree", type=Path, default=REPO, help="the source tree to measure (default: this one)")
     args = p.parse_args()
     results, sizes = {}, {}
     for path in args.traces:
         sizes[path] = json_bytes(path)
-        results[path] = summarize([child(path, args.by_analysis) for _ in range(args.runs)])
+        results[path] = summarize([child(path, args.by_analysis, args.tree) for _ in range(args.runs)])
         print(f"{path.name}: done", file=sys.stderr)
     print(table(results, sizes))
     if args.by_analysis:
