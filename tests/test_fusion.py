@@ -6,6 +6,7 @@ import pytest
 from conftest import PUBLIC_TORCH, REPO, load_shared
 
 import traceanalyzer as ta
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import fusion
 from traceanalyzer.analyzers.fusion.patterns import WRAPPER_OP
 from traceanalyzer.report import Options
@@ -201,3 +202,20 @@ def test_host_to_device_copies_are_named_by_their_kind_not_taken_for_a_cast_chai
     assert not (occ["pattern"] == "cast").any()
     claimed = {row for rows in occ["entry_rows"] for row in rows}
     assert not claimed & set(copies["top_op"])  # nor part of a discovered chain (it was "to → to")
+
+
+def test_a_fusion_finding_claims_the_work_it_removes_and_covers_those_hotspots(unfused):
+    """The unfused attention finding claims its chain's elementwise kernels (not the GEMMs a fusion keeps, as its
+    saving model says), so the hotspot findings of masked_fill and mul point to it instead of being pushed again,
+    while the aten::bmm hotspot keeps its own modelled GEMM saving."""
+    found = unfused.findings()
+    attention = next(f for f in found if f.title.startswith("Unfused attention"))
+    claimed = {r: ivs for r, ivs in attention.claims.items() if len(ivs[0])}
+    assert claimed, "the fusion finding claims device work"
+    by_name = {f.where.get("name"): f for f in found if f.analyzer == "hotspots"}
+    assert by_name["aten::masked_fill_"].covered_by == attention.title
+    assert not by_name["aten::bmm"].covered_by and by_name["aten::bmm"].saving_ns > 0
+    kernels = unfused.events[unfused.events["kind"] == ta.Kind.KERNEL.value]
+    gemm = kernels[kernels["name"].astype(str).str.contains("nvjet|gemm", case=False)]
+    gemm_time = intervals.union(gemm["ts"].to_numpy(), (gemm["ts"] + gemm["dur"]).to_numpy())
+    assert len(gemm) and sum(intervals.overlap_length(ivs, gemm_time) for ivs in claimed.values()) == 0

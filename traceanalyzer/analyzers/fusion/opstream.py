@@ -167,12 +167,12 @@ def _op_entries(ev: pd.DataFrame, linked: np.ndarray) -> Entries:
     owner = _owners(ev, linked, stream_op)
     rows = _union(len(ev), cpu[stream_op[cpu] == cpu], owner)
     at = np.searchsorted(rows, owner)  # the entry of each linked task's owner
-    fmt = per_text(ev["name"], linked, _finds(FORMAT_KERNEL), bool)
+    fmt = per_text(ev["name"], linked, finds(FORMAT_KERNEL), bool)
     table = _host_entries(ev, rows)
     table["device_ns"], table["gemm_ns"], table["kernels"] = _device_totals(ev, linked[~fmt], at[~fmt], len(rows))
     named = _work_tokens(ev, linked, at, len(rows))
     table["token"] = np.where(named != "", named, table["token"])
-    table["token"][per_text(ev["name"], rows, _finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
+    table["token"][per_text(ev["name"], rows, finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
     table["shape_row"] = _shape_rows(ev, rows, linked, at)
     return _concat(_format_entries(ev, table, linked[fmt], at[fmt]), table)
 
@@ -250,7 +250,7 @@ def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray) -> Entries:
         "token": _task_tokens(ev, orphans),
         "label": per_text(ev["name"], orphans, display_name),
         "device_ns": dur,
-        "gemm_ns": np.where(per_text(ev["name"], orphans, _finds(COMPUTE_BOUND), bool), dur, 0),
+        "gemm_ns": np.where(per_text(ev["name"], orphans, finds(COMPUTE_BOUND), bool), dur, 0),
         "kernels": np.ones(len(orphans), dtype=np.int64),
         "shape_row": orphans,
     }
@@ -262,7 +262,7 @@ def _work_tokens(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> 
     which no pattern matches."""
     tasks = np.bincount(at, minlength=n)
     copies = np.bincount(at, weights=(ev["kind"] == Kind.MEMCPY.value).to_numpy()[work], minlength=n)
-    fused = np.bincount(at, weights=per_text(ev["name"], work, _finds(FUSED_KERNEL), bool), minlength=n)
+    fused = np.bincount(at, weights=per_text(ev["name"], work, finds(FUSED_KERNEL), bool), minlength=n)
     out = np.where((tasks > 0) & (fused == tasks), FUSED_TOKEN, "").astype(object)
     only_copies = np.flatnonzero((tasks > 0) & (copies == tasks))
     entries, first = np.unique(at, return_index=True)
@@ -282,18 +282,18 @@ def _task_tokens(ev: pd.DataFrame, tasks: np.ndarray) -> np.ndarray:
     """Tokens of device tasks: format conversions, copies by kind, else the canonical name."""
     names = ev["name"]
     tokens = np.where(
-        per_text(names, tasks, _finds(FORMAT_KERNEL), bool), FORMAT_TOKEN, per_text(names, tasks, canonical)
+        per_text(names, tasks, finds(FORMAT_KERNEL), bool), FORMAT_TOKEN, per_text(names, tasks, canonical)
     )
     copies = (ev["kind"] == Kind.MEMCPY.value).to_numpy()[tasks]
     tokens[copies] = per_text(names, tasks[copies], copy_token)
-    tokens[per_text(names, tasks, _finds(FUSED_KERNEL), bool)] = FUSED_TOKEN
+    tokens[per_text(names, tasks, finds(FUSED_KERNEL), bool)] = FUSED_TOKEN
     return tokens
 
 
 def _device_totals(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
     """Per entry (``at``: the entry of each task): device time, compute-bound (GEMM) time (ns) and kernel count."""
     dur = ev["dur"].to_numpy()[work]
-    gemm = np.where(per_text(ev["name"], work, _finds(COMPUTE_BOUND), bool), dur, 0)
+    gemm = np.where(per_text(ev["name"], work, finds(COMPUTE_BOUND), bool), dur, 0)
     return _sums(at, dur, n), _sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
 
 
@@ -304,7 +304,7 @@ def _sums(at: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
-def _finds(regex: re.Pattern) -> Callable[[str], bool]:
+def finds(regex: re.Pattern) -> Callable[[str], bool]:
     """A test of a name: does ``regex`` occur in it?"""
     return lambda name: bool(regex.search(name))
 

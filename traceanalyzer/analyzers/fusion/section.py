@@ -9,7 +9,7 @@ from traceanalyzer import devices
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.fusion.matching import occurrences, rank_steps
-from traceanalyzer.analyzers.fusion.opstream import WORK_KINDS
+from traceanalyzer.analyzers.fusion.opstream import COMPUTE_BOUND, WORK_KINDS, finds, per_text
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Claims, Finding, StepTime, claims_of
@@ -118,14 +118,17 @@ def findings(trace: TraceData) -> list[Finding]:
     for row in table.itertuples(index=False):
         if step.per_step_ns and row.saving_ns_per_step / step.per_step_ns < FINDING_MIN_SHARE:
             continue
-        mine = occ[(occ["pattern"] == row.pattern) & (occ["variant"] == row.variant)]
+        mine = occ[(occ["family"] == row.pattern) & (occ["variant"] == row.variant)]
         out.append(_finding(row, step, _claims(work, mine)))
     return out
 
 
 def _device_work(ev: pd.DataFrame) -> pd.DataFrame:
-    """The device work a fusion can remove: its row (index), rank, start, duration and causing ops."""
-    return ev.loc[ev["kind"].isin(WORK_KINDS).to_numpy(), ["rank", "ts", "dur", "op", "top_op"]]
+    """The device work a fusion can remove: its row (index), rank, start, duration and causing ops; compute-bound
+    kernels (GEMM, attention, convolution) are kept by a fusion (SAVING_MODEL), so they are not among it."""
+    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+    removable = rows[~per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)]
+    return ev.iloc[removable][["rank", "ts", "dur", "op", "top_op"]]
 
 
 def _claims(work: pd.DataFrame, occ: pd.DataFrame) -> Claims:
