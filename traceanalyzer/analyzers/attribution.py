@@ -91,18 +91,27 @@ def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
 
 def host_activity(trace: TraceData, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
     """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
-    events = trace.events
-    host = events.loc[(events["rank"] == rank) & events["kind"].isin(HOST_ACTIVITY_KINDS), ["ts", "dur", "depth"]]
-    ts = host["ts"].to_numpy()
-    end = ts + host["dur"].to_numpy()
-    depth = host["depth"].to_numpy()
-    labels = host.index.to_numpy()
+    host = _host_rows(trace).get(rank, np.empty((4, 0), dtype=np.int64))
     at_start, during = [], []
     for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
+        labels, ts, end, depth = host[:, (host[1] <= hi) & (host[2] >= lo)]  # all either test can pick, in order
         at_start.append(_deepest(labels, depth, (ts <= lo) & (end > lo)))
-        covered = np.minimum(end, hi) - np.maximum(ts, lo)
-        during.append(_deepest(labels, depth, covered * 2 >= hi - lo))
+        during.append(_deepest(labels, depth, (np.minimum(end, hi) - np.maximum(ts, lo)) * 2 >= hi - lo))
     return pd.DataFrame({"host_at_start": describe(trace, at_start), "host_during": describe(trace, during)})
+
+
+def _host_rows(trace: TraceData) -> dict[int, np.ndarray]:
+    """Per rank: label, start, end and depth (rows of one array) of its host events that describe host activity."""
+    return remember(trace, "attribution.host_rows", lambda: _host_rows_of(trace.events))
+
+
+def _host_rows_of(events: pd.DataFrame) -> dict[int, np.ndarray]:
+    host = events.loc[events["kind"].isin(HOST_ACTIVITY_KINDS), ["rank", "ts", "dur", "depth"]]
+    out = {}
+    for rank, mine in host.groupby("rank"):
+        ts = mine["ts"].to_numpy()
+        out[int(rank)] = np.stack([mine.index.to_numpy(), ts, ts + mine["dur"].to_numpy(), mine["depth"].to_numpy()])
+    return out
 
 
 def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:

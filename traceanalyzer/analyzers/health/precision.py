@@ -43,7 +43,8 @@ def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     op_names = linked(events, op, "name")
     types = pd.Series(category_text(events["input_types"])).str.lower()
     fp32_types = (types.str.contains(_FP32_TYPE) & ~types.str.contains(_REDUCED_TYPE)).to_numpy()
-    fp32_op = np.isin(op_names, list(MATMUL_OPS)) & fp32_types[codes_at(events["input_types"], op)]
+    matmul = np.isin(category_text(events["name"]), list(MATMUL_OPS))[codes_at(events["name"], op)]
+    fp32_op = matmul & fp32_types[codes_at(events["input_types"], op)]
     kernel = kernels["name"]
     gemm_like = name_hits(kernel, GEMM_KERNEL) & ~name_hits(kernel, TENSOR_CORE_KERNEL)
     picked = name_hits(kernel, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
