@@ -68,7 +68,12 @@ def _busy_row(rank: int, device: int, work: pd.DataFrame) -> dict:
 
 
 def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
-    """The largest idle gaps per rank and device, with what the host was doing during each."""
+    """The largest idle gaps per rank and device, with what the host was doing during each (once per trace and
+    ``top``: the section and the dashboard ask for the same table)."""
+    return remember(trace, f"health.idle_gaps.{top}", lambda: _idle_gaps(trace, top)).copy(deep=False)
+
+
+def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
     frames = []
     events = trace.events
     for (rank, device), work in _per_device(events):
