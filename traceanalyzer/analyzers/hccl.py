@@ -86,12 +86,6 @@ def _owned_tasks(events: pd.DataFrame, calls: pd.DataFrame) -> pd.DataFrame:
 def _task_frame(tasks: pd.DataFrame, call: np.ndarray) -> pd.DataFrame:
     """The tasks of calls, by lane and time; a task's type is its name, or its device task type (``cat``) where the
     name is not recorded (``N/A`` in level-0 databases)."""
-    name, cat = tasks["name"].array.codes, tasks["cat"].array.codes
-    recorded = ~np.isin(category_text(tasks["name"]), ["", "N/A"])[name]
-
-    def matching(pattern: re.Pattern) -> np.ndarray:
-        return np.where(recorded, _matching(tasks["name"], pattern)[name], _matching(tasks["cat"], pattern)[cat])
-
     return pd.DataFrame(
         {
             "call": call,
@@ -100,10 +94,18 @@ def _task_frame(tasks: pd.DataFrame, call: np.ndarray) -> pd.DataFrame:
             "end": (tasks["ts"] + tasks["dur"]).to_numpy(),
             "dur": tasks["dur"].to_numpy(),
             "bytes": tasks["bytes"].clip(lower=0).to_numpy(),
-            "transfer": matching(TRANSFER_TASK),
-            "notify": matching(NOTIFY_TASK),
+            "transfer": _of_type(tasks, TRANSFER_TASK),
+            "notify": _of_type(tasks, NOTIFY_TASK),
         }
     ).sort_values(["call", "lane", "ts"], kind="stable")
+
+
+def _of_type(tasks: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
+    """Per task: does its type (name, or ``cat`` where the name is '' or N/A) match the pattern at its start? Each
+    distinct name and cat is matched once."""
+    name, cat = tasks["name"].array.codes, tasks["cat"].array.codes
+    recorded = ~np.isin(category_text(tasks["name"]), ["", "N/A"])[name]
+    return np.where(recorded, _matching(tasks["name"], pattern)[name], _matching(tasks["cat"], pattern)[cat])
 
 
 def _matching(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
