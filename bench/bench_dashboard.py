@@ -208,6 +208,10 @@ def interactions(b: Bench) -> dict[str, Callable[[int], Timing]]:
 
         return run
 
+    def goto_first():
+        b.open_dropdown("tl-goto")
+        return lambda: b.find("[role=option]").click()
+
     def select_row(_i: int):
         cell = b.find("#hs-table td[data-dash-column=name]")
         return b.timed(cell.click)
@@ -230,6 +234,7 @@ def interactions(b: Bench) -> dict[str, Callable[[int], Timing]]:
         "timeline: step → 10": timeline_then(lambda i: b.pick("tl-step", "10")),
         "timeline: zoom to 10 %": timeline_then(lambda i: b.timed(b.js(ZOOM))),
         "timeline: zoom reset": timeline_then(lambda i: (b.timed(b.js(ZOOM)), b.timed(b.js(UNZOOM)))[1]),
+        "timeline: show a finding in place": timeline_then(lambda i: b.timed(goto_first())),
     }
 
 

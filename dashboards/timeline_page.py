@@ -8,6 +8,7 @@ import gzip
 from html import unescape
 
 import dash
+import numpy as np
 import orjson
 import pandas as pd
 import plotly.graph_objects as go
@@ -116,11 +117,18 @@ def timeline_figure(
         window = _around(place)
     seg = view.segments(rank, step, levels, python, window) if window else full
     span = (window[1] - window[0]) if window else int(full["end_ns"].max())
-    lanes = full["lane"].unique()
-    fig = figures.gantt(seg, (rank, step, levels, python, focus), timeline_lanes.labels(seg, span, WIDTH_PX), lanes)
     found = view.marks(rank, step, levels, python)
     bounds = view.boundaries(rank, step, levels, python)
-    _draw_findings(fig, found, bounds, place, span, origin)
+    lanes = [*([figures.FINDINGS_LANE] if len(found) else []), *full["lane"].unique()]
+    shapes = [*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds)]
+    fig = figures.gantt(
+        seg,
+        (rank, step, levels, python, focus),
+        timeline_lanes.labels(seg, span, WIDTH_PX),
+        lanes,
+        extra=finding_bars(found, span, origin),
+        shapes=shapes,
+    )
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
     note = _note(seg, found, bounds)
@@ -148,35 +156,29 @@ def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame) -> str:
     return note
 
 
-def _draw_findings(
-    fig: go.Figure, found: pd.DataFrame, bounds: pd.DataFrame, place: tuple[int, int] | None, span: int, origin: int
-) -> None:
-    """The marks as bars of the findings lane (one trace per kind, hover says what, customdata its place in
-    absolute ns) and bands across the lanes (a line for an instant), the ones at place outlined; the step's
-    boundaries as labelled lines."""
+def finding_bars(found: pd.DataFrame, span: int, origin: int) -> list[dict]:
+    """The marks as bars of the findings lane, one trace per kind (hover says what; customdata is the mark's place,
+    ``start_ns-end_ns`` absolute, for 'show it in place')."""
     least = span / 400  # an instant or a very short mark still gets a bar one can point at
+    out = []
     for what, mine in found.groupby("what", sort=False):
-        length = (mine["end_ns"] - mine["start_ns"]).clip(lower=least)
-        fig.add_trace(
-            go.Bar(
-                base=mine["start_ns"] / NS_PER_MS,
-                x=length / NS_PER_MS,
-                y=[figures.FINDINGS_LANE] * len(mine),
-                orientation="h",
-                width=figures.BAR_WIDTH,
-                name=what,
-                marker={"color": MARK_COLOURS[what], "line": {"width": 0}},
-                customdata=[
-                    [f"{s + origin}-{e + origin}", -1] for s, e in zip(mine["start_ns"], mine["end_ns"], strict=True)
-                ],
-                hovertext=[figures.text(label) for label in mine["label"]],
-                hovertemplate="%{hovertext}<br>click: show it in place<extra>finding</extra>",
-            )
+        start, end = mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy()
+        out.append(
+            {
+                "type": "bar",
+                "base": start / NS_PER_MS,
+                "x": np.maximum(end - start, least) / NS_PER_MS,
+                "y": [figures.FINDINGS_LANE] * len(mine),
+                "orientation": "h",
+                "width": figures.BAR_WIDTH,
+                "name": what,
+                "marker": {"color": MARK_COLOURS[what], "line": {"width": 0}},
+                "customdata": [[f"{s + origin}-{e + origin}", -1] for s, e in zip(start, end, strict=True)],
+                "hovertext": [figures.text(label) for label in mine["label"]],
+                "hovertemplate": "%{hovertext}<br>click: show it in place<extra>finding</extra>",
+            }
         )
-    if len(found):
-        fig.update_layout(height=fig.layout.height + figures.LANE_PX)
-        figures.order_lanes(fig, [figures.FINDINGS_LANE, *fig.layout.yaxis.categoryarray])
-    fig.update_layout(shapes=[*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds)])
+    return out
 
 
 def _shade(mark, place: tuple[int, int] | None) -> dict:

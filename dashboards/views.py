@@ -66,7 +66,7 @@ class View:
         for name in OPTIONAL:
             self.optional(name)
         if self.steps():
-            self.segments(self.ranks()[0], self.steps()[0], timeline.LEVEL_CHOICES[0], False)
+            self.marks(self.ranks()[0], self.steps()[0], timeline.LEVEL_CHOICES[0], False)  # and its segments
 
     def report(self) -> Report:
         """The analyzers' report (sections and ranked findings, tables to TABLE_ROWS rows), with analyzer warnings

@@ -98,66 +98,71 @@ BAR_WIDTH = 0.7
 GANTT_HOVER = "%{hovertext}<br>%{x:.4f} ms · %{customdata[0]} event(s) in this bar<extra>%{fullData.name}</extra>"
 
 
-def gantt(segments: pd.DataFrame, revision: object = None, labels: list[str] | None = None, lanes=None) -> go.Figure:
+def gantt(
+    segments: pd.DataFrame,
+    revision: object = None,
+    labels: list[str] | None = None,
+    lanes=None,
+    extra: list[dict] = (),
+    shapes: list[dict] = (),
+) -> go.Figure:
     """Timeline segments as one horizontal bar trace per colour category (bars from start to end, ms; hover shows
     the name, duration and events merged; customdata is [events merged, first event row]); labels, when given,
-    are written inside the bars that fit them; lanes (default: the segments') are the rows drawn, so a zoom that
-    empties some keeps the others in place."""
+    are written inside the bars that fit them; lanes (default: the segments') are the rows drawn top to bottom
+    after sorting (findings, devices, host threads), so a zoom that empties some keeps the others in place; extra
+    traces (dicts) are drawn after the segments, shapes on the layout. Built unvalidated: every attribute here
+    is a known one, and validating a few thousand bars costs more than drawing them."""
     if not len(segments):
         return empty("no events in this step")
     segments = segments.assign(label=labels) if labels is not None else segments
-    lanes = segments["lane"].unique() if lanes is None else lanes
-    fig = go.Figure()
-    for category in dict.fromkeys([*CATEGORY.values(), "other"]):
-        mine = segments[segments["category"] == category]
-        if len(mine):
-            fig.add_trace(_gantt_trace(category, mine))
-    fig.update_layout(
-        height=120 + LANE_PX * len(lanes),
-        hovermode="closest",
-        barmode="overlay",
-        xaxis_title="ms from step start",
-        margin={"l": 10, "r": 10, "t": 30, "b": 40},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
-        uirevision=str(revision),
-        showlegend=True,
-        uniformtext={"minsize": 9, "mode": "hide"},  # a label that does not fit its bar is left out
-    )
-    return order_lanes(fig, lanes)
-
-
-def order_lanes(fig: go.Figure, lanes) -> go.Figure:
-    """Lanes top to bottom: the findings, the device streams, then the host threads (each by name)."""
-    ordered = sorted(lanes, key=_lane_order)
-    fig.update_yaxes(type="category", categoryorder="array", categoryarray=ordered[::-1], automargin=True)
-    return fig
+    lanes = sorted(segments["lane"].unique() if lanes is None else lanes, key=_lane_order)
+    traces = [
+        _gantt_trace(category, mine)
+        for category in dict.fromkeys([*CATEGORY.values(), "other"])
+        if len(mine := segments[segments["category"] == category])
+    ]
+    layout = {
+        "height": 120 + LANE_PX * len(lanes),
+        "hovermode": "closest",
+        "barmode": "overlay",
+        "xaxis": {"title": {"text": "ms from step start"}},
+        "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": lanes[::-1], "automargin": True},
+        "margin": {"l": 10, "r": 10, "t": 30, "b": 40},
+        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
+        "uirevision": str(revision),
+        "showlegend": True,
+        "uniformtext": {"minsize": 9, "mode": "hide"},  # a label that does not fit its bar is left out
+        "shapes": list(shapes),
+    }
+    return go.Figure(data=[*traces, *extra], layout=layout, _validate=False)
 
 
 def _lane_order(lane: str) -> tuple:
     return (lane != FINDINGS_LANE, not lane.startswith("device"), lane)
 
 
-def _gantt_trace(category: str, seg: pd.DataFrame) -> go.Bar:
+def _gantt_trace(category: str, seg: pd.DataFrame) -> dict:
     start = seg["start_ns"].to_numpy()
     labelled = "label" in seg
-    return go.Bar(
-        base=start / 1e6,
-        x=(seg["end_ns"].to_numpy() - start) / 1e6,
-        y=seg["lane"].to_numpy(),
-        orientation="h",
-        width=BAR_WIDTH,
-        name=category,
-        marker={"color": COLOURS.get(category, COLOURS["other"]), "line": {"width": 0}},
-        customdata=np.c_[seg["count"].to_numpy(np.int64), seg["row"].to_numpy(np.int64)].tolist(),  # lists: Dash
-        # passes a clicked point's customdata only from plain lists
-        hovertext=[text(name, 120) for name in seg["name"]],
-        hovertemplate=GANTT_HOVER,
-        text=[text(label) for label in seg["label"]] if labelled else None,
-        textposition="inside" if labelled else "none",
-        insidetextanchor="start",
-        textfont={"color": "white", "size": 10},
-        cliponaxis=True,
-    )
+    return {
+        "type": "bar",
+        "base": start / 1e6,
+        "x": (seg["end_ns"].to_numpy() - start) / 1e6,
+        "y": seg["lane"].to_numpy(),
+        "orientation": "h",
+        "width": BAR_WIDTH,
+        "name": category,
+        "marker": {"color": COLOURS.get(category, COLOURS["other"]), "line": {"width": 0}},
+        # lists: Dash passes a clicked point's customdata only from plain lists
+        "customdata": np.c_[seg["count"].to_numpy(np.int64), seg["row"].to_numpy(np.int64)].tolist(),
+        "hovertext": [text(name, 120) for name in seg["name"]],
+        "hovertemplate": GANTT_HOVER,
+        "text": [text(label) for label in seg["label"]] if labelled else None,
+        "textposition": "inside" if labelled else "none",
+        "insidetextanchor": "start",
+        "textfont": {"color": "white", "size": 10},
+        "cliponaxis": True,
+    }
 
 
 def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
