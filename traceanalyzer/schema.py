@@ -8,6 +8,7 @@ such labels, or ``NO_ROW`` where there is no link.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -142,6 +143,18 @@ def codes_at(column: pd.Series, labels: np.ndarray) -> np.ndarray:
 def category_text(column: pd.Series) -> np.ndarray:
     """A category column's categories as text (an object array indexed by code), then '' for code -1 (missing)."""
     return np.array([*map(str, column.array.categories), ""], dtype=object)
+
+
+def per_pair(
+    first: np.ndarray, first_text: np.ndarray, second: np.ndarray, second_text: np.ndarray, value: Callable
+) -> np.ndarray:
+    """``value(a, b)`` of each row's pair of category texts (codes ``first``/``second`` into the ``category_text``
+    arrays), computed once per distinct pair; an object array."""
+    a, b = np.asarray(first, dtype=np.int64), np.asarray(second, dtype=np.int64)
+    pairs, at = np.unique((a + 1) * len(second_text) + b + 1, return_inverse=True)
+    firsts, seconds = np.divmod(pairs, len(second_text))
+    values = [value(first_text[i - 1], second_text[j - 1]) for i, j in zip(firsts, seconds, strict=True)]
+    return np.asarray(values, dtype=object)[at] if len(values) else np.empty(0, dtype=object)
 
 
 def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:

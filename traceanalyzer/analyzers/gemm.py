@@ -17,7 +17,7 @@ import pandas as pd
 from traceanalyzer import devices
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
@@ -39,8 +39,8 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
     tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()
-    flops = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _flops(GEMM_OPS[name], dims), float)
-    dtype = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _dtype(types), object)
+    flops = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _flops(GEMM_OPS[name], dims)).astype(float)
+    dtype = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _dtype(types))
     on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
     frame = pd.DataFrame(
         {
@@ -59,13 +59,9 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     return _against_peak(table, trace).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
 
 
-def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str], object], dtype: type) -> np.ndarray:
+def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str], object]) -> np.ndarray:
     """``value(a, b)`` of each row's texts of two category columns, computed once per distinct pair."""
-    a, b = first.array.codes.astype(np.int64), second.array.codes.astype(np.int64)
-    pairs, at = np.unique((a + 1) * (len(second.array.categories) + 1) + b + 1, return_inverse=True)
-    a_text, b_text = category_text(first), category_text(second)
-    values = [value(a_text[i - 1], b_text[j - 1]) for i, j in zip(*np.divmod(pairs, len(b_text)), strict=True)]
-    return np.asarray(values, dtype=dtype)[at] if len(values) else np.empty(0, dtype=dtype)
+    return per_pair(first.array.codes, category_text(first), second.array.codes, category_text(second), value)
 
 
 def _against_peak(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:

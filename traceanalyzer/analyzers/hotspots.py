@@ -19,7 +19,16 @@ from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text, codes_at, positions
+from traceanalyzer.schema import (
+    BUSY_KINDS,
+    DEVICE_KINDS,
+    NO_ROW,
+    Kind,
+    category_text,
+    codes_at,
+    per_pair,
+    positions,
+)
 from traceanalyzer.section import Per, Section, Table
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_REPLAYED
@@ -387,13 +396,10 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device = events[events["kind"].isin(DEVICE)]
     op = codes_at(table["name"], device["op"].to_numpy()).astype(np.int64)  # -1: no launching op
     kernel = device["name"].array.codes.astype(np.int64)
-    op_text, kernel_text = category_text(table["name"]), category_text(device["name"])
-    pairs, at = np.unique((op + 1) * len(kernel_text) + kernel + 1, return_inverse=True)  # each (op, kernel) once
-    ops, kernels = np.divmod(pairs, len(kernel_text))
-    named = [category(op_text[o - 1], kernel_text[k - 1]) for o, k in zip(ops, kernels, strict=True)]
+    named = per_pair(op, category_text(table["name"]), kernel, category_text(device["name"]), category)
     ids, names = pd.factorize(np.array([*named, "communication", "wait"], dtype=object))
     kind = category_text(device["kind"])[device["kind"].array.codes]
-    cat = np.where(kind == Kind.COMMUNICATION.value, ids[-2], np.where(kind == Kind.SYNC.value, ids[-1], ids[at]))
+    cat = np.where(kind == Kind.COMMUNICATION.value, ids[-2], np.where(kind == Kind.SYNC.value, ids[-1], ids[:-2]))
     stats = _stats(pd.DataFrame({"name": cat, "dur": device["dur"].to_numpy()}), "name").reset_index()
     stats["name"] = _text(np.asarray(names, dtype=object)[stats["name"].to_numpy()])
     stats["kind"] = ""
