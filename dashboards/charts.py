@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
-from traceanalyzer.dashboards.names import shortened
+from traceanalyzer.dashboards.names import LABEL_CHARS, middle, shortened
 
 from traceanalyzer import humanize
 from traceanalyzer.renderers import figures
@@ -14,6 +14,12 @@ from traceanalyzer.renderers.timeline import CATEGORY
 
 BAR_TOP = 20
 BAR_PX = 22
+BAR_LABEL_CHARS = 36
+"""Bar labels are the table's short names, or cut to this where those are longer than LABEL_CHARS (the chart
+shares its row with the selection's details and its bars need the room); the bar's number tells them apart."""
+LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}
+LEGEND_BELOW = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0}
+"""Legends of a full-width chart (above: the tool bar sits at its right) and of a narrow one (below its axis)."""
 
 
 def hotspot_bars(table: pd.DataFrame, per: str = "total over the selection") -> go.Figure:
@@ -23,18 +29,20 @@ def hotspot_bars(table: pd.DataFrame, per: str = "total over the selection") -> 
     top = table.head(BAR_TOP).iloc[::-1]
     names = [str(n) for n in top["name"]]
     kinds = [str(k) for k in top["kind"]] if "kind" in top else ["" for _ in names]
-    labels = [f"{i}. {figures.text(s)}" for i, s in zip(range(len(top), 0, -1), shortened(names), strict=True)]
+    cut = zip(shortened(names), names, strict=True)
+    short = [s if len(s) <= LABEL_CHARS else middle(n, BAR_LABEL_CHARS) for s, n in cut]
+    labels = [f"{i}. {figures.text(s)}" for i, s in zip(range(len(top), 0, -1), short, strict=True)]
     fig = go.Figure()
     for kind in dict.fromkeys(kinds):
         rows = [i for i, k in enumerate(kinds) if k == kind]
         fig.add_trace(_bars(top.iloc[rows], [labels[i] for i in rows], kind))
     fig.update_layout(
         height=150 + BAR_PX * len(top),
-        margin={"l": 10, "r": 10, "t": 30, "b": 40},
+        margin={"l": 10, "r": 10, "t": 30, "b": 80},
         xaxis_title=f"time (ms, {per})",
         barmode="stack",
         showlegend=len(set(kinds)) > 1,
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        legend=LEGEND_BELOW,
     )
     fig.update_yaxes(automargin=True, categoryorder="array", categoryarray=labels)
     return fig
@@ -105,7 +113,7 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
         yaxis_title="ms per step",
         yaxis_range=[0, float(top.max()) * 1.15],
         margin={"t": 30, "b": 40},
-        legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
+        legend=LEGEND_ABOVE,
     )
     return fig
 
@@ -135,15 +143,16 @@ LINE_DASH = {"allocated": "solid", "reserved": "dot"}
 
 def pools_coloured(fig: go.Figure) -> go.Figure:
     """The memory chart with one colour per pool (rank and device: allocated solid, reserved dotted, its peak
-    marked in the same colour) and the legend below the plot."""
+    marked in the same colour, its size in the legend) and the legend below the plot."""
     pools: dict[str, str] = {}
     for trace in fig.data:
         pool, _, what = trace.name.rpartition(" ")
         colour = pools.setdefault(pool, POOL_COLOURS[len(pools) % len(POOL_COLOURS)])
-        if what == "peak":
-            trace.marker.color = colour
+        if what == "peak":  # its size in the legend: labels of peaks at the same height would overlap
+            trace.marker.color, trace.mode = colour, "markers"
+            trace.name = f"{trace.name} ({str(trace.text[0]).removeprefix('peak ')})" if trace.text else trace.name
         else:
             trace.line.color, trace.line.dash = colour, LINE_DASH.get(what, "solid")
-    below = {"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0}  # above, it would run under the tool bar
+    below = {**LEGEND_BELOW, "y": -0.2}  # above, it would run under the tool bar
     fig.update_layout(legend=below, showlegend=True, margin={"t": 30, "b": 40})
     return fig

@@ -108,14 +108,14 @@ def hotspots(view: View, query: dict[str, str]) -> list:
         dcc.Loading(grid, delay_show=LOADING_DELAY_MS),
         html.Div(
             [
-                html.Div(dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)), className="col"),
+                html.Div(dcc.Graph(id="hs-bars", figure=charts.hotspot_bars(table)), className="col-wide"),
                 html.Div(
                     [
                         html.H3("Selected"),
                         dcc.Store(id="hs-selected"),
                         dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
                     ],
-                    className="col",
+                    className="col-narrow",
                 ),
             ],
             className="row",
@@ -127,6 +127,7 @@ HOTSPOT_BASIS = (
     "Times are totals over the steps and ranks picked (all: the whole recorded window); share is of the table's "
     "total, cumulative share down the ranking."
 )
+HOTSPOT_NAME_WIDTH = "350px"
 HOTSPOT_FIRST = ("name", "kind", "total_ns", "share", "cum_share")
 """Hotspot columns shown first, so share and cumulative share sit beside the total at any width."""
 HOTSPOT_HEADERS = {
@@ -148,6 +149,10 @@ def hotspot_content(table: pd.DataFrame, level: str) -> dict:
     shown = table.assign(name=shortened(full)) if len(table) else table
     content = tables.content(shown, columns)
     headers = HOTSPOT_HEADERS.get(level, {})
+    content["style_cell_conditional"] = [  # the short names whole: 48 characters of monospace
+        {**c, "maxWidth": HOTSPOT_NAME_WIDTH} if c["if"]["column_id"] == "name" else c
+        for c in content["style_cell_conditional"]
+    ]
     content["columns"] = [{**c, "name": headers.get(c["id"], c["name"])} for c in content["columns"]]
     for row, tip, name in zip(content["data"], content["tooltip_data"], full, strict=True):
         tip.pop("name", None)
@@ -260,19 +265,32 @@ def fusion(view: View, query: dict[str, str]) -> list:
     if section is None or table is None or not len(table.frame):
         return [unavailable("Fusion", "the fusion analyzer found no opportunity in this trace")]
     frame, key = table.frame, state.evidence(query)
-    columns = [c for c in FUSION_FIRST if c in frame] + [str(c) for c in frame if c not in FUSION_FIRST]
+    breakdown = [str(c) for c in frame if c not in FUSION_FIRST]
+    columns = [c for c in FUSION_FIRST if c in frame] + breakdown
     return [
         section_facts(section, "fusion-facts"),
         html.H3(table.title + PER[table.per]),
         html.P(FUSION_BASIS, className="note"),
         *evidence_note(key),
-        tables.section_table("fusion-table", table, columns, page_size=25, evidence=key),
+        tables.section_table("fusion-table", table, columns, 25, evidence=key, hidden=breakdown),
     ]
 
 
-FUSION_FIRST = ("pattern", "saving_ns_per_step", "where", "replacement", "current_ns_per_step", "occurrences")
-"""Fusion columns shown first: what, what it saves, where and with what, before the breakdown of the estimate."""
-FUSION_BASIS = "Savings are estimates: what fusing would remove (see the model above)."
+FUSION_FIRST = (
+    "pattern",
+    "saving_ns_per_step",
+    "where",
+    "replacement",
+    "current_ns_per_step",
+    "occurrences",
+    "variant",
+)
+"""Fusion columns shown: what, what it saves, where and with what; the breakdown of the estimate is hidden until
+the user shows it."""
+FUSION_BASIS = (
+    "Savings are estimates: what fusing would remove (see the model above). The estimate's breakdown (kernels, "
+    "kept time, traffic, launches per step) is in the columns that Toggle Columns shows."
+)
 
 
 def memory(view: View, query: dict[str, str]) -> list:
@@ -436,14 +454,23 @@ def _matched(kernels: pd.DataFrame) -> list:
     ]
 
 
+SIDE_COLUMNS = ["name", "total_ns", "share", "count"]
+"""Columns of each run's top kernels and CPU ops beside the other's (half the page's width each)."""
+
+
+def _top(view: View, level: Level) -> pd.DataFrame:
+    """The top rows of a level's hotspot table (long names cut to the column, whole on hover)."""
+    return view.hotspots(level.value).head(COMPARE_TOP)
+
+
 def _compared(view: View, side: str) -> list:
     return [
         html.H3(view.label),
         labelled(headline(view), f"cmp-{side}-facts"),
-        html.H4("Top kernels"),
-        tables.table(f"cmp-{side}-kernels", view.hotspots(Level.KERNEL.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
-        html.H4("Top CPU ops (self time)"),
-        tables.table(f"cmp-{side}-ops", view.hotspots(Level.CPU_OP.value).head(COMPARE_TOP), page_size=COMPARE_TOP),
+        html.H4("Top kernels (total over the recorded window)"),
+        tables.table(f"cmp-{side}-kernels", _top(view, Level.KERNEL), SIDE_COLUMNS, COMPARE_TOP),
+        html.H4("Top CPU ops (self time, total over the recorded window)"),
+        tables.table(f"cmp-{side}-ops", _top(view, Level.CPU_OP), SIDE_COLUMNS, COMPARE_TOP),
     ]
 
 

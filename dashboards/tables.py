@@ -16,11 +16,12 @@ from traceanalyzer.section import Table, Unit, column_unit
 
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
-TEXT_WIDTH = "300px"
-TIP_CHARS = 40
-"""Long-text cells longer than this (about what TEXT_WIDTH shows) get their full text as a tooltip."""
+TEXT_WIDTH = "220px"
+TIP_CHARS = 28
+"""Text cells longer than this (about what TEXT_WIDTH shows) make their column a long-text one: cut to one line
+of TEXT_WIDTH, the full text as a tooltip."""
 LONG_TEXT = ("name", "where", "path", "stack", "module", "replacement", "detail", "input_dims", "advice", "title")
-"""Columns cut to one line; the full text shows on hover."""
+"""Columns always cut to one line (others are when a cell is longer than TIP_CHARS); the full text shows on hover."""
 ID_COLUMNS = {"rank", "step", "late_rank", "device", "stream", "tid", "pid", "op", "launch", "correlation"}
 """Columns where NO_ROW (-1) means none: shown as what it means (NONE_TEXT) or an empty cell, never as -1."""
 NONE_TEXT = {"step": "outside every step", "device": "host"}
@@ -64,16 +65,21 @@ def section_table(
     page_size: int = 10,
     only: Mapping[str, object] | None = None,
     evidence: Mapping[str, object] | None = None,
+    hidden: list[str] | None = None,
 ):
     """A section's table as a DataTable, each column in the unit the section declares for it; optionally filtered
     to the rows holding only's values (a filter the user can edit in the header) and with a finding's evidence rows
-    (those holding evidence's values) highlighted, the page of the first one open."""
+    (those holding evidence's values) highlighted, the page of the first one open; the hidden columns are left
+    out until the user shows them (the table's Toggle Columns button)."""
     columns = columns or [str(c) for c in t.frame.columns]
     props = content(t.frame, columns, {c: t.unit(c) for c in columns})
     only = {c: v for c, v in (only or {}).items() if v is not None and c in t.frame}
     shown = matching_rows(t.frame, only) if only else None
     query = " && ".join(f"{{{c}}} = {_text(v)}" for c, v in only.items())
     props = marked(props, matching_rows(t.frame, evidence or {}), page_size, shown)
+    if hidden:
+        props["columns"] = [{**c, "hideable": True} for c in props["columns"]]
+        props["hidden_columns"] = [c for c in hidden if c in columns]
     return grid(table_id, {**props, "filter_query": query}, page_size)
 
 
@@ -89,7 +95,7 @@ def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.D
         page_size=page_size,
         style_table={"overflowX": "auto"},
         style_cell={"fontFamily": "monospace", "fontSize": "12px", "textAlign": "left", "padding": "2px 6px"},
-        style_header={"fontWeight": "bold"},
+        style_header={"fontWeight": "bold", "whiteSpace": "normal", "height": "auto"},  # headers wrap
     )
 
 
@@ -140,7 +146,7 @@ def content(
     rows = rows_of(data)
     columns = columns or (list(rows[0]) if rows else [])
     units = {c: (units or {}).get(c) or column_unit(c) for c in columns}
-    long_text = [c for c in columns if c in LONG_TEXT]
+    long_text = [c for c in columns if c in LONG_TEXT or any(_long(r.get(c)) for r in rows)]
     return {
         "columns": [_column(c, rows, units[c]) for c in columns],
         "data": [{c: _cell(c, r.get(c), units[c]) for c in columns} for r in rows],
@@ -152,6 +158,11 @@ def content(
             for c in long_text
         ],
     }
+
+
+def _long(value: object) -> bool:
+    """A text cell too long for its column to be shown whole."""
+    return isinstance(value, str) and len(value) > TIP_CHARS
 
 
 def _column(key: str, rows: list[dict], unit: Unit) -> dict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 import threading
 import time
@@ -16,7 +17,8 @@ from tests.conftest import REPO, SHARED, headless_chromium, shared_path
 
 pytestmark = pytest.mark.browser
 
-SCREENSHOTS = REPO / "artifacts" / "screenshots"
+SCREENSHOTS: list[Path] = []
+"""Where this module's screenshots go: $TRACEANALYZER_ARTIFACTS/dashboard if set, else a pytest temporary folder."""
 WAIT_S = 30
 LOAD_S = 180
 XSS = "<script>alert(1)</script>"
@@ -148,9 +150,18 @@ def _pick(browser, dropdown: str, label: str):
         browser.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.ESCAPE)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def screenshots(tmp_path_factory) -> Path:
+    """The screenshots' folder, never beside the user's files."""
+    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
+    folder = Path(given) / "dashboard" if given else tmp_path_factory.mktemp("dashboard-screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    SCREENSHOTS[:] = [folder]
+    return folder
+
+
 def _shot(browser, name: str):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    browser.save_screenshot(str(SCREENSHOTS / f"{name}.png"))
+    browser.save_screenshot(str(SCREENSHOTS[0] / f"{name}.png"))
 
 
 def _dropdown_value(browser, dropdown: str) -> str:
@@ -190,7 +201,7 @@ def test_timeline_draws_the_step(browser, app_url):
     _open(browser, app_url, "/timeline", "gpt_train")
     note = _wait(browser, "#tl-note", "segments").text
     assert "events drawn as" in note
-    _wait(browser, "#tl-graph .gl-container")
+    _wait(browser, "#tl-graph .trace.bars")  # the Gantt bars (SVG: drawn faster than a WebGL context starts)
     _shot(browser, "timeline")
 
 
@@ -226,7 +237,7 @@ def test_memory_chart_colours_each_rank_and_shows_no_sentinel(browser, app_url):
     shown, drawn = traces
     colours: dict[str, set] = {}
     for name, colour in drawn:
-        colours.setdefault(name.rsplit(" ", 1)[0], set()).add(colour)
+        colours.setdefault(" ".join(name.split(" ")[:4]), set()).add(colour)
     assert shown and {"rank 0 device 0", "rank 1 device 1"} <= set(colours)
     assert all(len(c) == 1 for c in colours.values()), colours  # allocated, reserved and peak of a pool alike
     assert len(set.union(*colours.values())) == len(colours)  # and every pool its own colour
@@ -577,7 +588,7 @@ def test_ascend_page_shows_core_types(browser, app_url):
     _wait(browser, "#memory-graph .main-svg")
     marked = browser.execute_script(
         "return document.querySelector('#memory-graph .js-plotly-plot').data"
-        ".filter(t => t.name.endsWith(' peak')).map(t => t.x[0])"
+        ".filter(t => t.name.includes(' peak')).map(t => t.x[0])"
     )
     assert marked == [pytest.approx(peak["at_ns"] / 1e6)]  # chart and table put the peak at the same time
     _open(browser, app_url, "/ascend", "gpt_train")
@@ -675,23 +686,3 @@ def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
     assert _component(pair, "cmp-b").value == two
     asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
     assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
-
-
-@pytest.mark.parametrize("trace", ["gpt_train", "ddp", "ascend"])
-def test_every_page_opens_at_1280_without_sentinels(browser, app_url, trace):
-    """Each page of a single-GPU, a 2-rank and an Ascend trace: drawn, nothing wider than the window, no -1 shown."""
-    from traceanalyzer.dashboards.pages import PAGES
-
-    url, store, keys = app_url
-    if trace not in keys:
-        pytest.skip(f"Ascend sample not available: {ASCEND}")
-    for path, title in PAGES.items():
-        browser.get(f"{url}{path}?trace={keys[trace]}")
-        _wait(browser, ".page-title", title)
-        body = _wait(browser, "#page").text
-        assert "internal error" not in body and "Traceback" not in body, (path, body[:300])
-        cells = browser.execute_script("return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)")
-        assert "-1" not in cells, path
-        wide = browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
-        assert not wide, f"{path} is wider than the 1280 px window"
-        _shot(browser, f"{trace}-{title.lower()}")

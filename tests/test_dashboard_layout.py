@@ -1,0 +1,128 @@
+"""Every dashboard page at 1280×800 and 1600×1000 on a single-GPU, a multi-rank and an Ascend trace: drawn, nothing
+wider than the window or its container, no table that needs a sideways scroll, no -1 in a cell. The full-page
+screenshots are kept as test artifacts ($TRACEANALYZER_ARTIFACTS/dashboard-layout if set, else a pytest temporary
+folder; never beside the traces)."""
+
+from __future__ import annotations
+
+import base64
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PUBLIC_ASCEND, REPO, SHARED, headless_chromium
+
+pytestmark = pytest.mark.browser
+
+WAIT_S = 60
+LOAD_S = 180
+SIZES = ((1280, 800), (1600, 1000))
+TRACES = {
+    "gpu_bound": REPO / "sample_traces" / "gpu_bound",
+    "ddp_overlap": SHARED / "h200" / "ddp_overlap",
+    "ascend": PUBLIC_ASCEND / "msinsight" / "pytorch_text" / "level1" / "rank0_ascend_pt",
+}
+"""A single-GPU, a 2-rank DDP and an Ascend trace."""
+MAX_SHOT_PX = 8000
+
+OVERFLOW = """
+const page = document.getElementById('page').getBoundingClientRect();
+const out = [];
+if (document.documentElement.scrollWidth > window.innerWidth) {
+    out.push(`page ${document.documentElement.scrollWidth} px wide in a ${window.innerWidth} px window`);
+}
+for (const el of document.querySelectorAll('#page .dash-table-container, #page .js-plotly-plot, #page table')) {
+    const box = el.getBoundingClientRect();
+    if (box.width && box.right > page.right + 1) {
+        out.push(`${el.id || el.closest('[id]').id}: right edge ${Math.round(box.right)} > ${Math.round(page.right)}`);
+    }
+}
+for (const el of document.querySelectorAll('#page .dash-spreadsheet-container')) {
+    if (el.scrollWidth > el.clientWidth + 1) {
+        out.push(`${el.closest('.dash-table-container').id}: ${el.scrollWidth} px of columns in ${el.clientWidth} px`);
+    }
+}
+return out;
+"""
+"""What is wider than the window or its container, as readable lines (none when everything fits)."""
+CELLS = "return Array.from(document.querySelectorAll('#page td')).map(c => c.innerText)"
+DRAWN = """
+const plots = Array.from(document.querySelectorAll('#page .js-plotly-plot'));
+return !document.querySelector('[data-dash-is-loading=true]') && plots.every(p => p.querySelector('.main-svg'));
+"""
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory) -> Path:
+    """Where the screenshots go."""
+    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
+    folder = Path(given) / "dashboard-layout" if given else tmp_path_factory.mktemp("dashboard-layout")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium driven by selenium."""
+    yield from headless_chromium()
+
+
+@pytest.fixture(scope="module")
+def app_url():
+    """The real app with the three traces loaded, served on a free local port."""
+    from traceanalyzer.dashboards.cli import serve
+    from traceanalyzer.dashboards.store import Store
+
+    missing = [str(p) for p in TRACES.values() if not p.exists()]
+    if missing:
+        pytest.skip(f"real traces not available: {missing}")
+    store = Store()
+    keys = {name: store.open([str(path)]) for name, path in TRACES.items()}
+    deadline = time.monotonic() + LOAD_S
+    while store.busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert [j.state for j in store.jobs()] == ["ready"] * len(keys), [j.message for j in store.jobs()]
+    server = serve(store, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}", keys
+    server.shutdown()
+
+
+def _full_page(browser, path: Path) -> None:
+    """A screenshot of the whole page (down to MAX_SHOT_PX), not only the window."""
+    size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
+    clip = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], MAX_SHOT_PX), "scale": 1}
+    shot = browser.execute_cdp_cmd("Page.captureScreenshot", {"captureBeyondViewport": True, "clip": clip})
+    path.write_bytes(base64.b64decode(shot["data"]))
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_every_page_fits_the_window(browser, app_url, artifacts, size):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+    from traceanalyzer.dashboards.pages import PAGES
+
+    url, keys = app_url
+    browser.set_window_size(*size)
+    problems = []
+    for trace, key in keys.items():
+        for path, title in PAGES.items():
+            browser.get(f"{url}{path}?trace={key}")
+            wait = WebDriverWait(browser, WAIT_S)
+            wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".page-title"), title))
+            wait.until(lambda b: b.execute_script(DRAWN))
+            time.sleep(0.3)  # plotly's last relayout
+            body = browser.find_element(By.CSS_SELECTOR, "#page").text
+            assert "internal error" not in body and "Traceback" not in body, (trace, path, body[:300])
+            problems += [f"{trace} {title}: {p}" for p in browser.execute_script(OVERFLOW)]
+            cells = browser.execute_script(CELLS)
+            problems += [f"{trace} {title}: a cell shows -1"] if "-1" in cells else []
+            name = f"{size[0]}x{size[1]}-{trace}-{title.lower()}"
+            _full_page(browser, artifacts / f"{name}.png")
+            if path == "/":
+                browser.save_screenshot(str(artifacts / f"{name}-window.png"))  # what the window shows first
+    assert not problems, "\n".join(problems)
