@@ -72,6 +72,8 @@ def test_every_row_has_the_context_a_walk_up_its_parents_gives(scopes, name):
         expected = _walked(events, row) if row != NO_ROW else dict.fromkeys(callpath.COLUMNS[1:], "")
         assert table.loc[row].to_dict() == expected, row
     assert table["stack"].str.len().max() > 0  # the sample rows do reach user frames
+    alone = callpath.where_many(events, rows[:300]).set_index("row")  # a walk of those rows and their ancestors
+    assert alone.equals(table.loc[alone.index])
 
 
 def test_stacks_keep_the_innermost_user_frames_and_no_library_frame(scopes):

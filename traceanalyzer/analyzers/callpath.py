@@ -36,13 +36,28 @@ def walk(trace: TraceData) -> Walk:
 
 
 def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
-    """Context of several rows (each distinct row once), one row each: the ``COLUMNS``."""
-    return Walk(events).where_many(rows)
+    """Context of several rows (each distinct row once), one row each: the ``COLUMNS`` (a walk of those rows and
+    their ancestors only; ``walk(trace)`` shares one walk of every row)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    return Walk(events, among=rows).where_many(rows)
 
 
 def context(events: pd.DataFrame, rows) -> pd.DataFrame:
     """``where_many`` aligned to ``rows`` (one output row per input row, repeats included), indexed by row."""
-    return Walk(events).context(rows)
+    rows = np.asarray(rows, dtype=np.int64)
+    return Walk(events, among=rows).context(rows)
+
+
+def _with_ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The distinct rows (NO_ROW left out) and all their ancestors, in order."""
+    seen = np.zeros(len(parent), dtype=bool)
+    frontier = rows[rows != NO_ROW]
+    while len(frontier):
+        seen[frontier] = True
+        up = parent[frontier]
+        up = up[up != NO_ROW]
+        frontier = np.unique(up[~seen[up]])
+    return np.flatnonzero(seen)
 
 
 class Chain:
@@ -82,10 +97,11 @@ class Chain:
 
 
 class Walk:
-    """Every row's place in its call tree, all rows at once: chains and innermost ancestors of one table. Row
-    arrays end in a sentinel for NO_ROW (-1), so a missing parent or ancestor indexes it."""
+    """Every row's place in its call tree, all rows at once: chains and innermost ancestors of one table (of the
+    rows ``among`` and their ancestors where given; other rows then read as if they had no ancestor). Row arrays
+    end in a sentinel for NO_ROW (-1), so a missing parent or ancestor indexes it."""
 
-    def __init__(self, events: pd.DataFrame) -> None:
+    def __init__(self, events: pd.DataFrame, among: np.ndarray | None = None) -> None:
         self.names = category_text(events["name"])  # code -1 (missing): ''
         self.codes = np.r_[np.asarray(events["name"].array.codes, dtype=np.int64), -1]
         kinds, kind_codes = category_text(events["kind"]), events["kind"].array.codes
@@ -95,9 +111,11 @@ class Walk:
         library = np.array([bool(LIBRARY_FRAME.search(n)) for n in self.names], dtype=bool)[codes]
         python = self.kind[Kind.PYTHON.value]
         self.module_frame, self.user_frame = python & is_module, python & ~is_module & ~library
-        parent, depth = np.asarray(events["parent"].to_numpy(), dtype=np.int64), events["depth"].to_numpy()
+        parent = np.asarray(events["parent"].to_numpy(), dtype=np.int64)
+        walked = np.arange(len(parent)) if among is None else _with_ancestors(parent, among)
+        depth = events["depth"].to_numpy()[walked]
         small = depth.astype(np.uint16) if int(depth.max(initial=0)) < 2**16 else depth  # 16-bit keys: radix sort
-        order = np.argsort(small, kind="stable")
+        order = walked[np.argsort(small, kind="stable")]
         cuts = np.cumsum(np.bincount(depth))[:-1]
         self.levels = [(rows, parent[rows]) for rows in np.split(order, cuts) if len(rows)]
 
