@@ -83,7 +83,8 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
     at = _at_peaks(trace, mem)
     live = _live_at_peaks(blocks, at)
     unfreed = _unfreed_blocks(blocks)
-    where = callpath.walk(trace).where_many(np.concatenate([at["op"], live["op"], unfreed["op"]])).set_index("row")
+    rows = np.concatenate([at["op"], live["op"], unfreed["op"]])
+    where = callpath.where_many(trace.events, rows).set_index("row")  # these rows and their ancestors only
     live = _with_context(trace, live, where)
     peaks = _with_live_totals(_peaks(trace, mem, at, where), live)
     step_memory = _step_memory(trace, mem)
