@@ -95,13 +95,14 @@ def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name"]]
     at = positions(table.index, ops.index)
     self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)[at]
-    device = events.loc[events["kind"].isin(DEVICE) & (events["op"] != NO_ROW), ["op", "dur"]]
+    device = events.loc[events["kind"].isin(DEVICE), ["op", "dur", "launch"]]
+    linked = device[device["op"] != NO_ROW]
     frame = pd.DataFrame(
         {
             "name": ops["name"].array.codes,
             "dur": ops["dur"].to_numpy(),
             "self": self_ns,
-            "device": _sum_per_row(table, device["op"].to_numpy(), device["dur"].to_numpy())[at],
+            "device": _sum_per_row(table, linked["op"].to_numpy(), linked["dur"].to_numpy())[at],
         }
     )
     g = frame.groupby("name", sort=False)
@@ -118,14 +119,14 @@ def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
         }
     ).reset_index()
     stats["name"] = _text(category_text(ops["name"])[stats["name"].to_numpy()])
-    return _ranked(pd.concat([stats, _replayed_row(events, table)], ignore_index=True))[
+    return _ranked(pd.concat([stats, _replayed_row(device, table)], ignore_index=True))[
         HOTSPOT_COLUMNS[:-2] + ["inclusive_ns", "device_self_ns", "share", "cum_share"]
     ]
 
 
-def _replayed_row(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The cpu_op table's row for graph-replayed device work: no host op ran it, its device time is its own."""
-    device = events[events["kind"].isin(DEVICE)]
+def _replayed_row(device: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The cpu_op table's row for graph-replayed device work (of the device rows given): no host op ran it, its
+    device time is its own."""
     replayed = device[_replayed(device, table)]
     if not len(replayed):
         return pd.DataFrame()
