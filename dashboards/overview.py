@@ -12,6 +12,7 @@ from traceanalyzer.dashboards.views import View
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
+from traceanalyzer.schema import BUSY_KINDS
 
 HEADLINE = (
     ("summary", "steps"),
@@ -72,7 +73,7 @@ def overview(view: View, query: dict[str, str]) -> list:
         html.H3("Each step's device time: busy and idle (ms per step)"),
         dcc.Graph(id="step-chart", figure=charts.step_breakdown(steps.frame if steps else None)),
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
-        html.P(f"Device time by kind (total): {_kinds(view)}", id="by-kind"),
+        html.P(f"Device work by kind (total): {_kinds(view)}", id="by-kind"),
     ]
 
 
@@ -82,11 +83,15 @@ def headline(view: View) -> list[tuple[str, str]]:
 
 
 def _kinds(view: View) -> str:
+    """The summary's device time by kind: device work, then the streams' waits apart (they keep no device busy)."""
     table = view.table("summary", "time_by_kind")
     if table is None or not len(table.frame):
         return "–"
-    rows = table.frame.itertuples()
-    return ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows)
+    busy = {k.value for k in BUSY_KINDS}
+    rows = list(table.frame.itertuples())
+    work = ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows if r.kind in busy)
+    waits = ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows if r.kind not in busy)
+    return (work or "–") + (f"; streams waiting (not work): {waits}" if waits else "")
 
 
 def finding_link(view: View, finding: Finding, search: str) -> str:

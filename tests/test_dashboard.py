@@ -558,6 +558,9 @@ def test_findings_link_to_their_rows_and_their_timeline_place(browser, app_url):
     steps = view.trace.steps().set_index(["rank", "step"])
     step = steps.loc[(1, int(query["step"]))]
     assert step["start_ns"] <= start < step["start_ns"] + step["step_ns"]
+    browser.get(timeline)  # the Timeline opens on that step (what it shows there is its own test's)
+    _wait(browser, "#tl-note", "segments")
+    assert _dropdown_value(browser, "#tl-step") == query["step"]
     hot = next(f for f in view.report().findings if f.id == "hotspots.op")
     _open(browser, app_url, "/", "ddp")
     browser.find_element(By.XPATH, f"//table[@id='findings']//tr[td[2]='{hot.title}']//a[text()='hotspots →']").click()
@@ -651,6 +654,8 @@ def test_overview_figures_equal_the_json_report(browser, app_url, trace):
     kinds = next(t for t in sections["summary"]["tables"] if t["id"] == "time_by_kind")["rows"]
     kernel = next(r for r in kinds if r["kind"] == "kernel")
     assert f"kernel {humanize.duration(kernel['total_ns'])}" in by_kind
+    waits = [r for r in kinds if r["kind"] == "sync"]  # Ascend's EVENT_WAIT: a stream waiting, apart from work
+    assert all(f"(not work): sync {humanize.duration(r['total_ns'])}" in by_kind for r in waits)
     _wait(browser, "#step-chart .main-svg")
     _shot(browser, f"overview-{trace}")
 
