@@ -25,6 +25,8 @@ from traceanalyzer.renderers import figures, perfetto
 NS_PER_MS = 1_000_000
 WIDTH_PX = 1_200
 """The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
+LOADING_DELAY_MS = 300
+"""A redraw shows the spinner only when it takes longer than this."""
 MARGIN = 0.25
 """A finding shown in place is zoomed to with this share of its length either side."""
 
@@ -78,7 +80,11 @@ def timeline(view: View, query: dict[str, str]) -> list:
         html.P(id="tl-selected", className="note"),
         dcc.Store(id="tl-focus", data=query.get("at")),
         dcc.Store(id="tl-window"),
-        dcc.Loading(dcc.Graph(id="tl-graph", config={"scrollZoom": True})),
+        dcc.Loading(
+            dcc.Graph(id="tl-graph", config={"scrollZoom": True}),
+            delay_show=LOADING_DELAY_MS,
+            overlay_style={"visibility": "visible", "opacity": 0.6},  # the graph stays in place while it redraws
+        ),
     ]
 
 
