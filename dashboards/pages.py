@@ -212,7 +212,7 @@ def details(info: dict) -> list:
     ]
 
 
-SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks); its collectives are listed below."
+SINGLE_RANK = "One rank: no cross-rank views (late rank, waits across ranks)."
 
 
 def distributed(view: View, query: dict[str, str]) -> list:
@@ -221,7 +221,8 @@ def distributed(view: View, query: dict[str, str]) -> list:
     section, key = view.section("distributed"), state.evidence(query)
     out: list = [_late_rank(view), *evidence_note(key)]
     if len(view.ranks()) < 2:
-        out.append(html.P(SINGLE_RANK, id="single-rank", className="note"))
+        listed = " Its collectives are listed below." if collectives.data is not None else ""
+        out.append(html.P(SINGLE_RANK + listed, id="single-rank", className="note"))
     elif overlap.data is None:
         out.append(unavailable("Overlap", overlap.reason))
     else:

@@ -91,6 +91,14 @@ def app_url():
     server.shutdown()
 
 
+def _clickable(browser, css: str):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    return WebDriverWait(browser, WAIT_S).until(ec.element_to_be_clickable((By.CSS_SELECTOR, css)))
+
+
 def _full_page(browser, path: Path) -> None:
     """A screenshot of the whole page (down to MAX_SHOT_PX), not only the window."""
     size = browser.execute_cdp_cmd("Page.getLayoutMetrics", {})["cssContentSize"]
@@ -110,8 +118,9 @@ def test_every_page_fits_the_window(browser, app_url, artifacts, size):
     browser.set_window_size(*size)
     problems = []
     for trace, key in keys.items():
+        browser.get(f"{url}/?trace={key}")
         for path, title in PAGES.items():
-            browser.get(f"{url}{path}?trace={key}")
+            _clickable(browser, f"#nav-{title.lower()}").click()  # in-app navigation: no reload per page
             wait = WebDriverWait(browser, WAIT_S)
             wait.until(ec.text_to_be_present_in_element((By.CSS_SELECTOR, ".page-title"), title))
             wait.until(lambda b: b.execute_script(DRAWN))
