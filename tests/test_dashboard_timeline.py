@@ -1,6 +1,7 @@
 """The Timeline page in headless Chromium on a real with_stack trace (ddp_no_overlap): the findings and the step
 boundaries drawn where the analyzers put them, a finding shown in place, launch → kernel lines, names inside the
-bars at zoom, and the Perfetto download."""
+bars at zoom, and the Perfetto download; and, without a browser, the launch → kernel pairs and the marks the page
+draws from the analyzers' results."""
 
 from __future__ import annotations
 
@@ -12,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from traceanalyzer.dashboards import timeline
+from traceanalyzer.dashboards.views import View
 
+import traceanalyzer as ta
 from tests.conftest import headless_chromium, shared_path
-
-pytestmark = pytest.mark.browser
 
 WAIT_S = 30
 LOAD_S = 180
@@ -103,6 +105,7 @@ def _zoom(browser, lo_ms: float, hi_ms: float) -> None:
     browser.execute_script(f"Plotly.relayout({GRAPH}, {{'xaxis.range[0]': {lo_ms}, 'xaxis.range[1]': {hi_ms}}})")
 
 
+@pytest.mark.browser
 def test_findings_and_step_boundaries_are_drawn_and_a_finding_shows_in_place(browser, app, shots):
     url, view, key = app
     _open(browser, url, key)
@@ -143,6 +146,7 @@ def _pick_first_gap(browser) -> None:
     max(options, key=lambda o: float(o.text.split("idle ")[-1].split(" ms")[0])).click()
 
 
+@pytest.mark.browser
 def test_zoom_labels_the_bars_and_a_clicked_launch_draws_its_kernel_line(browser, app, shots):
     url, view, key = app
     _open(browser, url, key)
@@ -172,6 +176,7 @@ def test_zoom_labels_the_bars_and_a_clicked_launch_draws_its_kernel_line(browser
     _shot(browser, shots, "timeline-flow")
 
 
+@pytest.mark.browser
 def test_perfetto_download_is_the_annotated_trace(browser, app):
     url, view, key = app
     _open(browser, url, key)
@@ -190,3 +195,32 @@ def test_perfetto_download_is_the_annotated_trace(browser, app):
 
 def _shot(browser, folder: Path, name: str) -> None:
     browser.save_screenshot(str(folder / f"{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def view():
+    """The dashboard's view of ddp_no_overlap (no browser)."""
+    return View(ta.load(shared_path("h200", "ddp_no_overlap")), "ddp_no_overlap")
+
+
+def test_a_launch_bar_joins_each_kernel_it_launched(view):
+    lanes = view.lanes(RANK, STEP, 4, False)
+    events = view.trace.events
+    launch = lanes[(lanes["name"] == "cudaLaunchKernel") & lanes["row"].isin(events["launch"])].iloc[0]
+    pairs, hidden = timeline.flows(lanes, events, timeline.bar_rows(lanes, int(launch["row"]), 1))
+    kernels = events[events["launch"] == launch["row"]]
+    assert len(pairs) + hidden == len(kernels) >= 1
+    assert (pairs["launch_ns"] == launch["start_ns"]).all() and (pairs["kernel_ns"] >= pairs["launch_ns"]).all()
+    assert set(pairs["kernel"]) <= set(kernels["name"].astype(str))
+
+
+def test_marks_are_the_analyzers_evidence_inside_the_step(view):
+    marks = view.marks(RANK, STEP, 4, False)
+    span = int(view.segments(RANK, STEP, 4, False)["end_ns"].max())
+    assert ((marks["start_ns"] >= 0) & (marks["end_ns"] <= span) & (marks["start_ns"] <= marks["end_ns"])).all()
+    assert (marks["what"].value_counts() <= timeline.MAX_MARKS).all()
+    calls = view.trace.collectives()
+    exposed = calls[(calls["rank"] == RANK) & (calls["exposed_ns"] > 0)]
+    drawn = marks[marks["what"] == "exposed collective"]
+    longest = (exposed["dur_ns"].max()) / 1e6
+    assert len(drawn) and (drawn["end_ns"] - drawn["start_ns"]).max() / 1e6 <= longest + 1e-6
