@@ -110,9 +110,10 @@ def gantt(
     the name, duration and events merged; customdata is [events merged, first event row]); labels, when given,
     are written inside the bars that fit them; lanes (default: the segments') are the rows drawn top to bottom
     after sorting (findings, devices, host threads), so a zoom that empties some keeps the others in place; extra
-    traces (dicts) are drawn after the segments, shapes on the layout. Built unvalidated: every attribute here
+    traces (dicts) are drawn after the segments, shapes on the layout (with lanes given, a window with no segments
+    still draws its axes). Built unvalidated: every attribute here
     is a known one, and validating a few thousand bars costs more than drawing them."""
-    if not len(segments):
+    if not len(segments) and lanes is None:
         return empty("no events in this step")
     segments = segments.assign(label=labels) if labels is not None else segments
     lanes = sorted(segments["lane"].unique() if lanes is None else lanes, key=_lane_order)
