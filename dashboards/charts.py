@@ -12,6 +12,9 @@ from traceanalyzer import humanize
 from traceanalyzer.renderers import figures
 from traceanalyzer.renderers.timeline import CATEGORY
 
+KIND_COLOURS = {"memset": "#98df8a"}
+"""Kinds that share their timeline category's colour with another kind: a lighter shade here, so each bar's kind
+reads from its colour (memcpy keeps the category's green)."""
 BAR_TOP = 20
 BAR_PX = 22
 BAR_LABEL_CHARS = 36
@@ -53,7 +56,7 @@ def _bars(rows: pd.DataFrame, labels: list[str], kind: str) -> go.Bar:
         f"{figures.text(n)}<br>{humanize.duration(t)} · {humanize.share(s)} of the total"
         for n, t, s in zip(rows["name"], rows["total_ns"], rows["share"], strict=True)
     ]
-    colour = figures.COLOURS.get(CATEGORY.get(kind, ""), figures.COLOURS["compute"])
+    colour = KIND_COLOURS.get(kind) or figures.COLOURS.get(CATEGORY.get(kind, ""), figures.COLOURS["compute"])
     return go.Bar(
         x=rows["total_ns"] / 1e6,
         y=labels,

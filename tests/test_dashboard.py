@@ -183,6 +183,10 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _wait(browser, "#hs-table td[data-dash-column=name]")
     assert _table_names(browser, "hs-table")[0] == shortened(names)[0]
     assert len(set(_table_names(browser, "hs-table"))) == len(_table_names(browser, "hs-table"))
+    bars = browser.execute_script(
+        "return document.querySelector('#hs-bars .js-plotly-plot').data.map(t => [t.name, t.marker.color])"
+    )
+    assert len({c for _, c in bars}) == len(bars)  # one colour per kind of device work, each its own
     _pick(browser, "#hs-kind", "memset")
     _wait(browser, "#hs-table td[data-dash-column=kind]", "memset")
     memsets = _table_names(browser, "hs-table")
@@ -195,6 +199,17 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _wait(browser, "#selected-name", first)
     assert _wait(browser, "#det-stack").text  # the op's call stack, outermost frame first
     _shot(browser, "hotspots")
+
+
+def test_hotspot_bars_give_each_kind_its_own_colour():
+    """gpu_bound's top kernels hold kernels, a memcpy and a memset: three kinds, three colours."""
+    from traceanalyzer.dashboards import charts
+
+    import traceanalyzer as ta
+
+    fig = charts.hotspot_bars(ta.load(REPO / "sample_traces" / "gpu_bound").hotspots("kernel"))
+    colours = {t.name: t.marker.color for t in fig.data}
+    assert {"kernel", "memcpy", "memset"} <= set(colours) and len(set(colours.values())) == len(colours)
 
 
 def test_timeline_draws_the_step(browser, app_url):
