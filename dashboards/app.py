@@ -22,7 +22,9 @@ UPLOAD_TOO_LARGE = (
 )
 """The one answer for an upload over the limit, from the browser (which then sends nothing) or the server."""
 
-POLL_MS = 700
+POLL_MS = 250
+"""How often the page asks for load progress while a load runs (the poll stops once nothing loads): the lag
+between a trace being ready and its first page."""
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _STYLE = {
     "fontFamily": "system-ui, sans-serif",
