@@ -1,4 +1,5 @@
-"""One step of one rank as Gantt lanes: each device stream, and each host thread at its own call depths.
+"""One step of one rank (or of all ranks, stacked on one clock) as Gantt lanes: each device stream, and each host
+thread at its own call depths.
 
 Host depth is counted per thread. On ``with_stack`` traces the main thread's ops sit under dozens of Python frames;
 by default those frames are collapsed (a level counts only ancestors that are not Python frames), so the
@@ -63,6 +64,33 @@ def step_lanes(
             lane_rows(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
             lane_rows(steps, "thread " + steps["tid"].astype(str) + " · Step"),
             lane_rows(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
+        ],
+        ignore_index=True,
+    )
+
+
+ALL_RANKS_LEVELS = 8
+"""Host levels per thread shared out among the ranks of the all-ranks view (at least one each): with many ranks,
+each shows its device streams and its top host levels only."""
+
+
+def all_ranks_levels(levels: int, ranks: int) -> int:
+    """Host levels per thread each rank shows in the all-ranks view: the picked levels, at most
+    ALL_RANKS_LEVELS / ranks (and at least 1)."""
+    return max(1, min(levels, ALL_RANKS_LEVELS // max(ranks, 1)))
+
+
+def ranks_lanes(per_rank: dict[int, pd.DataFrame], offsets: pd.Series) -> pd.DataFrame:
+    """Lane rows of several ranks on one clock: each rank's lanes named ``rank R · …`` and its times less its
+    clock offset (ns by rank, to subtract; 0 where unknown)."""
+    return pd.concat(
+        [
+            lanes.assign(
+                lane="rank " + str(rank) + " · " + lanes["lane"],
+                start_ns=lanes["start_ns"] - int(offsets.get(rank, 0)),
+                end_ns=lanes["end_ns"] - int(offsets.get(rank, 0)),
+            )
+            for rank, lanes in per_rank.items()
         ],
         ignore_index=True,
     )

@@ -29,20 +29,33 @@ LOADING_DELAY_MS = 300
 """A redraw shows the spinner only when it takes longer than this."""
 MARGIN = 0.25
 """A finding shown in place is zoomed to with this share of its length either side."""
+ALL = "all"
+"""The rank picker's choice that stacks every rank on one time axis."""
+
+
+def picked_rank(value: object) -> int | None:
+    """The rank picker's value as a rank, or None for all ranks."""
+    return None if value in (None, ALL) else int(value)
+
+
+def rank_choices(view: View) -> list:
+    """The rank picker's options: each rank, and 'all' when there are several."""
+    return [*view.ranks(), *([ALL] if len(view.ranks()) > 1 else [])]
 
 
 def timeline(view: View, query: dict[str, str]) -> list:
-    """Step and rank pickers, how many host levels to show (Python frames collapsed or not), a finding to show in
-    place, the Perfetto download, and the step's Gantt."""
+    """Step and rank pickers (a rank, or all stacked), how many host levels to show (Python frames collapsed or
+    not), a finding to show in place, the Perfetto download, and the step's Gantt."""
     steps = view.steps()
     if not steps:
         return [unavailable("Timeline", "the trace has no step markers")]
     levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, timeline_lanes.LEVEL_CHOICES[0])
+    ranks = rank_choices(view)
     frames = ["python"] if query.get("frames") == "python" else []
     return [
         html.Div(
             [
-                dropdown("tl-rank", view.ranks(), state.choice(query, "rank", view.ranks(), view.ranks()[0]), "rank"),
+                dropdown("tl-rank", ranks, state.choice(query, "rank", ranks, ranks[0]), "rank"),
                 dropdown("tl-step", steps, state.choice(query, "step", steps, steps[0]), "step"),
                 dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
                 dcc.Checklist(
@@ -89,7 +102,8 @@ def timeline(view: View, query: dict[str, str]) -> list:
 
 
 TIMELINE_BASIS = (
-    "One step of one rank, ms from the step's first event. Each host thread has lanes per call level, counted in "
+    "One step of one rank, ms from the step's first event (rank 'all': every rank's lanes stacked on one time "
+    "axis, the clock offsets applied, as the note says). Each host thread has lanes per call level, counted in "
     "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'. The "
     "findings lane and the bands show the analyzers' evidence; the dashed lines are the step's start and end as "
     "the device experiences it (the step model of the report). Click a runtime launch or a kernel for its "
@@ -103,7 +117,7 @@ PERFETTO_HELP = (
 
 def timeline_figure(
     view: View,
-    rank: int,
+    rank: int | None,
     step: int,
     levels: int,
     python: bool,
@@ -113,7 +127,8 @@ def timeline_figure(
 ) -> tuple:
     """The Gantt of one step (segments whose name contains find outlined, names inside the bars when few are in
     view), the findings and step boundaries drawn on it, and the note saying what it draws; focus (the URL's
-    ``at``, ``start_ns-end_ns`` absolute) zooms to a place and outlines the findings there."""
+    ``at``, ``start_ns-end_ns`` absolute) zooms to a place and outlines the findings there. rank None draws
+    every rank stacked on the lowest rank's clock (findings and step boundaries only in the one-rank view)."""
     full = view.segments(rank, step, levels, python)
     if not len(full):
         return figures.empty("no events in this step"), "The step has no events on this rank."
@@ -138,6 +153,9 @@ def timeline_figure(
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
     note = _note(seg, found, bounds)
+    if rank is None:
+        fig.update_xaxes(title_text=f"ms from the step's first event of any rank (on rank {min(view.ranks())}'s clock)")
+        note = f"{all_ranks_note(view, levels)} {note}"
     if find.strip():
         hits = seg[seg["name"].str.contains(find.strip(), case=False, regex=False)]
         under = charts.outline(hits, f"contains '{find.strip()}'")  # drawn first: under the segments it outlines
@@ -145,6 +163,35 @@ def timeline_figure(
         many = "segments contain" if len(hits) != 1 else "segment contains"
         note += f" {len(hits):,} drawn {many} '{find.strip()}' (outlined; a merged one shows its first name)."
     return fig, note
+
+
+def all_ranks_note(view: View, levels: int) -> str:
+    """What the all-ranks view applies: each rank's clock offset (µs, from the distributed analyzer) or that none
+    is known, and the host levels each rank shows."""
+    offsets = view.offsets()
+    table = view.optional("clock_offsets").data
+    clock = f"rank {min(view.ranks())}'s clock"
+    if table is None:
+        note = f"All {len(view.ranks())} ranks on one time axis; no clock offsets known, none applied "
+        note += f"({view.optional('clock_offsets').reason})."
+    elif not table["calls"].any():
+        note = f"All {len(view.ranks())} ranks on one time axis; no clock offsets applied: the distributed analyzer "
+        note += f"found no matched calls to estimate them from ({table['method'].iloc[0]})."
+    elif not offsets.any():
+        note = f"All {len(view.ranks())} ranks on one time axis, on {clock}; no clock offsets needed (the "
+        note += "distributed analyzer estimates 0 µs for every rank)."
+    else:
+        per = ", ".join(f"rank {r} {o / 1e3:.2f} µs" for r, o in offsets.items())
+        how = "; ".join(sorted({f"{m}, {int(c)} matched calls" for m, c in table[["method", "calls"]].to_numpy()}))
+        note = f"All {len(view.ranks())} ranks on one time axis, on {clock}; clock offsets applied "
+        note += f"(subtracted from each rank's times): {per}"
+        note += f" (estimated by the distributed analyzer from {how}; spread up to "
+        note += f"{table['spread_ns'].max() / 1e3:.2f} µs)."
+    shown = timeline_lanes.all_ranks_levels(levels, len(view.ranks()))
+    if shown < levels:
+        note += f" With {len(view.ranks())} ranks each shows its device streams and {shown} host level"
+        note += f"{'s' if shown > 1 else ''} per thread (of the {levels} picked; pick one rank for more)."
+    return note + " Findings and step boundaries are drawn on a single rank's view."
 
 
 def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame) -> str:
@@ -258,9 +305,12 @@ def _place(focus: str | None, origin: int) -> tuple[int, int] | None:
     return (lo - origin, hi - origin) if hi >= lo else None
 
 
-def in_step(view: View, rank: int, step: int, focus: str | None) -> str | None:
+def in_step(view: View, rank: int | None, step: int, focus: str | None) -> str | None:
     """focus (``start_ns-end_ns``, absolute) when it overlaps the step of this rank (so a link's place stays
-    while host levels or the search change, and is dropped for another step or rank), else None."""
+    while host levels or the search change, and is dropped for another step or rank, or for all ranks), else
+    None."""
+    if rank is None:
+        return None
     steps = view.trace.steps()
     mine = steps[(steps["rank"] == rank) & (steps["step"] == step)]
     place = _place(focus, 0)
@@ -276,7 +326,7 @@ def _around(place: tuple[int, int]) -> tuple[int, int]:
     return place[0] - pad, place[1] + pad
 
 
-def goto_options(view: View, rank: int, step: int, levels: int, python: bool) -> list[dict]:
+def goto_options(view: View, rank: int | None, step: int, levels: int, python: bool) -> list[dict]:
     """The step's findings as the options of 'show a finding in place' (value: its place, absolute ns)."""
     full = view.segments(rank, step, levels, python)
     if not len(full):
@@ -292,7 +342,9 @@ def goto_options(view: View, rank: int, step: int, levels: int, python: bool) ->
     ]
 
 
-def flow_annotations(view: View, rank: int, step: int, levels: int, python: bool, point: dict) -> tuple[list, str]:
+def flow_annotations(
+    view: View, rank: int | None, step: int, levels: int, python: bool, point: dict
+) -> tuple[list, str]:
     """Launch → kernel arrows for a clicked bar (customdata: events merged, first row) and a sentence saying what
     they join."""
     count, row = (int(v) for v in point["customdata"][:2])
@@ -347,7 +399,7 @@ def register(app: dash.Dash, store: Store) -> None:
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update, no_update
-        rank, step, levels, python = int(rank), int(step), int(levels), bool(python)
+        rank, step, levels, python = picked_rank(rank), int(step), int(levels), bool(python)
         fig, note = timeline_figure(view, rank, step, levels, python, find or "", window, focus)
         return fig, note, goto_options(view, rank, step, levels, python)
 
@@ -369,7 +421,7 @@ def register(app: dash.Dash, store: Store) -> None:
     )
     def timeline(rank, step, levels, python, find, key, search, focus):
         view = store.view(key)
-        focus = in_step(view, int(rank), int(step), focus) if view is not None and rank is not None else None
+        focus = in_step(view, picked_rank(rank), int(step), focus) if view is not None and rank is not None else None
         frames = "python" if python else None
         search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None, at=focus)
         return *draw(key, rank, step, levels, python, find, focus=focus), focus, search
@@ -438,7 +490,7 @@ def register(app: dash.Dash, store: Store) -> None:
             return no_update, f"Finding: {unescape(str(point.get('hovertext', '')))}", point["customdata"][0]
         if len(point.get("customdata") or []) < 2:
             return no_update, no_update, no_update
-        arrows, said = flow_annotations(view, int(rank), int(step), int(levels), bool(python), point)
+        arrows, said = flow_annotations(view, picked_rank(rank), int(step), int(levels), bool(python), point)
         patched = Patch()
         patched["layout"]["annotations"] = arrows
         return patched, said, no_update

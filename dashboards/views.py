@@ -23,6 +23,7 @@ OPTIONAL = {
     "memory": lambda trace: trace.memory(),
     "idle_gaps": health.idle_gaps,
     "sync_stalls": health.sync_stalls,
+    "clock_offsets": lambda trace: trace.clock_offsets(),
 }
 """Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
@@ -124,11 +125,12 @@ class View:
         busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
         return busy.groupby(["rank", "device"])["ts"].min()
 
-    def _marks(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
+    def _marks(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
         """The findings' evidence inside one rank's step as drawn (ns from its segments' origin): idle gaps,
-        host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them."""
+        host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them (none for
+        all ranks: rank None)."""
         segments = self.segments(rank, step, levels, python)
-        if not len(segments):
+        if not len(segments) or rank is None:
             return pd.DataFrame(columns=timeline.MARK_COLUMNS)
         found = []
         gaps, stalls, calls, memory = (
@@ -154,10 +156,11 @@ class View:
         except Exception:  # an analyzer failure leaves the other marks on the timeline
             return None
 
-    def boundaries(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
-        """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin."""
+    def boundaries(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
+        """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin (none
+        for all ranks: rank None)."""
         segments = self.segments(rank, step, levels, python)
-        if not len(segments):
+        if not len(segments) or rank is None:
             return pd.DataFrame(columns=timeline.BOUNDARY_COLUMNS)
         return timeline.boundaries(self.trace.steps(), rank, step, segments.attrs["origin_ns"])
 
@@ -165,11 +168,25 @@ class View:
         """Whether the trace was recorded with_stack (it has Python frame events)."""
         return bool((self.trace.events["kind"] == Kind.PYTHON.value).any())
 
-    def _lanes(self, rank: int, step: int, levels: int, python: bool) -> pd.DataFrame:
-        return timeline.step_lanes(self.trace.events, self.host_levels, rank, step, levels, python)
+    def _lanes(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
+        """Lane rows of one rank's step, or (rank None) of every rank's, stacked on the lowest rank's clock (the clock
+        offsets applied) with host levels limited per rank (timeline.all_ranks_levels)."""
+        if rank is not None:
+            return timeline.step_lanes(self.trace.events, self.host_levels, rank, step, levels, python)
+        shown = timeline.all_ranks_levels(levels, len(self.ranks()))
+        per_rank = {r: self.lanes(r, step, shown, python) for r in self.ranks()}
+        return timeline.ranks_lanes(per_rank, self.offsets())
+
+    def offsets(self) -> pd.Series:
+        """Each rank's clock offset against the lowest rank (ns, to subtract) as the distributed analyzer estimates
+        it; empty when it has none."""
+        table = self.optional("clock_offsets").data
+        if table is None:
+            return pd.Series(dtype="int64")
+        return table.set_index("rank")["offset_ns"].astype("int64")
 
     def _segments(
-        self, rank: int, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
+        self, rank: int | None, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
     ) -> pd.DataFrame:
         return timeline.segments(self.lanes(rank, step, levels, python), window)
 

@@ -1,7 +1,8 @@
 """The Timeline page in headless Chromium on a real with_stack trace (ddp_no_overlap): the findings and the step
 boundaries drawn where the analyzers put them, a finding shown in place, launch → kernel lines, names inside the
-bars at zoom, and the Perfetto download; and, without a browser, the launch → kernel pairs and the marks the page
-draws from the analyzers' results."""
+bars at zoom, the Perfetto download, and all ranks stacked with their clock offsets; and, without a browser, the
+launch → kernel pairs, the marks the page draws from the analyzers' results and the all-ranks view's shift by each
+rank's clock offset."""
 
 from __future__ import annotations
 
@@ -191,6 +192,40 @@ def test_perfetto_download_is_the_annotated_trace(browser, app):
     assert doc["otherData"]["events_written"] == len(view.trace.events)
     slices = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "health.idle"]
     assert slices  # the idle-gap finding's claimed intervals are on the findings track
+
+
+@pytest.mark.browser
+def test_all_ranks_are_stacked_on_one_axis_with_the_clock_offsets_said(browser, app, shots):
+    url, view, key = app
+    browser.get(f"{url}/timeline?trace={key}&rank=all&step={STEP}")
+    note = _wait(browser, "#tl-note", "clock offsets applied").text
+    offsets = view.trace.clock_offsets().set_index("rank")["offset_ns"]
+    assert offsets[1] != 0  # the two ranks' clocks differ on this trace
+    for rank, offset in offsets.items():
+        assert f"rank {rank} {offset / 1e3:.2f} µs" in note, note
+    assert "collective ends" in note
+    drawn = _until(browser, f"return {GRAPH}._fullData.flatMap(t => [...t.y]).filter(y => y.includes('device'))")
+    assert {y.split(" · ")[0] for y in drawn} == {"rank 0", "rank 1"}  # both ranks' device lanes, labelled by rank
+    order = browser.execute_script(f"return {GRAPH}._fullLayout.yaxis._categories")[::-1]  # top to bottom
+    ranks = [y.split(" · ")[0] for y in order]
+    assert ranks == sorted(ranks) and order[0].startswith("rank 0 · device")  # each rank's group, devices first
+    assert browser.execute_script(f"return Object.keys({GRAPH}._fullLayout).filter(k => /^xaxis\\d/.test(k))") == []
+    _shot(browser, shots, "timeline-all-ranks")
+
+
+def test_all_ranks_view_shifts_each_rank_by_its_clock_offset(view):
+    offset = int(view.offsets()[1])
+    assert offset == int(view.trace.clock_offsets().set_index("rank").at[1, "offset_ns"]) != 0
+    alone = view.lanes(1, STEP, 4, False).set_index("row")
+    stacked = view.lanes(None, STEP, 4, False)
+    mine = stacked[stacked["lane"].str.startswith("rank 1 · ")].set_index("row")
+    assert len(mine) == len(alone) and (stacked["lane"].str.startswith("rank 0 · ")).any()
+    assert (alone.loc[mine.index, "start_ns"] - mine["start_ns"] == offset).all()
+    assert (alone.loc[mine.index, "end_ns"] - mine["end_ns"] == offset).all()
+    drawn = view.segments(None, STEP, 4, False)  # decimated on the one axis: each bar starts at a shifted event
+    bars = drawn[drawn["lane"].str.startswith("rank 1 · ")]
+    starts = bars["start_ns"] + drawn.attrs["origin_ns"] + offset
+    assert len(bars) and starts.isin(alone["start_ns"]).all()
 
 
 def _shot(browser, folder: Path, name: str) -> None:

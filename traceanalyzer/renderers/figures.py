@@ -111,8 +111,9 @@ def gantt(
     are written inside the bars that fit them; lanes (default: the segments') are the rows drawn top to bottom
     after sorting (findings, devices, host threads), so a zoom that empties some keeps the others in place; extra
     traces (dicts) are drawn after the segments, shapes on the layout (with lanes given, a window with no segments
-    still draws its axes). Built unvalidated: every attribute here
-    is a known one, and validating a few thousand bars costs more than drawing them."""
+    still draws its axes); lanes named ``rank R · …`` are grouped by rank, every other group shaded. Built
+    unvalidated: every attribute here is a known one, and validating a few thousand bars costs more than drawing
+    them."""
     if not len(segments) and lanes is None:
         return empty("no events in this step")
     segments = segments.assign(label=labels) if labels is not None else segments
@@ -133,13 +134,52 @@ def gantt(
         "uirevision": str(revision),
         "showlegend": True,
         "uniformtext": {"minsize": 9, "mode": "hide"},  # a label that does not fit its bar is left out
-        "shapes": list(shapes),
+        "shapes": [*rank_bands(lanes), *shapes],
     }
     return go.Figure(data=[*traces, *extra], layout=layout, _validate=False)
 
 
 def _lane_order(lane: str) -> tuple:
-    return (lane != FINDINGS_LANE, not lane.startswith("device"), lane)
+    """Findings first, then by rank (lanes named ``rank R · …``, in rank order), devices before host threads."""
+    rank, rest = _rank_of(lane)
+    return (lane != FINDINGS_LANE, rank, not rest.startswith("device"), rest)
+
+
+def _rank_of(lane: str) -> tuple[int, str]:
+    """A lane's rank (-1 when its name has none) and the rest of its name."""
+    head, _, rest = lane.partition(" · ")
+    if head.startswith("rank ") and head[5:].isdigit():
+        return int(head[5:]), rest
+    return -1, lane
+
+
+def rank_bands(lanes: list[str]) -> list[dict]:
+    """A shaded band behind every other rank's lanes (lanes as drawn top to bottom), so each rank's group stands
+    apart; none when the lanes carry no rank."""
+    ranks = [_rank_of(lane)[0] for lane in lanes]
+    bands, top = [], len(lanes) - 1  # the category axis puts the first lane at the top
+    starts = [i for i, r in enumerate(ranks) if r >= 0 and (i == 0 or ranks[i - 1] != r)]
+    for n, first in enumerate(starts):
+        last = next((j for j in range(first, len(ranks)) if ranks[j] != ranks[first]), len(ranks)) - 1
+        if n % 2 == 0:
+            continue
+        bands.append(
+            {
+                "type": "rect",
+                "xref": "paper",
+                "yref": "y",
+                "x0": 0,
+                "x1": 1,
+                "y0": top - last - 0.5,
+                "y1": top - first + 0.5,
+                "fillcolor": "#000",
+                "opacity": 0.05,
+                "line": {"width": 0},
+                "layer": "below",
+                "name": f"rank {ranks[first]}",
+            }
+        )
+    return bands
 
 
 def _gantt_trace(category: str, seg: pd.DataFrame) -> dict:
