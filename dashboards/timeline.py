@@ -263,7 +263,7 @@ def marks(found: list[tuple], origin: int, span: int) -> pd.DataFrame:
     )
 
 
-BOUNDARY_COLUMNS = ["at_ns", "label"]
+BOUNDARY_COLUMNS = ["at_ns", "label", "rank"]
 
 
 def boundaries(steps: pd.DataFrame, rank: int, step: int, origin: int) -> pd.DataFrame:
@@ -272,9 +272,16 @@ def boundaries(steps: pd.DataFrame, rank: int, step: int, origin: int) -> pd.Dat
     rows = []
     for s in mine.itertuples():
         start = int(s.start_ns) - origin
-        rows.append((start, f"step {step} starts (device)"))
-        rows.append((start + int(s.step_ns), f"step {step} ends · {_ms(s.step_ns)}"))
+        rows.append((start, f"step {step} starts (device)", rank))
+        rows.append((start + int(s.step_ns), f"step {step} ends · {_ms(s.step_ns)}", rank))
     return pd.DataFrame(rows, columns=BOUNDARY_COLUMNS)
+
+
+def ranks_boundaries(steps: pd.DataFrame, ranks: list[int], step: int, origin: int, offsets: pd.Series) -> pd.DataFrame:
+    """Each rank's step start and end on the all-ranks axis (ns from origin, its times less its clock offset, as
+    ranks_lanes), labelled with the rank."""
+    out = pd.concat([boundaries(steps, r, step, origin + int(offsets.get(r, 0))) for r in ranks], ignore_index=True)
+    return out.assign(label="rank " + out["rank"].astype(str) + " · " + out["label"])
 
 
 def _ms(ns) -> str:

@@ -141,7 +141,8 @@ def timeline_figure(
     found = view.marks(rank, step, levels, python)
     bounds = view.boundaries(rank, step, levels, python)
     lanes = [*([figures.FINDINGS_LANE] if len(found) else []), *full["lane"].unique()]
-    shapes = [*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds)]
+    spans = figures.rank_spans(figures.lane_order(lanes)) if rank is None else {}
+    shapes = [*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds, spans)]
     fig = figures.gantt(
         seg,
         (rank, step, levels, python, focus),
@@ -181,17 +182,25 @@ def all_ranks_note(view: View, levels: int) -> str:
         note = f"All {len(view.ranks())} ranks on one time axis, on {clock}; no clock offsets needed (the "
         note += "distributed analyzer estimates 0 µs for every rank)."
     else:
-        per = ", ".join(f"rank {r} {o / 1e3:.2f} µs" for r, o in offsets.items())
-        how = "; ".join(sorted({f"{m}, {int(c)} matched calls" for m, c in table[["method", "calls"]].to_numpy()}))
+        per = ", ".join(_offset_said(o, min(view.ranks())) for o in table.itertuples())
+        how = " and ".join(dict.fromkeys(table.loc[table["calls"] > 0, "method"]))
         note = f"All {len(view.ranks())} ranks on one time axis, on {clock}; clock offsets applied "
-        note += f"(subtracted from each rank's times): {per}"
-        note += f" (estimated by the distributed analyzer from {how}; spread up to "
-        note += f"{table['spread_ns'].max() / 1e3:.2f} µs)."
+        note += f"(subtracted from each rank's times): {per}; estimated by the distributed analyzer from {how}, "
+        note += f"spread up to {table['spread_ns'].max() / 1e3:.2f} µs."
     shown = timeline_lanes.all_ranks_levels(levels, len(view.ranks()))
     if shown < levels:
         note += f" With {len(view.ranks())} ranks each shows its device streams and {shown} host level"
         note += f"{'s' if shown > 1 else ''} per thread (of the {levels} picked; pick one rank for more)."
-    return note + " Findings and step boundaries are drawn on a single rank's view."
+    return note + " Each rank's step boundaries span its own lanes; the findings are drawn on a single rank's view."
+
+
+def _offset_said(offset, lowest: int) -> str:
+    """One rank's clock offset as the note says it (µs, and how many matched calls it rests on)."""
+    if offset.rank == lowest:
+        return f"rank {offset.rank} 0.00 µs (the reference)"
+    if not offset.calls:
+        return f"rank {offset.rank} none known (0 applied)"
+    return f"rank {offset.rank} {offset.offset_ns / 1e3:.2f} µs ({offset.calls} matched calls)"
 
 
 def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame) -> str:
@@ -254,17 +263,16 @@ def _shade(mark, place: tuple[int, int] | None) -> dict:
     return {**shape, "type": "rect", "fillcolor": MARK_COLOURS[mark.what], "opacity": 0.18, "line": edge}
 
 
-def boundary_shapes(bounds: pd.DataFrame) -> list[dict]:
-    """The step's device start and end as dashed lines, labelled inside the plot on the step's side."""
+def boundary_shapes(bounds: pd.DataFrame, spans: dict[int, tuple[float, float]] | None = None) -> list[dict]:
+    """The step's device start and end as dashed lines, labelled inside the plot on the step's side; across the
+    whole plot, or with spans (y edges per rank) across its rank's lanes only."""
     return [
         {
             "type": "line",
             "xref": "x",
-            "yref": "paper",
             "x0": b.at_ns / NS_PER_MS,
             "x1": b.at_ns / NS_PER_MS,
-            "y0": 0,
-            "y1": 1,
+            **_span(spans, b.rank),
             "line": {"color": "#333", "width": 1.5, "dash": "dash"},
             "label": {
                 "text": b.label,
@@ -278,6 +286,13 @@ def boundary_shapes(bounds: pd.DataFrame) -> list[dict]:
         }
         for i, b in enumerate(bounds.itertuples())
     ]
+
+
+def _span(spans: dict[int, tuple[float, float]] | None, rank: int) -> dict:
+    """A shape's vertical extent: its rank's lanes when spans has it, else the whole plot."""
+    if spans and rank in spans:
+        return {"yref": "y", "y0": spans[rank][0], "y1": spans[rank][1]}
+    return {"yref": "paper", "y0": 0, "y1": 1}
 
 
 MARK_COLOURS = {

@@ -157,12 +157,15 @@ class View:
             return None
 
     def boundaries(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
-        """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin (none
-        for all ranks: rank None)."""
+        """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin (each
+        rank's, clock offset applied, for all ranks: rank None)."""
         segments = self.segments(rank, step, levels, python)
-        if not len(segments) or rank is None:
+        if not len(segments):
             return pd.DataFrame(columns=timeline.BOUNDARY_COLUMNS)
-        return timeline.boundaries(self.trace.steps(), rank, step, segments.attrs["origin_ns"])
+        origin = segments.attrs["origin_ns"]
+        if rank is None:
+            return timeline.ranks_boundaries(self.trace.steps(), self.ranks(), step, origin, self.offsets())
+        return timeline.boundaries(self.trace.steps(), rank, step, origin)
 
     def has_python_frames(self) -> bool:
         """Whether the trace was recorded with_stack (it has Python frame events)."""

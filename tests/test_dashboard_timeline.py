@@ -226,6 +226,10 @@ def test_all_ranks_view_shifts_each_rank_by_its_clock_offset(view):
     bars = drawn[drawn["lane"].str.startswith("rank 1 · ")]
     starts = bars["start_ns"] + drawn.attrs["origin_ns"] + offset
     assert len(bars) and starts.isin(alone["start_ns"]).all()
+    own = view.boundaries(1, STEP, 4, False)  # each rank's step boundaries moved with its lanes
+    both = view.boundaries(None, STEP, 4, False)
+    shifted = both.loc[both["rank"] == 1, "at_ns"].to_numpy() + drawn.attrs["origin_ns"] + offset
+    assert list(shifted) == list(own["at_ns"] + view.segments(1, STEP, 4, False).attrs["origin_ns"])
 
 
 def _shot(browser, folder: Path, name: str) -> None:

@@ -117,7 +117,7 @@ def gantt(
     if not len(segments) and lanes is None:
         return empty("no events in this step")
     segments = segments.assign(label=labels) if labels is not None else segments
-    lanes = sorted(segments["lane"].unique() if lanes is None else lanes, key=_lane_order)
+    lanes = lane_order(segments["lane"].unique() if lanes is None else lanes)
     traces = [
         _gantt_trace(category, mine)
         for category in dict.fromkeys([*CATEGORY.values(), "other"])
@@ -153,33 +153,44 @@ def _rank_of(lane: str) -> tuple[int, str]:
     return -1, lane
 
 
+def lane_order(lanes) -> list[str]:
+    """Lanes top to bottom as the Gantt draws them."""
+    return sorted(lanes, key=_lane_order)
+
+
+def rank_spans(lanes: list[str]) -> dict[int, tuple[float, float]]:
+    """Per rank, the bottom and top edge of its lanes on the y axis (category positions; lanes as drawn top to
+    bottom, a rank's lanes together)."""
+    top, spans = len(lanes) - 1, {}  # the category axis puts the first lane at the top
+    for i, lane in enumerate(lanes):
+        rank = _rank_of(lane)[0]
+        if rank >= 0:
+            low, high = spans.get(rank, (top - i - 0.5, top - i + 0.5))
+            spans[rank] = (min(low, top - i - 0.5), max(high, top - i + 0.5))
+    return spans
+
+
 def rank_bands(lanes: list[str]) -> list[dict]:
     """A shaded band behind every other rank's lanes (lanes as drawn top to bottom), so each rank's group stands
     apart; none when the lanes carry no rank."""
-    ranks = [_rank_of(lane)[0] for lane in lanes]
-    bands, top = [], len(lanes) - 1  # the category axis puts the first lane at the top
-    starts = [i for i, r in enumerate(ranks) if r >= 0 and (i == 0 or ranks[i - 1] != r)]
-    for n, first in enumerate(starts):
-        last = next((j for j in range(first, len(ranks)) if ranks[j] != ranks[first]), len(ranks)) - 1
-        if n % 2 == 0:
-            continue
-        bands.append(
-            {
-                "type": "rect",
-                "xref": "paper",
-                "yref": "y",
-                "x0": 0,
-                "x1": 1,
-                "y0": top - last - 0.5,
-                "y1": top - first + 0.5,
-                "fillcolor": "#000",
-                "opacity": 0.05,
-                "line": {"width": 0},
-                "layer": "below",
-                "name": f"rank {ranks[first]}",
-            }
-        )
-    return bands
+    return [
+        {
+            "type": "rect",
+            "xref": "paper",
+            "yref": "y",
+            "x0": 0,
+            "x1": 1,
+            "y0": low,
+            "y1": high,
+            "fillcolor": "#000",
+            "opacity": 0.05,
+            "line": {"width": 0},
+            "layer": "below",
+            "name": f"rank {rank}",
+        }
+        for n, (rank, (low, high)) in enumerate(rank_spans(lanes).items())
+        if n % 2
+    ]
 
 
 def _gantt_trace(category: str, seg: pd.DataFrame) -> dict:
