@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from conftest import PUBLIC_TORCH, REPO, load_shared
 
 import traceanalyzer as ta
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import fusion
-from traceanalyzer.analyzers.fusion.patterns import WRAPPER_OP
+from traceanalyzer.analyzers.collective_calls import phases
+from traceanalyzer.analyzers.fusion.matching import rank_steps
+from traceanalyzer.analyzers.fusion.patterns import MAX_CHAIN_GAP_NS, WRAPPER_OP
 from traceanalyzer.report import Options
 
 MEASURED_DIFFERENCE_NS = (15.54 - 6.08) * 1e6
@@ -219,3 +222,23 @@ def test_a_fusion_finding_claims_the_work_it_removes_and_covers_those_hotspots(u
     gemm = kernels[kernels["name"].astype(str).str.contains("nvjet|gemm", case=False)]
     gemm_time = intervals.union(gemm["ts"].to_numpy(), (gemm["ts"] + gemm["dur"]).to_numpy())
     assert len(gemm) and sum(intervals.overlap_length(ivs, gemm_time) for ivs in claimed.values()) == 0
+
+
+def test_ddp_occurrences_stay_inside_one_phase_step_and_stretch_of_back_to_back_ops():
+    """ddp_no_overlap (2 ranks; the main thread waits ~60-100 ms for backward, then all-reduces and divides the
+    gradients): each occurrence's consecutive ops share their step and phase and follow each other within the gap
+    bound, so no chain runs from the loss to the gradient division (it did: to → … → ones_like → _foreach_div_, its
+    band ~100 ms of the step); the loss chain ending at ones_like is still found once per rank and step."""
+    trace = load_shared("h200", "ddp_no_overlap")
+    ev = trace.events
+    names, step = ev["name"].astype(str).to_numpy(), ev["step"].to_numpy()
+    occ = fusion.occurrences(trace)
+    assert set(occ["rank"]) == {0, 1} and len(occ) > 100
+    for rows in occ["entry_rows"]:
+        start = ev["ts"].to_numpy()[rows]
+        gaps = start[1:] - (start + ev["dur"].to_numpy()[rows])[:-1]
+        assert len(set(phases(trace, pd.DataFrame({"launch": rows})))) == 1, names[rows]
+        assert len(set(step[rows])) == 1 and (gaps <= MAX_CHAIN_GAP_NS).all(), names[rows]
+        assert not {"aten::ones_like", "aten::_foreach_div_"} <= set(names[rows])
+    loss = occ[occ["variant"] == "to → pad → contiguous → cross_entropy_loss → ones_like"]
+    assert len(loss) == rank_steps(trace)

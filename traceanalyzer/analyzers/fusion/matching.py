@@ -4,6 +4,9 @@ chain in the op stream (``opstream``), with its measured and estimated numbers.
 Matching runs over the op stream (top-level ops per host thread, or device tasks per stream where no op is
 linked), one regex per pattern over the joined canonical tokens, as msprof-analyze does; kernel-less ops (views,
 no-op casts) may sit between the ops of a pattern. Autograd nodes of the same chain are matched in reverse order.
+Patterns and discovered chains match inside one region of a lane only (``regions``): a region ends at a step or
+phase change and at a host gap over ``MAX_CHAIN_GAP_NS`` between ops with device work, since ops fuse only when they
+run back to back in one region of the program.
 
 Saving model, per occurrence. Measured: the device time of every kernel in the chain (``current_ns``) and of its
 GEMM/attention kernels (``kept_ns``: a fusion keeps that work). Estimated: the fused replacement of the memory-bound
@@ -24,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import devices
+from traceanalyzer.analyzers.collective_calls import phases
 from traceanalyzer.analyzers.fusion import opstream
 from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, per_text, per_token
 from traceanalyzer.analyzers.fusion.patterns import (
@@ -32,6 +36,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     GEMM_TOKENS,
     KERNELLESS_SUFFIX,
     LABELS,
+    MAX_CHAIN_GAP_NS,
     OPTIMIZER_STEP,
     PATTERNS,
     Element,
@@ -85,9 +90,11 @@ OCCURRENCE_COLUMNS = [
 
 @dataclass
 class _Context:
-    """What every estimate needs: the entries, the bandwidth and the measured launch cost."""
+    """What every estimate needs: the entries, their regions (``regions``), the bandwidth and the measured launch
+    cost."""
 
     entries: pd.DataFrame
+    region: np.ndarray
     bandwidth: float
     launch_ns: float
     cols: dict[str, np.ndarray] = field(default_factory=dict)
@@ -105,7 +112,7 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     if not len(entries):
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
     bw, _ = devices.bandwidth(trace.meta)
-    ctx = _Context(entries, bw, _launch_ns(trace.events))
+    ctx = _Context(entries, regions(trace, entries), bw, _launch_ns(trace.events))
     tokens = entries["token"].to_numpy(dtype=object).copy()
     found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens) + _discover(ctx, tokens)
     if not found:
@@ -121,9 +128,27 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     return _pair_backward(table)[OCCURRENCE_COLUMNS]
 
 
+def regions(trace: TraceData, entries: pd.DataFrame) -> np.ndarray:
+    """Region number per op-stream entry (ascending): a new region starts with each lane, step and phase (forward,
+    backward, after_backward, optimizer), and at an entry with device work that starts more than ``MAX_CHAIN_GAP_NS``
+    after the end of its lane's previous entry with device work."""
+    rows = entries["row"].to_numpy()
+    lane, step = entries["lane"].to_numpy(), entries["step"].to_numpy()
+    phase = pd.factorize(phases(trace, pd.DataFrame({"launch": rows})))[0]
+    new = np.ones(len(rows), dtype=bool)
+    new[1:] = (lane[1:] != lane[:-1]) | (step[1:] != step[:-1]) | (phase[1:] != phase[:-1])
+    work = np.flatnonzero(entries["kernels"].to_numpy() > 0)
+    start = entries["ts"].to_numpy()[work]
+    end = start + trace.events["dur"].to_numpy()[rows[work]]
+    late = (start[1:] - end[:-1] > MAX_CHAIN_GAP_NS) & (lane[work[1:]] == lane[work[:-1]])
+    new[work[1:][late]] = True
+    return np.cumsum(new) - 1
+
+
 def _library(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
-    """Match every library pattern in priority order; an entry belongs to the first match that claims it."""
-    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.entries["lane"].to_numpy())]
+    """Match every library pattern in priority order, inside each region; an entry belongs to the first match that
+    claims it."""
+    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.region)]
     letters = _Letters(tokens)
     found = []
     for pattern in PATTERNS:
@@ -182,7 +207,8 @@ def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> 
 
 
 def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[_Found]:
-    """Occurrences of one element sequence in each lane ``(lo, hi, tokens it held at first)``; claims their entries."""
+    """Occurrences of one element sequence in each lane or region ``(lo, hi, tokens it held at first)``; claims their
+    entries."""
     regex = _regex(elements, phase == "backward", letters)
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
     found = []
@@ -201,7 +227,7 @@ def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: lis
 
 
 def _lane_bounds(lanes: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) positions of each lane's entries (entries are sorted by lane)."""
+    """(start, stop) positions of each lane's (or region's) entries (entries are sorted by it)."""
     cuts = np.flatnonzero(np.diff(lanes)) + 1
     edges = np.concatenate(([0], cuts, [len(lanes)]))
     return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
@@ -353,12 +379,12 @@ def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 
 def _discover(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
-    """Repeated chains of consecutive memory-bound kernels that no library pattern claimed."""
+    """Repeated chains of consecutive memory-bound kernels of one region that no library pattern claimed."""
     work = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
     entries = ctx.entries
     memory_bound = (tokens[work] != CONSUMED) & (entries["gemm_ns"].to_numpy()[work] == 0)
     memory_bound &= ~per_token(tokens[work], lambda t: _unfusable(_base(t)), bool)
-    run = _runs(entries["lane"].to_numpy()[work], memory_bound)
+    run = _runs(ctx.region[work], memory_bound)
     codes = pd.factorize(tokens[work])[0]
     min_count = max(2, entries.loc[entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
     found = []
@@ -385,7 +411,7 @@ def _unfusable(token: str) -> bool:
 
 
 def _runs(lanes: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Run id of each work entry: consecutive memory-bound entries of one lane share one; -1 elsewhere."""
+    """Run id of each work entry: consecutive memory-bound entries of one lane (or region) share one; -1 elsewhere."""
     new = np.ones(len(ok), dtype=bool)
     new[1:] = (lanes[1:] != lanes[:-1]) | ~ok[:-1]
     ids = np.cumsum(new)
