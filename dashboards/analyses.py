@@ -103,7 +103,7 @@ ASCEND = (
         "overlap",
         "overlap",
         "Per rank and step (ms), as msprof's overlap analysis: computing, communication, communication not "
-        "overlapped, free; the trace_ columns are the profiler's own overlap lanes where it wrote them.",
+        "overlapped, free; the lane_ columns are the profiler's own overlap lanes where it wrote them.",
         "no steps to break down",
     ),
     Block(

@@ -8,10 +8,9 @@ union; each clipped to the step.
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Finding, claims_of, make
@@ -76,52 +75,35 @@ def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
 
 
-def overlap(trace) -> pd.DataFrame:
-    """Per rank and step: msprof-style computing / communication / not-overlapped / free (ns), ours and the trace's."""
-    ev = trace.events
-    rows = []
-    steps = ev[ev["kind"] == Kind.STEP.value]
-    kinds = [Kind.KERNEL.value, Kind.COMMUNICATION.value, Kind.OVERLAP_LANE.value]
-    work = dict(list(ev.loc[ev["kind"].isin(kinds), ["rank", "kind", "name", "ts", "dur"]].groupby("rank")))
-    for rank, marker_rows in steps.groupby("rank", sort=True):
-        mine = work.get(rank, ev.iloc[:0])
-        sets = {kind: _union(mine, kind) for kind in (Kind.KERNEL.value, Kind.COMMUNICATION.value)}
-        lanes = mine[mine["kind"] == Kind.OVERLAP_LANE.value]
-        for step, marker in marker_rows.groupby("step", sort=True):
-            lo, hi = int(marker["ts"].min()), int((marker["ts"] + marker["dur"]).max())
-            rows.append(
-                {"rank": int(rank), "step": int(step)} | _step_overlap(sets, lo, hi) | _lane_sums(lanes, lo, hi)
-            )
-    return pd.DataFrame(rows)
+MSPROF_COLUMNS = {
+    "compute_ns": "computing_ns",
+    "comm_ns": "communication_ns",
+    "comm_exposed_ns": "communication_not_overlapped_ns",
+    "device_free_ns": "free_ns",
+    "work_span_ns": "e2e_ns",
+}
+"""The overlap breakdown's columns under msprof's StepTraceTime names."""
 
 
-def _union(events: pd.DataFrame, kind: str) -> intervals.Intervals:
-    rows = events[events["kind"] == kind]
-    ts = rows["ts"].to_numpy()
-    return intervals.union(ts, ts + rows["dur"].to_numpy())
+def overlap(trace: TraceData) -> pd.DataFrame:
+    """Per rank and step marker: msprof-style computing / communication / not-overlapped / free (ns) over the
+    marker's window (as msprof's StepTraceTime), from the one overlap computation; the trace's own lanes beside."""
+    table = distributed.window_overlap(trace, _marker_windows(trace.events))
+    if not len(table):
+        return pd.DataFrame(columns=["rank", "step", *MSPROF_COLUMNS.values()])
+    return table[["rank", "step", *MSPROF_COLUMNS, *[c for c in distributed.LANES.values() if c in table]]].rename(
+        columns=MSPROF_COLUMNS
+    )
 
 
-def _step_overlap(sets: dict[str, intervals.Intervals], lo: int, hi: int) -> dict:
-    compute = intervals.clip(sets[Kind.KERNEL.value], lo, hi)
-    comm = intervals.clip(sets[Kind.COMMUNICATION.value], lo, hi)
-    both = intervals.union(np.concatenate([compute[0], comm[0]]), np.concatenate([compute[1], comm[1]]))
-    span = int(both[1].max() - both[0].min()) if len(both[0]) else 0
-    computing = intervals.length(compute)
-    return {
-        "computing_ns": computing,
-        "communication_ns": intervals.length(comm),
-        "communication_not_overlapped_ns": intervals.length(intervals.subtract(comm, compute)),
-        "free_ns": span - intervals.length(both),
-        "e2e_ns": span,
-    }
-
-
-def _lane_sums(lanes: pd.DataFrame, lo: int, hi: int) -> dict:
-    """The trace's own Overlap Analysis lanes summed over the step (lanes that start inside it)."""
-    lanes = lanes[(lanes["ts"] >= lo) & (lanes["ts"] < hi)]
-    sums = lanes.groupby(lanes["name"].astype(str))["dur"].sum()
-    names = {"Computing": "computing", "Communication(Not Overlapped)": "communication_not_overlapped", "Free": "free"}
-    return {f"trace_{key}_ns": int(sums[name]) if name in sums else None for name, key in names.items()}
+def _marker_windows(events: pd.DataFrame):
+    """Per rank, (step, first marker start, last marker end) of each step's markers."""
+    steps = events[events["kind"] == Kind.STEP.value]
+    spans = steps.assign(end=steps["ts"] + steps["dur"]).groupby(["rank", "step"], sort=True)
+    table = pd.DataFrame({"lo": spans["ts"].min(), "hi": spans["end"].max()}).reset_index()
+    return lambda _events, rank: [
+        (int(r.step), int(r.lo), int(r.hi)) for r in table[table["rank"] == rank].itertuples(index=False)
+    ]
 
 
 def findings(trace) -> list[Finding]:

@@ -50,8 +50,14 @@ _READ = ("rank", "ts", "dur", "kind", "name")
 @per_trace
 def overlap(trace: TraceData) -> pd.DataFrame:
     """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
+    return _with_shares(window_overlap(trace, lambda events, rank: _windows(events, step_spans(trace), rank)))
+
+
+def window_overlap(trace: TraceData, windows) -> pd.DataFrame:
+    """The one overlap computation: per (rank, step, start, end) that ``windows(device_events, rank)`` gives, the
+    breakdown of the window's device time (compute, communication hidden and exposed, copies, idle; first and last
+    device work) and the trace's own overlap lanes summed over it (ns)."""
     rows = []
-    spans = step_spans(trace)
     ev = trace.events
     device = ev.loc[ev["kind"].isin(_COMPUTE + _COMM + _MEMORY + [Kind.OVERLAP_LANE.value]), list(_READ)]
     by_rank = dict(list(device.groupby("rank", sort=True)))
@@ -59,12 +65,12 @@ def overlap(trace: TraceData) -> pd.DataFrame:
         events = by_rank.get(rank, device.iloc[:0])
         sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", _MEMORY))}
         lanes = events[events["kind"] == Kind.OVERLAP_LANE.value]
-        for step, start, end in _windows(events, spans[spans["rank"] == rank]):
+        for step, start, end in windows(events, rank):
             row = {"rank": int(rank), "step": step, "start_ns": start, "span_ns": end - start}
             row.update(_breakdown(sets, start, end))
             row.update(_lanes(lanes, start, end))
             rows.append(row)
-    return _with_shares(pd.DataFrame(rows))
+    return pd.DataFrame(rows)
 
 
 def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
@@ -72,8 +78,9 @@ def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
     return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
 
 
-def _windows(events: pd.DataFrame, spans: pd.DataFrame) -> list[tuple[int, int, int]]:
+def _windows(events: pd.DataFrame, spans: pd.DataFrame, rank: int) -> list[tuple[int, int, int]]:
     """(step, start, end) of each step span of one rank; without steps, the whole device span."""
+    spans = spans[spans["rank"] == rank]
     if not len(spans):
         device = events[events["kind"].isin(_COMPUTE + _COMM + _MEMORY)]
         if not len(device):
@@ -93,7 +100,13 @@ def _breakdown(sets: dict, start: int, end: int) -> dict:
     out = {f"{name}_ns": int(v) for name, v in zip(PARTS, parts, strict=True)}
     first, last = (int(work[0][0]), int(work[1][-1])) if len(work[0]) else (end, end)
     out.update(
-        {"compute_ns": compute, "comm_ns": comm, "preparing_ns": first - start, "device_free_ns": last - first - c_or_m}
+        {
+            "compute_ns": compute,
+            "comm_ns": comm,
+            "preparing_ns": first - start,
+            "work_span_ns": last - first,
+            "device_free_ns": last - first - c_or_m,
+        }
     )
     return out
 
