@@ -263,6 +263,22 @@ def marks(found: list[tuple], origin: int, span: int) -> pd.DataFrame:
     )
 
 
+def ranks_marks(per_rank: dict[int, tuple[pd.DataFrame, int]], origin: int, offsets: pd.Series) -> pd.DataFrame:
+    """Each rank's marks (per rank: its one-rank marks, inside its own step, and the origin they count from) on the
+    all-ranks axis: ns from origin, its times less its clock offset (as ranks_lanes), labelled with the rank."""
+    out = pd.concat(
+        [
+            mine.assign(
+                start_ns=mine["start_ns"] + (at - int(offsets.get(r, 0)) - origin),
+                end_ns=mine["end_ns"] + (at - int(offsets.get(r, 0)) - origin),
+            )
+            for r, (mine, at) in per_rank.items()
+        ],
+        ignore_index=True,
+    )
+    return out.assign(label="rank " + out["rank"].astype(str) + " · " + out["label"])
+
+
 BOUNDARY_COLUMNS = ["at_ns", "label", "rank"]
 
 

@@ -128,7 +128,7 @@ def timeline_figure(
     """The Gantt of one step (segments whose name contains find outlined, names inside the bars when few are in
     view), the findings and step boundaries drawn on it, and the note saying what it draws; focus (the URL's
     ``at``, ``start_ns-end_ns`` absolute) zooms to a place and outlines the findings there. rank None draws
-    every rank stacked on the lowest rank's clock (findings and step boundaries only in the one-rank view)."""
+    every rank stacked on the lowest rank's clock, each with its findings and step boundaries."""
     full = view.segments(rank, step, levels, python)
     if not len(full):
         return figures.empty("no events in this step"), "The step has no events on this rank."
@@ -140,21 +140,22 @@ def timeline_figure(
     span = (window[1] - window[0]) if window else int(full["end_ns"].max())
     found = view.marks(rank, step, levels, python)
     bounds = view.boundaries(rank, step, levels, python)
-    lanes = [*([figures.FINDINGS_LANE] if len(found) else []), *full["lane"].unique()]
-    spans = figures.rank_spans(figures.lane_order(lanes)) if rank is None else {}
-    shapes = [*(_shade(mark, place) for mark in found.itertuples()), *boundary_shapes(bounds, spans)]
+    stacked = rank is None
+    lanes = [*(figures.findings_lane(r if stacked else None) for r in found["rank"].unique()), *full["lane"].unique()]
+    spans = figures.rank_spans(figures.lane_order(lanes)) if stacked else {}
+    shapes = [*(_shade(mark, place, spans) for mark in found.itertuples()), *boundary_shapes(bounds, spans)]
     fig = figures.gantt(
         seg,
         (rank, step, levels, python, focus),
         timeline_lanes.labels(seg, span, WIDTH_PX),
         lanes,
-        extra=finding_bars(found, span, origin),
+        extra=finding_bars(found, span, origin, stacked),
         shapes=shapes,
     )
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
-    note = _note(seg, found, bounds)
-    if rank is None:
+    note = _note(seg, found, bounds, stacked)
+    if stacked:
         fig.update_xaxes(title_text=f"ms from the step's first event of any rank (on rank {min(view.ranks())}'s clock)")
         note = f"{all_ranks_note(view, levels)} {note}"
     if find.strip():
@@ -191,7 +192,7 @@ def all_ranks_note(view: View, levels: int) -> str:
     if shown < levels:
         note += f" With {len(view.ranks())} ranks each shows its device streams and {shown} host level"
         note += f"{'s' if shown > 1 else ''} per thread (of the {levels} picked; pick one rank for more)."
-    return note + " Each rank's step boundaries span its own lanes; the findings are drawn on a single rank's view."
+    return note + " Each rank's findings and step boundaries are drawn over its own lanes."
 
 
 def _offset_said(offset, lowest: int) -> str:
@@ -203,24 +204,27 @@ def _offset_said(offset, lowest: int) -> str:
     return f"rank {offset.rank} {offset.offset_ns / 1e3:.2f} µs ({offset.calls} matched calls)"
 
 
-def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame) -> str:
-    """What the figure draws: events as segments, the findings by kind and colour, the step boundaries."""
+def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame, stacked: bool = False) -> str:
+    """What the figure draws: events as segments, the findings by kind and colour (of each rank when stacked), the
+    step boundaries."""
     merged = int(seg["count"].sum()) if len(seg) else 0
     note = f"{merged:,} events drawn as {len(seg):,} segments (near-adjacent ones of one lane and colour merged"
     note += "; zoom in to split them)." if merged > len(seg) else ")."
     counts = found["what"].value_counts()
     if len(counts):
         shown = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
-        note += f" Findings drawn (the findings lane and bands; the longest {timeline_lanes.MAX_MARKS} of a kind): "
+        lane = "each rank's findings lane and bands over its lanes" if stacked else "the findings lane and bands"
+        each = " per rank" if stacked else ""
+        note += f" Findings drawn ({lane}; the longest {timeline_lanes.MAX_MARKS} of a kind{each}): "
         note += f"{shown}."
     if len(bounds):
         note += " Step boundaries (device): " + "; ".join(bounds["label"]) + "."
     return note
 
 
-def finding_bars(found: pd.DataFrame, span: int, origin: int) -> list[dict]:
-    """The marks as bars of the findings lane, one trace per kind (hover says what; customdata is the mark's place,
-    ``start_ns-end_ns`` absolute, for 'show it in place')."""
+def finding_bars(found: pd.DataFrame, span: int, origin: int, stacked: bool = False) -> list[dict]:
+    """The marks as bars of the findings lane (each rank's when stacked), one trace per kind (hover says what;
+    customdata is the mark's place, ``start_ns-end_ns`` absolute, for 'show it in place')."""
     least = span / 400  # an instant or a very short mark still gets a bar one can point at
     out = []
     for what, mine in found.groupby("what", sort=False):
@@ -230,7 +234,7 @@ def finding_bars(found: pd.DataFrame, span: int, origin: int) -> list[dict]:
                 "type": "bar",
                 "base": start / NS_PER_MS,
                 "x": np.maximum(end - start, least) / NS_PER_MS,
-                "y": [figures.FINDINGS_LANE] * len(mine),
+                "y": [figures.findings_lane(r if stacked else None) for r in mine["rank"]],
                 "orientation": "h",
                 "width": figures.BAR_WIDTH,
                 "name": what,
@@ -243,17 +247,15 @@ def finding_bars(found: pd.DataFrame, span: int, origin: int) -> list[dict]:
     return out
 
 
-def _shade(mark, place: tuple[int, int] | None) -> dict:
-    """A finding's place on the timeline: a band across every lane, or a line for an instant; outlined when it is
-    the place the page was asked to show."""
+def _shade(mark, place: tuple[int, int] | None, spans: dict[int, tuple[float, float]] | None = None) -> dict:
+    """A finding's place on the timeline: a band across every lane (its rank's with spans), or a line for an
+    instant; outlined when it is the place the page was asked to show."""
     at = place is not None and mark.start_ns <= place[1] and mark.end_ns >= place[0]
     shape = {
         "xref": "x",
-        "yref": "paper",
         "x0": mark.start_ns / NS_PER_MS,
         "x1": mark.end_ns / NS_PER_MS,
-        "y0": 0,
-        "y1": 1,
+        **_span(spans, mark.rank),
         "layer": "below",
         "name": f"{mark.what}: {figures.text(mark.label)}",
     }
@@ -322,12 +324,10 @@ def _place(focus: str | None, origin: int) -> tuple[int, int] | None:
 
 def in_step(view: View, rank: int | None, step: int, focus: str | None) -> str | None:
     """focus (``start_ns-end_ns``, absolute) when it overlaps the step of this rank (so a link's place stays
-    while host levels or the search change, and is dropped for another step or rank, or for all ranks), else
-    None."""
-    if rank is None:
-        return None
+    while host levels or the search change, and is dropped for another step or rank; any rank's step for all
+    ranks: rank None), else None."""
     steps = view.trace.steps()
-    mine = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+    mine = steps[((steps["rank"] == rank) | (rank is None)) & (steps["step"] == step)]
     place = _place(focus, 0)
     if place is None or not len(mine):
         return None
@@ -501,7 +501,7 @@ def register(app: dash.Dash, store: Store) -> None:
         if view is None or not click or not click.get("points") or rank is None:
             return no_update, no_update, no_update
         point = click["points"][0]
-        if point.get("y") == figures.FINDINGS_LANE:  # a finding's bar: show it in place
+        if figures.is_findings(point.get("y")):  # a finding's bar: show it in place
             return no_update, f"Finding: {unescape(str(point.get('hovertext', '')))}", point["customdata"][0]
         if len(point.get("customdata") or []) < 2:
             return no_update, no_update, no_update

@@ -126,12 +126,25 @@ class View:
         return busy.groupby(["rank", "device"])["ts"].min()
 
     def _marks(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
-        """The findings' evidence inside one rank's step as drawn (ns from its segments' origin): idle gaps,
-        host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them (none for
-        all ranks: rank None)."""
+        """The findings' evidence inside one rank's step as drawn (ns from its segments' origin, with its rank):
+        idle gaps, host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them
+        (every rank's inside its own step, clock offset applied and labelled with the rank, for all ranks: rank
+        None)."""
         segments = self.segments(rank, step, levels, python)
-        if not len(segments) or rank is None:
-            return pd.DataFrame(columns=timeline.MARK_COLUMNS)
+        if not len(segments):
+            return pd.DataFrame(columns=[*timeline.MARK_COLUMNS, "rank"])
+        origin, span = segments.attrs["origin_ns"], int(segments["end_ns"].max())
+        if rank is not None:
+            return timeline.marks(self._found(rank, step), origin, span).assign(rank=rank)
+        shown = timeline.all_ranks_levels(levels, len(self.ranks()))
+        per_rank = {
+            r: (self.marks(r, step, shown, python), self.segments(r, step, shown, python).attrs.get("origin_ns", 0))
+            for r in self.ranks()
+        }
+        return timeline.ranks_marks(per_rank, origin, self.offsets())
+
+    def _found(self, rank: int, step: int) -> list[tuple]:
+        """The analyzers' evidence on one rank (absolute ns; fusion chains of this step only)."""
         found = []
         gaps, stalls, calls, memory = (
             self.optional(n).data for n in ("idle_gaps", "sync_stalls", "collectives", "memory")
@@ -146,7 +159,7 @@ class View:
             found += timeline.peak_marks(memory.peaks, rank)
         if self.fusion_occurrences is not None:
             found += timeline.fusion_marks(self.fusion_occurrences, self.trace.events, rank, step)
-        return timeline.marks(found, segments.attrs["origin_ns"], int(segments["end_ns"].max()))
+        return found
 
     @cached_property
     def fusion_occurrences(self) -> pd.DataFrame | None:

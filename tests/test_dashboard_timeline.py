@@ -208,7 +208,8 @@ def test_all_ranks_are_stacked_on_one_axis_with_the_clock_offsets_said(browser, 
     assert {y.split(" · ")[0] for y in drawn} == {"rank 0", "rank 1"}  # both ranks' device lanes, labelled by rank
     order = browser.execute_script(f"return {GRAPH}._fullLayout.yaxis._categories")[::-1]  # top to bottom
     ranks = [y.split(" · ")[0] for y in order]
-    assert ranks == sorted(ranks) and order[0].startswith("rank 0 · device")  # each rank's group, devices first
+    assert ranks == sorted(ranks) and order[0] == "rank 0 · findings"  # each rank's group: its findings first
+    assert order[1].startswith("rank 0 · device") and "rank 1 · findings" in order
     assert browser.execute_script(f"return Object.keys({GRAPH}._fullLayout).filter(k => /^xaxis\\d/.test(k))") == []
     _shot(browser, shots, "timeline-all-ranks")
 
@@ -230,6 +231,12 @@ def test_all_ranks_view_shifts_each_rank_by_its_clock_offset(view):
     both = view.boundaries(None, STEP, 4, False)
     shifted = both.loc[both["rank"] == 1, "at_ns"].to_numpy() + drawn.attrs["origin_ns"] + offset
     assert list(shifted) == list(own["at_ns"] + view.segments(1, STEP, 4, False).attrs["origin_ns"])
+    calls = view.marks(None, STEP, 4, False)  # and its findings: the exposed collectives inside its step
+    calls = calls[(calls["rank"] == 1) & (calls["what"] == "exposed collective")]
+    alone_calls = view.marks(1, STEP, 4, False)
+    alone_calls = alone_calls[alone_calls["what"] == "exposed collective"]
+    at = sorted(calls["start_ns"] + drawn.attrs["origin_ns"] + offset)
+    assert len(at) and at == sorted(alone_calls["start_ns"] + view.segments(1, STEP, 4, False).attrs["origin_ns"])
 
 
 def _shot(browser, folder: Path, name: str) -> None:

@@ -92,7 +92,20 @@ def step_bars(steps: list[dict]) -> go.Figure:
 
 
 FINDINGS_LANE = "findings"
-"""The lane on top of a timeline where the findings' marks are drawn (one bar each)."""
+"""The lane on top of a timeline where the findings' marks are drawn (one bar each); on top of each rank's lanes
+(``rank R · findings``) when ranks are stacked."""
+
+
+def findings_lane(rank: int | None = None) -> str:
+    """The findings lane of a timeline, or of one rank's lanes when ranks are stacked."""
+    return FINDINGS_LANE if rank is None else f"rank {rank} · {FINDINGS_LANE}"
+
+
+def is_findings(lane: object) -> bool:
+    """Whether a lane is a findings lane (a timeline's or a stacked rank's)."""
+    return isinstance(lane, str) and _rank_of(lane)[1] == FINDINGS_LANE
+
+
 BAR_WIDTH = 0.7
 """Height of a timeline bar, in lanes."""
 GANTT_HOVER = "%{hovertext}<br>%{x:.4f} ms · %{customdata[0]} event(s) in this bar<extra>%{fullData.name}</extra>"
@@ -140,9 +153,9 @@ def gantt(
 
 
 def _lane_order(lane: str) -> tuple:
-    """Findings first, then by rank (lanes named ``rank R · …``, in rank order), devices before host threads."""
+    """Findings first, then by rank (lanes named ``rank R · …``, in rank order: its findings, devices, host)."""
     rank, rest = _rank_of(lane)
-    return (lane != FINDINGS_LANE, rank, not rest.startswith("device"), rest)
+    return (lane != FINDINGS_LANE, rank, rest != FINDINGS_LANE, not rest.startswith("device"), rest)
 
 
 def _rank_of(lane: str) -> tuple[int, str]:
