@@ -126,6 +126,14 @@ GEMM_OPS = {
 MATMUL_OPS = frozenset(GEMM_OPS) | {"aten::matmul", "aten::linear"}
 """CPU ops that run a matrix multiplication."""
 
+MATMUL_OP = re.compile(
+    r"^aten::(mm|addmm|bmm|baddbmm|addbmm|matmul|linear)$|::mm$|::addmm$|::bmm$|baddbmm|linear", re.I
+)
+"""Op names of matrix multiplications, for the category rules (aten ops and the autograd/CANN names that say so)."""
+
+NORMALISATION = re.compile(r"norm|softmax", re.I)
+"""Op and kernel names of normalisations (layer/batch/RMS norm, softmax)."""
+
 # ---------------------------------------------------------------- dtypes
 
 DTYPES: dict[str, tuple[str, int]] = {

@@ -103,7 +103,7 @@ CATEGORY_ADVICE = {
         ASCEND: "Elementwise ops: each eager op reads and writes the whole tensor. Fuse the chain in graph mode "
         "(torchair), use torch_npu's fused ops, or NpuFused optimizers.",
     },
-    "normalization": {
+    "normalisation": {
         CUDA: "Norms and softmax: use fused implementations (torch.compile, fused RMSNorm/LayerNorm kernels) so the "
         "surrounding elementwise ops fold into them.",
         ASCEND: "Norms and softmax: use torch_npu's fused ops (npu_rms_norm, npu_add_rms_norm, npu_add_layer_norm).",
@@ -142,7 +142,7 @@ ALREADY_FUSED_ATTENTION = (
 
 def category_advice(category: str, meta: TraceMeta, kernel: str = "") -> str:
     """Advice for a hotspot of a category on this platform, unless its main kernel already is what it would say."""
-    if kernel and ATTENTION_KERNEL.search(kernel) and category in ("attention", "other", "normalization"):
+    if kernel and ATTENTION_KERNEL.search(kernel) and category in ("attention", "other", "normalisation"):
         return ALREADY_FUSED_ATTENTION.format(kernel=kernel[:60])
     if kernel and FUSED_KERNEL.search(kernel) and category not in ("gemm", "communication", "memset", "copy"):
         return ALREADY_FUSED.format(kernel=kernel[:60])

@@ -31,7 +31,14 @@ from traceanalyzer.schema import (
 )
 from traceanalyzer.section import Per, Section, Table
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import ATTENTION_KERNEL, CONV_KERNEL, GEMM_KERNEL, GRAPH_REPLAYED
+from traceanalyzer.vocabulary import (
+    ATTENTION_KERNEL,
+    CONV_KERNEL,
+    GEMM_KERNEL,
+    GRAPH_REPLAYED,
+    MATMUL_OP,
+    NORMALISATION,
+)
 
 DEVICE = [k.value for k in DEVICE_KINDS]
 BUSY = [k.value for k in BUSY_KINDS]
@@ -252,9 +259,9 @@ OP_CATEGORIES: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = (
     ),
     ("copy", (re.compile(r"copy|::to$|_to_copy|contiguous|clone|::cat$|Memcpy|index_select|::stack$", re.I),)),
     ("attention", (ATTENTION_KERNEL,)),
-    ("gemm", (re.compile(r"::mm$|::addmm$|::bmm$|baddbmm|linear", re.I), GEMM_KERNEL, CONV_KERNEL)),
+    ("gemm", (MATMUL_OP, GEMM_KERNEL, CONV_KERNEL)),
     ("memset", (re.compile(r"Memset|::zero_$|::fill_$", re.I),)),
-    ("normalization", (re.compile(r"norm|softmax", re.I),)),
+    ("normalisation", (NORMALISATION,)),
     (
         "elementwise",
         (

@@ -30,40 +30,27 @@ from traceanalyzer.analyzers import callpath
 from traceanalyzer.comparison import diff, samples
 from traceanalyzer.comparison.samples import Scope
 from traceanalyzer.schema import NO_ROW, Kind, Platform
-from traceanalyzer.vocabulary import BACKWARD_KERNEL
+from traceanalyzer.vocabulary import ATTENTION_KERNEL, BACKWARD_KERNEL, GEMM_KERNEL, MATMUL_OP, NORMALISATION
 
 GPU = frozenset({Platform.CUDA, Platform.ROCM})
 
-CATEGORY_RULES: tuple[tuple[str, re.Pattern], ...] = (
-    (
-        "attention",
-        re.compile(
-            r"flash_?attention|fusion_attention|flashattn|xformers_flash|efficient_attention|flash2?attn"
-            r"|scaled_dot_product|sdpa|fmha|flash_(fwd|bwd)|PagedAttention|_attention",
-            re.I,
-        ),
-    ),
+CATEGORY_RULES: tuple[tuple[str, tuple[re.Pattern, ...]], ...] = (
+    ("attention", (ATTENTION_KERNEL,)),
     (
         "convolution",
-        re.compile(
-            r"^aten::(_?conv|cudnn_conv|miopen_conv|convolution)|conv2d|Conv2D|Conv3D|implicit_gemm"
-            r"|fprop|dgrad|wgrad|winograd",
-            re.I,
+        (
+            re.compile(r"^aten::(_?conv|cudnn_conv|miopen_conv|convolution)|conv[23]d", re.I),
+            re.compile(r"implicit_gemm|fprop|dgrad|wgrad|winograd", re.I),
         ),
     ),
-    (
-        "gemm",
-        re.compile(
-            r"^aten::(addmm|bmm|mm|matmul|linear|baddbmm|addbmm)$|gemm|gemv|cutlass|nvjet|xmma|Cijk_|cublas"
-            r"|MatMul|BatchMatMul|GroupedMatmul",
-            re.I,
-        ),
-    ),
-    ("normalisation", re.compile(r"norm|softmax", re.I)),
+    ("gemm", (MATMUL_OP, GEMM_KERNEL)),
+    ("normalisation", (NORMALISATION,)),
     (
         "copy",
-        re.compile(
-            r"copy|TensorMove|TransData|Transpose|Cast|contiguous|clone|Memcpy|Memset|^aten::(to|_to_copy)$", re.I
+        (
+            re.compile(
+                r"copy|TensorMove|TransData|Transpose|Cast|contiguous|clone|Memcpy|Memset|^aten::(to|_to_copy)$", re.I
+            ),
         ),
     ),
 )
@@ -122,8 +109,8 @@ def differ(baseline: Platform, candidate: Platform) -> bool:
 def category(*names: str) -> str:
     """The category of device work from its framework op, launching op and kernel names (attention and
     convolution with their direction: backward when any of the names says so)."""
-    for name, pattern in CATEGORY_RULES:
-        if any(pattern.search(n) for n in names if n):
+    for name, patterns in CATEGORY_RULES:
+        if any(pattern.search(n) for pattern in patterns for n in names if n):
             if name in DIRECTED:
                 return f"{name} {'bwd' if any(BACKWARD_KERNEL.search(n) for n in names if n) else 'fwd'}"
             return name
