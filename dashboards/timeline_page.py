@@ -1,6 +1,6 @@
-"""The Timeline page: one step of one rank as Gantt lanes with the findings and step boundaries drawn on it, its
-pickers, its zoom (finer segments, names inside the bars), launch → kernel lines for a clicked bar, and the
-annotated trace to download for Perfetto."""
+"""The Timeline page: one step of one rank (or of all ranks stacked on one clock-aligned axis) as Gantt lanes with
+the findings and step boundaries drawn on it, its pickers, its zoom (finer segments, names inside the bars), launch →
+kernel lines for a clicked bar, and the annotated trace to download for Perfetto."""
 
 from __future__ import annotations
 
