@@ -104,7 +104,7 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
             x=labels,
             y=top,
             mode="text",
-            text=[f"{b}-bound" for b in steps["bound"]],
+            text=[f"{b}-bound" if b else "" for b in steps["bound"]],
             textposition="top center",
             showlegend=False,
             hoverinfo="skip",

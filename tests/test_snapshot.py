@@ -95,6 +95,15 @@ def test_steps_come_from_the_profiler_step_annotations(train):
     assert (steps["end_bytes"] == _meta("train")["memory_allocated_at_dump_B"]).all()
 
 
+def test_a_snapshot_claims_nothing_about_device_time(train_report):
+    """A memory snapshot records allocations, not kernels: the summary says no device work was recorded instead of
+    calling every step host-bound with the device idle (device figures unknown, not zero)."""
+    summary = facts(train_report, "summary")
+    assert summary["steps"] == 6 and summary["bound"] == "– (no device work recorded)"
+    assert summary["device_busy_ns"] is None and summary["device_busy_share"] is None and summary["kernels"] is None
+    assert {r["bound"] for r in rows(train_report, "summary", "steps")} == {""}
+
+
 def test_fragmentation_per_segment_at_the_peak_and_at_the_dump(train, train_report):
     meta = _meta("train")
     segments = train.meta.extra[snapshot.SEGMENTS]

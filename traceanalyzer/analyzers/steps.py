@@ -9,7 +9,8 @@
   profiler schedule that skips steps), lasts its host span or until its device work ends, whichever is later (the
   next step's work would have started as far into its host span as this one's did).
 - **bound**: ``device`` when the device is the limit (its work ends well after the host has finished the step, or
-  it is busy nearly all the step), else ``host`` (the device waits for the host to launch work).
+  it is busy nearly all the step), else ``host`` (the device waits for the host to launch work); empty when the run
+  recorded no device work at all (a memory snapshot, a CPU-only trace): nothing says which side waited.
 
 Every share of step time in the product is a share of ``step_ns``.
 """
@@ -36,6 +37,8 @@ DEVICE_BOUND_LAG = 0.05
 """A step is device-bound when its device work ends more than this share of the step after its marker ends..."""
 DEVICE_BOUND_BUSY = 0.9
 """... or its device is busy at least this share of the step."""
+NOT_RECORDED = ""
+"""The bound of a step of a run that recorded no device work."""
 
 STEP_COLUMNS = (
     "rank", "step", "start_ns", "step_ns", "bound", "host_start_ns", "host_ns", "device_start_ns", "device_ns",
@@ -134,7 +137,7 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     lag = np.where(has_device, table["device_end_ns"] - table["host_end_ns"], 0)
     busy_share = table["device_busy_ns"] / table["step_ns"].clip(lower=1)
     device_bound = (lag > DEVICE_BOUND_LAG * table["step_ns"]) | (busy_share >= DEVICE_BOUND_BUSY)
-    table["bound"] = np.where(has_device & device_bound, "device", "host")
+    table["bound"] = np.where(has_device & device_bound, "device", "host") if has_device.any() else NOT_RECORDED
     return table[list(STEP_COLUMNS)].astype({c: "int64" for c in STEP_COLUMNS if c != "bound"})
 
 
@@ -206,25 +209,26 @@ def section(trace: TraceData, options: Options) -> Section:
     by_kind = time_by_kind(trace.events)
     kernels = by_kind[by_kind["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
     comm = int(kernels.loc[kernels["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
+    device = _recorded(table)  # without device work the device figures are unknown, not zero
     facts = [
         Fact("steps", "steps analysed", int(table["step"].nunique()) if len(table) else 0, Unit.COUNT),
         Fact("step_ns", "step time (median, device-experienced)", _median(table, "step_ns"), Unit.NS, Per.STEP),
         Fact("host_step_ns", "host step span (median, ProfilerStep)", _median(table, "host_ns"), Unit.NS, Per.STEP),
         Fact("bound", "steps bound by", _bound(table)),
-        Fact("device_busy_ns", "device busy (median)", _median(table, "device_busy_ns"), Unit.NS, Per.STEP),
-        Fact("device_busy_share", "device busy share of step time", _busy_share(table), Unit.SHARE),
+        Fact("device_busy_ns", "device busy (median)", _median(device, "device_busy_ns"), Unit.NS, Per.STEP),
+        Fact("device_busy_share", "device busy share of step time", _busy_share(device), Unit.SHARE),
         Fact(
             "kernel_ns",
             "kernel time (median, incl. communication)",
-            _median(table, "kernel_ns", "communication_ns"),
+            _median(device, "kernel_ns", "communication_ns"),
             Unit.NS,
             Per.STEP,
         ),
-        Fact("kernels", "kernels (median)", _median(table, "kernels"), Unit.COUNT, Per.STEP),
+        Fact("kernels", "kernels (median)", _median(device, "kernels"), Unit.COUNT, Per.STEP),
         Fact(
             "communication_share",
             "communication share of kernel time",
-            comm / max(int(kernels["total_ns"].sum()), 1),
+            comm / int(kernels["total_ns"].sum()) if int(kernels["total_ns"].sum()) else None,
             Unit.SHARE,
         ),
     ]
@@ -246,9 +250,16 @@ def _median(table: pd.DataFrame, col: str, extra: str | None = None) -> float | 
     return float(values.median())
 
 
+def _recorded(table: pd.DataFrame) -> pd.DataFrame:
+    """The steps, or none when the run recorded no device work."""
+    return table[table["bound"] != NOT_RECORDED]
+
+
 def _bound(table: pd.DataFrame) -> str:
     if not len(table):
         return "– (no step markers)"
+    if (table["bound"] == NOT_RECORDED).all():
+        return "– (no device work recorded)"
     counts = table["bound"].value_counts()
     return ", ".join(f"{bound} ({n} of {len(table)} steps)" for bound, n in counts.items())
 
