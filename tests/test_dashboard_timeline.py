@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from traceanalyzer.dashboards import timeline
+from traceanalyzer.dashboards import state, timeline
 from traceanalyzer.dashboards.views import View
 
 import traceanalyzer as ta
@@ -136,6 +136,45 @@ def test_findings_and_step_boundaries_are_drawn_and_a_finding_shows_in_place(bro
     again = _until(browser, RANGE, lambda r: r and r[1] - r[0] < 0.9 * (full[1] - full[0]))
     assert again == pytest.approx(shown, rel=1e-6)
     _shot(browser, shots, "timeline-findings")
+
+
+@pytest.mark.browser
+def test_a_findings_timeline_link_opens_its_rank_with_the_legend_clear_of_the_mode_bar(browser, app, shots):
+    from selenium.webdriver.common.by import By
+
+    url, view, key = app
+    browser.get(f"{url}/?trace={key}")
+    _wait(browser, "#findings", "timeline")
+    link = next(
+        a for a in browser.find_elements(By.CSS_SELECTOR, "a.timeline-link") if "rank=1" in a.get_attribute("href")
+    )
+    query = state.parse(link.get_attribute("href").split("?")[1])
+    browser.execute_script("arguments[0].scrollIntoView()", link)
+    link.click()  # as the user follows it: the Overview's link, opened in the page
+    _wait(browser, "#tl-note", "segments")
+    _until(browser, "return window.location.search", lambda s: "levels=" in s)  # the Timeline's pick is written
+    assert _wait(browser, "#tl-rank-value").text == "1"
+    assert state.parse(browser.execute_script("return window.location.search"))["rank"] == "1"
+    lanes = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False)["lane"]
+    drawn = _until(browser, f"return {GRAPH}._fullLayout.yaxis._categories")
+    assert set(drawn) == {"findings", *lanes} and any(lane.startswith("device 1 ") for lane in drawn)  # rank 1's
+    lo, hi = (int(v) / 1e6 for v in query["at"].split("-"))
+    origin = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False).attrs["origin_ns"] / 1e6
+    shown = _until(browser, RANGE)
+    assert shown[0] < lo - origin < hi - origin < shown[1]  # the finding's place, zoomed to
+    legend, bar = (browser.execute_script(BOX, part) for part in (".legend", ".modebar"))
+    assert legend and bar and not _overlap(legend, bar), (legend, bar)  # no legend entry under the tool icons
+    _shot(browser, shots, "timeline-link")
+
+
+BOX = f"""const b = {GRAPH}.querySelector(arguments[0]).getBoundingClientRect();
+return [b.left, b.top, b.right, b.bottom];"""
+"""Script: the viewport box (px: left, top, right, bottom) of a part of the graph (a CSS selector)."""
+
+
+def _overlap(a: list[float], b: list[float]) -> bool:
+    """Whether two boxes (left, top, right, bottom) share any area."""
+    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
 
 
 def _pick_first_gap(browser) -> None:

@@ -26,6 +26,11 @@ COLOURS = {
 
 BAR_TOP = 20
 LANE_PX = 26
+LEGEND_PX = 40
+"""Room (px) under the Gantt's x-axis title for its legend."""
+LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0.5, "xanchor": "center"}
+"""The Gantt's legend: under the plot (its rows wrap on a narrow window, the margin grows to fit), where the mode
+bar (top right, on hover) does not cover it."""
 LABEL_CHARS = 60
 GIB = 1 << 30
 MEMORY_BUCKETS = 800
@@ -137,13 +142,13 @@ def gantt(
         if len(mine := segments[segments["category"] == category])
     ]
     layout = {
-        "height": 120 + LANE_PX * len(lanes),
+        "height": 120 + LEGEND_PX + LANE_PX * len(lanes),
         "hovermode": "closest",
         "barmode": "overlay",
         "xaxis": {"title": {"text": "ms from step start"}},
         "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": lanes[::-1], "automargin": True},
-        "margin": {"l": 10, "r": 10, "t": 30, "b": 40},
-        "legend": {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0.5, "xanchor": "center"},
+        "margin": {"l": 10, "r": 10, "t": 30, "b": 40 + LEGEND_PX},
+        "legend": LEGEND_BELOW,
         "uirevision": str(revision),
         "showlegend": True,
         "uniformtext": {"minsize": 9, "mode": "hide"},  # a label that does not fit its bar is left out
