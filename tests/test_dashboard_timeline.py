@@ -1,8 +1,9 @@
 """The Timeline page in headless Chromium on a real with_stack trace (ddp_no_overlap): the findings and the step
-boundaries drawn where the analyzers put them, a finding shown in place, launch → kernel lines, names inside the
-bars at zoom, the Perfetto download, and all ranks stacked with their clock offsets; and, without a browser, the
-launch → kernel pairs, the marks the page draws from the analyzers' results and the all-ranks view's shift by each
-rank's clock offset."""
+boundaries drawn where the analyzers put them, a finding shown in place, a finding's Overview link opening its
+rank and place (the legend clear of the mode bar), launch → kernel lines, names inside the bars at zoom, the
+Perfetto download, and all ranks stacked with their clock offsets; and, without a browser, the launch → kernel
+pairs, the marks the page draws from the analyzers' results and the all-ranks view's shift by each rank's clock
+offset."""
 
 from __future__ import annotations
 
@@ -145,26 +146,31 @@ def test_a_findings_timeline_link_opens_its_rank_with_the_legend_clear_of_the_mo
     url, view, key = app
     browser.get(f"{url}/?trace={key}")
     _wait(browser, "#findings", "timeline")
-    link = next(
-        a for a in browser.find_elements(By.CSS_SELECTOR, "a.timeline-link") if "rank=1" in a.get_attribute("href")
-    )
-    query = state.parse(link.get_attribute("href").split("?")[1])
+    links = browser.find_elements(By.CSS_SELECTOR, "a.timeline-link")
+    link = next(a for a in links if "rank=1" in a.get_attribute("href"))
+    href = link.get_attribute("href")
     browser.execute_script("arguments[0].scrollIntoView()", link)
     link.click()  # as the user follows it: the Overview's link, opened in the page
+    _shows_rank_1_at(browser, view, state.parse(href.split("?")[1]))
+    browser.get(href)  # and the link opened afresh (a new tab, a shared link)
+    _shows_rank_1_at(browser, view, state.parse(href.split("?")[1]))
+    legend, bar = (browser.execute_script(BOX, part) for part in (".legend", ".modebar"))
+    assert legend and bar and not _overlap(legend, bar), (legend, bar)  # no legend entry under the tool icons
+    _shot(browser, shots, "timeline-link")
+
+
+def _shows_rank_1_at(browser, view: View, query: dict[str, str]) -> None:
+    """The Timeline shows rank 1 (its picker, the URL, its lanes only), zoomed to the link's place."""
     _wait(browser, "#tl-note", "segments")
     _until(browser, "return window.location.search", lambda s: "levels=" in s)  # the Timeline's pick is written
     assert _wait(browser, "#tl-rank-value").text == "1"
     assert state.parse(browser.execute_script("return window.location.search"))["rank"] == "1"
-    lanes = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False)["lane"]
+    full = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False)
     drawn = _until(browser, f"return {GRAPH}._fullLayout.yaxis._categories")
-    assert set(drawn) == {"findings", *lanes} and any(lane.startswith("device 1 ") for lane in drawn)  # rank 1's
-    lo, hi = (int(v) / 1e6 for v in query["at"].split("-"))
-    origin = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False).attrs["origin_ns"] / 1e6
-    shown = _until(browser, RANGE)
-    assert shown[0] < lo - origin < hi - origin < shown[1]  # the finding's place, zoomed to
-    legend, bar = (browser.execute_script(BOX, part) for part in (".legend", ".modebar"))
-    assert legend and bar and not _overlap(legend, bar), (legend, bar)  # no legend entry under the tool icons
-    _shot(browser, shots, "timeline-link")
+    assert set(drawn) == {"findings", *full["lane"]} and any(lane.startswith("device 1 ") for lane in drawn)
+    lo, hi = (int(v) - full.attrs["origin_ns"] for v in query["at"].split("-"))
+    shown = _until(browser, RANGE, lambda r: r and r[1] - r[0] < full["end_ns"].max() / 1e6)
+    assert shown[0] < lo / 1e6 < hi / 1e6 < shown[1]  # the finding's place, zoomed to
 
 
 BOX = f"""const b = {GRAPH}.querySelector(arguments[0]).getBoundingClientRect();
