@@ -83,7 +83,7 @@ class Store:
             trace = load(job.paths, progress=lambda msg: setattr(job, "message", msg))
             job.message = "analyzing"
             view = View(trace, job.label)
-            view.warm()
+            view.report()  # what the first page shows: the trace is ready once it is there
             job.view, job.state, job.message = view, "ready", "ready"
         except TraceError as e:
             self._failed(job, str(e))
@@ -91,6 +91,17 @@ class Store:
             self._failed(job, f"internal error while loading: {type(e).__name__}: {e}")
         finally:
             job.finished = time.monotonic()
+        if job.state == "ready":
+            self._warm(job.view)
+
+    @staticmethod
+    def _warm(view: View) -> None:
+        """Precompute the other pages' first visits while the user reads the first; a failure is noted (the page
+        that needs it computes it again on its visit and shows the error there)."""
+        try:
+            view.warm()
+        except Exception as e:
+            view.notes.append(f"precomputing the pages failed ({type(e).__name__}: {e})")
 
     @staticmethod
     def _failed(job: Job, message: str) -> None:
