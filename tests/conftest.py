@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
 
@@ -110,3 +116,31 @@ def headless_chromium(offline: bool = False):
         driver.set_network_conditions(offline=True, latency=0, download_throughput=0, upload_throughput=0)
     yield driver
     driver.quit()
+
+
+LOAD_S = 180
+"""How long a test waits for the dashboard's background loads."""
+
+
+def artifact_folder(tmp_path_factory, name: str) -> Path:
+    """Where a test module keeps its screenshots: $TRACEANALYZER_ARTIFACTS/<name> if set, else a pytest temporary
+    folder (never beside the user's files)."""
+    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
+    folder = Path(given) / name if given else tmp_path_factory.mktemp(name)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextlib.contextmanager
+def serving(store) -> Iterator[str]:
+    """The dashboard over store on a free local port once every load it was given is ready: its URL."""
+    deadline = time.monotonic() + LOAD_S
+    while store.busy() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert all(j.state == "ready" for j in store.jobs()), [j.message for j in store.jobs()]
+    server = serve(store, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()

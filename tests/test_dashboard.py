@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import shutil
-import threading
-import time
 from pathlib import Path
 
 import pytest
 from traceanalyzer.dashboards.names import shortened
 
-from tests.conftest import REPO, SHARED, headless_chromium, shared_path
+from tests.conftest import LOAD_S, REPO, SHARED, artifact_folder, headless_chromium, serving, shared_path
 
 pytestmark = pytest.mark.browser
 
 SCREENSHOTS: list[Path] = []
 """Where this module's screenshots go: $TRACEANALYZER_ARTIFACTS/dashboard if set, else a pytest temporary folder."""
 WAIT_S = 30
-LOAD_S = 180
 XSS = "<script>alert(1)</script>"
 BAR_LABELS = "return Array.from(document.querySelectorAll('#hs-bars .ytick')).map(e => e.textContent)"
 FUSED, UNFUSED = (REPO / "sample_traces" / f"{n}_ops.json.gz" for n in ("fused", "unfused"))
@@ -67,7 +63,6 @@ def allowed_dir(tmp_path_factory) -> Path:
 def app_url(crafted, allowed_dir):
     """The real app on real traces (each PATH one picker entry), served on a free local port."""
     from traceanalyzer.dashboards.access import Allowed
-    from traceanalyzer.dashboards.cli import serve
     from traceanalyzer.dashboards.store import Store
 
     starting = [
@@ -89,14 +84,8 @@ def app_url(crafted, allowed_dir):
     }
     if ASCEND.exists():
         keys["ascend"] = store.open([str(ASCEND)])
-    deadline = time.monotonic() + LOAD_S
-    while store.busy() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [j.state for j in store.jobs()] == ["ready"] * len(keys), [j.message for j in store.jobs()]
-    server = serve(store, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", store, keys
-    server.shutdown()
+    with serving(store) as url:
+        yield url, store, keys
 
 
 def _wait(browser, css: str, text: str | None = None, timeout: float = WAIT_S):
@@ -153,9 +142,7 @@ def _pick(browser, dropdown: str, label: str):
 @pytest.fixture(scope="module", autouse=True)
 def screenshots(tmp_path_factory) -> Path:
     """The screenshots' folder, never beside the user's files."""
-    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
-    folder = Path(given) / "dashboard" if given else tmp_path_factory.mktemp("dashboard-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = artifact_folder(tmp_path_factory, "dashboard")
     SCREENSHOTS[:] = [folder]
     return folder
 

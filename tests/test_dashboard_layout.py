@@ -6,19 +6,16 @@ folder; never beside the traces)."""
 from __future__ import annotations
 
 import base64
-import os
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import PUBLIC_ASCEND, REPO, SHARED, headless_chromium
+from tests.conftest import PUBLIC_ASCEND, REPO, SHARED, artifact_folder, headless_chromium, serving
 
 pytestmark = pytest.mark.browser
 
 WAIT_S = 60
-LOAD_S = 180
 SIZES = ((1280, 800), (1600, 1000))
 TRACES = {
     "gpu_bound": REPO / "sample_traces" / "gpu_bound",
@@ -57,11 +54,8 @@ return !document.querySelector('[data-dash-is-loading=true]') && plots.every(p =
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory) -> Path:
-    """Where the screenshots go."""
-    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
-    folder = Path(given) / "dashboard-layout" if given else tmp_path_factory.mktemp("dashboard-layout")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    """Where the screenshots go (conftest.artifact_folder)."""
+    return artifact_folder(tmp_path_factory, "dashboard-layout")
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +67,6 @@ def browser():
 @pytest.fixture(scope="module")
 def app_url():
     """The real app with the three traces loaded, served on a free local port."""
-    from traceanalyzer.dashboards.cli import serve
     from traceanalyzer.dashboards.store import Store
 
     missing = [str(p) for p in TRACES.values() if not p.exists()]
@@ -81,14 +74,8 @@ def app_url():
         pytest.skip(f"real traces not available: {missing}")
     store = Store()
     keys = {name: store.open([str(path)]) for name, path in TRACES.items()}
-    deadline = time.monotonic() + LOAD_S
-    while store.busy() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [j.state for j in store.jobs()] == ["ready"] * len(keys), [j.message for j in store.jobs()]
-    server = serve(store, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", keys
-    server.shutdown()
+    with serving(store) as url:
+        yield url, keys
 
 
 def _clickable(browser, css: str):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
-import threading
 import time
 from pathlib import Path
 
@@ -19,10 +17,9 @@ from traceanalyzer.dashboards import state, timeline
 from traceanalyzer.dashboards.views import View
 
 import traceanalyzer as ta
-from tests.conftest import headless_chromium, shared_path
+from tests.conftest import artifact_folder, headless_chromium, serving, shared_path
 
 WAIT_S = 30
-LOAD_S = 180
 RANK, STEP = 1, 3
 GRAPH = "document.querySelector('#tl-graph .js-plotly-plot')"
 SHAPES = f"return {GRAPH}.layout.shapes.map(s => [s.name, s.x0, s.x1])"
@@ -53,31 +50,21 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def shots(tmp_path_factory) -> Path:
-    """Where the screenshots go: $TRACEANALYZER_ARTIFACTS/dashboard if set, else a pytest temporary folder."""
-    given = os.environ.get("TRACEANALYZER_ARTIFACTS")
-    folder = Path(given) / "dashboard" if given else tmp_path_factory.mktemp("timeline-screenshots")
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
+    """Where the screenshots go (conftest.artifact_folder)."""
+    return artifact_folder(tmp_path_factory, "dashboard-timeline")
 
 
 @pytest.fixture(scope="module")
 def app():
     """The real app on ddp_no_overlap (recorded with_stack), served on a free local port: (url, view, key)."""
     from traceanalyzer.dashboards.access import Allowed
-    from traceanalyzer.dashboards.cli import serve
     from traceanalyzer.dashboards.store import Store
 
     path = shared_path("h200", "ddp_no_overlap")
     store = Store(Allowed([path]))
     key = store.open([str(path)])
-    deadline = time.monotonic() + LOAD_S
-    while store.busy() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert [j.state for j in store.jobs()] == ["ready"], [j.message for j in store.jobs()]
-    server = serve(store, "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}", store.view(key), key
-    server.shutdown()
+    with serving(store) as url:
+        yield url, store.view(key), key
 
 
 def _wait(browser, css: str, text: str = ""):
