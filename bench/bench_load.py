@@ -76,7 +76,7 @@ def measure(python: str, tool: str, path: Path) -> dict:
 
 
 def _env() -> dict[str, str]:
-    return os.environ | {"PYTHONPATH": str(REPO)}
+    return os.environ | {"PYTHONPATH": str(REPO), "TRACEANALYZER_CACHE": "0"}  # a cold load, never the cache
 
 
 def json_size(path: Path) -> int:
