@@ -13,4 +13,5 @@ if [ ${#PACKAGES[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${PACKAGES[@]}" >/dev/null
 fi
 python3 -m pip install -q -e ".[test,dashboard]"
-python3 -m pytest -q "$@"
+# Two test processes (pytest-xdist), one per core of the CI machine; "-n 0" after the command runs them in one.
+python3 -m pytest -q -n 2 "$@"
