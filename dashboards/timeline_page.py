@@ -406,6 +406,12 @@ def perfetto_file(view: View) -> bytes:
     return gzip.compress(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), compresslevel=5)
 
 
+PICKS = [State(f"tl-{pick}", "value") for pick in ("rank", "step", "levels", "python", "find")] + [
+    State("trace", "value")
+]
+"""What a redraw of the Gantt reads besides its trigger: the pickers and the trace."""
+
+
 def register(app: dash.Dash, store: Store) -> None:
     """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom, zoomed to a finding, the
     launch → kernel lines of a clicked bar, and the Perfetto download."""
@@ -447,12 +453,7 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-focus", "data", allow_duplicate=True),
         state.URL,
         Input("tl-goto", "value"),
-        State("tl-rank", "value"),
-        State("tl-step", "value"),
-        State("tl-levels", "value"),
-        State("tl-python", "value"),
-        State("tl-find", "value"),
-        State("trace", "value"),
+        *PICKS,
         State("url", "search"),
         prevent_initial_call=True,
     )
@@ -470,12 +471,7 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-graph", "figure", allow_duplicate=True),
         Output("tl-note", "children", allow_duplicate=True),
         Input("tl-window", "data"),
-        State("tl-rank", "value"),
-        State("tl-step", "value"),
-        State("tl-levels", "value"),
-        State("tl-python", "value"),
-        State("tl-find", "value"),
-        State("trace", "value"),
+        *PICKS,
         State("tl-focus", "data"),
         prevent_initial_call=True,
     )
