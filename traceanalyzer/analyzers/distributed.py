@@ -50,7 +50,8 @@ _READ = ("rank", "ts", "dur", "kind", "name")
 @per_trace
 def overlap(trace: TraceData) -> pd.DataFrame:
     """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
-    return _with_shares(window_overlap(trace, lambda events, rank: _windows(events, step_spans(trace), rank)))
+    spans = step_spans(trace)
+    return _with_shares(window_overlap(trace, lambda events, rank: _windows(events, spans, rank)))
 
 
 def window_overlap(trace: TraceData, windows) -> pd.DataFrame:
