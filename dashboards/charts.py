@@ -9,6 +9,7 @@ from plotly.colors import qualitative
 from traceanalyzer.dashboards.names import LABEL_CHARS, middle, shortened
 
 from traceanalyzer import humanize
+from traceanalyzer.humanize import NS_PER_MS
 from traceanalyzer.renderers import figures
 from traceanalyzer.renderers.timeline import CATEGORY
 
@@ -58,7 +59,7 @@ def _bars(rows: pd.DataFrame, labels: list[str], kind: str) -> go.Bar:
     ]
     colour = KIND_COLOURS.get(kind) or figures.COLOURS.get(CATEGORY.get(kind, ""), figures.COLOURS["compute"])
     return go.Bar(
-        x=rows["total_ns"] / 1e6,
+        x=rows["total_ns"] / NS_PER_MS,
         y=labels,
         orientation="h",
         name=kind or "time",
@@ -90,7 +91,7 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
             go.Bar(
                 name=legend,
                 x=labels,
-                y=steps[column] / 1e6,
+                y=steps[column] / NS_PER_MS,
                 marker_color=figures.COLOURS[colour],
                 customdata=hover,
                 hovertemplate=f"{legend}: %{{y:.2f}} ms<br>%{{customdata}}<extra>%{{x}}</extra>",
@@ -98,7 +99,7 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
             for column, legend, colour in STEP_PARTS
         ]
     )
-    top = (steps["device_busy_ns"] + steps["device_idle_ns"]) / 1e6
+    top = (steps["device_busy_ns"] + steps["device_idle_ns"]) / NS_PER_MS
     fig.add_trace(
         go.Scatter(
             x=labels,
@@ -125,8 +126,8 @@ def outline(segments: pd.DataFrame, name: str) -> go.Scattergl:
     """Timeline segments drawn wider in yellow: put under the Gantt's own lines, they outline them."""
     n = len(segments)
     x = np.full(3 * n, np.nan)
-    x[0::3] = segments["start_ns"].to_numpy() / 1e6
-    x[1::3] = segments["end_ns"].to_numpy() / 1e6
+    x[0::3] = segments["start_ns"].to_numpy() / NS_PER_MS
+    x[1::3] = segments["end_ns"].to_numpy() / NS_PER_MS
     y = np.repeat(segments["lane"].to_numpy().astype(object), 3)
     y[2::3] = None
     return go.Scattergl(

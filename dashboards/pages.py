@@ -23,6 +23,7 @@ from traceanalyzer import comparison as comparing
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.comparison.matching import Rule
+from traceanalyzer.humanize import NS_PER_MS
 from traceanalyzer.renderers import compare as compare_renderer
 from traceanalyzer.renderers import figures
 
@@ -314,7 +315,7 @@ def _memory_chart(view: View, timeline: pd.DataFrame, peaks: pd.DataFrame):
     fig = charts.pools_coloured(figures.memory_lines(timeline, peaks))
     if not len(timeline):
         return fig
-    shift = (int(timeline["ts"].min()) - view.trace.meta.start_ns) / 1e6
+    shift = (int(timeline["ts"].min()) - view.trace.meta.start_ns) / NS_PER_MS
     for trace in fig.data:
         trace.x = [x + shift for x in trace.x]
     fig.update_layout(xaxis_title="ms from the trace's start (the tables' 'at' times count from there too)")
@@ -383,7 +384,7 @@ def threshold(pct: object, ms: object) -> comparing.Threshold | None | str:
     if not values:
         return None
     share, ns = values.get("percent"), values.get("ms")
-    return comparing.Threshold(share=None if share is None else share / 100, ns=None if ns is None else ns * 1e6)
+    return comparing.Threshold(share=None if share is None else share / 100, ns=None if ns is None else ns * NS_PER_MS)
 
 
 def comparison(left: View, right: View, diff: comparing.Comparison, limit: object = None) -> list:

@@ -20,9 +20,9 @@ from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
+from traceanalyzer.humanize import NS_PER_MS
 from traceanalyzer.renderers import figures, perfetto
 
-NS_PER_MS = 1_000_000
 WIDTH_PX = 1_200
 """The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
 LOADING_DELAY_MS = 300

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from numbers import Number
 
+NS_PER_MS = 1_000_000
+"""Nanoseconds (the event table's unit) per millisecond (the unit figures draw time in)."""
+
 
 def duration(ns: float | None) -> str:
     """Nanoseconds as a short human duration."""

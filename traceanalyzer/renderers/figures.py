@@ -9,6 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from traceanalyzer import humanize
+from traceanalyzer.humanize import NS_PER_MS
 from traceanalyzer.renderers.timeline import CATEGORY
 
 COLOURS = {
@@ -60,7 +61,7 @@ def hotspot_bars(table: pd.DataFrame) -> go.Figure:
     top = table.head(BAR_TOP).iloc[::-1]
     fig = go.Figure(
         go.Bar(
-            x=top["total_ns"] / 1e6,
+            x=top["total_ns"] / NS_PER_MS,
             y=[f"{i}. {text(n, LABEL_CHARS)}" for i, n in zip(range(len(top), 0, -1), top["name"], strict=True)],
             orientation="h",
             customdata=top["name"],
@@ -88,8 +89,10 @@ def step_bars(steps: list[dict]) -> go.Figure:
     labels = [f"rank {r} · step {s}" for r, s in zip(frame["rank"], frame["step"], strict=True)]
     fig = go.Figure(
         [
-            go.Bar(name="step time", x=labels, y=frame["step_ns"] / 1e6, marker_color=COLOURS["annotation/step"]),
-            go.Bar(name="device busy", x=labels, y=frame["device_busy_ns"] / 1e6, marker_color=COLOURS["compute"]),
+            go.Bar(name="step time", x=labels, y=frame["step_ns"] / NS_PER_MS, marker_color=COLOURS["annotation/step"]),
+            go.Bar(
+                name="device busy", x=labels, y=frame["device_busy_ns"] / NS_PER_MS, marker_color=COLOURS["compute"]
+            ),
         ]
     )
     fig.update_layout(barmode="group", height=260, yaxis_title="ms", margin={"t": 30, "b": 40})
@@ -216,8 +219,8 @@ def _gantt_trace(category: str, seg: pd.DataFrame) -> dict:
     labelled = "label" in seg
     return {
         "type": "bar",
-        "base": start / 1e6,
-        "x": (seg["end_ns"].to_numpy() - start) / 1e6,
+        "base": start / NS_PER_MS,
+        "x": (seg["end_ns"].to_numpy() - start) / NS_PER_MS,
         "y": seg["lane"].to_numpy(),
         "orientation": "h",
         "width": BAR_WIDTH,
@@ -240,7 +243,7 @@ def heatmap(frame: pd.DataFrame, value: str, title: str) -> go.Figure:
     grid = frame.pivot_table(index="rank", columns="step", values=value, aggfunc="sum")
     fig = go.Figure(
         go.Heatmap(
-            z=grid.to_numpy() / 1e6,
+            z=grid.to_numpy() / NS_PER_MS,
             x=[f"step {s}" for s in grid.columns],
             y=[f"rank {r}" for r in grid.index],
             colorscale="Reds",
@@ -277,11 +280,11 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
         for col, colour in (("allocated", COLOURS["compute"]), ("reserved", COLOURS["annotation/step"])):
             ok = envelope(mine[mine[col].notna()], col)
             if len(ok):
-                x, y = (ok["ts"] - t0) / 1e6, ok[col] / GIB
+                x, y = (ok["ts"] - t0) / NS_PER_MS, ok[col] / GIB
                 fig.add_trace(go.Scatter(x=x, y=y, name=f"{pool} {col}", line={"color": colour, "shape": "hv"}))
         fig.add_trace(
             go.Scatter(
-                x=[(peak["peak_ts"] - t0) / 1e6],
+                x=[(peak["peak_ts"] - t0) / NS_PER_MS],
                 y=[peak["peak_allocated_bytes"] / GIB],
                 mode="markers+text",
                 marker={"size": 12, "color": COLOURS["communication"], "symbol": "x"},
