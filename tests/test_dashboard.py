@@ -130,9 +130,13 @@ def _pick(browser, dropdown: str, label: str):
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _wait(browser, dropdown).click()
+    _clickable(browser, dropdown).click()  # not while a redraw covers it
     options = WebDriverWait(browser, WAIT_S).until(
-        lambda b: [o for o in b.find_elements(By.CSS_SELECTOR, "[role=option]") if o.text.strip() == str(label)]
+        lambda b: [
+            o
+            for o in b.find_elements(By.CSS_SELECTOR, "[role=option]")
+            if o.text.strip() == str(label) and o.is_displayed()
+        ]
     )
     options[0].click()
     if browser.find_elements(By.CSS_SELECTOR, "[role=option]"):
