@@ -14,6 +14,7 @@ import pytest
 from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
+from traceanalyzer import perrank
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
@@ -57,6 +58,42 @@ def load_shared(*parts: str) -> ta.Trace:
     if path not in _LOADED:
         _LOADED[path] = ta.load(path)
     return _LOADED[path]
+
+
+JOBS = {
+    "ddp_overlap": ("h200", "ddp_overlap"),
+    "ddp_no_overlap": ("h200", "ddp_no_overlap"),
+    "dlrm_8rank": ("public", "torch", "param", "dlrm_kineto_8rank"),
+    "ascend_pp2_4rank": ("public", "ascend", "msinsight", "st_level2_qwen3_4rank"),
+    "ascend_level1_2rank": ("public", "ascend", "msinsight", "pytorch_text", "level1"),
+}
+"""Real multi-rank jobs (under ../shared/traces) the rank-by-rank analysis is checked on, by name."""
+_JOBS: dict = {}
+
+
+def job_pair(name: str) -> tuple[perrank.Job, ta.Trace]:
+    """A job of ``JOBS`` (or "fsdp", the bundled sample) analysed rank by rank and loaded joined, once per session."""
+    path = REPO / "sample_traces" / "fsdp" if name == "fsdp" else shared_path(*JOBS[name])
+    if name not in _JOBS:
+        _JOBS[name] = (perrank.load_job(path), load_shared(*JOBS[name]) if name in JOBS else ta.load(path))
+    return _JOBS[name]
+
+
+def assert_same_data(got, want, where: str = "") -> None:
+    """Plain data (dicts, lists, numbers, text) equal, floats to 1e-9 relative (sums in another order), NaN equal
+    to NaN; the first difference is named by its place."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), f"{where}: keys {list(got)} != {list(want)}"
+        for key in want:
+            assert_same_data(got[key], want[key], f"{where}.{key}")
+    elif isinstance(want, list | tuple):
+        assert isinstance(got, list | tuple) and len(got) == len(want), f"{where}: {len(got)} items != {len(want)}"
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert_same_data(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and isinstance(got, int | float):
+        assert got == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), f"{where}: {got} != {want}"
+    else:
+        assert got == want, f"{where}: {got!r} != {want!r}"
 
 
 @pytest.fixture(scope="session")

@@ -47,7 +47,7 @@ def test_the_workers_did_the_parsing(scheduler):
         with distributed.get_task_stream(client) as stream:
             ta.load(FSDP, scheduler=client)
         workers = set(client.run(os.getpid).values())
-    parsed = [t for t in stream.data if "_parse_one" in str(t["key"])]
+    parsed = [t for t in stream.data if "_parse_indexed" in str(t["key"])]
     assert len(parsed) == 2, "one task per rank"
     assert os.getpid() not in workers
 
@@ -57,7 +57,7 @@ def test_environment_variable_sends_the_ranks(scheduler, local, monkeypatch):
     monkeypatch.setenv("TRACEANALYZER_SCHEDULER", scheduler)
     with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
         remote = ta.load(FSDP)
-    assert len([t for t in stream.data if "_parse_one" in str(t["key"])]) == 2
+    assert len([t for t in stream.data if "_parse_indexed" in str(t["key"])]) == 2
     assert_same(local, remote)
 
 

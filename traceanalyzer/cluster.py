@@ -1,6 +1,7 @@
 """Ranks parsed on a Dask distributed cluster (``--scheduler tcp://HOST:PORT``, ``TRACEANALYZER_SCHEDULER`` or
 ``ta.load(paths, scheduler=...)``). Each worker reads its rank's files itself, so every worker needs traceanalyzer
-installed and the traces at the same path (shared storage); the ranks' tables come back to the caller.
+installed and the traces at the same path (shared storage); what each worker makes of its rank (the rank's tables,
+or only its summary for a report analysed rank by rank) comes back to the caller.
 
 Dask is optional (``pip install 'traceanalyzer[dask]'``) and imported only when a scheduler is given.
 """
@@ -31,7 +32,8 @@ def run(
     args: tuple,
     done: Callable[[int], None],
 ) -> list:
-    """``fn(item, *args)`` for every item on the cluster, results in item order; ``done(n)`` as the first n are in."""
+    """``fn(item, i, *args)`` for every item (i: its place) on the cluster, results in item order; ``done(n)`` as
+    the first n are in."""
     distributed = _distributed(scheduler)
     if isinstance(scheduler, distributed.Client):
         return _gather(scheduler, fn, items, args, done)
@@ -52,7 +54,7 @@ def _distributed(scheduler: Any):
 
 
 def _gather(client, fn: Callable, items: Sequence, args: tuple, done: Callable[[int], None]) -> list:
-    futures = [client.submit(fn, item, *args, pure=False) for item in items]
+    futures = [client.submit(fn, item, i, *args, pure=False) for i, item in enumerate(items)]
     results = []
     for future in futures:
         results.append(future.result())

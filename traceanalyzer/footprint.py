@@ -58,11 +58,14 @@ def json_size(path: Path) -> int:
     return inflated
 
 
-def estimate(rank_json_bytes: list[int], workers: int) -> Estimate:
+def estimate(rank_json_bytes: list[int], workers: int, kept: bool = True) -> Estimate:
     """The memory a load of ranks of these JSON sizes needs here with ``workers`` parsing at once here (0: all are
-    parsed elsewhere, on a cluster)."""
+    parsed elsewhere, on a cluster); ``kept``: the ranks' tables are joined here (else only their summaries come
+    back, and the parses running at once are what it needs)."""
     total = sum(rank_json_bytes)
     largest = sorted(rank_json_bytes, reverse=True)[:workers]
+    if not kept:
+        return Estimate(total, int(BASE_BYTES + PARSE_PER_JSON * sum(largest)))
     need = BASE_BYTES + TABLE_PER_JSON * total + (PARSE_PER_JSON - TABLE_PER_JSON) * sum(largest)
     return Estimate(total, int(need))
 

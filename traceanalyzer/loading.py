@@ -58,17 +58,9 @@ def load_tables(
     scheduler: Any = None,
 ) -> Parsed:
     """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
-    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
-    if not paths:
-        raise TraceError("(no path)", "nothing to load")
-    found = [(Path(p), detect.units(Path(p))) for p in paths]
-    units = [unit for _, of_path in found for unit in of_path]
-    meter = progress if isinstance(progress, Progress) else Messages(progress) if progress else Progress()
-    meter.status(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
-    cached = cache.enabled(use_cache)
-    plan = _Plan(tuple(rules), cached, meter, ", ".join(map(str, paths)), cluster.scheduler_from(scheduler))
+    found, units, plan = _start(path, rules, progress, use_cache, scheduler)
     results = _parse_all(units, plan)
-    if cached:
+    if plan.cached:
         cache.evict()
     parsed = [r for r in results if not isinstance(r, Skipped)]
     skipped = [r for r in results if isinstance(r, Skipped)]
@@ -77,22 +69,79 @@ def load_tables(
     if not parsed:
         raise TraceError(skipped[0].path, skipped[0].problem)
     _assign_ranks(parsed)
-    analysed, total = len(parsed), len(parsed) + len(skipped)
+    analysed = len(parsed)
     events, memory, meta = _join(parsed)
-    meta.warnings += [f"{s.path}: {s.problem}; left out: {analysed} of {total} ranks analysed" for s in skipped]
+    _note_skipped(meta, skipped, analysed)
     return events, memory, meta
+
+
+def load_per_rank(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    work: Callable[[pd.DataFrame, pd.DataFrame, TraceMeta], Any],
+    rules: Sequence[Rule] = (),
+    progress: Callable[[str], None] | Progress | None = None,
+    use_cache: bool | None = None,
+    scheduler: Any = None,
+) -> tuple[list, TraceMeta]:
+    """Each rank loaded alone where it is parsed (a worker process or a Dask worker: its tables from the cache or
+    parsed, its rank assigned as a joined load would) and handed to ``work(events, memory, meta)`` there, so that
+    only work's results come back: those in rank order, and the job's merged meta (skipped ranks in its
+    warnings)."""
+    found, units, plan = _start(path, rules, progress, use_cache, scheduler, work)
+    _check_memory(units, [], plan)
+    results = _parse_many(units, plan)
+    if plan.cached:
+        cache.evict()
+    done = [r for r in results if not isinstance(r, Skipped)]
+    skipped = [r for r in results if isinstance(r, Skipped)]
+    skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
+    if not done:
+        raise TraceError(skipped[0].path, skipped[0].problem)
+    _check_unique([meta for meta, _ in done])
+    meta = _merge_meta([meta for meta, _ in done])
+    _note_skipped(meta, skipped, len(done))
+    return [result for _, result in sorted(done, key=lambda d: d[0].ranks[0])], meta
+
+
+def _start(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
+    """The paths given with the units each holds, all units, and the plan of their load."""
+    paths = [path] if isinstance(path, str | os.PathLike) else list(path)
+    if not paths:
+        raise TraceError("(no path)", "nothing to load")
+    found = [(Path(p), detect.units(Path(p))) for p in paths]
+    units = [unit for _, of_path in found for unit in of_path]
+    meter = progress if isinstance(progress, Progress) else Messages(progress) if progress else Progress()
+    meter.status(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
+    named = ", ".join(map(str, paths))
+    plan = _Plan(tuple(rules), cache.enabled(use_cache), meter, named, cluster.scheduler_from(scheduler), work)
+    return found, units, plan
+
+
+def _note_skipped(meta: TraceMeta, skipped: list[Skipped], analysed: int) -> None:
+    """A warning per rank left out, with how many were analysed."""
+    total = analysed + len(skipped)
+    meta.warnings += [f"{s.path}: {s.problem}; left out: {analysed} of {total} ranks analysed" for s in skipped]
 
 
 @dataclass(frozen=True)
 class _Plan:
     """How the ranks of one load are read: classification rules, whether through the cache, where progress goes,
-    the paths as the user gave them (for messages), and the Dask scheduler that parses them (None: here)."""
+    the paths as the user gave them (for messages), the Dask scheduler that parses them (None: here), and what is
+    done with each rank where it is loaded."""
 
     rules: tuple[Rule, ...]
     cached: bool
     progress: Progress
     named: str
     scheduler: Any = None
+    work: Callable | None = None
+    """Applied to each rank where it is loaded (``load_per_rank``); None: the tables come back."""
+
+    def task(self, count: int) -> tuple[Callable, tuple]:
+        """The function each unit goes to, and its arguments after the unit and its index among ``count``."""
+        if self.work is None:
+            return _parse_indexed, (self.rules, self.cached)
+        return _worked, (self.rules, self.cached, count == 1, self.work)
 
 
 @dataclass(frozen=True)
@@ -131,7 +180,7 @@ def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
 def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     """Say what the load will need; refuse it (one line, what to do) when this machine does not have it."""
     sizes = [footprint.json_size(u.path) for u in missing]
-    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)))
+    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)), kept=plan.work is None)
     need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(u.path) for u in hits)
     free = footprint.available()
     if need.json_bytes >= SHOWN_FROM_BYTES:
@@ -141,7 +190,7 @@ def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     tables_fit = footprint.BASE_BYTES + footprint.TABLE_PER_JSON * need.json_bytes + need_hits <= free
     advice = (
         "parse the ranks on a Dask cluster (--scheduler tcp://HOST:PORT), load fewer ranks, "
-        if len(missing) > 1 and tables_fit
+        if len(missing) > 1 and (tables_fit or plan.work is not None)
         else "run it on a machine with more memory, "
     )
     raise TraceError(
@@ -163,15 +212,16 @@ def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
     counted = len(units) >= SHOWN_FROM_RANKS
     if plan.scheduler is not None and units:
         return _parse_on_cluster(units, plan, counted)
+    fn, args = plan.task(len(units))
     if workers == 1:
         out = []
-        for unit in units:
-            out.append(_parse_watched(unit, plan))
+        for index, unit in enumerate(units):
+            out.append(_parse_watched(unit, plan, fn, (index, *args)))
             if counted:
                 plan.progress.count("ranks parsed", len(out), len(units), "ranks")
         return out
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        futures = [pool.submit(_parse_one, u, plan.rules, plan.cached) for u in units]
+        futures = [pool.submit(fn, u, i, *args) for i, u in enumerate(units)]
         for done, _ in enumerate(as_completed(futures), 1):
             if counted:
                 plan.progress.count("ranks parsed", done, len(units), "ranks")
@@ -187,25 +237,45 @@ def _parse_on_cluster(units: list, plan: _Plan, counted: bool) -> list[Parsed | 
             plan.progress.count("ranks parsed", n, len(units), "ranks")
 
     sent = [replace(u, path=u.path.resolve()) for u in units]
-    results = cluster.run(plan.scheduler, _parse_one, sent, (plan.rules, plan.cached), done)
+    fn, args = plan.task(len(units))
+    results = cluster.run(plan.scheduler, fn, sent, args, done)
     return [_named(r, str(s.path), str(u.path)) for r, s, u in zip(results, sent, units, strict=True)]
 
 
-def _named(result: Parsed | Skipped, resolved: str, given: str) -> Parsed | Skipped:
+def _named(result, resolved: str, given: str):
+    """A result from a Dask worker (tables, or a rank's meta and work) with the paths it names as the user gave
+    them."""
     if isinstance(result, Skipped):
         return Skipped(result.path.replace(resolved, given), result.problem)
-    cache.rename(result[2], resolved, given)
+    cache.rename(result[2] if len(result) == 3 else result[0], resolved, given)
     return result
 
 
-def _parse_watched(unit, plan: _Plan) -> Parsed | Skipped:
-    """Parse one rank here; a large file reports its bytes read as it goes, where the reader reads in threads (the
-    watching thread would keep the fallback reader from forking its workers)."""
+def _parse_watched(unit, plan: _Plan, fn: Callable, args: tuple):
+    """``fn(unit, *args)`` here; a large file reports its bytes read as it goes, where the reader reads in threads
+    (the watching thread would keep the fallback reader from forking its workers)."""
     large = unit.path.is_file() and footprint.json_size(unit.path) >= SHOWN_FROM_BYTES
     if not large or not Reader(()).native:
-        return _parse_one(unit, plan.rules, plan.cached)
+        return fn(unit, *args)
     with bytes_read(unit.path, unit.path.stat().st_size, plan.progress):
-        return _parse_one(unit, plan.rules, plan.cached)
+        return fn(unit, *args)
+
+
+def _parse_indexed(unit, index: int, rules: tuple[Rule, ...], cached: bool) -> Parsed | Skipped:
+    """``_parse_one`` as a task of a load (its index does not matter)."""
+    return _parse_one(unit, rules, cached)
+
+
+def _worked(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone: bool, work: Callable):
+    """One rank loaded alone (from the cache, else parsed), its rank assigned, and handed to ``work``: its meta and
+    work's result, or why it was skipped."""
+    tables = (_from_cache(unit, rules) if cached else None) or _parse_one(unit, rules, cached)
+    if isinstance(tables, Skipped):
+        return tables
+    if not alone:
+        tables[2].ranks = [_rank_of(tables[2], index)]
+    events, memory, meta = _join([tables])
+    return meta, work(events, memory, meta)
 
 
 def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
@@ -269,16 +339,26 @@ def _assign_ranks(parsed: list[Parsed]) -> None:
     """Ranks from the traces; where they do not say, from the file name, else by order (set in each meta)."""
     if len(parsed) == 1:
         return
-    seen: set[int] = set()
     for i, (_, _, meta) in enumerate(parsed):
-        rank = meta.ranks[0]
-        if not meta.rank_known:
-            m = _RANK_IN_NAME.search(Path(meta.paths[0]).name)
-            rank = int(m.group(1)) if m else i
-        if rank in seen:
-            raise TraceError(meta.paths[0], f"has rank {rank}, which another loaded trace also has")
-        seen.add(rank)
-        meta.ranks = [rank]
+        meta.ranks = [_rank_of(meta, i)]
+    _check_unique([meta for _, _, meta in parsed])
+
+
+def _rank_of(meta: TraceMeta, index: int) -> int:
+    """A rank of a job: the trace's own, else the one its file name says, else its place among the files."""
+    if meta.rank_known:
+        return meta.ranks[0]
+    m = _RANK_IN_NAME.search(Path(meta.paths[0]).name)
+    return int(m.group(1)) if m else index
+
+
+def _check_unique(metas: list[TraceMeta]) -> None:
+    """A TraceError for the first trace whose rank another has too."""
+    seen: set[int] = set()
+    for meta in metas:
+        if meta.ranks[0] in seen:
+            raise TraceError(meta.paths[0], f"has rank {meta.ranks[0]}, which another loaded trace also has")
+        seen.add(meta.ranks[0])
 
 
 def _join(parsed: list[Parsed]) -> Parsed:

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from traceanalyzer import analyzers
 from traceanalyzer.findings import Finding
+from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
+from traceanalyzer.schema import TraceMeta
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import Scope, TraceData
 
@@ -36,9 +38,19 @@ def build(trace: TraceData, options: Options) -> Report:
     return Report(trace_facts(trace), trace.scope, analyzers.sections(trace, options), analyzers.all_findings(trace))
 
 
+def build_job(job: JobData, options: Options) -> Report:
+    """The report of a job analysed rank by rank: the one its joined trace has."""
+    facts = _loaded(job.meta, job.events, job.memory_events)
+    return Report(facts, job.scope, analyzers.job_sections(job, options), analyzers.all_job_findings(job))
+
+
 def trace_facts(trace: TraceData) -> dict:
     """What was loaded: files, platform, format, ranks, devices and the time window."""
-    m = trace.meta
+    return _loaded(trace.meta, len(trace.events), len(trace.memory_events))
+
+
+def _loaded(m: TraceMeta, events: int, memory_events: int) -> dict:
+    """What was loaded, from the meta and the table sizes."""
     return {
         "paths": m.paths,
         "platform": m.platform.value,
@@ -51,8 +63,8 @@ def trace_facts(trace: TraceData) -> dict:
         "start_ns": m.start_ns,
         "end_ns": m.end_ns,
         "span_ns": m.span_ns,
-        "events": len(trace.events),
-        "memory_events": len(trace.memory_events),
+        "events": events,
+        "memory_events": memory_events,
         "warnings": m.warnings,
         "adjustments": m.adjustments,
     }

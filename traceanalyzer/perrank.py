@@ -1,0 +1,62 @@
+"""A job analysed rank by rank: each rank is loaded and summarized where it is parsed (a worker process here, or a
+Dask worker), and only its summary comes back, so the parent's memory grows with the summaries, not with the sum
+of the traces. ``Job`` is the facade: the same report and findings as the joined trace's."""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from traceanalyzer import analyzers, loading
+from traceanalyzer.classify import Rule
+from traceanalyzer.findings import Finding
+from traceanalyzer.jobdata import JobData, RankSummary
+from traceanalyzer.memo import remember
+from traceanalyzer.options import Options
+from traceanalyzer.progress import Progress
+from traceanalyzer.renderers import json as json_renderer
+from traceanalyzer.report import Report, build_job
+from traceanalyzer.schema import TraceMeta
+from traceanalyzer.tracedata import Scope, TraceData
+
+
+class Job(JobData):
+    """A job of ranks analysed one by one: ``report()`` and ``findings()`` as a joined ``Trace`` gives them."""
+
+    def findings(self) -> list[Finding]:
+        """Every analyzer's findings, ranked by saving (pushed ones first)."""
+        return remember(self, "findings", lambda: analyzers.all_job_findings(self))
+
+    def build_report(self, top: int = 15, kind: str | None = None) -> Report:
+        """The report of the job's scope as typed data (sections and ranked findings)."""
+        return build_job(self, Options(top=top, kind=kind))
+
+    def report(self, top: int = 15, kind: str | None = None) -> dict:
+        """The whole report as plain data (the JSON the CLI writes)."""
+        return json_renderer.data(self.build_report(top, kind))
+
+
+def load_job(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    rules: Sequence[Rule] = (),
+    progress: Callable[[str], None] | Progress | None = None,
+    cache: bool | None = None,
+    scheduler: Any = None,
+    step: int | None = None,
+) -> Job:
+    """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: summarize that step of each rank)
+    into a Job of the ranks' summaries."""
+    work = functools.partial(summarize_rank, step=step)
+    summaries, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
+    return Job(meta, summaries, Scope(step=step))
+
+
+def summarize_rank(events: pd.DataFrame, memory: pd.DataFrame, meta: TraceMeta, step: int | None) -> RankSummary:
+    """One rank's summary (of one step of it, when given): every analyzer's part, the table sizes and its meta."""
+    trace = TraceData(events, memory, meta)
+    view = trace.scoped(step=step)
+    return RankSummary(meta.ranks[0], meta, len(view.events), len(view.memory_events), analyzers.summarize(view))
