@@ -22,9 +22,10 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.findings import StepTime
-from traceanalyzer.memo import per_trace
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, category_text
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, TraceMeta, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
@@ -157,13 +158,21 @@ def step_spans(trace: TraceData) -> pd.DataFrame:
 def step_time(trace: TraceData, rank: int | None = None) -> StepTime:
     """The total step time of one rank (or all) and how many steps it covers; without step markers, the recorded
     window of each rank, counted as one step each."""
-    table = step_table(trace)
+    return _step_time(step_table(trace), trace.meta, rank)
+
+
+def job_step_time(job: JobData, rank: int | None = None) -> StepTime:
+    """``step_time`` of a job analysed rank by rank."""
+    return _step_time(job_step_table(job), job.meta, rank)
+
+
+def _step_time(table: pd.DataFrame, meta: TraceMeta, rank: int | None) -> StepTime:
     if rank is not None:
         table = table[table["rank"] == rank]
     if len(table):
         return StepTime(int(table["step_ns"].sum()), len(table))
-    ranks = 1 if rank is not None else max(len(trace.meta.ranks), 1)
-    return StepTime(int(trace.meta.span_ns) * ranks, ranks)
+    ranks = 1 if rank is not None else max(len(meta.ranks), 1)
+    return StepTime(int(meta.span_ns) * ranks, ranks)
 
 
 def step_time_ns(trace: TraceData, rank: int | None = None) -> int:
@@ -195,18 +204,46 @@ def device_busy(events: pd.DataFrame) -> pd.DataFrame:
 
 def time_by_kind(events: pd.DataFrame) -> pd.DataFrame:
     """Device time per device kind (summed durations), with its share of all device time."""
+    return _shares_by_kind([kind_totals(events)])
+
+
+def kind_totals(events: pd.DataFrame) -> pd.DataFrame:
+    """Per device kind: events and summed durations (ns), the additive half of ``time_by_kind``."""
     picked = events[events["kind"].isin(DEVICE)]
     table = picked.groupby("kind", observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["kind", "count", "total_ns"]
     table["kind"] = table["kind"].astype(str)
+    return table
+
+
+def _shares_by_kind(totals: list[pd.DataFrame]) -> pd.DataFrame:
+    """``kind_totals`` of several parts added up, with each kind's share, largest first (ties by kind)."""
+    table = pd.concat(totals, ignore_index=True).groupby("kind", sort=True)[["count", "total_ns"]].sum().reset_index()
     table["device_share"] = table["total_ns"] / max(int(table["total_ns"].sum()), 1)
-    return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
+    return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def summarize(trace: TraceData) -> dict[str, pd.DataFrame]:
+    """A rank's part: its step table and its device time per kind."""
+    return {"steps": step_table(trace), "by_kind": kind_totals(trace.events)}
+
+
+def job_step_table(job: JobData) -> pd.DataFrame:
+    """``step_table`` of a job analysed rank by rank: the ranks' step tables one after another."""
+    return remember(job, "steps.table", lambda: pd.concat([p["steps"] for p in job.parts("steps")], ignore_index=True))
 
 
 def section(trace: TraceData, options: Options) -> Section:
     """The summary: step time (device-experienced), how steps are bound, device busy, and time by device kind."""
-    table = step_table(trace)
-    by_kind = time_by_kind(trace.events)
+    return _section(step_table(trace), time_by_kind(trace.events))
+
+
+def job_section(job: JobData, options: Options) -> Section:
+    """``section`` of a job analysed rank by rank."""
+    return _section(job_step_table(job), _shares_by_kind([p["by_kind"] for p in job.parts("steps")]))
+
+
+def _section(table: pd.DataFrame, by_kind: pd.DataFrame) -> Section:
     kernels = by_kind[by_kind["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
     comm = int(kernels.loc[kernels["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
     device = _recorded(table)  # without device work the device figures are unknown, not zero
