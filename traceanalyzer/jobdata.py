@@ -18,11 +18,12 @@ from traceanalyzer.tracedata import Scope
 
 @dataclass
 class RankSummary:
-    """One rank of a job: its facts (``meta`` with ``ranks == [rank]``), its table sizes, and each analyzer's part
-    by analyzer name (the module's last name: ``"hotspots"``, ``"health"``...)."""
+    """One rank of a job: its facts (``meta`` with ``ranks == [rank]``), the steps it recorded, its table sizes (of
+    the scope summarized), and each analyzer's part by analyzer name (the module's last name: ``"hotspots"``...)."""
 
     rank: int
     meta: TraceMeta
+    steps: list[int]
     events: int
     memory_events: int
     parts: dict[str, object] = field(default_factory=dict)

@@ -21,7 +21,7 @@ from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.report import Report, build_job
 from traceanalyzer.schema import TraceMeta
-from traceanalyzer.tracedata import Scope, TraceData
+from traceanalyzer.tracedata import Scope, TraceData, check_step
 
 
 class Job(JobData):
@@ -52,11 +52,15 @@ def load_job(
     into a Job of the ranks' summaries."""
     work = functools.partial(summarize_rank, step=step)
     summaries, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
+    if step is not None:
+        check_step("; ".join(meta.paths), {s for summary in summaries for s in summary.steps}, step)
     return Job(meta, summaries, Scope(step=step))
 
 
 def summarize_rank(events: pd.DataFrame, memory: pd.DataFrame, meta: TraceMeta, step: int | None) -> RankSummary:
-    """One rank's summary (of one step of it, when given): every analyzer's part, the table sizes and its meta."""
+    """One rank's summary (of one step of it, when given; empty for a rank without that step): every analyzer's
+    part, the steps it recorded, the table sizes and its meta."""
     trace = TraceData(events, memory, meta)
-    view = trace.scoped(step=step)
-    return RankSummary(meta.ranks[0], meta, len(view.events), len(view.memory_events), analyzers.summarize(view))
+    view = trace.scoped(step=step, check=False)
+    parts = analyzers.summarize(view)
+    return RankSummary(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

@@ -58,13 +58,15 @@ class TraceData:
         markers = self.events.loc[self.events["kind"] == Kind.STEP.value, "step"]
         return sorted({int(s) for s in markers if s != NO_ROW})
 
-    def scoped(self, step: int | None = None, rank: int | None = None) -> TraceData:
-        """The view of one step and/or rank; a step or rank the trace lacks is a TraceError naming the valid ones."""
+    def scoped(self, step: int | None = None, rank: int | None = None, check: bool = True) -> TraceData:
+        """The view of one step and/or rank; a step or rank the trace lacks is a TraceError naming the valid ones
+        (unless ``check`` is False: then the view is empty, as a rank of a job that lacks the step)."""
         if step is None and rank is None:
             return self
         base = self.base
         scope = Scope(step if step is not None else self.scope.step, rank if rank is not None else self.scope.rank)
-        _check_scope(base, scope)
+        if check:
+            _check_scope(base, scope)
         events, memory = _restrict(base.events, base.memory_events, scope)
         ranks = [scope.rank] if scope.rank is not None else list(base.meta.ranks)
         meta = replace(base.meta, ranks=ranks)
@@ -79,10 +81,14 @@ def _check_scope(trace: TraceData, scope: Scope) -> None:
         return
     events = trace.events if scope.rank is None else trace.events[trace.events["rank"] == scope.rank]
     markers = events.loc[events["kind"] == Kind.STEP.value, "step"]
-    steps = sorted({int(s) for s in markers if s != NO_ROW})
-    if scope.step not in steps:
-        valid = _listing(steps) if steps else "none (the trace has no step markers)"
-        raise TraceError(path, f"has no step {scope.step}; its steps are {valid}")
+    check_step(path, {int(s) for s in markers if s != NO_ROW}, scope.step)
+
+
+def check_step(path: str, steps: set[int], step: int) -> None:
+    """A TraceError naming the valid steps when ``step`` is not among a trace's ``steps``."""
+    if step not in steps:
+        valid = _listing(sorted(steps)) if steps else "none (the trace has no step markers)"
+        raise TraceError(path, f"has no step {step}; its steps are {valid}")
 
 
 def _listing(values: list[int]) -> str:

@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.steps import BUSY, outside_steps, step_table
+from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
+from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
@@ -19,14 +20,33 @@ from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
 def section(trace: TraceData, options: Options) -> Section:
     """The ledger section (always present)."""
-    meta = trace.meta
-    steps = step_table(trace)
+    return _section(trace.meta, trace.base.meta.ranks, str(trace.scope), step_table(trace), [summarize(trace)])
+
+
+def job_section(job: JobData, options: Options) -> Section:
+    """``section`` of a job analysed rank by rank."""
+    return _section(job.meta, job.meta.ranks, str(job.scope), job_step_table(job), job.parts("ledger"))
+
+
+def summarize(trace: TraceData) -> dict:
+    """A rank's part (or a joined trace's): its device time, how much of it is linked to an op or replayed from a
+    graph (ns), and its device work outside steps."""
     work = trace.events.loc[trace.events["kind"].isin(BUSY), ["dur", "op"]]
-    device_ns = int(work["dur"].sum())
-    outside = outside_steps(trace)
-    missing = sorted(set(range(meta.world_size)) - set(trace.base.meta.ranks))
+    return {
+        "device_ns": int(work["dur"].sum()),
+        "linked_ns": int(work.loc[work["op"] != NO_ROW, "dur"].sum()),
+        "replayed_ns": int(graph_replayed(trace)["dur"].sum()),
+        "outside": outside_steps(trace),
+    }
+
+
+def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame, parts: list[dict]) -> Section:
+    """The ledger from the facts of what was loaded, its steps and the parts of its ranks."""
+    device_ns = sum(p["device_ns"] for p in parts)
+    outside = pd.concat([p["outside"] for p in parts], ignore_index=True)
+    missing = sorted(set(range(meta.world_size)) - set(ranks))
     facts = [
-        Fact("scope", "scope", str(trace.scope)),
+        Fact("scope", "scope", scope),
         Fact("window_ns", "recorded window", int(meta.span_ns), Unit.NS, Per.TOTAL),
         Fact("steps", "steps analysed", _steps_text(steps)),
         Fact("ranks", "ranks analysed (of the world size)", _ranks_text(meta)),
@@ -39,18 +59,16 @@ def section(trace: TraceData, options: Options) -> Section:
             Unit.NS,
             Per.TOTAL,
         ),
-        Fact(
-            "op_linked_share", "device time linked to an op", _share(work[work["op"] != NO_ROW], device_ns), Unit.SHARE
-        ),
+        Fact("op_linked_share", "device time linked to an op", _share(parts, "linked_ns", device_ns), Unit.SHARE),
         Fact(
             "graph_replayed_share",
             "device time replayed from CUDA/HIP graphs",
-            _share(graph_replayed(trace), device_ns),
+            _share(parts, "replayed_ns", device_ns),
             Unit.SHARE,
         ),
         Fact("warnings", "warnings", len(meta.warnings), Unit.COUNT),
     ]
-    tables = [Table("adjustments", "Events dropped or values clipped by the parser", _adjustments(trace), Per.TOTAL)]
+    tables = [Table("adjustments", "Events dropped or values clipped by the parser", _adjustments(meta), Per.TOTAL)]
     if len(outside):
         tables.append(Table("outside_steps", "Device work outside steps, per rank", outside, Per.TOTAL))
     return Section("ledger", "What was analysed", facts=facts, tables=tables)
@@ -76,8 +94,8 @@ def _ranks_text(meta: TraceMeta) -> str:
     return text if meta.rank_known else text + " (not recorded; assumed)"
 
 
-def _share(rows: pd.DataFrame, total: int) -> float:
-    return float(rows["dur"].sum() / total) if total else 0.0
+def _share(parts: list[dict], key: str, total: int) -> float:
+    return float(sum(p[key] for p in parts) / total) if total else 0.0
 
 
 def _steps_text(steps: pd.DataFrame) -> str:
@@ -87,6 +105,6 @@ def _steps_text(steps: pd.DataFrame) -> str:
     return f"{len(numbers)} ({numbers[0]}–{numbers[-1]})" if len(numbers) > 2 else ", ".join(map(str, numbers))
 
 
-def _adjustments(trace: TraceData) -> pd.DataFrame:
-    items = sorted(trace.meta.adjustments.items())
+def _adjustments(meta: TraceMeta) -> pd.DataFrame:
+    items = sorted(meta.adjustments.items())
     return pd.DataFrame({"reason": [r for r, _ in items], "events": [n for _, n in items]})
