@@ -150,13 +150,16 @@ def test_memory_that_will_not_fit_is_one_line_with_what_to_do(monkeypatch, capsy
     assert main([str(FUSED), "--format", "json", "-o", "/dev/null"]) == 0
 
 
-def test_job_that_will_not_fit_suggests_the_cluster_when_its_tables_fit(monkeypatch):
+def test_job_that_will_not_fit_joined_suggests_analysing_it_rank_by_rank(monkeypatch, capsys):
     sizes = [footprint.json_size(p) for p in sorted(FSDP.glob("*.json.gz"))]
-    need = footprint.estimate(sizes, loading._workers(len(sizes))).need_bytes
-    tables = footprint.BASE_BYTES + footprint.TABLE_PER_JSON * sum(sizes)
-    monkeypatch.setenv("TRACEANALYZER_MEMORY_LIMIT", str(int((need + tables) / 2)))
-    with pytest.raises(ta.TraceError, match=r"not enough memory; parse the ranks on a Dask cluster \(--scheduler"):
-        ta.load(FSDP)
+    joined = footprint.estimate(sizes, 1).need_bytes  # the least a joined load needs: one parse at a time
+    ranked = footprint.estimate(sizes, 1, kept=False).need_bytes  # one rank at a time, nothing joined
+    assert ranked < joined
+    monkeypatch.setenv("TRACEANALYZER_MEMORY_LIMIT", str(int((joined + ranked) / 2)))
+    assert main([str(FSDP), "--format", "json", "-o", "/dev/null"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "not enough memory; analyse it rank by rank (--per-rank" in line and "--scheduler" in line
+    assert main([str(FSDP), "--per-rank", "--format", "json", "-o", "/dev/null"]) == 0
 
 
 def test_gzip_json_size_is_the_inflated_size():

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from traceanalyzer import __version__, cache
+from traceanalyzer import __version__, cache, cluster, perrank
 from traceanalyzer.classify import Rule
 from traceanalyzer.comparison import Threshold, compare
 from traceanalyzer.errors import TraceError
@@ -63,6 +63,13 @@ def report_parser() -> argparse.ArgumentParser:
         help="also treat device work whose name matches REGEX as communication (repeatable)",
     )
     _cache_option(p)
+    p.add_argument(
+        "--per-rank",
+        action="store_true",
+        help="analyse each rank alone where it is parsed (a worker process, or a Dask worker with --scheduler) and "
+        "keep only its summary: memory grows with the summaries, not with the traces; the same report (the default "
+        "with a scheduler; HTML without figures)",
+    )
     _output_options(p, "report", FORMATS)
     _display_options(p)
     return p
@@ -219,6 +226,8 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     _check_options(args, args.paths)
+    if _per_rank(args):
+        return _job_report(args)
     rules = tuple(Rule(p) for p in args.comm_pattern)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -227,6 +236,27 @@ def _report(args: argparse.Namespace) -> int:
         report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(render(report, args.format, display(args), trace), args.output)
+
+
+def _per_rank(args: argparse.Namespace) -> bool:
+    """Whether the report is analysed rank by rank: asked, or a scheduler given (not for one --rank, which needs
+    that rank's table)."""
+    if args.per_rank and args.rank is not None:
+        raise TraceError("--per-rank", "analyses every rank; for one rank give --rank without --per-rank")
+    return args.per_rank or (args.rank is None and cluster.scheduler_from(args.scheduler) is not None)
+
+
+def _job_report(args: argparse.Namespace) -> int:
+    """The report of a job analysed rank by rank (only the ranks' summaries come back)."""
+    rules = tuple(Rule(p) for p in args.comm_pattern)
+    with Progress(f"analysing {', '.join(args.paths)} rank by rank"), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cache = False if args.no_cache else None
+        job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step)
+        report = job.build_report(top=args.top, kind=args.kind)
+    figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
+    _warn([str(w.message) for w in caught] + job.meta.warnings + (figures if args.format == "html" else []))
+    return _write(render(report, args.format, display(args)), args.output)
 
 
 def _export(args: argparse.Namespace) -> int:

@@ -180,17 +180,17 @@ def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
 def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     """Say what the load will need; refuse it (one line, what to do) when this machine does not have it."""
     sizes = [footprint.json_size(u.path) for u in missing]
-    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers(len(missing)), kept=plan.work is None)
+    need = footprint.estimate(sizes, 0 if plan.scheduler else _workers_for(missing, plan), kept=plan.work is None)
     need_hits = footprint.TABLE_PER_JSON * sum(footprint.json_size(u.path) for u in hits)
     free = footprint.available()
     if need.json_bytes >= SHOWN_FROM_BYTES:
         plan.progress.note(need.describe(free))
     if free is None or need.need_bytes + need_hits <= free or os.environ.get("TRACEANALYZER_MEMORY_CHECK") == "0":
         return
-    tables_fit = footprint.BASE_BYTES + footprint.TABLE_PER_JSON * need.json_bytes + need_hits <= free
     advice = (
-        "parse the ranks on a Dask cluster (--scheduler tcp://HOST:PORT), load fewer ranks, "
-        if len(missing) > 1 and (tables_fit or plan.work is not None)
+        "analyse it rank by rank (--per-rank, which keeps only the ranks' summaries), or on a Dask cluster "
+        "(--scheduler tcp://HOST:PORT), load fewer ranks, "
+        if len(missing) > 1 and plan.work is None
         else "run it on a machine with more memory, "
     )
     raise TraceError(
@@ -206,9 +206,21 @@ def _workers(units: int) -> int:
     return min(units, os.cpu_count() or 1)
 
 
+def _workers_for(units: list, plan: _Plan) -> int:
+    """Ranks parsed at once in this load: as many as ``_workers`` says, and for a load rank by rank (nothing joined
+    here) no more than the memory available holds parses of its largest rank."""
+    workers = _workers(len(units))
+    free = footprint.available()
+    if plan.work is None or free is None or workers == 1:
+        return workers
+    largest = max(footprint.json_size(u.path) for u in units)
+    fit = (free - footprint.BASE_BYTES) // max(footprint.PARSE_PER_JSON * largest, 1)
+    return int(max(1, min(workers, fit)))
+
+
 def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
     """Ranks in forked processes where that is safe (e.g. not from the dashboard's loader threads), else in turn."""
-    workers = _workers(len(units))
+    workers = _workers_for(units, plan)
     counted = len(units) >= SHOWN_FROM_RANKS
     if plan.scheduler is not None and units:
         return _parse_on_cluster(units, plan, counted)
