@@ -4,16 +4,25 @@ the one analysis of ``health.shapes``, for both platforms).
 Overlap follows msprof's OverlapAnalysis (anchors-ascend.md §13): Computing = ∪ compute kernels, Communication =
 ∪ whole collectives, Communication(Not Overlapped) = Communication \\ Computing, Free = the span of both minus their
 union; each clipped to the step.
+
+Rank by rank, each table has an additive half (``core_totals``, ``kernel_totals``, ``aicpu_totals``: counts, sums,
+maxes per key) and a combining half (shares, means, order, truncation); ``summarize`` gives a rank's halves, its
+overlap rows and its AI_CPU task unions, and the joined path is the combining half over the whole trace's part.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
-from traceanalyzer.analyzers.steps import step_time
-from traceanalyzer.findings import Finding, claims_of, make
+from traceanalyzer.analyzers.steps import job_step_time, step_time
+from traceanalyzer.findings import Claims, Finding, StepTime, make
+from traceanalyzer.intervals import Intervals
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
@@ -45,11 +54,22 @@ def is_ascend(trace) -> bool:
 
 def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
     """Device time by core group (cube, vector, ai_cpu, communication, other): count, total and share."""
+    return _core_shares([core_totals(events)])
+
+
+def core_totals(events: pd.DataFrame) -> pd.DataFrame:
+    """Per core group: count and total device time (ns), the additive half of ``core_breakdown``."""
     device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
     group = device["core"].astype(str).map(CORE_GROUPS).fillna("other")
     group = group.where(device["kind"] != Kind.COMMUNICATION.value, "communication")
     table = device.groupby(group.to_numpy())["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["core_group", "count", "total_ns"]
+    return table
+
+
+def _core_shares(totals: list[pd.DataFrame]) -> pd.DataFrame:
+    """``core_totals`` of several parts added up, with each group's share, largest first."""
+    table = _added(totals, ["core_group"], {"count": "sum", "total_ns": "sum"})
     whole = table["total_ns"].sum()
     table["share"] = table["total_ns"] / whole if whole else 0.0
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
@@ -57,22 +77,63 @@ def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
 
 def top_kernels(events: pd.DataFrame, top: int) -> pd.DataFrame:
     """Compute kernels and collectives by total time, with their core type and share of that time."""
+    return _kernel_shares([kernel_totals(events)], top)
+
+
+def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
+    """Per compute kernel or collective name and core type: count and total time (ns), untruncated."""
     device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
     g = device.groupby([device["name"].astype(str), device["core"].astype(str)])["dur"]
-    table = pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean()}).reset_index()
-    table.columns = ["name", "core", "count", "total_ns", "mean_ns"]
+    table = pd.DataFrame({"count": g.size(), "total_ns": g.sum()}).reset_index()
+    table.columns = ["name", "core", "count", "total_ns"]
+    return table
+
+
+def _kernel_shares(totals: list[pd.DataFrame], top: int) -> pd.DataFrame:
+    """``kernel_totals`` of several parts added up: the ``top`` by total time, with mean and share."""
+    table = _added(totals, ["name", "core"], {"count": "sum", "total_ns": "sum"})
+    table["mean_ns"] = table["total_ns"] / table["count"]
     table["share"] = table["total_ns"] / max(int(table["total_ns"].sum()), 1)
     return table.sort_values("total_ns", ascending=False).head(top).reset_index(drop=True)
 
 
 def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
     """AI_CPU kernels by name: count, total, max, and how many ran longer than 20 µs."""
+    return _aicpu_table([aicpu_totals(events)])
+
+
+def aicpu_totals(events: pd.DataFrame) -> pd.DataFrame:
+    """Per AI_CPU kernel name: count, total, max and tasks over 20 µs, the additive half of ``aicpu_ops``."""
     ops = events[(events["kind"] == Kind.KERNEL.value) & (events["core"] == AI_CPU)]
     g = ops.assign(slow=ops["dur"] > AI_CPU_SLOW_NS).groupby(ops["name"].astype(str))
     table = pd.DataFrame(
         {"count": g.size(), "total_ns": g["dur"].sum(), "max_ns": g["dur"].max(), "slow": g["slow"].sum()}
     )
-    return table.reset_index(names="name").sort_values("total_ns", ascending=False).reset_index(drop=True)
+    return table.reset_index(names="name")
+
+
+def _aicpu_table(totals: list[pd.DataFrame]) -> pd.DataFrame:
+    """``aicpu_totals`` of several parts added up, largest total first."""
+    table = _added(totals, ["name"], {"count": "sum", "total_ns": "sum", "max_ns": "max", "slow": "sum"})
+    return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
+
+
+def _added(parts: list[pd.DataFrame], keys: list[str], how: dict[str, str]) -> pd.DataFrame:
+    """Per-key partial tables combined: one row per key (sorted by key), each column aggregated as ``how`` says."""
+    filled = [p for p in parts if len(p)] or parts[:1]
+    return pd.concat(filled, ignore_index=True).groupby(keys, sort=True).agg(how).reset_index()
+
+
+def aicpu_work(events: pd.DataFrame) -> dict[int, dict[str, Intervals]]:
+    """Per rank and op name: the union of that op's AI_CPU tasks (what an AI_CPU finding claims)."""
+    tasks = events.loc[events["core"] == AI_CPU, ["rank", "name", "ts", "dur"]]
+    return {
+        int(rank): {
+            str(name): intervals.union(group["ts"].to_numpy(), (group["ts"] + group["dur"]).to_numpy())
+            for name, group in by_rank.groupby(by_rank["name"].astype(str), sort=True)
+        }
+        for rank, by_rank in tasks.groupby("rank", sort=True, observed=True)
+    }
 
 
 MSPROF_COLUMNS = {
@@ -106,15 +167,53 @@ def _marker_windows(events: pd.DataFrame):
     ]
 
 
+def _overlap_rows(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``overlap`` tables of several ranks, one after another (the empty table when none has a row)."""
+    filled = [t for t in tables if len(t)]
+    return pd.concat(filled, ignore_index=True) if filled else tables[0]
+
+
+def summarize(trace: TraceData) -> dict | None:
+    """The part of a rank (or of a whole trace): totals per core group, per kernel and core, per AI_CPU op, the
+    AI_CPU ops' task unions and the overlap rows; None off Ascend."""
+    if not is_ascend(trace):
+        return None
+    return remember(trace, "ascend.part", lambda: _part(trace))
+
+
+def _part(trace: TraceData) -> dict:
+    """The part, computed (see ``summarize``)."""
+    events = trace.events
+    return {
+        "cores": core_totals(events),
+        "kernels": kernel_totals(events),
+        "ai_cpu": aicpu_totals(events),
+        "ai_cpu_work": aicpu_work(events),
+        "overlap": overlap(trace),
+    }
+
+
+def _ascend_parts(job: JobData) -> list[dict]:
+    """The job's Ascend parts (empty off Ascend)."""
+    return [p for p in job.parts("ascend") if p is not None] if is_ascend(job) else []
+
+
 def findings(trace) -> list[Finding]:
     """AI_CPU fallbacks over 20 µs, on Ascend traces only."""
     if not is_ascend(trace):
         return []
-    return _aicpu_finding(trace)
+    return _aicpu_finding([summarize(trace)], step_time(trace))
 
 
-def _aicpu_finding(trace) -> list[Finding]:
-    ops = aicpu_ops(trace.events)
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank."""
+    parts = _ascend_parts(job)
+    return _aicpu_finding(parts, job_step_time(job)) if parts else []
+
+
+def _aicpu_finding(parts: list[dict], step: StepTime) -> list[Finding]:
+    """The AI_CPU finding from the parts (none when no task ran over 20 µs)."""
+    ops = _aicpu_table([p["ai_cpu"] for p in parts])
     slow = ops[ops["slow"] > 0]
     if not len(slow):
         return []
@@ -127,29 +226,46 @@ def _aicpu_finding(trace) -> list[Finding]:
             "These ops fell back to the AI CPU. Check their dtypes (e.g. int64/double inputs often force AI_CPU: "
             "cast to int32/float32), replace index/nonzero/argmin-style ops with AI Core-supported formulations, "
             "or move them off the hot path.",
-            step_time(trace),
+            step,
             concerns_ns=int(slow["total_ns"].sum()),
-            claims=claims_of(_aicpu_work(trace.events, slow["name"])),
+            claims=_claims([p["ai_cpu_work"] for p in parts], set(slow["name"])),
             where={"ops": slow["name"].head(10).tolist()},
             evidence={"tasks_over_20us": int(slow["slow"].sum()), "ai_cpu_ns": int(ops["total_ns"].sum())},
         )
     ]
 
 
-def _aicpu_work(events: pd.DataFrame, names: pd.Series) -> pd.DataFrame:
-    """The AI_CPU tasks of the given op names."""
-    return events[(events["core"] == "AI_CPU") & events["name"].isin(list(names))]
+def _claims(works: list[dict[int, dict[str, Intervals]]], names: set[str]) -> Claims:
+    """Per rank, the union of the AI_CPU tasks of the given op names."""
+    out: Claims = {}
+    for work in works:
+        for rank, by_name in sorted(work.items()):
+            picked = [by_name[n] for n in sorted(names & by_name.keys())]
+            if picked:
+                starts, ends = (np.concatenate([ivs[i] for ivs in picked]) for i in (0, 1))
+                out[rank] = intervals.union(starts, ends)
+    return out
 
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """The Ascend section: core-type breakdown, msprof-style overlap per step and AI_CPU ops."""
     if not is_ascend(trace):
         return None
-    events = trace.events
-    cores = core_breakdown(events)
+    return _section([summarize(trace)], trace.meta.extra, options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank."""
+    parts = _ascend_parts(job)
+    return _section(parts, job.meta.extra, options) if parts else None
+
+
+def _section(parts: list[dict], extra: dict, options: Options) -> Section:
+    """The section from the parts of the ranks (or the one part of a joined trace) and the trace's extra facts."""
+    cores = _core_shares([p["cores"] for p in parts])
     by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
     share = dict(zip(cores["core_group"], cores["share"], strict=True))
-    facts = [Fact("profiler_level", "profiler level", trace.meta.extra.get("profiler_level", ""))]
+    facts = [Fact("profiler_level", "profiler level", extra.get("profiler_level", ""))]
     for group in ("cube", "vector", "ai_cpu", "communication"):
         facts.append(
             Fact(f"{group}_ns", f"{group.replace('_', ' ')} time", int(by_group.get(group, 0)), Unit.NS, Per.TOTAL)
@@ -163,8 +279,8 @@ def section(trace: TraceData, options: Options) -> Section | None:
         facts=facts,
         tables=[
             Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
-            Table("top_kernels", "Top kernels", top_kernels(events, options.top), Per.TOTAL),
-            Table("overlap", "Overlap per step (msprof lanes)", overlap(trace), Per.STEP),
-            Table("ai_cpu_ops", "AI_CPU ops", aicpu_ops(events).head(options.top), Per.TOTAL),
+            Table("top_kernels", "Top kernels", _kernel_shares([p["kernels"] for p in parts], options.top), Per.TOTAL),
+            Table("overlap", "Overlap per step (msprof lanes)", _overlap_rows([p["overlap"] for p in parts]), Per.STEP),
+            Table("ai_cpu_ops", "AI_CPU ops", _aicpu_table([p["ai_cpu"] for p in parts]).head(options.top), Per.TOTAL),
         ],
     )

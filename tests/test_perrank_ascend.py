@@ -1,0 +1,82 @@
+"""The Ascend section and findings of a job analysed rank by rank equal the joined trace's (real msprof jobs)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from traceanalyzer import perrank
+from traceanalyzer.analyzers import ascend
+from traceanalyzer.options import Options
+
+ASCEND_JOBS = {"ascend_pp2_4rank": 13, "ascend_level1_2rank": 50}
+"""The Ascend jobs of ``JOBS`` and a step each records."""
+FIXTURES = ("public", "ascend", "msinsight", "server_fixtures")
+AI_CPU_RANKS = [FIXTURES + ("test_rank_0",), FIXTURES + ("test_rank_1",)]
+"""Two ranks of msinsight's server fixtures: rank 0 has AI_CPU tasks over 20 µs, rank 1 none."""
+
+
+def _rows(section: dict, table: str) -> list[dict]:
+    return next(t["rows"] for t in section["tables"] if t["id"] == table)
+
+
+def _same_findings(job, joined) -> list:
+    """The job's findings against the joined trace's, claims included; the joined ones."""
+    got, want = ascend.job_findings(job), ascend.findings(joined)
+    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
+    for g, w in zip(got, want, strict=True):
+        assert list(g.claims) == list(w.claims)
+        for rank, ivs in w.claims.items():
+            assert all(np.array_equal(a, b) for a, b in zip(g.claims[rank], ivs, strict=True)), rank
+    return want
+
+
+@pytest.mark.parametrize("name", list(ASCEND_JOBS))
+def test_job_section_and_findings_equal_the_joined_ones(name):
+    job, joined = job_pair(name)
+    want = ascend.section(joined, Options()).to_dict()
+    assert_same_data(ascend.job_section(job, Options()).to_dict(), want)
+    assert {r["rank"] for r in _rows(want, "overlap")} == set(joined.meta.ranks)
+    assert _rows(want, "top_kernels") and _rows(want, "core_breakdown")
+    _same_findings(job, joined)
+
+
+@pytest.mark.parametrize("name", list(ASCEND_JOBS))
+def test_step_scoped_job_section_equals_the_joined_step(name):
+    step = ASCEND_JOBS[name]
+    _, whole = job_pair(name)
+    job = perrank.load_job(shared_path(*JOBS[name]), step=step)
+    joined = whole.scoped(step=step)
+    want = ascend.section(joined, Options(top=5)).to_dict()
+    assert_same_data(ascend.job_section(job, Options(top=5)).to_dict(), want)
+    assert {r["step"] for r in _rows(want, "overlap")} == {step}
+    assert len(_rows(want, "top_kernels")) == 5
+    _same_findings(job, joined)
+
+
+def test_ai_cpu_finding_of_a_two_rank_job_equals_the_joined_one():
+    paths = [shared_path(*parts) for parts in AI_CPU_RANKS]
+    job, joined = perrank.load_job(paths), ta.load(paths)
+    assert job.meta.ranks == joined.meta.ranks == [0, 1]
+    (finding,) = _same_findings(job, joined)
+    assert finding.id == "ascend.ai_cpu" and list(finding.claims) == [0]
+    assert_same_data(ascend.job_section(job, Options()).to_dict(), ascend.section(joined, Options()).to_dict())
+    assert _rows(ascend.section(joined, Options()).to_dict(), "ai_cpu_ops")
+
+
+def test_a_rank_part_is_small():
+    rank = load_shared(*FIXTURES[:-1], "st_level2_qwen3_4rank", "rank_0_ascend_pt")
+    part = ascend.summarize(rank)
+    assert len(part["kernels"]) < len(rank.events) / 10
+    assert len(pickle.dumps(part)) < 0.05 * rank.events.memory_usage(deep=True).sum()
+
+
+def test_no_section_and_no_parts_off_ascend():
+    job, joined = job_pair("fsdp")
+    assert job.parts("ascend") == [None] * len(job.ranks)
+    assert ascend.job_section(job, Options()) is ascend.section(joined, Options()) is None
+    assert ascend.job_findings(job) == ascend.findings(joined) == []
