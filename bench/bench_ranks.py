@@ -10,16 +10,28 @@ parent's peak RSS is its ``ru_maxrss``, a worker's the largest child's (``RUSAGE
 pages a forked worker shares with the parent); JSON bytes are the ranks' inflated sizes. With --dask-workers N the
 ranks go to a LocalCluster of N single-threaded worker processes (TRACEANALYZER_SCHEDULER) and a worker's peak is
 the largest Dask worker's ``ru_maxrss`` (each row gets fresh workers).
+
+    python3 bench/bench_ranks.py /tmp/ta_large/ddp_256 --ranks 8 64 256 --per-rank
+
+With --per-rank each N gets two fresh processes, both with the cache off: the joined report
+(``ta.load(files).report()``: all ranks in one event table) and the rank-by-rank one
+(``traceanalyzer.perrank.load_job(files).report()``: each rank loaded and summarized in a forked worker, only the
+summaries come back). Load and report wall times are taken around each call; peak RSS as above; summary bytes are
+the pickled size of the ranks' summaries (all ranks, and the largest rank's); the last column names the parts of
+the rank-by-rank report that differ from the joined one (floats to 1e-9), e.g. the sections of analyzers that have
+no job half yet.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import resource
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from traceanalyzer.footprint import json_size
@@ -35,6 +47,26 @@ me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource
 events = len(trace.events)
 print(json.dumps({"wall": wall, "parent": me.ru_maxrss, "worker": kids.ru_maxrss, "events": events,
                   "tables": int(trace.events.memory_usage(deep=True).sum()), "ranks": len(trace.meta.ranks)}))
+"""
+
+_REPORT_CHILD = """
+import json, pickle, resource, sys, time
+import traceanalyzer as ta
+from traceanalyzer import perrank
+mode, out, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+t0 = time.perf_counter()
+loaded = perrank.load_job(files, cache=False) if mode == "per-rank" else ta.load(files, cache=False)
+load = time.perf_counter() - t0
+sizes = [len(pickle.dumps(s)) for s in loaded.ranks] if mode == "per-rank" else [0]
+events = loaded.events if mode == "per-rank" else len(loaded.events)
+t1 = time.perf_counter()
+report = loaded.report()
+done = time.perf_counter() - t1
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(out, "w") as f:
+    json.dump(report, f, default=str)
+print(json.dumps({"load": load, "report": done, "parent": me.ru_maxrss, "worker": kids.ru_maxrss,
+                  "events": events, "summary": sum(sizes), "summary_max": max(sizes), "ranks": len(loaded.meta.ranks)}))
 """
 
 
@@ -68,15 +100,75 @@ def measure_on_cluster(files: list[Path], workers: int) -> dict:
     return row | {"worker": max(peaks.values())}
 
 
+def measure_report(files: list[Path], mode: str, out: Path) -> dict:
+    """One load and report of these files in a fresh process, joined or rank by rank (``mode``), the report
+    written to ``out``."""
+    env = os.environ | {"TRACEANALYZER_CACHE": "0"}
+    argv = [sys.executable, "-c", _REPORT_CHILD, mode, str(out), *map(str, files)]
+    run = subprocess.run(argv, capture_output=True, text=True, env=env)
+    if run.returncode:
+        raise SystemExit(run.stderr)
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def same(got: object, want: object) -> bool:
+    """Plain data equal, floats to 1e-9 relative, NaN equal to NaN."""
+    if isinstance(want, dict):
+        return isinstance(got, dict) and list(got) == list(want) and all(same(got[k], want[k]) for k in want)
+    if isinstance(want, list):
+        return isinstance(got, list) and len(got) == len(want) and all(map(same, got, want))
+    if isinstance(want, float) and isinstance(got, int | float):
+        return math.isclose(got, want, rel_tol=1e-9, abs_tol=1e-12) or (math.isnan(got) and math.isnan(want))
+    return got == want
+
+
+def differing(got: dict, want: dict) -> list[str]:
+    """The parts of a report that differ from another's: its sections by id, then its other top-level keys."""
+    sections = [
+        s for s in {**want["sections"], **got["sections"]} if not same(got["sections"].get(s), want["sections"].get(s))
+    ]
+    return sections + [k for k in want if k != "sections" and not same(got.get(k), want[k])]
+
+
+def per_rank_rows(files: list[Path], counts: list[int]) -> None:
+    """Print the joined against the rank-by-rank report for the first N files, per N (see module)."""
+    print("| ranks | path | events | load s | report s | wall s | parent peak RSS MB | worker peak RSS MB |", end="")
+    print(" summaries MB | largest summary KB | differs from joined |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in counts:
+            joined, per_rank = Path(tmp) / f"joined_{n}.json", Path(tmp) / f"per_rank_{n}.json"
+            rows = {"joined": measure_report(files[:n], "joined", joined)}
+            rows["per-rank"] = measure_report(files[:n], "per-rank", per_rank)
+            diff = ", ".join(differing(_read(per_rank), _read(joined))) or "–"
+            for mode, r in rows.items():
+                summary = f"{r['summary'] / 1e6:.2f} | {r['summary_max'] / 1e3:.0f}" if mode == "per-rank" else "– | –"
+                print(
+                    f"| {r['ranks']} | {mode} | {r['events']:,} | {r['load']:.1f} | {r['report']:.1f} | "
+                    f"{r['load'] + r['report']:.1f} | {r['parent'] / 1024:,.0f} | {r['worker'] / 1024:,.0f} | "
+                    f"{summary} | {diff if mode == 'per-rank' else ''} |",
+                    flush=True,
+                )
+
+
+def _read(path: Path) -> dict:
+    with open(path) as f:
+        return json.load(f)
+
+
 def main() -> int:
     """Print a Markdown table."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("job", type=Path, help="a folder written by gen_large.py ranks")
     p.add_argument("--ranks", type=int, nargs="+", default=[8, 64, 256])
     p.add_argument("--dask-workers", type=int, help="parse the ranks on a LocalCluster of this many workers")
+    p.add_argument("--per-rank", action="store_true", help="the joined against the rank-by-rank report")
     args = p.parse_args()
     files = rank_files(args.job)
     print(f"job {args.job}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    if args.per_rank:
+        per_rank_rows(files, args.ranks)
+        return 0
     print("| ranks | JSON GB | events | wall s | s per GB | parent peak RSS MB | worker peak RSS MB | tables MB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in args.ranks:
