@@ -15,14 +15,17 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import devices
-from traceanalyzer.memo import per_trace
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text, per_pair
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
 
 COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share", "note"]
+PART_COLUMNS = ["op", "dtype", "calls", "flops", "device_ns"]
+"""A part's columns: per (op, dtype), the additive half of the table."""
 
 ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share is clipped at 100 %"
 """The note of a row whose computed rate exceeds the device's peak."""
@@ -31,10 +34,18 @@ ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share i
 @per_trace
 def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     """Per GEMM op name and math dtype: calls, FLOPs, device time caused, achieved TFLOP/s, share of the dense peak."""
+    return _rated([summarize(trace)], trace.meta)
+
+
+def job_throughput(job: JobData) -> pd.DataFrame:
+    """``gemm_throughput`` of a job analysed rank by rank (once per job)."""
+    return remember(job, "gemm.throughput", lambda: _rated(job.parts("gemm"), job.meta)).copy(deep=False)
+
+
+def summarize(trace: TraceData) -> pd.DataFrame:
+    """A rank's part (or a joined trace's): per GEMM op name and math dtype, the calls, FLOPs and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
-    if not len(ops):
-        return pd.DataFrame(columns=COLUMNS)
     device = ev.loc[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
@@ -51,12 +62,21 @@ def gemm_throughput(trace: TraceData) -> pd.DataFrame:
         }
     )
     frame = frame[(frame["flops"] > 0) & (frame["device_ns"] > 0)]
-    table = (
-        frame.groupby(["op", "dtype"])
-        .agg(calls=("flops", "size"), flops=("flops", "sum"), device_ns=("device_ns", "sum"))
-        .reset_index()
-    )
-    return _against_peak(table, trace).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+    return _totals(frame.assign(calls=1))
+
+
+def _totals(frame: pd.DataFrame) -> pd.DataFrame:
+    """Calls, FLOPs and device time summed per (op, dtype), in (op, dtype) order."""
+    return frame.groupby(["op", "dtype"])[PART_COLUMNS[2:]].sum().reset_index()
+
+
+def _rated(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
+    """The throughput table from parts (any ranks): their totals added up, rated against the device's peak, the
+    GEMMs with the most device time first."""
+    table = _totals(pd.concat(parts, ignore_index=True))
+    if not len(table):
+        return pd.DataFrame(columns=COLUMNS)
+    return _against_peak(table, meta).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
 
 
 def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str], object]) -> np.ndarray:
@@ -64,9 +84,9 @@ def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str
     return per_pair(first.array.codes, category_text(first), second.array.codes, category_text(second), value)
 
 
-def _against_peak(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:
+def _against_peak(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     """The table with achieved TFLOP/s, the device's peak for each dtype and the share of it (never above 1)."""
-    device = devices.of_trace(trace.meta)
+    device = devices.of_trace(meta)
     peaks = device.peak_tflops if device else {}
     table["tflops"] = table["flops"] / table["device_ns"] / 1e3
     table["peak_tflops"] = [peaks.get(d, np.nan) for d in table["dtype"]]
@@ -105,7 +125,15 @@ def _dtype(types_text: str) -> str:
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """Achieved GEMM throughput against the device's dense peak."""
-    table = gemm_throughput(trace)
+    return _section(gemm_throughput(trace), options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank."""
+    return _section(job_throughput(job), options)
+
+
+def _section(table: pd.DataFrame, options: Options) -> Section | None:
     if not len(table):
         return None
     return Section(

@@ -7,23 +7,28 @@ Device work replayed from a CUDA/HIP graph has no recorded op: the op tables sho
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_steps
-from traceanalyzer.analyzers.gemm import gemm_throughput
+from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
-from traceanalyzer.analyzers.steps import step_time
-from traceanalyzer.findings import Basis, Claims, Finding, StepTime, claims_of, make
+from traceanalyzer.analyzers.steps import job_step_time, step_table, step_time
+from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import (
     BUSY_KINDS,
     DEVICE_KINDS,
     NO_ROW,
     Kind,
+    TraceMeta,
     category_text,
     codes_at,
     per_pair,
@@ -57,8 +62,19 @@ GEMM_TARGET = 0.8
 """The share of the dense data-sheet peak a well-shaped GEMM reaches; a GEMM hotspot's saving is measured to it."""
 
 HOTSPOT_COLUMNS = ["name", "kind", "count", "total_ns", "mean_ns", "min_ns", "max_ns", "share", "cum_share"]
-USED = ["ts", "dur", "name", "kind", "parent", "launch", "op"]
+LEVEL_COLUMNS = {
+    Level.KERNEL: HOTSPOT_COLUMNS,
+    Level.CPU_OP: [*HOTSPOT_COLUMNS[:-2], "inclusive_ns", "device_self_ns", "share", "cum_share"],
+    Level.OP_DEVICE: [*HOTSPOT_COLUMNS[:-2], "kernels", "share", "cum_share"],
+    Level.CATEGORY: HOTSPOT_COLUMNS,
+}
+"""The columns of each level's ranked table."""
+USED = ["ts", "dur", "name", "kind", "parent", "launch", "op", "rank"]
 """The event-table columns the hotspot tables read."""
+KEY = ["name", "kind"]
+"""What a partial table's rows are per (besides the rank)."""
+SUMMED = ["count", "total_ns", "inclusive_ns", "device_self_ns", "kernels"]
+"""The additive columns of partial tables (those a level has); ``min_ns`` and ``max_ns`` combine by min and max."""
 
 
 def hotspots(
@@ -67,12 +83,32 @@ def hotspots(
     """Rank by total time at one level; ``events`` may be filtered by step, rank or kind, ``table`` is the whole
     event table that link columns point into (defaults to ``events``)."""
     level = Level(level)
+    ranked = ranked_level(partial(events, level, table), level)
+    return ranked.head(top).reset_index(drop=True) if top else ranked
+
+
+def partial(events: pd.DataFrame, level: Level, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The per-rank stage of a level: per (rank, name, kind), in rank order then order of first appearance, the
+    additive columns (count, total_ns, ..., min_ns, max_ns); ``ranked_level`` combines any number of them."""
     table = events if table is None else table
     events = events[USED]  # each level filters rows: of these columns only
-    ranked = {Level.KERNEL: _kernels, Level.CPU_OP: _cpu_ops, Level.OP_DEVICE: _op_device, Level.CATEGORY: _category}[
-        level
-    ](events, table)
-    return ranked.head(top).reset_index(drop=True) if top else ranked.reset_index(drop=True)
+    stage = {Level.KERNEL: _kernels, Level.CPU_OP: _cpu_ops, Level.OP_DEVICE: _op_device, Level.CATEGORY: _category}
+    part = stage[level](events, table)
+    return part.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def ranked_level(partials: pd.DataFrame, level: Level) -> pd.DataFrame:
+    """The combining stage: a level's table from partial rows of any ranks (concatenated in rank order), summed per
+    (name, kind), with mean, share and cumulative share, largest total first (ties in order of first appearance)."""
+    if level is Level.CPU_OP:  # graph-replayed work ranks after every op of the same total
+        partials = partials.iloc[np.argsort(partials["kind"].to_numpy() == "graph", kind="stable")]
+    g = partials.groupby(KEY, sort=False)
+    out = g[[c for c in SUMMED if c in partials]].sum()
+    out["min_ns"] = g["min_ns"].min()
+    out["max_ns"] = g["max_ns"].max()
+    out = out.reset_index()
+    out["mean_ns"] = out["total_ns"] / out["count"]
+    return _ranked(out)[LEVEL_COLUMNS[level]].reset_index(drop=True)
 
 
 def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
@@ -83,63 +119,58 @@ def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
     return grouped
 
 
-def _stats(frame: pd.DataFrame, by: str | list[str], value: str = "dur") -> pd.DataFrame:
+def _stats(frame: pd.DataFrame, by: list[str], value: str = "dur") -> pd.DataFrame:
+    """Count, total, min and max of ``value`` per group (groups in order of first appearance), keys as columns."""
     g = frame.groupby(by, observed=True, sort=False)[value]
-    return pd.DataFrame(
-        {"count": g.size(), "total_ns": g.sum(), "mean_ns": g.mean(), "min_ns": g.min(), "max_ns": g.max()}
-    )
+    return pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max()}).reset_index()
 
 
 def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    device = events[events["kind"].isin(DEVICE)]
-    stats = _stats(device, ["name", "kind"]).reset_index()
-    stats["name"] = stats["name"].astype(str)
-    stats["kind"] = stats["kind"].astype(str)
-    return _ranked(stats)[HOTSPOT_COLUMNS]
+    stats = _stats(events[events["kind"].isin(DEVICE)], ["rank", *KEY])
+    return stats.astype({"name": str, "kind": str})
 
 
 def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name"]]
+    ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name", "rank"]]
     at = positions(table.index, ops.index)
     self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)[at]
-    device = events.loc[events["kind"].isin(DEVICE), ["op", "dur", "launch"]]
+    device = events.loc[events["kind"].isin(DEVICE), ["op", "dur", "launch", "rank"]]
     linked = device[device["op"] != NO_ROW]
     frame = pd.DataFrame(
         {
+            "rank": ops["rank"].to_numpy(),
             "name": ops["name"].array.codes,
             "dur": ops["dur"].to_numpy(),
             "self": self_ns,
             "device": _sum_per_row(table, linked["op"].to_numpy(), linked["dur"].to_numpy())[at],
         }
     )
-    g = frame.groupby("name", sort=False)
+    g = frame.groupby(["rank", "name"], sort=False)
     stats = pd.DataFrame(
         {
-            "kind": Kind.CPU_OP.value,
             "count": g.size(),
             "total_ns": g["self"].sum(),
             "inclusive_ns": g["dur"].sum(),
-            "mean_ns": g["self"].mean(),
             "min_ns": g["self"].min(),
             "max_ns": g["self"].max(),
             "device_self_ns": g["device"].sum(),
         }
     ).reset_index()
     stats["name"] = _text(category_text(ops["name"])[stats["name"].to_numpy()])
-    return _ranked(pd.concat([stats, _replayed_row(device, table)], ignore_index=True))[
-        HOTSPOT_COLUMNS[:-2] + ["inclusive_ns", "device_self_ns", "share", "cum_share"]
-    ]
+    stats.insert(2, "kind", Kind.CPU_OP.value)
+    return pd.concat([stats, _replayed_rows(device, table)], ignore_index=True)
 
 
-def _replayed_row(device: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
-    """The cpu_op table's row for graph-replayed device work (of the device rows given): no host op ran it, its
-    device time is its own."""
+def _replayed_rows(device: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """The cpu_op partial's row per rank for graph-replayed device work (of the device rows given): no host op ran
+    it, its device time is its own."""
     replayed = device[_replayed(device, table)]
     if not len(replayed):
         return pd.DataFrame()
-    row = {"name": GRAPH_REPLAYED, "kind": "graph", "count": replayed["launch"].nunique(), "total_ns": 0}
-    row |= {"inclusive_ns": 0, "mean_ns": 0.0, "min_ns": 0, "max_ns": 0, "device_self_ns": int(replayed["dur"].sum())}
-    return pd.DataFrame([row])
+    g = replayed.groupby("rank", sort=True)
+    rows = pd.DataFrame({"count": g["launch"].nunique(), "device_self_ns": g["dur"].sum().astype(np.int64)})
+    rows = rows.assign(name=GRAPH_REPLAYED, kind="graph", total_ns=0, inclusive_ns=0, min_ns=0, max_ns=0)
+    return rows.reset_index()
 
 
 def _child_op_time(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
@@ -168,15 +199,18 @@ def _sum_per_row(table: pd.DataFrame, labels: np.ndarray, values: np.ndarray) ->
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     device, calls = _op_work(events, table)
     names = codes_at(table["name"], device["op"].to_numpy())  # -1: graph-replayed (no op)
-    frame = pd.DataFrame({"name": names, "op": calls, "dur": device["dur"].to_numpy()})
-    per_call = frame.groupby(["name", "op"], sort=False)["dur"].sum().reset_index()
-    stats = _stats(per_call, "name").reset_index()
-    stats["kernels"] = frame.groupby("name", sort=False).size().reindex(stats["name"]).to_numpy()
+    frame = pd.DataFrame(
+        {"rank": device["rank"].to_numpy(), "name": names, "op": calls, "dur": device["dur"].to_numpy()}
+    )
+    per_call = frame.groupby(["rank", "name", "op"], sort=False)["dur"].sum().reset_index()
+    stats = _stats(per_call, ["rank", "name"])
+    kernels = frame.groupby(["rank", "name"], sort=False).size()
+    stats["kernels"] = kernels.reindex(pd.MultiIndex.from_frame(stats[["rank", "name"]])).to_numpy()
     text = category_text(table["name"])
     text[-1] = GRAPH_REPLAYED
     stats["name"] = _text(text[stats["name"].to_numpy()])
-    stats["kind"] = np.where(stats["name"] == GRAPH_REPLAYED, "graph", Kind.CPU_OP.value)
-    return _ranked(stats)[HOTSPOT_COLUMNS[:-2] + ["kernels", "share", "cum_share"]]
+    stats.insert(2, "kind", np.where(stats["name"] == GRAPH_REPLAYED, "graph", Kind.CPU_OP.value))
+    return stats
 
 
 def _op_work(events: pd.DataFrame, table: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
@@ -203,8 +237,14 @@ GRAPH_LAUNCH_COLUMNS = ["rank", "step", "launch_ns", "kernels", "memsets", "memc
 
 
 def graph_launches(trace: TraceData) -> pd.DataFrame:
-    """One row per graph launch (cudaGraphLaunch / hipGraphLaunch): the kernels, memsets and copies it replayed,
-    their device time and the span from the first start to the last end (ns; ``launch_ns`` from the window start)."""
+    """One row per graph launch (cudaGraphLaunch / hipGraphLaunch), in rank order: the kernels, memsets and copies
+    it replayed, their device time and the span from the first start to the last end (ns; ``launch_ns`` from the
+    window start)."""
+    return _from_start(_launch_rows(trace), trace.meta.start_ns)
+
+
+def _launch_rows(trace: TraceData) -> pd.DataFrame:
+    """``graph_launches`` with ``launch_ns`` on the rank's clock (its launch's timestamp), the part a rank sends."""
     work = graph_replayed(trace)
     if not len(work):
         return pd.DataFrame(columns=GRAPH_LAUNCH_COLUMNS)
@@ -220,7 +260,7 @@ def graph_launches(trace: TraceData) -> pd.DataFrame:
         {
             "rank": launches["rank"].to_numpy(),
             "step": g["step"].max().to_numpy(),
-            "launch_ns": launches["ts"].to_numpy() - trace.meta.start_ns,
+            "launch_ns": launches["ts"].to_numpy(),
             "kernels": g["kernel"].sum().to_numpy(),
             "memsets": g["memset"].sum().to_numpy(),
             "memcpys": g["memcpy"].sum().to_numpy(),
@@ -228,12 +268,21 @@ def graph_launches(trace: TraceData) -> pd.DataFrame:
             "span_ns": (g["end"].max() - g["ts"].min()).to_numpy(),
         }
     )
-    return table.astype({c: np.int64 for c in GRAPH_LAUNCH_COLUMNS[2:]})
+    table = table.astype({c: np.int64 for c in GRAPH_LAUNCH_COLUMNS[2:]})
+    return table.sort_values("rank", kind="stable").reset_index(drop=True)
+
+
+def _from_start(launches: pd.DataFrame, start_ns: int) -> pd.DataFrame:
+    """Launch rows with ``launch_ns`` from the window start."""
+    return launches.assign(launch_ns=launches["launch_ns"] - start_ns) if len(launches) else launches
 
 
 def graph_summary(trace: TraceData) -> pd.DataFrame:
     """Per rank: graph launches, work items per launch (median), device time per launch (median) and in all."""
-    table = graph_launches(trace)
+    return _graph_summary(graph_launches(trace))
+
+
+def _graph_summary(table: pd.DataFrame) -> pd.DataFrame:
     g = table.groupby("rank", sort=True)
     return pd.DataFrame(
         {
@@ -289,65 +338,155 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
+    return _findings([_work(trace)], trace.meta, step_time(trace), gemm_throughput(trace))
+
+
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank."""
+    works = [part.work for part in job.parts("hotspots")]
+    return _findings(works, job.meta, job_step_time(job), job_throughput(job))
+
+
+@dataclass
+class Work:
+    """The device work in steps of a rank (or a joined trace: of each of its ranks) that the findings rank and
+    claim: its kernel and op partials, and per (rank, linked, op name, kernel name) of its busy work the compute
+    rows and time (communication left out) and the union of its intervals, as a slice of ``spans``."""
+
+    has_steps: bool  # the scope has steps: only work in steps counts (a job: when any rank has steps)
+    kernels: pd.DataFrame  # Level.KERNEL partial of the device work
+    ops: pd.DataFrame  # Level.OP_DEVICE partial of the device work, waits and communication left out
+    pairs: pd.DataFrame  # rank, linked, op, kernel (NaN: none), compute, compute_ns, first, last
+    spans: np.ndarray  # (2, intervals): starts and ends, each pair's [first, last) sorted and disjoint
+
+
+def _work(trace: TraceData) -> Work:
+    """The trace's ``Work`` (once per trace)."""
+    return remember(trace, "hotspots.work", lambda: _work_of(trace))
+
+
+def _work_of(trace: TraceData) -> Work:
     ev = trace.events
-    events = in_steps(trace, ev.loc[ev["kind"].isin(DEVICE), [*USED, "rank", "step"]])  # the levels ranked read these
-    table, main_kernel = _dominant(events, trace.events)
-    step = step_time(trace)
-    busy = events[events["kind"].isin(BUSY)]
-    device_ns = int(busy["dur"].sum())
-    rates = _gemm_rates(trace)
-    rows = table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
-    works = _work_of(busy, trace.events, [row["name"] for row in rows])
+    events = in_steps(trace, ev.loc[ev["kind"].isin(DEVICE), [*USED, "step"]])
+    compute = events[~events["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
+    pairs, spans = _pairs(events[events["kind"].isin(BUSY)], ev)
+    return Work(
+        bool(len(step_table(trace))),
+        partial(events, Level.KERNEL, ev),
+        partial(compute, Level.OP_DEVICE, ev),
+        pairs,
+        spans,
+    )
+
+
+def _pairs(busy: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+    """Busy device rows per (rank, linked, launching op's name, kernel name): the rows and time that are not
+    communication, and the union of all their intervals (``Work.pairs`` and ``Work.spans``)."""
+    op = busy["op"].to_numpy()
+    ts = busy["ts"].to_numpy()
+    compute = (busy["kind"] != Kind.COMMUNICATION.value).to_numpy()
+    frame = pd.DataFrame(
+        {
+            "rank": busy["rank"].to_numpy(),
+            "linked": op != NO_ROW,
+            "op": _names(whole["name"], codes_at(whole["name"], op)),
+            "kernel": _names(busy["name"], busy["name"].array.codes),
+            "compute": compute,
+            "compute_ns": np.where(compute, busy["dur"].to_numpy(), 0),
+        }
+    )
+    g = frame.groupby(["rank", "linked", "op", "kernel"], sort=False, dropna=False)
+    pairs = g[["compute", "compute_ns"]].sum().reset_index().astype({"compute": np.int64})
+    spans, owner = _grouped_union(g.ngroup().to_numpy(), ts, ts + busy["dur"].to_numpy())
+    bounds = np.searchsorted(owner, np.arange(len(pairs) + 1))
+    return pairs.assign(first=bounds[:-1], last=bounds[1:]), spans
+
+
+def _names(column: pd.Series, codes: np.ndarray) -> np.ndarray:
+    """The texts of a category column's codes (None at -1)."""
+    return np.append(np.asarray(column.array.categories, dtype=object), None)[codes]
+
+
+def _grouped_union(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each group's intervals merged as ``intervals.union`` merges them, in one sort: the (2, n) starts and ends,
+    by group then start, and the group of each."""
+    order = np.lexsort((starts, group))
+    group, starts, ends = group[order], starts[order], ends[order]
+    reach = pd.Series(ends).groupby(group).cummax().to_numpy()
+    first = np.ones(len(starts), dtype=bool)
+    first[1:] = (group[1:] != group[:-1]) | (starts[1:] > reach[:-1])  # a merged interval starts here
+    last = np.ones(len(starts), dtype=bool)
+    last[:-1] = first[1:]
+    return np.stack([starts[first], reach[last]]).astype(np.int64), group[first]
+
+
+def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tables one after another; empty ones are left out (they would change the columns' types)."""
+    full = [f for f in frames if len(f)]
+    return pd.concat(full, ignore_index=True) if full else frames[0]
+
+
+def _counted(works: list[Work]) -> Work:
+    """The works of several parts as one: the step rule of ``in_steps`` over all of them (a part without steps
+    counts only when no part has steps), their tables one after another, the pairs' slices moved along."""
+    any_steps = any(w.has_steps for w in works)
+    works = [w for w in works if w.has_steps or not any_steps]
+    offsets = np.cumsum([0] + [w.spans.shape[1] for w in works])[:-1]
+    pairs = [
+        w.pairs.assign(first=w.pairs["first"] + o, last=w.pairs["last"] + o)
+        for w, o in zip(works, offsets, strict=True)
+    ]
+    return Work(
+        any_steps,
+        _stacked([w.kernels for w in works]),
+        _stacked([w.ops for w in works]),
+        _stacked(pairs),
+        np.concatenate([w.spans for w in works], axis=1),
+    )
+
+
+def _findings(works: list[Work], meta: TraceMeta, step: StepTime, gemms: pd.DataFrame) -> list[Finding]:
+    """The hotspot findings from the works of the ranks, their step time and the GEMM throughput table."""
+    work = _counted(works)
+    busy = work.kernels[work.kernels["kind"].isin(BUSY)]
+    device_ns = int(busy["total_ns"].sum())
+    table, main_kernel = _dominant(work)
+    rates = {row["op"]: row for row in gemms.drop_duplicates("op").to_dict(orient="records")}  # dtype most time
     return [
         _hotspot_finding(
-            row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), claims_of(work), trace
+            row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), _claims(work, row), meta
         )
-        for row, work in zip(rows, works, strict=True)
+        for row in table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
     ]
 
 
-def _work_of(busy: pd.DataFrame, whole: pd.DataFrame, names: list[str]) -> list[pd.DataFrame]:
-    """The busy device rows of each hotspot: launched by ops of that name, or kernels of that name."""
-    op = codes_at(whole["name"], busy["op"].to_numpy())  # -1: no op
-    kernel = busy["name"].array.codes
-    op_code = whole["name"].array.categories.get_indexer(names)  # -1: no op of that name
-    kernel_code = busy["name"].array.categories.get_indexer(names)
-    return [
-        busy[((op == o) & (o >= 0)) | ((kernel == k) & (k >= 0))] for o, k in zip(op_code, kernel_code, strict=True)
-    ]
+def _claims(work: Work, row: dict) -> Claims:
+    """The device intervals per rank of a hotspot's busy work: launched by ops of its name, or kernels of it."""
+    pairs = work.pairs[(work.pairs["op"] == row["name"]) | (work.pairs["kernel"] == row["name"])]
+    claims: Claims = {}
+    for rank, mine in pairs.groupby("rank", sort=True):
+        both = np.concatenate([work.spans[:, a:b] for a, b in zip(mine["first"], mine["last"], strict=True)], axis=1)
+        claims[int(rank)] = intervals.union(both[0], both[1])
+    return claims
 
 
-def _gemm_rates(trace: TraceData) -> dict[str, dict]:
-    """Achieved throughput of each GEMM op name (its dtype with the most device time)."""
-    table = gemm_throughput(trace).drop_duplicates("op")
-    return {row["op"]: row for row in table.to_dict(orient="records")}
-
-
-def _dominant(events: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, dict]:
+def _dominant(work: Work) -> tuple[pd.DataFrame, dict]:
     """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel.
     Waits are left out (a stream waiting on an event is not a hotspot), and so is communication: it costs the step
     only what compute does not hide, which the distributed findings report (transfer and waiting for peers apart)."""
-    events = events[~events["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
-    device = events[events["kind"].isin(BUSY)]
-    linked = device[device["op"] != NO_ROW]
-    if linked["dur"].sum() * 2 < device["dur"].sum():
-        return hotspots(events, Level.KERNEL, table=whole), {}
-    op, kernel = codes_at(whole["name"], linked["op"].to_numpy()), linked["name"].array.codes
-    pairs = pd.DataFrame({"op": op, "kernel": kernel, "dur": linked["dur"].to_numpy()})
-    pairs = pairs.groupby(["op", "kernel"], sort=False)["dur"].sum().reset_index()  # each (op, kernel) once
+    kernels = work.kernels[~work.kernels["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
+    linked = work.pairs[work.pairs["linked"] & (work.pairs["compute"] > 0)]
+    if linked["compute_ns"].sum() * 2 < kernels["total_ns"].sum():
+        return ranked_level(kernels, Level.KERNEL), {}
     per_kernel = pd.DataFrame(
-        {
-            "op": _text(category_text(whole["name"])[pairs["op"].to_numpy()]),
-            "kernel": _text(category_text(linked["name"])[pairs["kernel"].to_numpy()]),
-            "dur": pairs["dur"],
-        }
+        {"op": linked["op"].fillna(""), "kernel": linked["kernel"].fillna(""), "dur": linked["compute_ns"]}
     )
     top = per_kernel.groupby(["op", "kernel"])["dur"].sum().sort_values(ascending=False).reset_index()
-    return hotspots(events, Level.OP_DEVICE, table=whole), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
+    return ranked_level(work.ops, Level.OP_DEVICE), top.drop_duplicates("op").set_index("op")["kernel"].to_dict()
 
 
 def _hotspot_finding(
-    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims, trace: TraceData
+    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims, meta: TraceMeta
 ) -> Finding:
     kind = category(row["name"], kernel)
     count = int(row["count"])
@@ -358,7 +497,7 @@ def _hotspot_finding(
         "op",
         f"{row['name']}: {per_step / 1e6:.2f} ms of device time per step in {count / max(step.steps, 1):,.0f} calls "
         f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / max(device_ns, 1):.0%} of device time)",
-        _rate_sentence(rate) + advice.category_advice(kind, trace.meta, kernel or row["name"]),
+        _rate_sentence(rate) + advice.category_advice(kind, meta, kernel or row["name"]),
         step,
         concerns_ns=int(row["total_ns"]),
         saving_ns=saving,
@@ -408,10 +547,11 @@ def _category(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
     ids, names = pd.factorize(np.array([*named, "communication", "wait"], dtype=object))
     kind = category_text(device["kind"])[device["kind"].array.codes]
     cat = np.where(kind == Kind.COMMUNICATION.value, ids[-2], np.where(kind == Kind.SYNC.value, ids[-1], ids[:-2]))
-    stats = _stats(pd.DataFrame({"name": cat, "dur": device["dur"].to_numpy()}), "name").reset_index()
+    frame = pd.DataFrame({"rank": device["rank"].to_numpy(), "name": cat, "dur": device["dur"].to_numpy()})
+    stats = _stats(frame, ["rank", "name"])
     stats["name"] = _text(np.asarray(names, dtype=object)[stats["name"].to_numpy()])
-    stats["kind"] = ""
-    return _ranked(stats)[HOTSPOT_COLUMNS]
+    stats.insert(2, "kind", "")
+    return stats
 
 
 _SHARES = ["share", "cum_share"]
@@ -429,26 +569,67 @@ HOTSPOT_TABLES = {
 
 def section(trace: TraceData, options: Options) -> Section:
     """The hotspot tables at every level (the kernel table restricted to ``options.kind`` when given)."""
+    return _section([_tables(trace)], trace.meta.start_ns, options)
+
+
+def job_section(job: JobData, options: Options) -> Section:
+    """``section`` of a job analysed rank by rank."""
+    return _section([part.tables for part in job.parts("hotspots")], job.meta.start_ns, options)
+
+
+@dataclass
+class Tables:
+    """The section's half of a part: each level's partial table and the graph launches (on the ranks' clocks)."""
+
+    levels: dict[Level, pd.DataFrame]
+    launches: pd.DataFrame
+
+
+@dataclass
+class Part:
+    """A rank's hotspots part (or a joined trace's, of all its ranks): untruncated, per rank and key."""
+
+    tables: Tables
+    work: Work
+
+
+def summarize(trace: TraceData) -> Part:
+    """A rank's part: the partial tables of every level, its graph launches, and the work its findings rank."""
+    return Part(_tables(trace), _work(trace))
+
+
+def _tables(trace: TraceData) -> Tables:
+    """The trace's ``Tables`` (once per trace)."""
+    return remember(
+        trace,
+        "hotspots.tables",
+        lambda: Tables({level: partial(trace.events, level) for level in Level}, _launch_rows(trace)),
+    )
+
+
+def _section(parts: list[Tables], start_ns: int, options: Options) -> Section:
+    """The hotspot section from the tables of the parts (in rank order) and the window's start."""
     tables = []
     for level, (title, columns) in HOTSPOT_TABLES.items():
-        events = trace.events
+        rows = _stacked([part.levels[level] for part in parts])
         if level is Level.KERNEL and options.kind:
-            events = events[events["kind"] == options.kind]
-        table = hotspots(events, level, options.top, table=trace.events)
+            rows = rows[rows["kind"] == options.kind]
+        table = ranked_level(rows, level)
+        table = table.head(options.top) if options.top else table
         tables.append(Table(level.value, title, table[[c for c in columns if c in table]], Per.TOTAL))
-    return Section("hotspots", "Hotspots", tables=tables + _graph_tables(trace, options))
+    launches = _from_start(_stacked([part.launches for part in parts]), start_ns)
+    return Section("hotspots", "Hotspots", tables=tables + _graph_tables(launches, options))
 
 
 GRAPH_NOTE = "the trace records no graph node ids or capture, so replayed work is attributed per launch, not per op"
 
 
-def _graph_tables(trace: TraceData, options: Options) -> list[Table]:
+def _graph_tables(launches: pd.DataFrame, options: Options) -> list[Table]:
     """Graph replays per rank and the largest launches, when the trace replays graphs."""
-    launches = graph_launches(trace)
     if not len(launches):
         return []
     return [
-        Table("graph_replays", "Graph replays per rank", graph_summary(trace), Per.TOTAL, note=GRAPH_NOTE),
+        Table("graph_replays", "Graph replays per rank", _graph_summary(launches), Per.TOTAL, note=GRAPH_NOTE),
         Table(
             "graph_launches",
             "Graph launches, one row per launch (largest first)",

@@ -1,0 +1,94 @@
+"""The hotspot and GEMM sections and the hotspot findings (with their claims) of a job analysed rank by rank equal
+those of the joined trace; a rank's hotspots part is a small share of its event table."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from traceanalyzer import perrank
+from traceanalyzer.analyzers import gemm, hotspots
+from traceanalyzer.options import Options
+
+NAMES = [*JOBS, "fsdp"]
+WITH_GEMMS = ["ddp_overlap", "ddp_no_overlap", "dlrm_8rank", "fsdp"]
+"""Jobs whose ranks record GEMM ops with shapes (the Ascend jobs record none)."""
+PART_BUDGET = 0.02
+"""A rank's hotspots part is at most this share of the memory of its event table."""
+
+
+def _assert_same_sections(job, joined, options: Options) -> None:
+    """The hotspots and gemm sections of the job equal the joined trace's."""
+    for module in (hotspots, gemm):
+        want, got = module.section(joined, options), module.job_section(job, options)
+        assert (got is None) == (want is None), module.__name__
+        if want is not None:
+            assert_same_data(got.to_dict(), want.to_dict(), module.__name__)
+
+
+def _assert_same_findings(job, joined) -> None:
+    """The hotspot findings of the job equal the joined trace's, plain data and claimed intervals."""
+    found, expected = hotspots.job_findings(job), hotspots.findings(joined)
+    assert expected, "the joined trace has hotspot findings"
+    assert_same_data([f.to_dict() for f in found], [f.to_dict() for f in expected], "findings")
+    for got, want in zip(found, expected, strict=True):
+        assert list(got.claims) == list(want.claims), want.title
+        for rank, (starts, ends) in want.claims.items():
+            assert np.array_equal(got.claims[rank][0], starts) and np.array_equal(got.claims[rank][1], ends)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_job_hotspot_and_gemm_sections_equal_joined(name):
+    job, joined = job_pair(name)
+    assert len(hotspots.section(joined, Options()).table("kernel").frame) > 0
+    assert (gemm.section(joined, Options()) is not None) == (name in WITH_GEMMS)
+    _assert_same_sections(job, joined, Options())
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_job_truncated_and_kind_filtered_tables_equal_joined(name):
+    """A small ``top`` cuts the merged tables as it cuts the joined ones; ``kind`` ranks only kernels of that kind."""
+    job, joined = job_pair(name)
+    _assert_same_sections(job, joined, Options(top=3))
+    kind = str(joined.events.loc[joined.events["kind"].isin(hotspots.DEVICE), "kind"].iloc[-1])
+    _assert_same_sections(job, joined, Options(top=4, kind=kind))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_job_hotspot_findings_equal_joined(name):
+    job, joined = job_pair(name)
+    _assert_same_findings(job, joined)
+
+
+def test_step_scoped_job_hotspots_equal_joined_step():
+    _, joined = job_pair("ddp_overlap")
+    step = joined.steps_recorded()[1]
+    job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
+    view = joined.scoped(step=step)
+    _assert_same_sections(job, view, Options())
+    _assert_same_findings(job, view)
+
+
+def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():
+    """A hotspot claims, per rank, exactly the busy device intervals of its work there (its op's or kernel's)."""
+    _, joined = job_pair("ddp_no_overlap")
+    finding = hotspots.findings(joined)[0]
+    ev = joined.events
+    busy = ev[ev["kind"].isin(hotspots.BUSY) & (ev["step"] >= 0)]
+    op_name = np.asarray(ev["name"].astype(str))[busy["op"].to_numpy()]
+    mine = busy[(busy["op"].to_numpy() >= 0) & (op_name == finding.where["name"])]
+    assert sorted(finding.claims) == sorted(mine["rank"].unique())
+    for rank, (starts, ends) in finding.claims.items():
+        rows = mine[mine["rank"] == rank]
+        assert int((ends - starts).sum()) <= int(rows["dur"].sum())
+        assert starts[0] == rows["ts"].min() and ends.max() == (rows["ts"] + rows["dur"]).max()
+
+
+def test_hotspots_part_is_small_on_the_largest_trace():
+    """On h200/big (356k events) the part pickles to under ``PART_BUDGET`` of the event table's memory."""
+    trace = load_shared("h200", "big", "big.json.gz")
+    part = hotspots.summarize(trace)
+    assert len(pickle.dumps(part)) < PART_BUDGET * trace.events.memory_usage(deep=True).sum()
