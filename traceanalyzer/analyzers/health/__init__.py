@@ -1,16 +1,20 @@
 """What an expert checks next, one module per check: device idle gaps and busy share (``gaps``), launch-bound loops
 (``launch``), host syncs (``syncs``), fp32 matrix work (``precision``) and dynamic shapes (``shapes``).
 
-Contract: each check is a function of a ``TraceData`` returning a DataFrame (memoised per trace), plus a
-``*_findings(trace, step_time)`` that turns it into findings with a per-step concern and saving. This package's
-``findings`` runs every check; ``section`` is the report's health section. The public names of the checks are
-reachable from here (``health.device_busy``, ``health.sync_places``, …).
+Contract: each check is a function of a ``TraceData`` returning a DataFrame keyed by rank (memoised per trace), a
+``merged_*`` that combines such tables of several ranks, and a ``*_findings(health, context)`` that turns the
+merged data (``part.Part``) into findings with a per-step concern and saving. ``summarize`` is a trace's part (a
+job's rank alone, where it is loaded), ``job.merge`` combines parts; ``section``/``findings`` of a joined trace
+read the merge of its own part, ``job_section``/``job_findings`` that of a job's ranks' parts, so both paths run
+the same code. The public names of the checks are reachable from here (``health.device_busy``, …).
 """
 
 from __future__ import annotations
 
-from traceanalyzer.analyzers.attribution import in_steps, steps_count
+from traceanalyzer.analyzers import steps
+from traceanalyzer.analyzers.attribution import steps_count
 from traceanalyzer.analyzers.health.gaps import (
+    GAPS_KEPT,
     LARGE_GAP_NS,
     LARGEST_GAPS,
     device_busy,
@@ -19,18 +23,22 @@ from traceanalyzer.analyzers.health.gaps import (
     idle_gaps,
     idle_in_steps,
 )
+from traceanalyzer.analyzers.health.job import merge, summarize
 from traceanalyzer.analyzers.health.launch import TINY_KERNEL_NS, launch_bound, launch_findings
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.health.precision import TF32_SPEEDUP, fp32_findings, fp32_gemms
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, dynamic_shapes, shape_changes, shape_findings
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, sync_findings, sync_places, sync_stalls
-from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Finding
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
 __all__ = [
     "DYNAMIC_SHAPE_MIN",
+    "GAPS_KEPT",
     "LARGE_GAP_NS",
     "LARGEST_GAPS",
     "TF32_SPEEDUP",
@@ -40,44 +48,81 @@ __all__ = [
     "dynamic_shapes",
     "findings",
     "fp32_gemms",
+    "idle_claims",
     "idle_gaps",
     "idle_in_steps",
+    "job_findings",
+    "job_section",
     "launch_bound",
     "section",
     "shape_changes",
+    "summarize",
     "sync_places",
     "sync_stalls",
 ]
 
 
+def _health(trace: TraceData) -> Part:
+    """The health data of a joined trace: the merge of its own single part (once per trace)."""
+    return remember(trace, "health.merged", lambda: merge([summarize(trace)]))
+
+
+def _job_health(job: JobData) -> Part:
+    """The health data of a job analysed rank by rank: the merge of its ranks' parts (once per job)."""
+    return remember(job, "health", lambda: merge(job.parts("health")))
+
+
+def _context(trace: TraceData) -> Context:
+    return Context(trace.meta, steps.step_time(trace), steps_count(trace))
+
+
+def _job_context(job: JobData) -> Context:
+    table = steps.job_step_table(job)
+    return Context(job.meta, steps.job_step_time(job), max(int(table["step"].nunique()), 1) if len(table) else 1)
+
+
 def findings(trace: TraceData) -> list[Finding]:
     """Idle-gap, launch-bound, sync-stall, fp32-GEMM and dynamic-shape findings, cost against total step time."""
-    step = step_time(trace)
-    after_sync = in_steps(trace, sync_stalls(trace)).groupby("rank")["idle_after_ns"].sum()
+    return _findings(_health(trace), _context(trace))
+
+
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank, from its ranks' parts."""
+    return _findings(_job_health(job), _job_context(job))
+
+
+def _findings(health: Part, context: Context) -> list[Finding]:
+    after_sync = health.syncs.groupby("rank")["idle_after_ns"].sum()  # the in-step syncs' idle, per rank
     return (
-        gap_findings(trace, step, after_sync)
-        + launch_findings(trace, step)
-        + sync_findings(trace, step)
-        + fp32_findings(trace, step)
-        + shape_findings(trace, step)
+        gap_findings(health, context, after_sync)
+        + launch_findings(health, context)
+        + sync_findings(health, context)
+        + fp32_findings(health, context)
+        + shape_findings(health, context)
     )
 
 
-def _shapes_note(trace: TraceData) -> str:
+def _shapes_note(steps: int) -> str:
     """Why the dynamic-shape table can be empty: one step cannot tell changing shapes from layers of other sizes."""
-    steps = steps_count(trace)
     return "" if steps > 1 else f"no verdict: needs at least 2 steps, this scope has {steps}"
 
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs and
     every op whose shapes change."""
-    busy = device_busy(trace)
+    return _section(_health(trace), _context(trace), options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank, from its ranks' parts."""
+    return _section(_job_health(job), _job_context(job), options)
+
+
+def _section(health: Part, context: Context, options: Options) -> Section | None:
+    busy, syncs, gemms = health.busy, health.syncs, health.gemms
     if not len(busy):
         return None
-    syncs = sync_places(trace)
-    gemms = fp32_gemms(trace)
-    idle = sum(idle_in_steps(c) for c in idle_claims(trace).values())
+    idle = sum(idle_in_steps(c) for c in health.idle.values())
     top = options.top
     return Section(
         "health",
@@ -98,17 +143,17 @@ def section(trace: TraceData, options: Options) -> Section | None:
         ],
         tables=[
             Table("device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL),
-            Table("largest_gaps", "Largest idle gaps", idle_gaps(trace, top=top).head(top)),
+            Table("largest_gaps", "Largest idle gaps", health.gaps.head(top)),
             Table("sync_places", "Host syncs by place", syncs.head(top), Per.TOTAL),
-            Table("dtoh_copies", "Device-to-host copies", dtoh_copies(trace).head(top), Per.TOTAL),
-            Table("launch_places", "Launch-bound places", launch_bound(trace).head(top), Per.TOTAL),
+            Table("dtoh_copies", "Device-to-host copies", health.copies.head(top), Per.TOTAL),
+            Table("launch_places", "Launch-bound places", health.launches.head(top), Per.TOTAL),
             Table("fp32_gemms", "fp32 GEMM kernels", gemms.head(top), Per.TOTAL),
             Table(
                 "dynamic_shapes",
                 "Ops whose input shapes change (all of them)",
-                dynamic_shapes(trace),
+                health.shapes,
                 Per.TOTAL,
-                note=_shapes_note(trace),
+                note=_shapes_note(context.steps),
             ),
         ],
     )

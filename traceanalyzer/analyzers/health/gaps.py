@@ -16,6 +16,7 @@ from traceanalyzer.analyzers.attribution import (
     host_activity,
     rank_busy,
 )
+from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.analyzers.steps import step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
@@ -31,6 +32,10 @@ LARGE_GAP_NS = 100_000
 LARGEST_GAPS = 10
 """How many of the largest gaps the section lists, with what the host was doing."""
 
+GAPS_KEPT = 100
+"""How many of the largest gaps of each device a part keeps, described (a section lists at most this many of a
+device's: ``Options.top`` is not known where a rank is summarized)."""
+
 SYNC_IDLE_MENTION = 0.1
 """An idle-gap finding points at host syncs when at least this share of the idle follows them."""
 
@@ -41,6 +46,11 @@ def device_busy(trace: TraceData) -> pd.DataFrame:
     rows = [_busy_row(int(rank), int(device), work) for (rank, device), work in _per_device(trace.events)]
     columns = ["rank", "device", "span_ns", "busy_ns", "busy_share", "idle_ns", "gaps", "large_gaps"]
     return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns"])
+
+
+def merged_busy(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``device_busy`` of several parts' ranks, by rank and device."""
+    return stack(tables).sort_values(["rank", "device"], kind="stable").reset_index(drop=True)
 
 
 def _per_device(events: pd.DataFrame):
@@ -93,7 +103,12 @@ def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
         frames.append(pd.concat([table, activity], axis=1))
     if not frames:
         return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])
-    return pd.concat(frames, ignore_index=True).sort_values("dur_ns", ascending=False, kind="stable")
+    return largest_gaps(frames)
+
+
+def largest_gaps(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Idle gaps of several devices (each device's longest first), longest first (ties in rank and device order)."""
+    return stack(tables).sort_values("dur_ns", ascending=False, kind="stable")
 
 
 def _launch_at(work: pd.DataFrame, times: np.ndarray) -> np.ndarray:
@@ -121,14 +136,17 @@ def idle_in_steps(claims: intervals.Intervals | None) -> int:
     return intervals.length(claims) if claims is not None else 0
 
 
-def gap_findings(trace: TraceData, step_ns: fnd.StepTime, after_sync: pd.Series) -> list[Finding]:
+def computing_ranks(trace: TraceData) -> list[int]:
+    """The ranks that ran compute kernels."""
+    events = trace.events
+    return [int(r) for r in events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()]
+
+
+def gap_findings(health: Part, context: Context, after_sync: pd.Series) -> list[Finding]:
     """One finding per device with large idle gaps; ``after_sync``: idle right after host syncs, per rank."""
-    busy = device_busy(trace)
-    claims = idle_claims(trace)
-    gaps = idle_gaps(trace, top=1)
+    busy, claims, gaps = health.busy, health.idle, health.gaps
     out = []
-    computing = trace.events.loc[trace.events["kind"] == Kind.KERNEL.value, "rank"].unique()
-    judged = busy["rank"].isin(computing)  # a rank loaded from its communication alone shows no compute: not idle
+    judged = busy["rank"].isin(health.computing)  # a rank loaded from its communication alone: not idle
     for row in busy[(busy["large_gaps"] > 0) & judged].itertuples(index=False):
         largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
         idle = idle_in_steps(claims.get(row.rank))
@@ -138,10 +156,10 @@ def gap_findings(trace: TraceData, step_ns: fnd.StepTime, after_sync: pd.Series)
             fnd.make(
                 ANALYZER,
                 "idle",
-                f"{accelerator(trace)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
+                f"{accelerator(context)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
                 f"active span ({row.large_gaps} gaps > 100 µs{after})",
-                _gap_advice(trace, largest.iloc[0] if len(largest) else None, after),
-                step_ns,
+                _gap_advice(context, largest.iloc[0] if len(largest) else None, after),
+                context.step,
                 concerns_ns=idle,
                 saving_ns=max(idle - int(after_sync.get(row.rank, 0)), 0),
                 basis=fnd.Basis.MEASURED,
@@ -155,7 +173,7 @@ def gap_findings(trace: TraceData, step_ns: fnd.StepTime, after_sync: pd.Series)
     return out
 
 
-def _gap_advice(trace: TraceData, gap: pd.Series | None, after_syncs: str) -> str:
+def _gap_advice(context: Context, gap: pd.Series | None, after_syncs: str) -> str:
     host = _host_phrase(gap) if gap is not None else "unknown"
     loading = gap is not None and bool(DATA_LOADING.search(gap["host_during"] or gap["host_at_start"]))
     first = (
@@ -164,9 +182,9 @@ def _gap_advice(trace: TraceData, gap: pd.Series | None, after_syncs: str) -> st
         else ("Remove the host syncs first (see the sync finding). " if after_syncs else "")
     )
     return (
-        f"The {accelerator(trace)} waits for the host. During the largest gap the host was in {host}. {first}"
+        f"The {accelerator(context)} waits for the host. During the largest gap the host was in {host}. {first}"
         "Move that work off the critical path (DataLoader workers and pin_memory for input, no host syncs in the "
-        f"loop, {advice.FEWER_LAUNCHES[advice.platform(trace.meta)]}), or overlap it with device work. See the "
+        f"loop, {advice.FEWER_LAUNCHES[advice.platform(context.meta)]}), or overlap it with device work. See the "
         "idle-gap table for the other large gaps."
     )
 

@@ -7,8 +7,9 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, in_steps, linked, locate, rank_busy, steps_count
-from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
+from traceanalyzer.analyzers.attribution import accelerator, in_steps, linked, locate, rank_busy
+from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
+from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind
@@ -50,7 +51,12 @@ def launch_bound(trace: TraceData) -> pd.DataFrame:
         .reset_index()
     )
     table["busy_share"] = table["kernel_ns"] / (table["kernel_ns"] + table["idle_before_ns"]).clip(lower=1)
-    return table.sort_values("idle_before_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return merged_launches([table])
+
+
+def merged_launches(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``launch_bound`` of several parts' ranks: the places with the most idle before their tiny kernels first."""
+    return stack(tables).sort_values("idle_before_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
 def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
@@ -101,11 +107,9 @@ def place_text(annotation: str, frame: str) -> str:
     return " › ".join(p for p in (annotation, frame) if p) or "(no annotation or Python frame)"
 
 
-def launch_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+def launch_findings(health: Part, context: Context) -> list[Finding]:
     """One finding per launch-bound place (enough tiny kernels per step, device mostly idle between them)."""
-    table = launch_bound(trace)
-    claims = idle_claims(trace)
-    steps = steps_count(trace)
+    table, claims, steps = health.launches, health.idle, context.steps
     hit = table[
         (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
     ]
@@ -117,11 +121,11 @@ def launch_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
                 ANALYZER,
                 "launch_bound",
                 f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
-                f"{accelerator(trace)} busy {row.busy_share:.0%} there",
+                f"{accelerator(context)} busy {row.busy_share:.0%} there",
                 f"Each kernel runs ~{row.median_kernel_ns / 1e3:.1f} µs but its launch takes "
                 f"~{row.median_launch_ns / 1e3:.1f} µs, so the device waits for the CPU. "
-                + advice.CAPTURE_LOOP[advice.platform(trace.meta)],
-                step_ns,
+                + advice.CAPTURE_LOOP[advice.platform(context.meta)],
+                context.step,
                 concerns_ns=row.idle_before_ns,
                 saving_ns=row.idle_before_ns,
                 basis=fnd.Basis.MODELLED,

@@ -7,10 +7,11 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, name_hits, steps_count
+from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, name_hits
+from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import Kind, category_text, codes_at
+from traceanalyzer.schema import Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
     DTYPES,
@@ -58,17 +59,26 @@ def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     )
     table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "name", "op", "count", "total_ns"]
-    return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+    return merged_gemms([table])
 
 
-def fp32_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+def merged_gemms(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``fp32_gemms`` of several parts' ranks, the most time first."""
+    return stack(tables).sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+def device_in_steps_ns(trace: TraceData) -> int:
+    """Busy device time inside steps (summed durations), what the fp32 GEMM time is a share of."""
+    return int(in_steps(trace, busy_work(trace.events))["dur"].sum())
+
+
+def fp32_findings(health: Part, context: Context) -> list[Finding]:
     """One finding when fp32 SIMT matrix work is at least 1 % of step time, its saving modelled at TF32 speed."""
-    table = fp32_gemms(trace)
+    table = health.gemms
     total = int(table["total_ns"].sum())
-    if not total or total < FP32_GEMM_MIN_SHARE * step_ns.total_ns:
+    if not total or total < FP32_GEMM_MIN_SHARE * context.step.total_ns:
         return []
-    steps = steps_count(trace)
-    device = int(in_steps(trace, busy_work(trace.events))["dur"].sum())
+    steps, device = context.steps, health.device_ns
     ops = sorted(set(table["op"]) - {""})
     return [
         fnd.make(
@@ -77,8 +87,8 @@ def fp32_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
             f"fp32 matrix multiplies/convolutions run without tensor cores: {total / steps / 1e6:.1f} ms of device "
             "time per step",
             f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
-            + _advice(trace),
-            step_ns,
+            + _advice(context.meta),
+            context.step,
             concerns_ns=total,
             saving_ns=int(total * (1 - 1 / TF32_SPEEDUP)),
             basis=fnd.Basis.MODELLED,
@@ -95,15 +105,15 @@ def fp32_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
     ]
 
 
-def _advice(trace: TraceData) -> str:
+def _advice(meta: TraceMeta) -> str:
     """TF32 (or HF32 on Ascend), or fp16 autocast on GPUs without TF32."""
-    platform = advice.platform(trace.meta)
-    if platform == advice.CUDA and not _tf32_capable(trace):
+    platform = advice.platform(meta)
+    if platform == advice.CUDA and not _tf32_capable(meta):
         return advice.PRE_AMPERE
     return advice.FP32_MATMUL[platform]
 
 
-def _tf32_capable(trace: TraceData) -> bool:
+def _tf32_capable(meta: TraceMeta) -> bool:
     """False only when every device's compute capability is known and below 8 (pre-Ampere)."""
-    majors = [d.properties.get("computeMajor") for d in trace.meta.devices]
+    majors = [d.properties.get("computeMajor") for d in meta.devices]
     return not majors or any(m is None or m >= 8 for m in majors)

@@ -16,6 +16,7 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import busy_work
+from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind, category_text
@@ -41,9 +42,15 @@ def dynamic_shapes(trace: TraceData) -> pd.DataFrame:
 
 def shape_changes(events: pd.DataFrame) -> pd.DataFrame:
     """``dynamic_shapes`` of an event table (CPU ops with recorded shapes; kernels where no op records them)."""
+    return merged_shapes([shape_rows(events)])
+
+
+def shape_rows(events: pd.DataFrame) -> pd.DataFrame:
+    """The dynamic ops of an event table per rank and name, in the order they first appear, with when that is
+    (``first_ts``): the per-rank stage of ``shape_changes``."""
     rows = _shaped(events)
     if not len(rows):
-        return pd.DataFrame(columns=COLUMNS)
+        return pd.DataFrame(columns=[*COLUMNS, "first_ts"])
     frame = pd.DataFrame(  # names, shapes and threads by their category codes: one to one with their text
         {
             "rank": rows["rank"].to_numpy(),
@@ -59,8 +66,16 @@ def shape_changes(events: pd.DataFrame) -> pd.DataFrame:
     )
     table = _per_op(frame)
     hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
-    table = table[hit].sort_values(["device_ns", "new_shapes"], ascending=False, kind="stable").reset_index(drop=True)
+    table = table[hit].reset_index(drop=True)
     table["name"] = pd.array(category_text(events["name"])[table["name"].to_numpy()], dtype="str")
+    return table[[*COLUMNS, "first_ts"]]
+
+
+def merged_shapes(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``dynamic_shapes`` of several parts' ranks: the most device time (then new shapes) first, ties in the order
+    the ops first appear in the ranks' joined table (when first seen, then rank)."""
+    table = stack(tables).sort_values(["first_ts", "rank"], kind="stable")
+    table = table.sort_values(["device_ns", "new_shapes"], ascending=False, kind="stable").reset_index(drop=True)
     return table[COLUMNS]
 
 
@@ -82,8 +97,8 @@ def _device_ns(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
 
 
 def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
-    """Per (rank, name): calls, distinct shapes, shapes first seen after the rank's first step, steps, device time
-    and the first-call stalls of the shapes seen later."""
+    """Per (rank, name), in the order they first appear: calls, distinct shapes, shapes first seen after the rank's
+    first step, steps, device time, the first-call stalls of the shapes seen later, and the first call's start."""
     keys = ["rank", "name"]
     frame = frame.sort_values("ts", kind="stable")
     frame["median_ns"] = frame.groupby(keys)["dur"].transform("median")
@@ -97,7 +112,7 @@ def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
         shapes=("shape", "size"), new_shapes=("new", "sum"), stall_ns=("stall", "sum")
     )
     totals = frame.groupby(keys, sort=False).agg(
-        calls=("step", "size"), steps=("step", "nunique"), device_ns=("device_ns", "sum")
+        calls=("step", "size"), steps=("step", "nunique"), device_ns=("device_ns", "sum"), first_ts=("ts", "min")
     )
     table = totals.join(per_shape).reset_index()
     return table.astype({"stall_ns": np.int64, "new_shapes": np.int64})
@@ -118,23 +133,23 @@ def compile_ns(events: pd.DataFrame) -> int:
     return int(events["dur"].to_numpy()[calls & compiling[events["name"].array.codes]].sum())
 
 
-def shape_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+def shape_findings(health: Part, context: Context) -> list[Finding]:
     """One finding naming every op whose shapes change, costed by their device time and first-call stalls."""
-    table = dynamic_shapes(trace)
+    table = health.shapes
     if not len(table):
         return []
     names = table["name"].drop_duplicates().tolist()
     shown = ", ".join(names[:SHOWN_IN_TITLE]) + (
         f", … {len(names) - SHOWN_IN_TITLE} more" if len(names) > SHOWN_IN_TITLE else ""
     )
-    stalls, compiles = int(table["stall_ns"].sum()), compile_ns(trace.events)
+    stalls, compiles = int(table["stall_ns"].sum()), health.compile_ns
     return [
         fnd.make(
             ANALYZER,
             "dynamic_shapes",
             f"Dynamic shapes: {len(names)} ops see new input shapes in later steps ({shown})",
-            advice.DYNAMIC_SHAPES[advice.platform(trace.meta)],
-            step_ns,
+            advice.DYNAMIC_SHAPES[advice.platform(context.meta)],
+            context.step,
             concerns_ns=int(table["device_ns"].sum()) + stalls + compiles,
             saving_ns=stalls + compiles,
             basis=fnd.Basis.MODELLED,

@@ -17,10 +17,10 @@ from traceanalyzer.analyzers.attribution import (
     name_hits,
     rank_busy,
     spans,
-    steps_count,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
 from traceanalyzer.analyzers.health.launch import place_text
+from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import HOST_KINDS, Kind
@@ -92,6 +92,11 @@ def dtoh_copies(trace: TraceData) -> pd.DataFrame:
     return table
 
 
+def merged_copies(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``dtoh_copies`` of several parts' ranks (parts in rank order)."""
+    return stack(tables).reset_index(drop=True)
+
+
 def sync_places(trace: TraceData) -> pd.DataFrame:
     """In-step syncs grouped by rank and place: count, host wait, device idle after, and the ops that synced."""
     stalls = in_steps(trace, sync_stalls(trace))  # a sync outside every step is the profiler's own flush
@@ -103,6 +108,12 @@ def sync_places(trace: TraceData) -> pd.DataFrame:
         calls=("name", _joined),
         ops=("op", _joined),
     ).reset_index()
+    return merged_places([table])
+
+
+def merged_places(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``sync_places`` of several parts' ranks: the places with the most device idle after them first."""
+    table = stack(tables)
     return table.sort_values(["idle_after_ns", "sync_ns"], ascending=False, kind="stable").reset_index(drop=True)
 
 
@@ -111,24 +122,23 @@ def _joined(names: pd.Series) -> str:
     return ", ".join(sorted(set(names) - {""}))
 
 
-def sync_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
+def sync_findings(health: Part, context: Context) -> list[Finding]:
     """One finding for all in-step host syncs: what they cost the device, where most are, and what to do."""
-    places = sync_places(trace)
+    places, copies = health.syncs, health.copies
     if not len(places):
         return []
-    steps = steps_count(trace) * max(len(trace.meta.ranks), 1)
-    copies = dtoh_copies(trace)
+    steps = context.steps * max(len(context.meta.ranks), 1)
     top = places.iloc[0]
     total = int(places["syncs"].sum())
-    per_rank = " per rank" if len(trace.meta.ranks) > 1 else ""
+    per_rank = " per rank" if len(context.meta.ranks) > 1 else ""
     where = place_text(top["annotation"], top["frame"])
     return [
         fnd.make(
             ANALYZER,
             "sync",
-            f"{total / steps:g} host syncs per step{per_rank} stall the {accelerator(trace)} (most at {where})",
-            _sync_advice(trace, top, where, int(copies.loc[copies["pageable"], "count"].sum())),
-            step_ns,
+            f"{total / steps:g} host syncs per step{per_rank} stall the {accelerator(context)} (most at {where})",
+            _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum())),
+            context.step,
             concerns_ns=int(places["sync_ns"].sum()),
             saving_ns=int(places["idle_after_ns"].sum()),
             basis=fnd.Basis.MEASURED,
@@ -146,13 +156,13 @@ def sync_findings(trace: TraceData, step_ns: fnd.StepTime) -> list[Finding]:
     ]
 
 
-def _sync_advice(trace: TraceData, top: pd.Series, where: str, pageable: int) -> str:
+def _sync_advice(context: Context, top: pd.Series, where: str, pageable: int) -> str:
     text = (
         f"Each sync drains the device queue; the device then idles until the host launches again. Most are at "
         f"{where} ({top['syncs']} syncs, from {top['ops'] or top['calls']}). Keep values on the device (accumulate "
         "norms/losses in a tensor and call .item() once per step or every N steps), use "
         "torch.nn.utils.clip_grad_norm_/foreach norms instead of per-parameter .item(), and "
-        f"{advice.PINNED_COPY[advice.platform(trace.meta)]}."
+        f"{advice.PINNED_COPY[advice.platform(context.meta)]}."
     )
     if pageable:
         text += f" {pageable} device-to-host copies go to pageable memory, which is synchronous: pin the buffer."

@@ -1,0 +1,78 @@
+"""The health section and findings of a job analysed rank by rank equal the joined trace's (real multi-rank jobs)."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from traceanalyzer import perrank
+from traceanalyzer.analyzers import health
+from traceanalyzer.options import Options
+from traceanalyzer.tracedata import TraceData
+
+
+def _rows(section: dict, table: str) -> list[dict]:
+    return next(t["rows"] for t in section["tables"] if t["id"] == table)
+
+
+def _same_section(job, joined, options: Options) -> dict:
+    """The job's health section against the joined trace's; the joined one, as plain data."""
+    want = health.section(joined, options)
+    assert want is not None
+    want = want.to_dict()
+    assert_same_data(health.job_section(job, options).to_dict(), want)
+    return want
+
+
+def _same_findings(job, joined) -> list:
+    """The job's health findings against the joined trace's, claims included; the joined ones."""
+    got, want = health.job_findings(job), health.findings(joined)
+    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
+    for g, w in zip(got, want, strict=True):
+        assert list(g.claims) == list(w.claims), w.title
+        for rank, ivs in w.claims.items():
+            assert all(np.array_equal(a, b) for a, b in zip(g.claims[rank], ivs, strict=True)), (w.title, rank)
+    return want
+
+
+@pytest.mark.parametrize("name", [*JOBS, "fsdp"])
+def test_job_section_and_findings_equal_the_joined_ones(name):
+    job, joined = job_pair(name)
+    want = _same_section(job, joined, Options())
+    assert {r["rank"] for r in _rows(want, "device_busy")} <= set(joined.meta.ranks)
+    assert _rows(want, "largest_gaps")
+    found = _same_findings(job, joined)
+    assert any(f.id == "health.idle" and f.claims for f in found)
+
+
+@pytest.mark.parametrize("name", ["ddp_overlap", "dlrm_8rank"])
+def test_tables_cut_after_merging_the_ranks(name):
+    """A short table keeps the job's largest rows, whichever ranks they come from (not each rank's first rows)."""
+    job, joined = job_pair(name)
+    want = _same_section(job, joined, Options(top=2))
+    gaps = _rows(want, "largest_gaps")
+    assert len(gaps) == 2 and gaps[0]["dur_ns"] >= gaps[1]["dur_ns"]
+
+
+def test_step_scoped_job_equals_the_joined_step():
+    _, whole = job_pair("ddp_overlap")
+    steps = whole.steps_recorded()
+    step = steps[len(steps) // 2]
+    job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
+    joined = whole.scoped(step=step)
+    want = _same_section(job, joined, Options(top=5))
+    assert {r["rank"] for r in _rows(want, "device_busy")} == set(joined.meta.ranks)
+    assert next(t for t in want["tables"] if t["id"] == "dynamic_shapes")["note"].startswith("no verdict")
+    found = _same_findings(job, joined)
+    assert found and all(f.steps == len(joined.meta.ranks) for f in found)
+
+
+def test_a_rank_part_is_small():
+    """The part of a 356k-event trace is under 2 % of its event table, though it keeps the idle claims."""
+    trace = load_shared("h200", "big", "big.json.gz")
+    part = health.summarize(TraceData(trace.events, trace.memory_events, trace.meta))
+    assert len(part.gaps) <= health.GAPS_KEPT and part.idle
+    assert len(pickle.dumps(part)) < 0.02 * trace.events.memory_usage(deep=True).sum()

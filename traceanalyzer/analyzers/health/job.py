@@ -1,0 +1,56 @@
+"""The two stages of every health check: ``summarize`` gives the health data of a trace's ranks (a part: one rank
+alone where a job's rank is loaded, or all ranks of a joined trace), ``merge`` combines parts into the data of
+all their ranks, which the section and the findings read. The joined path is ``merge`` of its own single part.
+"""
+
+from __future__ import annotations
+
+from traceanalyzer.analyzers.health.gaps import (
+    GAPS_KEPT,
+    computing_ranks,
+    device_busy,
+    idle_claims,
+    idle_gaps,
+    largest_gaps,
+    merged_busy,
+)
+from traceanalyzer.analyzers.health.launch import launch_bound, merged_launches
+from traceanalyzer.analyzers.health.part import Part
+from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
+from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
+from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
+from traceanalyzer.tracedata import TraceData
+
+
+def summarize(trace: TraceData) -> Part:
+    """The health data of a trace's ranks: per-rank tables, the largest gaps of each device, idle claims, sums."""
+    return Part(
+        busy=device_busy(trace),
+        gaps=idle_gaps(trace, top=GAPS_KEPT),
+        idle=idle_claims(trace),
+        computing=computing_ranks(trace),
+        syncs=sync_places(trace),
+        copies=dtoh_copies(trace),
+        launches=launch_bound(trace),
+        gemms=fp32_gemms(trace),
+        device_ns=device_in_steps_ns(trace),
+        shapes=shape_rows(trace.events),
+        compile_ns=compile_ns(trace.events),
+    )
+
+
+def merge(parts: list[Part]) -> Part:
+    """The health data of all the parts' ranks (parts in rank order), each table ordered as its check orders it."""
+    return Part(
+        busy=merged_busy([p.busy for p in parts]),
+        gaps=largest_gaps([p.gaps for p in parts]),
+        idle={rank: idle for p in parts for rank, idle in p.idle.items()},
+        computing=[rank for p in parts for rank in p.computing],
+        syncs=merged_places([p.syncs for p in parts]),
+        copies=merged_copies([p.copies for p in parts]),
+        launches=merged_launches([p.launches for p in parts]),
+        gemms=merged_gemms([p.gemms for p in parts]),
+        device_ns=sum(p.device_ns for p in parts),
+        shapes=merged_shapes([p.shapes for p in parts]),
+        compile_ns=sum(p.compile_ns for p in parts),
+    )

@@ -1,0 +1,61 @@
+"""The data every health check reads, for some ranks: one rank's part (the per-rank stage, made where the rank is
+loaded) or the merge of all ranks' parts (the combining stage; the joined trace is its own single part).
+
+Every table is keyed by rank and untruncated (the section applies ``Options.top``), except the idle gaps, kept to
+the ``GAPS_KEPT`` largest per device; nothing holds a row per event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from traceanalyzer.findings import Claims, StepTime
+from traceanalyzer.schema import TraceMeta
+
+
+@dataclass
+class Part:
+    """Health data of some ranks: tables keyed by rank, idle claims by rank, and sums over the ranks."""
+
+    busy: pd.DataFrame
+    """``device_busy``: span, busy and gap counts per rank and device."""
+    gaps: pd.DataFrame
+    """``idle_gaps``: the largest idle gaps of each device (``GAPS_KEPT``), described, longest first."""
+    idle: Claims
+    """Per rank: the device-idle intervals inside steps (``idle_claims``)."""
+    computing: list[int]
+    """The ranks that ran compute kernels (a rank with only communication is not judged idle)."""
+    syncs: pd.DataFrame
+    """``sync_places``: in-step host syncs per rank and place."""
+    copies: pd.DataFrame
+    """``dtoh_copies``: device-to-host copies per rank and name."""
+    launches: pd.DataFrame
+    """``launch_bound``: tiny kernels per rank and place."""
+    gemms: pd.DataFrame
+    """``fp32_gemms``: fp32 SIMT GEMM kernels per rank, name and op."""
+    device_ns: int
+    """Busy device time inside steps (summed durations), over the ranks."""
+    shapes: pd.DataFrame
+    """``dynamic_shapes`` per rank and op (a part also has ``first_ts``, to merge in the joined trace's order)."""
+    compile_ns: int
+    """Host time in run-time op compiles inside steps, over the ranks."""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the health findings are weighed and worded against: the job's facts (``meta``, as a trace's), its step
+    time and its number of distinct steps."""
+
+    meta: TraceMeta
+    step: StepTime
+    steps: int
+
+
+def stack(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tables of the same columns one after another (empty ones left out, so no column changes its type)."""
+    full = [t for t in tables if len(t)]
+    if not full:
+        return tables[0]
+    return pd.concat(full, ignore_index=True) if len(full) > 1 else full[0]
