@@ -2,12 +2,14 @@
 (``section``).
 
 Contract: ``analyze(trace) -> MemoryAnalysis`` (memoised per trace; bytes in bytes, times in ns on the trace's time
-base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only it.
+base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only its summary part.
+A job analysed rank by rank: ``summarize(trace) -> MemoryPart`` per rank; ``job_section(job, options)`` and
+``job_findings(job)`` read ``job_summary(job)``, the parts combined as ``analyze`` combines the joined trace's.
 """
 
 from __future__ import annotations
 
-from traceanalyzer.analyzers.memory.advice import findings
+from traceanalyzer.analyzers.memory.advice import findings, job_findings
 from traceanalyzer.analyzers.memory.analysis import (
     GROUP,
     LEAK_MIN_BYTES_PER_STEP,
@@ -15,10 +17,15 @@ from traceanalyzer.analyzers.memory.analysis import (
     MODULE_MEMORY,
     OUTSIDE_OP,
     MemoryAnalysis,
+    MemoryPart,
+    MemorySummary,
     analyze,
+    combine,
+    job_summary,
     module_memory,
+    summarize,
 )
-from traceanalyzer.analyzers.memory.section import section
+from traceanalyzer.analyzers.memory.section import job_section, section
 
 __all__ = [
     "GROUP",
@@ -27,8 +34,15 @@ __all__ = [
     "MODULE_MEMORY",
     "OUTSIDE_OP",
     "MemoryAnalysis",
+    "MemoryPart",
+    "MemorySummary",
     "analyze",
+    "combine",
     "findings",
+    "job_findings",
+    "job_section",
+    "job_summary",
     "module_memory",
     "section",
+    "summarize",
 ]

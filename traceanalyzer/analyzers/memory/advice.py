@@ -3,7 +3,6 @@ each tied to what holds the memory at the peak."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import replace
 
@@ -11,14 +10,13 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, analyze
-from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemorySummary, analyze, job_summary
+from traceanalyzer.analyzers.steps import job_step_time, step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
 from traceanalyzer.humanize import size
+from traceanalyzer.jobdata import JobData
 from traceanalyzer.records import records
-from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import dtype_key
 
 LARGE_BLOCK_SHARE = 0.10
 """A block live at the peak that alone holds this share of it is a large temporary."""
@@ -54,10 +52,6 @@ DEFAULT_TEMPORARY_ADVICE = (
     "compute it in chunks (slices of the batch or sequence) or with a fused kernel, so the whole intermediate is "
     "never allocated at once"
 )
-FULL_PRECISION = frozenset({"fp32", "fp64"})
-"""Dtype keys of full-precision inputs (a temporary of these could halve in bf16)."""
-TRAINING_MARKERS = re.compile(r"backward|autograd::engine", re.IGNORECASE)
-"""Event names that show the trace holds a backward pass."""
 
 SEVERITY = {
     "leak": Severity.HIGH,
@@ -69,17 +63,27 @@ SEVERITY = {
 """Memory findings cost no time, so their severity follows the risk of running out of memory, not step share."""
 
 
-def findings(trace) -> list[Finding]:
+def findings(trace: TraceData) -> list[Finding]:
     """Memory findings: leaks, large temporaries, dominating activations, fragmentation, peaks near capacity."""
     if not len(trace.memory_events):
         return []
-    analysis = analyze(trace)
-    step_ns = step_time(trace)
+    return _findings(analyze(trace), step_time(trace))
+
+
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank, from its ranks' memory parts."""
+    if not job.memory_events:
+        return []
+    return _findings(job_summary(job), job_step_time(job))
+
+
+def _findings(analysis: MemorySummary, step_ns: StepTime) -> list[Finding]:
+    """The findings of a memory summary, per device pool, then per leaking pool."""
     found = []
     for _, peak in analysis.device_peaks.iterrows():
         live = _pool(analysis.live_at_peak, peak)
-        found += _temporaries(trace, peak, live, step_ns)
-        found += _activations(trace, peak, live, step_ns)
+        found += _temporaries(peak, live, step_ns)
+        found += _activations(peak, live, analysis.training, step_ns)
         found += _fragmentation(peak, step_ns)
         found += _capacity_finding(peak, step_ns)
     for _, leak in analysis.leaking.iterrows():
@@ -106,7 +110,7 @@ def _large(peak: pd.Series, live: pd.DataFrame) -> pd.DataFrame:
     return live[big & (live["step"] == peak["peak_step"])]
 
 
-def _temporaries(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> list[Finding]:
+def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list[Finding]:
     large = _large(peak, live)
     held = int(large["bytes"].sum())
     if held < LARGE_TEMPORARIES_SHARE * peak["peak_allocated_bytes"]:
@@ -114,7 +118,7 @@ def _temporaries(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> li
     first = large.iloc[0]
     text = " ".join(large["op_name"].astype(str) + " " + large["path"].astype(str))
     advice = next((a for pattern, a in TEMPORARY_ADVICE if pattern.search(text)), DEFAULT_TEMPORARY_ADVICE)
-    fp32 = " (fp32 inputs)" if _runs_in_fp32(trace, int(first["op"])) else ""
+    fp32 = " (fp32 inputs)" if first["fp32_inputs"] else ""
     title = (
         f"{len(large)} large temporar{'y' if len(large) == 1 else 'ies'} hold {size(held)} of the "
         f"{size(peak['peak_allocated_bytes'])} peak on device {peak['device']}: {first['op_name']} in {first['path']}"
@@ -138,25 +142,13 @@ def _temporaries(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> li
     ]
 
 
-def _runs_in_fp32(trace: TraceData, op: int) -> bool:
-    """Does the op record a full-precision (fp32/fp64) input?"""
-    if op == NO_ROW:
-        return False
-    try:
-        types = json.loads(str(trace.events["input_types"].iat[op]) or "[]")
-    except ValueError:
-        return False
-    return isinstance(types, list) and any(dtype_key(str(t)) in FULL_PRECISION for t in types if t)
-
-
-def _activations(trace, peak: pd.Series, live: pd.DataFrame, step_ns: int) -> list[Finding]:
+def _activations(peak: pd.Series, live: pd.DataFrame, training: bool, step_ns: StepTime) -> list[Finding]:
     in_step = live[live["step"] == peak["peak_step"]]
     rest = in_step.drop(_large(peak, live).index) if _temporaries_found(peak, live) else in_step
     if int(rest["bytes"].sum()) < max(ACTIVATION_SHARE * peak["peak_allocated_bytes"], ACTIVATION_MIN_BYTES):
         return []
     holders = rest.assign(where=rest["path"].map(_head)).groupby("where")["bytes"].sum().nlargest(TOP_HOLDERS)
     share = rest["bytes"].sum() / peak["peak_allocated_bytes"]
-    training = bool(trace.events["name"].cat.categories.str.contains(TRAINING_MARKERS).any())
     named = ", ".join(f"{w or OUTSIDE_OP} {size(b)}" for w, b in holders.items())
     advice = (
         "recompute them in backward with activation checkpointing (torch.utils.checkpoint) on the largest blocks, "
@@ -187,7 +179,7 @@ def _head(path: str) -> str:
     return callpath.SEPARATOR.join(path.split(callpath.SEPARATOR)[:2])
 
 
-def _fragmentation(peak: pd.Series, step_ns: int) -> list[Finding]:
+def _fragmentation(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
     reserved, allocated = peak["peak_reserved_bytes"], peak["peak_allocated_bytes"]
     unused = reserved - allocated
     if not unused >= max(UNUSED_RESERVED_MIN_BYTES, UNUSED_RESERVED_SHARE * reserved):
@@ -207,7 +199,7 @@ def _fragmentation(peak: pd.Series, step_ns: int) -> list[Finding]:
     ]
 
 
-def _capacity_finding(peak: pd.Series, step_ns: int) -> list[Finding]:
+def _capacity_finding(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
     if not peak["capacity_share"] >= CAPACITY_SHARE:
         return []
     return [
@@ -224,7 +216,7 @@ def _capacity_finding(peak: pd.Series, step_ns: int) -> list[Finding]:
     ]
 
 
-def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, step_ns: int) -> Finding:
+def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, step_ns: StepTime) -> Finding:
     growth = leak["growth_per_step_bytes"]
     recurring = unfreed[unfreed["steps"] >= 2].head(TOP_HOLDERS)
     title = (

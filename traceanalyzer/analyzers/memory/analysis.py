@@ -4,21 +4,30 @@ trend, from ``trace.memory_events`` only (either platform).
 Where the source records no running totals (2021 Kineto traces: ``Bytes`` only) the totals are rebuilt from a
 running sum, relative to an unknown baseline; where it records no block addresses, allocations cannot be paired
 with frees, so the blocks live at the peak and the unfreed blocks are unknown.
+
+Two stages: ``summarize`` reduces a trace (one rank alone, or every rank of a joined trace) to a ``MemoryPart``
+per pool (peaks, every block live at a peak, per-op sums, step levels, unfreed blocks grouped); ``combine`` merges
+parts into the ``MemorySummary`` the section and the findings read. ``analyze`` is ``combine`` of the trace's own
+part plus the per-event tables (timeline, blocks); a job analysed rank by rank combines its ranks' parts.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import re
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from traceanalyzer import notebook
 from traceanalyzer.analyzers import callpath
+from traceanalyzer.jobdata import JobData
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind, category_text, codes_at
+from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import dtype_key
 
 GROUP = ["rank", "device"]
 """One memory pool: a device (or the host, device -1) of one rank."""
@@ -38,28 +47,51 @@ OUTSIDE_OP = "(outside any op)"
 MODULE_MEMORY = "module_memory"
 """``meta.extra`` key of a rank's reserved bytes per CANN module over time (Ascend npu_module_mem), kept apart from
 the allocator's table: ts, device, component, reserved_bytes."""
+FULL_PRECISION = frozenset({"fp32", "fp64"})
+"""Dtype keys of full-precision inputs (a temporary of these could halve in bf16)."""
+TRAINING_MARKERS = re.compile(r"backward|autograd::engine", re.IGNORECASE)
+"""Event names that show the trace holds a backward pass."""
+NO_TOTALS_NOTE = (
+    "memory events carry no running totals (only Bytes): allocated memory is rebuilt from a running sum "
+    "starting at the lowest level seen; the baseline (memory allocated before the trace) is unknown"
+)
+NO_ADDRESSES_NOTE = "no block addresses recorded: allocations cannot be paired with frees"
+OP_COLUMNS = ["op_name", "allocations", "allocated_bytes", "largest_bytes", "live_at_peak_bytes", "unfreed_bytes"]
+CONTEXT_COLUMNS = ["op_name", "path", "module", "stack"]
+"""Text columns of a block's context: few distinct values, repeated over the blocks (a part codes them)."""
+UNFREED_COLUMNS = GROUP + ["op_name", "path", "module", "stack", "blocks", "steps", "unfreed_bytes", "per_step_bytes"]
 
 
 @dataclass
-class MemoryAnalysis:
-    """Everything the memory analysis finds; byte columns are bytes, times are ns on the trace's time base."""
+class MemoryPart:
+    """The memory of one rank alone (or of every rank of a joined trace), per pool, as ``combine`` needs it: no
+    per-event table. Row labels (``op``, ``*_pos``) are those of the trace it was made from."""
 
-    timeline: pd.DataFrame  # ts, rank, device, allocated, reserved (reserved NaN where not recorded)
+    peaks: pd.DataFrame  # one row per (rank, device), capacity left to ``combine``
+    live_at_peak: pd.DataFrame  # every block live at each pool's peak, context coded, largest first
+    op_sums: pd.DataFrame  # per (rank, op name), first seen first: additive allocation statistics
+    step_memory: pd.DataFrame  # allocated at each step's start and end, per pool
+    unfreed: pd.DataFrame  # per (rank, device, op, path), first seen first: blocks allocated in a step, never freed
+    rows: int  # memory events
+    totals_known: bool  # every memory event records running totals
+    addressed: bool  # some memory event records a block address
+    training: bool  # the trace holds a backward pass
+
+
+@dataclass
+class MemorySummary:
+    """What the memory section and findings read (``combine`` of parts); bytes in bytes, times in ns on the trace's
+    time base."""
+
     peaks: pd.DataFrame  # one row per (rank, device)
     live_at_peak: pd.DataFrame  # blocks live at each pool's peak, largest first
-    blocks: pd.DataFrame  # every allocation, paired with its free by address
     per_op: pd.DataFrame  # allocation statistics per op name
     step_memory: pd.DataFrame  # allocated at each step's start and end, per pool
     leak: pd.DataFrame  # per pool: linear fit of step-end allocation, verdict
     unfreed: pd.DataFrame  # blocks allocated in a step and never freed, grouped by op and path
-    notes: list[str] = field(default_factory=list)
-    modules: pd.DataFrame = field(default_factory=pd.DataFrame)  # Ascend: peak reserved per CANN module
-
-    def __repr__(self) -> str:
-        return notebook.memory_repr(self)
-
-    def _repr_html_(self) -> str:
-        return notebook.memory_html(self)
+    notes: list[str]
+    modules: pd.DataFrame  # Ascend: peak reserved per CANN module
+    training: bool  # the trace holds a backward pass
 
     @property
     def device_peaks(self) -> pd.DataFrame:
@@ -72,41 +104,107 @@ class MemoryAnalysis:
         return self.leak[self.leak["leak"]]
 
 
+@dataclass
+class MemoryAnalysis(MemorySummary):
+    """Everything the memory analysis finds: the summary, and the per-event tables."""
+
+    timeline: pd.DataFrame  # ts, rank, device, allocated, reserved (reserved NaN where not recorded)
+    blocks: pd.DataFrame  # every allocation, paired with its free by address
+
+    def __repr__(self) -> str:
+        return notebook.memory_repr(self)
+
+    def _repr_html_(self) -> str:
+        return notebook.memory_html(self)
+
+
 def analyze(trace: TraceData) -> MemoryAnalysis:
     """The memory analysis of a trace: timeline, peaks, live blocks at the peaks, per-op stats, leak trend."""
     return remember(trace, "memory.analyze", lambda: _analyze(trace))
 
 
 def _analyze(trace: TraceData) -> MemoryAnalysis:
-    mem, notes = _prepared(trace.memory_events)
+    mem = _prepared(trace.memory_events)
     blocks = _blocks(mem)
+    part = remember(trace, "memory.part", lambda: _part(trace, mem, blocks))
+    summary = combine([part], trace.meta)
+    return MemoryAnalysis(**vars(summary), timeline=_timeline(mem), blocks=blocks)
+
+
+def summarize(trace: TraceData) -> MemoryPart:
+    """The trace's memory part (a rank's, for a job analysed rank by rank)."""
+    return remember(trace, "memory.part", lambda: _part_of(trace))
+
+
+def _part_of(trace: TraceData) -> MemoryPart:
+    """The part of a trace whose memory analysis was not asked for (no timeline, no blocks kept)."""
+    mem = _prepared(trace.memory_events)
+    return _part(trace, mem, _blocks(mem))
+
+
+def job_summary(job: JobData) -> MemorySummary:
+    """The memory summary of a job analysed rank by rank: its ranks' parts combined (once per job)."""
+    return remember(job, "memory", lambda: combine(job.parts("memory"), job.meta))
+
+
+def _part(trace: TraceData, mem: pd.DataFrame, blocks: pd.DataFrame) -> MemoryPart:
+    """The per-pool stage: peaks, live blocks at them, per-op sums, step levels, unfreed blocks, flags."""
     at = _at_peaks(trace, mem)
     live = _live_at_peaks(blocks, at)
     unfreed = _unfreed_blocks(blocks)
     rows = np.concatenate([at["op"], live["op"], unfreed["op"]])
     where = callpath.where_many(trace.events, rows).set_index("row")  # these rows and their ancestors only
     live = _with_context(trace, live, where)
-    peaks = _with_live_totals(_peaks(trace, mem, at, where), live)
-    step_memory = _step_memory(trace, mem)
-    if len(mem) and not (mem["addr"] != NO_ROW).any():
-        notes.append("no block addresses recorded: allocations cannot be paired with frees")
-    return MemoryAnalysis(
-        timeline=_timeline(mem),
-        peaks=peaks,
-        live_at_peak=live,
-        blocks=blocks,
-        per_op=_per_op(trace, blocks, live),
-        step_memory=step_memory,
-        leak=_leak(step_memory, mem),
-        unfreed=_unfreed(_with_context(trace, unfreed, where)),
-        notes=notes,
-        modules=module_memory(trace),
+    live["fp32_inputs"] = _full_precision(trace, live["op"])
+    return MemoryPart(
+        peaks=_with_live_totals(_peaks(trace, mem, at, where), live),
+        live_at_peak=live.astype(dict.fromkeys(CONTEXT_COLUMNS, "category")),
+        op_sums=_op_sums(trace, blocks, live),
+        step_memory=_step_memory(trace, mem),
+        unfreed=_unfreed_groups(_with_context(trace, unfreed, where)),
+        rows=len(mem),
+        totals_known=bool(mem["baseline_known"].all()),
+        addressed=bool((mem["addr"] != NO_ROW).any()),
+        training=bool(trace.events["name"].cat.categories.str.contains(TRAINING_MARKERS).any()),
     )
 
 
-def module_memory(trace) -> pd.DataFrame:
-    """Per rank, device and CANN module: peak and last reserved bytes (modules that never reserve anything left out)."""
-    per_rank = trace.meta.extra.get("per_rank") or {trace.meta.ranks[0]: {"extra": trace.meta.extra}}
+def combine(parts: list[MemoryPart], meta: TraceMeta) -> MemorySummary:
+    """The combining stage: the parts' pools one after another (in the parts' order), per-op statistics added up
+    and ranked, capacities from ``meta``, leak fits, notes and CANN module memory."""
+    peaks = _with_capacity(_stacked([p.peaks for p in parts]), meta)
+    step_memory = _stacked([p.step_memory for p in parts])
+    return MemorySummary(
+        peaks=peaks,
+        live_at_peak=_stacked([p.live_at_peak for p in parts]).astype(dict.fromkeys(CONTEXT_COLUMNS, "str")),
+        per_op=_per_op(_stacked([p.op_sums for p in parts])),
+        step_memory=step_memory,
+        leak=_leak(step_memory, peaks),
+        unfreed=_ranked_unfreed(_stacked([p.unfreed for p in parts])),
+        notes=_notes(parts),
+        modules=module_memory(meta),
+        training=any(p.training for p in parts),
+    )
+
+
+def _stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tables one after another (empty ones left out, so they change no column's type)."""
+    found = [t for t in tables if len(t)]
+    return pd.concat(found, ignore_index=True) if found else tables[0]
+
+
+def _notes(parts: list[MemoryPart]) -> list[str]:
+    """What the sources did not record: running totals, block addresses."""
+    if not sum(p.rows for p in parts):
+        return []
+    notes = [] if all(p.totals_known for p in parts) else [NO_TOTALS_NOTE]
+    return notes + ([] if any(p.addressed for p in parts) else [NO_ADDRESSES_NOTE])
+
+
+def module_memory(meta: TraceMeta) -> pd.DataFrame:
+    """Per rank, device and CANN module: peak and last reserved bytes (modules that never reserve anything left out),
+    from the ranks' facts."""
+    per_rank = meta.extra.get("per_rank") or {meta.ranks[0]: {"extra": meta.extra}}
     parts = [
         found.assign(rank=rank)
         for rank, info in per_rank.items()
@@ -121,7 +219,7 @@ def module_memory(trace) -> pd.DataFrame:
     return table.sort_values(GROUP + ["peak_reserved_bytes"], ascending=[True, True, False]).reset_index(drop=True)
 
 
-def _prepared(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _prepared(memory: pd.DataFrame) -> pd.DataFrame:
     """Events sorted per pool with ``allocated``/``reserved`` columns and a ``baseline_known`` flag per row."""
     mem = memory.sort_values(GROUP + ["ts"], kind="stable").reset_index(drop=True)
     mem["pos"] = np.arange(len(mem))
@@ -133,13 +231,7 @@ def _prepared(memory: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
     reserved = mem["total_reserved"].where(mem["total_reserved"] != NO_ROW).astype(float)
     mem["reserved"] = reserved.where(reserved.groupby([mem[c] for c in GROUP]).transform("max") > 0)
     mem["baseline_known"] = known.to_numpy()
-    notes = []
-    if len(mem) and not known.all():
-        notes.append(
-            "memory events carry no running totals (only Bytes): allocated memory is rebuilt from a running sum "
-            "starting at the lowest level seen; the baseline (memory allocated before the trace) is unknown"
-        )
-    return mem, notes
+    return mem
 
 
 def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
@@ -175,7 +267,7 @@ def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
 
 def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
     """Per pool: peak allocated (first time reached) with its op, path, module and stack (``where``: the
-    ``where_many`` of its op, by row); peak reserved."""
+    ``where_many`` of its op, by row); peak reserved (capacity: ``_with_capacity``)."""
     g = mem.groupby(GROUP, sort=True)
     ctx = where.reindex(at["op"].to_numpy())
     peaks = pd.DataFrame(
@@ -202,9 +294,13 @@ def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> p
     unused = peaks["reserved_at_peak_bytes"] - peaks["peak_allocated_bytes"]
     peaks["unused_reserved_at_peak_bytes"] = unused.where(unused >= 0)
     peaks["max_unused_reserved_bytes"] = _unused(mem).groupby([mem[c] for c in GROUP]).max().to_numpy()
-    peaks["capacity_bytes"] = [_capacity(trace, d) for d in peaks["device"]]
-    peaks["capacity_share"] = peaks["peak_allocated_bytes"] / peaks["capacity_bytes"]
     return peaks
+
+
+def _with_capacity(peaks: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
+    """Peaks with their device's memory (NaN where unknown, and for the host) and the share the peak takes."""
+    capacity = np.array([_capacity(meta, d) for d in peaks["device"]], dtype=float)
+    return peaks.assign(capacity_bytes=capacity, capacity_share=peaks["peak_allocated_bytes"] / capacity)
 
 
 def _running_op(events: pd.DataFrame, rank: int, ts: int) -> int:
@@ -220,8 +316,8 @@ def _unused(mem: pd.DataFrame) -> pd.Series:
     return unused.where(unused >= 0)
 
 
-def _capacity(trace, device: int) -> float:
-    sizes = [d.memory_bytes for d in trace.meta.devices if d.index == device and d.memory_bytes]
+def _capacity(meta: TraceMeta, device: int) -> float:
+    sizes = [d.memory_bytes for d in meta.devices if d.index == device and d.memory_bytes]
     return float(sizes[0]) if sizes and device >= 0 else np.nan
 
 
@@ -258,6 +354,25 @@ def _with_context(trace, blocks: pd.DataFrame, where: pd.DataFrame) -> pd.DataFr
     return out
 
 
+def _full_precision(trace: TraceData, ops: pd.Series) -> np.ndarray:
+    """Per op row: does it record a full-precision (fp32/fp64) input? (False for no op.)"""
+    rows = ops.to_numpy(dtype=np.int64)
+    distinct = np.unique(rows)
+    found = {int(op): _runs_in_fp32(trace, int(op)) for op in distinct}
+    return np.array([found[int(op)] for op in rows], dtype=bool)
+
+
+def _runs_in_fp32(trace: TraceData, op: int) -> bool:
+    """Does the op record a full-precision (fp32/fp64) input?"""
+    if op == NO_ROW:
+        return False
+    try:
+        types = json.loads(str(trace.events["input_types"].iat[op]) or "[]")
+    except ValueError:
+        return False
+    return isinstance(types, list) and any(dtype_key(str(t)) in FULL_PRECISION for t in types if t)
+
+
 def _with_live_totals(peaks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     """Peaks with the bytes of blocks seen allocated in the trace and of those allocated in the peak's step."""
     idx = pd.MultiIndex.from_frame(peaks[GROUP].astype(np.int64))
@@ -288,25 +403,44 @@ def _decimated(group: pd.DataFrame) -> pd.DataFrame:
     return group.loc[keep]
 
 
-def _per_op(trace, blocks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
-    """Per op name: allocations, bytes allocated, largest block, bytes live at the peaks, bytes never freed."""
-    columns = ["op_name", "allocations", "allocated_bytes", "largest_bytes", "live_at_peak_bytes", "unfreed_bytes"]
+def _op_sums(trace, blocks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
+    """Per (rank, op name), first seen first: allocations, bytes allocated, largest block, bytes live at the peaks,
+    bytes never freed."""
     if not len(blocks):
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=["rank", *OP_COLUMNS])
     frame = blocks.assign(
         op_name=_op_names(trace, blocks["op"]), unfreed=np.where(blocks["free_pos"] == NO_ROW, blocks["bytes"], 0)
     )
-    g = frame.groupby("op_name", sort=False)
+    g = frame.groupby(["rank", "op_name"], sort=False)
+    live_bytes = live.groupby(["rank", "op_name"])["bytes"].sum().reindex(g.size().index, fill_value=0)
     table = pd.DataFrame(
         {
             "allocations": g.size(),
             "allocated_bytes": g["bytes"].sum(),
             "largest_bytes": g["bytes"].max(),
-            "live_at_peak_bytes": live.groupby("op_name")["bytes"].sum().reindex(g.size().index, fill_value=0),
+            "live_at_peak_bytes": live_bytes,
             "unfreed_bytes": g["unfreed"].sum(),
         }
+    )
+    return table.reset_index()
+
+
+def _per_op(sums: pd.DataFrame) -> pd.DataFrame:
+    """Per op name (``_op_sums`` of every rank added up): allocation statistics, most bytes live at the peaks
+    first."""
+    if not len(sums):
+        return pd.DataFrame(columns=OP_COLUMNS)
+    g = sums.groupby("op_name", sort=False)
+    table = g.agg(
+        allocations=("allocations", "sum"),
+        allocated_bytes=("allocated_bytes", "sum"),
+        largest_bytes=("largest_bytes", "max"),
+        live_at_peak_bytes=("live_at_peak_bytes", "sum"),
+        unfreed_bytes=("unfreed_bytes", "sum"),
     ).reset_index()
-    return table.sort_values(["live_at_peak_bytes", "allocated_bytes"], ascending=False).reset_index(drop=True)[columns]
+    return table.sort_values(["live_at_peak_bytes", "allocated_bytes"], ascending=False).reset_index(drop=True)[
+        OP_COLUMNS
+    ]
 
 
 def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
@@ -338,12 +472,13 @@ def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=columns)
 
 
-def _leak(step_memory: pd.DataFrame, mem: pd.DataFrame) -> pd.DataFrame:
-    """Per pool: linear fit of allocated memory at step end against the step number, and the leak verdict."""
+def _leak(step_memory: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
+    """Per pool: linear fit of allocated memory at step end against the step number, and the leak verdict (with
+    the pool's ``baseline_known`` from ``peaks``)."""
     columns = GROUP + ["steps", "first_end_bytes", "last_end_bytes", "growth_per_step_bytes", "r2"]
     columns += ["growing_share", "baseline_known", "leak"]
     rows = []
-    known = mem.groupby(GROUP)["baseline_known"].all() if len(mem) else pd.Series(dtype=bool)
+    known = peaks.set_index(GROUP)["baseline_known"]
     for (rank, device), group in step_memory.groupby(GROUP, sort=True):
         fit = _fit(group["step"].to_numpy(), group["end_bytes"].to_numpy())
         rows.append({"rank": rank, "device": device, **fit, "baseline_known": bool(known.get((rank, device), False))})
@@ -373,11 +508,10 @@ def _unfreed_blocks(blocks: pd.DataFrame) -> pd.DataFrame:
     return blocks[(blocks["free_pos"] == NO_ROW) & (blocks["step"] != NO_ROW)]
 
 
-def _unfreed(kept: pd.DataFrame) -> pd.DataFrame:
-    """Unfreed blocks (with context) grouped by pool, op and annotation path, most bytes first."""
-    columns = GROUP + ["op_name", "path", "module", "stack", "blocks", "steps", "unfreed_bytes", "per_step_bytes"]
+def _unfreed_groups(kept: pd.DataFrame) -> pd.DataFrame:
+    """Unfreed blocks (with context) grouped by pool, op and annotation path, first seen first."""
     if not len(kept):
-        return pd.DataFrame(columns=columns)
+        return pd.DataFrame(columns=UNFREED_COLUMNS)
     g = kept.groupby(GROUP + ["op_name", "path"], sort=False)
     table = g.agg(
         module=("module", "first"),
@@ -387,4 +521,9 @@ def _unfreed(kept: pd.DataFrame) -> pd.DataFrame:
         unfreed_bytes=("bytes", "sum"),
     ).reset_index()
     table["per_step_bytes"] = table["unfreed_bytes"] / table["steps"]
-    return table.sort_values("unfreed_bytes", ascending=False).reset_index(drop=True)[columns]
+    return table[UNFREED_COLUMNS]
+
+
+def _ranked_unfreed(groups: pd.DataFrame) -> pd.DataFrame:
+    """Unfreed groups, most bytes first."""
+    return groups.sort_values("unfreed_bytes", ascending=False).reset_index(drop=True)

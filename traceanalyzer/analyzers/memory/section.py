@@ -6,11 +6,13 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemoryAnalysis, analyze
+from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemorySummary, analyze, job_summary
 from traceanalyzer.humanize import size
+from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
 from traceanalyzer.parsers import snapshot
 from traceanalyzer.records import plain
+from traceanalyzer.schema import TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
@@ -19,12 +21,23 @@ def section(trace: TraceData, options: Options) -> Section | None:
     """Report section: the job's highest peak and what holds it, live blocks at the peak, per-op stats, leaks."""
     if not len(trace.memory_events):
         return None
-    m = analyze(trace)
+    return _section(analyze(trace), trace.meta, options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank, from its ranks' memory parts."""
+    if not job.memory_events:
+        return None
+    return _section(job_summary(job), job.meta, options)
+
+
+def _section(m: MemorySummary, meta: TraceMeta, options: Options) -> Section | None:
+    """The section of a memory summary (``meta``: the job's facts: time base, snapshot tables)."""
     peaks = _ranked_pools(m.peaks)
     if not len(peaks):
         return None
     top = peaks.sort_values("peak_allocated_bytes", ascending=False, kind="stable").iloc[0]
-    start = trace.meta.start_ns
+    start = meta.start_ns
     live = _ranked_pools(m.live_at_peak).head(options.top)
     tables = [
         Table("peaks", "Memory peak per device", _peak_rows(peaks, start)),
@@ -50,11 +63,11 @@ def section(trace: TraceData, options: Options) -> Section | None:
     modules = _ranked_pools(m.modules)
     if len(modules):
         tables.append(Table("cann_modules", "CANN modules: peak reserved (npu_module_mem)", modules))
-    tables += snapshot_tables(trace, options.top)
+    tables += snapshot_tables(meta, options.top)
     return Section("memory", "Memory", facts=_peak_facts(top, m), tables=tables)
 
 
-def _peak_facts(top: pd.Series, m: MemoryAnalysis) -> list[Fact]:
+def _peak_facts(top: pd.Series, m: MemorySummary) -> list[Fact]:
     """The facts of the job's highest peak (the pool with the most allocated bytes)."""
     reserved = None if np.isnan(top["peak_reserved_bytes"]) else float(top["peak_reserved_bytes"])
     facts = [
@@ -127,11 +140,11 @@ def _leak_verdict(leak: pd.DataFrame) -> str:
     )
 
 
-def snapshot_tables(trace, top: int) -> list[Table]:
+def snapshot_tables(meta: TraceMeta, top: int) -> list[Table]:
     """A memory snapshot's out-of-memory errors and its segments (reserved − allocated each, at the peak, at each
     out-of-memory error and at the dump; the ``top`` most unused of each), of every rank, from the parser's
     ``meta.extra`` tables."""
-    per_rank = trace.meta.extra.get("per_rank") or {trace.meta.ranks[0]: {"extra": trace.meta.extra}}
+    per_rank = meta.extra.get("per_rank") or {meta.ranks[0]: {"extra": meta.extra}}
     tables = []
     for key, tid, title in (
         (snapshot.OOMS, "out_of_memory", "Out of memory (memory snapshot): requested and free"),
@@ -145,7 +158,7 @@ def snapshot_tables(trace, top: int) -> list[Table]:
         if parts:
             table = pd.concat(parts, ignore_index=True)
             if "ts" in table:
-                table = table.assign(at_ns=table.pop("ts") - trace.meta.start_ns)
+                table = table.assign(at_ns=table.pop("ts") - meta.start_ns)
             else:
                 when = pd.Categorical(table["at"], categories=pd.unique(table["at"]))  # peak, errors, dump
                 table = table.assign(when=when).sort_values(
