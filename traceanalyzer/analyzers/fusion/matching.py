@@ -28,8 +28,9 @@ import pandas as pd
 
 from traceanalyzer import devices
 from traceanalyzer.analyzers.collective_calls import phases
-from traceanalyzer.analyzers.fusion import opstream
-from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, per_text, per_token
+from traceanalyzer.analyzers.fusion import discovery, opstream
+from traceanalyzer.analyzers.fusion.discovery import Chain, Runs
+from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, EntryWork, per_text, per_token
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -43,7 +44,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     Pattern,
 )
 from traceanalyzer.analyzers.steps import step_table
-from traceanalyzer.memo import per_trace
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 
@@ -58,11 +59,8 @@ CONSUMED = "#"
 FIRST_LETTER = 0x10000
 """Code point of the first token's letter (past the surrogates, so any number of tokens gets one)."""
 
-MAX_CHAIN = 6
-"""Longest chain of memory-bound kernels discovery considers."""
-
-MAX_DISCOVERED = 8
-"""How many distinct repeated chains discovery reports."""
+DISCOVERED = "Repeated memory-bound chain"
+"""The family of the chains discovery finds (``discovery``)."""
 
 OCCURRENCE_COLUMNS = [
     "pattern",
@@ -86,6 +84,11 @@ OCCURRENCE_COLUMNS = [
     "first_op",
     "entry_rows",
 ]
+"""The columns of ``occurrences``."""
+
+LOCATION_COLUMNS = ["annotation", "stack", "module", "first_op"]
+"""Where an occurrence is: its first op's annotation path, user frame and nn.Module (``opstream.locations``), and
+that op's name."""
 
 
 @dataclass
@@ -105,27 +108,86 @@ class _Context:
         self.gemm = per_token(self.cols["token"], lambda t: _base(t) in GEMM_TOKENS, bool) | (self.cols["gemm_ns"] > 0)
 
 
+@dataclass
+class Matched:
+    """A trace's op stream matched: the library and optimizer occurrences (``found``), what discovery may chain
+    among the entries they left (``runs``), and the removable device work of every entry (``work``)."""
+
+    ctx: _Context
+    found: list[Found]
+    runs: Runs
+    work: EntryWork
+
+
+def matched(trace: TraceData) -> Matched | None:
+    """The trace's op stream matched (once per trace); None without an op stream."""
+    return remember(trace, f"{__name__}.matched", lambda: _matched(trace))
+
+
+def _matched(trace: TraceData) -> Matched | None:
+    entries = opstream.op_stream(trace)
+    if not len(entries):
+        return None
+    bw, _ = devices.bandwidth(trace.meta)
+    ctx = _Context(entries, regions(trace, entries), bw, launch_median(launch_counts(trace.events)))
+    tokens = entries["token"].to_numpy(dtype=object).copy()
+    found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens)
+    work = opstream.entry_work(trace.events, ctx.cols["row"])
+    return Matched(ctx, found, _runs(trace, ctx, tokens, work), work)
+
+
 @per_trace
 def occurrences(trace: TraceData) -> pd.DataFrame:
     """Every occurrence found (library, optimizer, discovered), with its measured and estimated numbers."""
-    entries = opstream.op_stream(trace)
-    if not len(entries):
+    match = matched(trace)
+    if match is None:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
-    bw, _ = devices.bandwidth(trace.meta)
-    ctx = _Context(entries, regions(trace, entries), bw, _launch_ns(trace.events))
-    tokens = entries["token"].to_numpy(dtype=object).copy()
-    found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens) + _discover(ctx, tokens)
+    at = match.runs.cols["at"]
+    found = match.found + [discovered(c, at[c.entries]) for c in discovery.discover(match.runs)]
     if not found:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
-    table = _measured(ctx, found)
+    table = located(trace, match.ctx, found)
+    table["launch_ns"] = whole(table["removed"].to_numpy() * match.ctx.launch_ns)
     in_step = table["step"] != NO_ROW
     table = table[in_step] if in_step.any() and rank_steps(trace) else table
-    where = opstream.locations(trace.events, table["first_row"].to_numpy())
-    table = table.reset_index(drop=True)
-    for col in ("annotation", "stack", "module"):
+    return table.reset_index(drop=True)[OCCURRENCE_COLUMNS]
+
+
+def discovered(chain: Chain, entries: np.ndarray) -> Found:
+    """A discovered chain as an occurrence over some entries (its positions in the op stream or in ``Runs``)."""
+    return Found("discovered", DISCOVERED, chain.variant, chain.phase, entries)
+
+
+def located(trace: TraceData, ctx: _Context, found: list[Found]) -> pd.DataFrame:
+    """The occurrences measured (``measured``; ``seq``: their order found), with their first row, entry rows,
+    entries (positions in the op stream) and location, backward ones paired with their forward ones, in (rank, start)
+    order."""
+    table = measured(ctx.cols, ctx.gemm, ctx.bandwidth, found)
+    marker = np.array([f.marker for f in found], dtype=np.int64)
+    first = ctx.cols["row"][np.array([f.work[0] for f in found], dtype=np.int64)]
+    table["seq"] = np.arange(len(found))
+    table["first_row"] = np.where(marker != NO_ROW, marker, first)
+    table["entry_rows"] = [ctx.cols["row"][f.work].tolist() for f in found]
+    table["entries"] = [f.work for f in found]
+    where = locations(trace.events, table["first_row"].to_numpy())
+    for col in LOCATION_COLUMNS:
         table[col] = where[col].to_numpy()
-    table["first_op"] = _names(trace.events, table["first_row"].to_numpy())
-    return _pair_backward(table)[OCCURRENCE_COLUMNS]
+    return _pair_backward(table)
+
+
+def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
+    """``LOCATION_COLUMNS`` of some rows."""
+    where = opstream.locations(ev, rows).reset_index(drop=True)
+    where["first_op"] = _names(ev, rows)
+    return where
+
+
+def place_of(table: pd.DataFrame) -> np.ndarray:
+    """Per row of a table with ``LOCATION_COLUMNS``, its place: annotation | module | stack (those known), else its
+    first op."""
+    parts = zip(table["annotation"].tolist(), table["module"].tolist(), table["stack"].tolist(), strict=True)
+    place = np.array([" | ".join(x for x in p if x) for p in parts], dtype=object)
+    return np.where(place != "", place, table["first_op"].to_numpy(dtype=object))
 
 
 def regions(trace: TraceData, entries: pd.DataFrame) -> np.ndarray:
@@ -145,7 +207,7 @@ def regions(trace: TraceData, entries: pd.DataFrame) -> np.ndarray:
     return np.cumsum(new) - 1
 
 
-def _library(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
+def _library(ctx: _Context, tokens: np.ndarray) -> list[Found]:
     """Match every library pattern in priority order, inside each region; an entry belongs to the first match that
     claims it."""
     lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.region)]
@@ -206,7 +268,7 @@ def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> 
     return re.compile("".join(parts))
 
 
-def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[_Found]:
+def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[Found]:
     """Occurrences of one element sequence in each lane or region ``(lo, hi, tokens it held at first)``; claims their
     entries."""
     regex = _regex(elements, phase == "backward", letters)
@@ -221,7 +283,7 @@ def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: lis
             if len(work) < need or (letters.points[work] == letters.consumed).any():
                 continue
             variant = _variant(pattern, letters.tokens, work)
-            found.append(_Found(pattern.key, pattern.family, variant, phase, work, pattern.removable))
+            found.append(Found(pattern.key, pattern.family, variant, phase, work, pattern.removable))
             letters.claim(work)
     return found
 
@@ -259,8 +321,9 @@ def _base(token: str) -> str:
 
 
 @dataclass
-class _Found:
-    """One occurrence as matched: what it is and its entries with device work (positions in the op stream)."""
+class Found:
+    """One occurrence as matched: what it is and its entries with device work (positions in the op stream, or in
+    ``Runs``)."""
 
     pattern: str
     family: str
@@ -271,9 +334,10 @@ class _Found:
     marker: int = NO_ROW  # an optimizer step: its marker's row, which locates it
 
 
-def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
-    """The occurrences with their measured and estimated numbers (the module's saving model), one row each."""
-    c = ctx.cols
+def measured(c: dict[str, np.ndarray], gemm: np.ndarray, bandwidth: float, found: list[Found]) -> pd.DataFrame:
+    """The occurrences with their measured and estimated numbers (the module's saving model), one row each, from
+    the columns of the entries they are made of (``c``: the op stream's, or ``Runs``'), which of them are
+    compute-bound (``gemm``) and the bandwidth; ``removed``: the kernel launches the fix removes."""
     lengths = np.array([len(f.work) for f in found], dtype=np.int64)
     flat = np.concatenate([f.work for f in found])
     starts = np.cumsum(lengths) - lengths
@@ -282,12 +346,12 @@ def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
     def total(values: np.ndarray) -> np.ndarray:
         return np.add.reduceat(values[flat], starts)
 
-    current, kept = total(c["device_ns"]), total(np.where(ctx.gemm, c["device_ns"], 0))
-    replaced = (total(ctx.gemm.astype(np.int64)) > 0) | np.array([f.removable for f in found], dtype=bool)
-    fused = np.where(replaced, 0.0, (c["in_bytes"][first] + c["out_bytes"][last]) / ctx.bandwidth * 1e9)
-    removed = total(np.where(ctx.gemm, 0, c["kernels"])) - np.where(replaced, 0, 1)
+    current, kept = total(c["device_ns"]), total(np.where(gemm, c["device_ns"], 0))
+    replaced = (total(gemm.astype(np.int64)) > 0) | np.array([f.removable for f in found], dtype=bool)
+    fused = np.where(replaced, 0.0, (c["in_bytes"][first] + c["out_bytes"][last]) / bandwidth * 1e9)
+    removed = total(np.where(gemm, 0, c["kernels"])) - np.where(replaced, 0, 1)
     intermediate = 2 * (total(c["out_bytes"]) - c["out_bytes"][last])
-    saving = np.maximum(_whole(current - kept - fused), 0)
+    saving = np.maximum(whole(current - kept - fused), 0)
     marker = np.array([f.marker for f in found], dtype=np.int64)
     optimizer = marker != NO_ROW
     return pd.DataFrame(
@@ -298,39 +362,45 @@ def _measured(ctx: _Context, found: list[_Found]) -> pd.DataFrame:
             "phase": [f.phase for f in found],
             "rank": c["rank"][first].astype(np.int64),
             "step": c["step"][first].astype(np.int64),
-            "first_row": np.where(optimizer, marker, c["row"][first]),
-            "entry_rows": _pieces(c["row"][flat].tolist(), starts, lengths),
-            "ts": c["ts"][first],
+            "ts": c["ts"][first].astype(np.int64),
             "kernels": total(c["kernels"]),
             "current_ns": current,
             "kept_ns": kept,
-            "fused_ns": _whole(fused),
-            "saving_ns": np.where(optimizer, _whole(current * (1 - 2 / lengths)), saving),
+            "fused_ns": whole(fused),
+            "saving_ns": np.where(optimizer, whole(current * (1 - 2 / lengths)), saving),
             "intermediate_bytes": intermediate,
-            "traffic_ns": _whole(intermediate / ctx.bandwidth * 1e9),
-            "launch_ns": _whole(np.maximum(removed, 0) * ctx.launch_ns),
+            "traffic_ns": whole(intermediate / bandwidth * 1e9),
+            "removed": np.maximum(removed, 0).astype(np.int64),
         }
     )
 
 
-def _pieces(values: list, starts: np.ndarray, lengths: np.ndarray) -> list[list]:
-    """The list cut into consecutive pieces of the given starts and lengths."""
-    return [values[a : a + n] for a, n in zip(starts.tolist(), lengths.tolist(), strict=True)]
-
-
-def _whole(values: np.ndarray) -> np.ndarray:
+def whole(values: np.ndarray) -> np.ndarray:
     """Values truncated toward zero to integers (as ``int()`` does)."""
     return np.trunc(values).astype(np.int64)
 
 
-def _launch_ns(ev: pd.DataFrame) -> float:
-    """Measured median duration of the runtime calls that launched device work (0 when none is linked)."""
+def launch_counts(ev: pd.DataFrame) -> pd.DataFrame:
+    """The durations of the runtime calls that launched device work, as (``dur``, ``count``) rows: additive over
+    ranks, and their median is ``launch_median``'s."""
     launch = ev["launch"].to_numpy()
     rows = np.unique(launch[launch != NO_ROW])
-    return float(np.median(ev["dur"].to_numpy()[rows])) if len(rows) else 0.0
+    dur, count = np.unique(ev["dur"].to_numpy()[rows].astype(np.int64), return_counts=True)
+    return pd.DataFrame({"dur": dur, "count": count.astype(np.int64)})
 
 
-def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[_Found]:
+def launch_median(counts: pd.DataFrame) -> float:
+    """Measured median duration (ns) of the launch calls counted (``launch_counts``, of one or more ranks; 0 when
+    none is linked)."""
+    counts = counts.groupby("dur", sort=True)["count"].sum()
+    total = int(counts.sum())
+    if not total:
+        return 0.0
+    at = np.searchsorted(np.cumsum(counts.to_numpy()), [(total - 1) // 2, total // 2], side="right")
+    return float(np.median(counts.index.to_numpy()[at]))
+
+
+def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[Found]:
     """Optimizer steps that run as many elementwise passes (foreach or per-parameter) instead of one fused one."""
     ev = trace.events
     c = ctx.cols
@@ -345,7 +415,7 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[_Found]:
         name = OPTIMIZER_STEP.match(str(ev["name"].iat[row])).group(1)
         style = "foreach" if any(tokens[w] == "foreach" for w in work) else "per-parameter loop"
         variant = f"{name} ({style}, {len(work)} ops)"
-        found.append(_Found("optimizer", "Optimizer step", variant, "optimizer", work, marker=row))
+        found.append(Found("optimizer", "Optimizer step", variant, "optimizer", work, marker=row))
         tokens[work] = CONSUMED
     return found
 
@@ -378,76 +448,37 @@ def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     return np.asarray(ev["name"].cat.categories.take(codes).astype(str), dtype=object)
 
 
-def _discover(ctx: _Context, tokens: np.ndarray) -> list[_Found]:
-    """Repeated chains of consecutive memory-bound kernels of one region that no library pattern claimed."""
-    work = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
-    entries = ctx.entries
-    memory_bound = (tokens[work] != CONSUMED) & (entries["gemm_ns"].to_numpy()[work] == 0)
-    memory_bound &= ~per_token(tokens[work], lambda t: _unfusable(_base(t)), bool)
-    run = _runs(ctx.region[work], memory_bound)
-    codes = pd.factorize(tokens[work])[0]
-    min_count = max(2, entries.loc[entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0])
-    found = []
-    for _ in range(MAX_DISCOVERED):
-        best = _best_chain(codes, run, entries["device_ns"].to_numpy()[work], min_count)
-        if best is None:
-            break
-        length, picks = best
-        first = work[picks[0] : picks[0] + length]
-        backward = all(t.endswith(BACKWARD_SUFFIX) for t in tokens[first])
-        variant = ("backward: " if backward else "") + " → ".join(ctx.cols["label"][first])
-        phase = "backward" if backward else "forward"
-        for start in picks:
-            chain = work[start : start + length]
-            found.append(_Found("discovered", "Repeated memory-bound chain", variant, phase, chain))
-            run[start : start + length] = -1
-            tokens[chain] = CONSUMED
-    return found
+def _runs(trace: TraceData, ctx: _Context, tokens: np.ndarray, work: EntryWork) -> Runs:
+    """What discovery may chain (``discovery.Runs``): runs of consecutive memory-bound work entries of one region
+    that no library pattern or optimizer step claimed (``tokens``), with their numbers, places and device work."""
+    c = ctx.cols
+    entries = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
+    memory_bound = (tokens[entries] != CONSUMED) & (c["gemm_ns"][entries] == 0)
+    memory_bound &= ~per_token(tokens[entries], lambda t: _unfusable(_base(t)), bool)
+    run = discovery.run_ids(ctx.region[entries], memory_bound)
+    token, vocab = discovery.coded(tokens[entries])
+    keep = discovery.in_runs(run)
+    at = entries[keep]
+    label, labels = discovery.coded(c["label"][at])
+    place, places = discovery.coded(place_of(locations(trace.events, c["row"][at])))
+    cols = {
+        "token": token[keep],
+        "label": label,
+        "place": place,
+        "run": discovery.coded(run[keep])[0],
+        "rank": c["rank"][at].astype(np.int32),
+        "step": c["step"][at].astype(np.int32),
+        "ts": c["ts"][at].astype(np.int64),
+        **{k: c[k][at].astype(np.int64) for k in discovery.MEASURED},
+        "at": at.astype(np.int32),
+    }
+    steps = ctx.entries.loc[ctx.entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0]
+    return Runs(cols, {"token": vocab, "label": labels, "place": places}, work.take(at), steps)
 
 
 def _unfusable(token: str) -> bool:
     """Compute-bound work, host↔device copies and already-fused kernels: no chain of them can be fused."""
     return token in GEMM_TOKENS or token == FUSED_TOKEN or token.startswith(COPY_PREFIX)
-
-
-def _runs(lanes: np.ndarray, ok: np.ndarray) -> np.ndarray:
-    """Run id of each work entry: consecutive memory-bound entries of one lane (or region) share one; -1 elsewhere."""
-    new = np.ones(len(ok), dtype=bool)
-    new[1:] = (lanes[1:] != lanes[:-1]) | ~ok[:-1]
-    ids = np.cumsum(new)
-    return np.where(ok, ids, -1)
-
-
-def _best_chain(codes: np.ndarray, run: np.ndarray, dur: np.ndarray, min_count: int):
-    """The chain (length, non-overlapping starts) worth most: summed time × (1 - 1/length) over its repeats."""
-    best, best_score = None, 0.0
-    for length in range(2, MAX_CHAIN + 1):
-        if len(codes) < length:
-            break
-        windows = np.lib.stride_tricks.sliding_window_view(codes, length)
-        runs = np.lib.stride_tricks.sliding_window_view(run, length)
-        valid = np.flatnonzero((runs[:, 0] >= 0) & (runs == runs[:, :1]).all(axis=1))
-        if len(valid) < min_count:
-            continue
-        keys, inverse = np.unique(windows[valid], axis=0, return_inverse=True)
-        times = np.convolve(dur, np.ones(length, dtype=np.int64), mode="valid")[valid]
-        score = np.bincount(inverse.ravel(), weights=times) * (1 - 1 / length)
-        score[np.bincount(inverse.ravel()) < min_count] = 0
-        top = int(np.argmax(score))
-        if score[top] > best_score:
-            picks = _non_overlapping(valid[inverse.ravel() == top], length)
-            if len(picks) >= min_count:
-                best, best_score = (length, picks), float(score[top])
-    return best
-
-
-def _non_overlapping(starts: np.ndarray, length: int) -> list[int]:
-    picks, edge = [], -1
-    for s in starts.tolist():
-        if s > edge:
-            picks.append(s)
-            edge = s + length - 1
-    return picks
 
 
 PAIRED = ["variant", "annotation", "stack", "module"]

@@ -14,10 +14,12 @@ import json
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
@@ -31,6 +33,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     canonical,
     display_name,
 )
+from traceanalyzer.intervals import Intervals
 from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
@@ -321,9 +324,9 @@ def per_text(column: pd.Series, rows: np.ndarray, fn: Callable[[str], object], d
 
 def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: np.ndarray, at: np.ndarray) -> np.ndarray:
     """The row whose recorded shapes describe each op: itself, else the op that launched its longest kernel (of
-    equally long ones, the one pandas' default sort puts first)."""
+    equally long ones, the first in row order: the same whether the rank is loaded alone or with others)."""
     has_dims = per_text(ev["input_dims"], ops, bool, bool)
-    order = pd.Series(ev["dur"].to_numpy()[linked]).sort_values(ascending=False).index.to_numpy()
+    order = np.argsort(-ev["dur"].to_numpy()[linked], kind="stable")
     entries, first = np.unique(at[order], return_index=True)
     fallback = np.full(len(ops), NO_ROW, dtype=np.int64)
     fallback[entries] = ev["op"].to_numpy()[linked[order[first]]]
@@ -433,3 +436,72 @@ def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
         },
         index=np.asarray(rows, dtype=np.int64),
     )
+
+
+@dataclass
+class EntryWork:
+    """Per op-stream entry, the device work a fusion of it removes, as intervals: entry i's are
+    ``starts[offsets[i]:offsets[i + 1]]`` (and ``ends``)."""
+
+    offsets: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def take(self, entries: np.ndarray) -> EntryWork:
+        """The work of some entries (positions), in that order."""
+        counts = np.diff(self.offsets)[entries]
+        at = _ranges(self.offsets[entries], counts)
+        return EntryWork(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), self.starts[at], self.ends[at])
+
+    def union(self, entries: np.ndarray) -> Intervals:
+        """The union of the work of some entries (positions)."""
+        part = self.take(entries)
+        return intervals.union(part.starts, part.ends)
+
+    @staticmethod
+    def empty() -> EntryWork:
+        """No entries."""
+        return EntryWork(np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64))
+
+    @staticmethod
+    def concat(parts: list[EntryWork]) -> EntryWork:
+        """The entries of several, one after another."""
+        counts = np.concatenate([np.diff(p.offsets) for p in parts])
+        offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+        return EntryWork(offsets, np.concatenate([p.starts for p in parts]), np.concatenate([p.ends for p in parts]))
+
+
+def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions starts[i] .. starts[i] + counts[i] - 1 of every i, one range after another."""
+    total = int(counts.sum())
+    before = np.cumsum(counts) - counts
+    return np.repeat(starts - before, counts) + np.arange(total, dtype=np.int64)
+
+
+def removable_work(ev: pd.DataFrame) -> np.ndarray:
+    """Rows of the device work a fusion can remove: compute-bound kernels (GEMM, attention, convolution) are kept
+    by a fusion, communication is never fused away."""
+    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+    return rows[~per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)]
+
+
+def entry_work(ev: pd.DataFrame, rows: np.ndarray) -> EntryWork:
+    """Per entry (its row), the removable device work (``removable_work``) it launched, an op inside it launched,
+    or it is (an entry of a kernel-only trace)."""
+    work = removable_work(ev)
+    distinct, slot = np.unique(rows, return_inverse=True)
+    owner, task = [], []
+    for key in (ev["op"].to_numpy()[work], ev["top_op"].to_numpy()[work], work):
+        at = np.minimum(np.searchsorted(distinct, key), max(len(distinct) - 1, 0))
+        hit = distinct[at] == key if len(distinct) else np.zeros(len(key), dtype=bool)
+        owner.append(at[hit])
+        task.append(work[hit])
+    pairs = np.unique(np.concatenate(owner) * len(ev) + np.concatenate(task))
+    owner_of, task_of = np.divmod(pairs, max(len(ev), 1))
+    per_row = np.bincount(owner_of, minlength=len(distinct))
+    first = np.cumsum(per_row) - per_row
+    counts = per_row[slot]
+    tasks = task_of[_ranges(first[slot], counts)]
+    ts = ev["ts"].to_numpy().astype(np.int64)[tasks]
+    ends = ts + ev["dur"].to_numpy().astype(np.int64)[tasks]
+    return EntryWork(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), ts, ends)

@@ -1,23 +1,34 @@
-"""The fusion opportunities: occurrences summed per pattern variant and step, their findings and the section."""
+"""The fusion opportunities: occurrences summed per pattern variant and step, their findings and the section.
+
+The opportunities come from the ranks' parts (``part``), combined once: the chains discovered over all ranks'
+runs are summed like the library occurrences, the groups of all ranks are summed per variant (in the order they
+first appear, by rank then start), occurrences outside steps are dropped when any is in a step, and the launch
+saving is priced with the median launch call of all ranks. A joined trace is combined from its own part, a job
+analysed rank by rank from its ranks' parts; both give the same table, findings and claims.
+"""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import devices
+from traceanalyzer import devices, intervals
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.fusion.matching import occurrences, rank_steps
-from traceanalyzer.analyzers.fusion.opstream import COMPUTE_BOUND, WORK_KINDS, finds, per_text
+from traceanalyzer.analyzers.fusion import discovery
+from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, measured, rank_steps, whole
+from traceanalyzer.analyzers.fusion.part import Part, aggregate, summarize
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
-from traceanalyzer.analyzers.steps import step_time
-from traceanalyzer.findings import Claims, Finding, StepTime, claims_of
-from traceanalyzer.memo import per_trace
+from traceanalyzer.analyzers.steps import job_step_table, job_step_time, step_time
+from traceanalyzer.findings import Claims, Finding, StepTime
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
+from traceanalyzer.schema import TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import COMPILED_REGION
 
 ANALYZER = "fusion"
 
@@ -48,55 +59,141 @@ OPPORTUNITY_COLUMNS = [
 ]
 
 
-@per_trace
-def opportunities(trace: TraceData) -> pd.DataFrame:
-    """One row per pattern variant found, ranked by estimated saving per step (ns)."""
-    occ = occurrences(trace)
-    if not len(occ):
-        return pd.DataFrame(columns=OPPORTUNITY_COLUMNS)
-    per = max(rank_steps(trace), 1)
-    platform = advice.platform(trace.meta)
-    compiled = bool(trace.events["name"].cat.categories.str.contains(COMPILED_REGION).any())
-    groups = occ.assign(place=_places(occ)).groupby(["family", "variant"], sort=False)
-    rows = [_summarize(key, group, per, platform, compiled) for key, group in groups]
+SEQ_DISCOVERED = 1 << 40
+"""The order found of the first discovered chain: after every library and optimizer occurrence of its rank."""
+
+
+@dataclass
+class Combined:
+    """The opportunities (``OPPORTUNITY_COLUMNS``, ranked by saving) and, per row, the device work its fix
+    removes."""
+
+    table: pd.DataFrame
+    claims: list[Claims]
+
+
+def combine(parts: list[Part], meta: TraceMeta, steps: int) -> Combined:
+    """The opportunities of the ranks whose parts are given (rank order), of a trace or job with ``meta`` and
+    ``steps`` (rank, step) pairs."""
+    groups, places, removed = (_stacked(list(t)) for t in zip(*_tables(parts, meta), strict=True))
+    if groups["in_step"].astype(bool).any() and steps:
+        groups, places, removed = (t[t["in_step"].astype(bool)] for t in (groups, places, removed))
+    if not len(groups):
+        return Combined(pd.DataFrame(columns=OPPORTUNITY_COLUMNS), [])
+    launch = launch_median(pd.concat([p.launches for p in parts], ignore_index=True))
+    price = _Pricing(max(steps, 1), launch, advice.platform(meta), any(p.compiled for p in parts))
+    groups = groups.sort_values(["rank", "first_ts", "first_seq"], kind="stable")
+    spots = dict(iter(places.groupby(["family", "variant"], sort=False)))
+    launches = dict(iter(removed.groupby(["family", "variant"], sort=False)))
+    rows, claims = [], []
+    for key, group in groups.groupby(["family", "variant"], sort=False):
+        rows.append(_summarize(key, group, spots[key], launches[key], price))
+        claims.append(_claims(group))
     table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
-    return table.sort_values("saving_ns_per_step", ascending=False, kind="stable").reset_index(drop=True)
+    order = table.sort_values("saving_ns_per_step", ascending=False, kind="stable").index.to_numpy()
+    return Combined(table.iloc[order].reset_index(drop=True), [claims[i] for i in order.tolist()])
 
 
-def _summarize(key: tuple[str, str], group: pd.DataFrame, per: int, platform: str, compiled: bool) -> dict:
+def _tables(parts: list[Part], meta: TraceMeta) -> list[tuple[pd.DataFrame, ...]]:
+    """The groups, places and launches removed of every part, and of the chains discovered over all their runs."""
+    runs = discovery.merge([p.runs for p in parts])
+    chains = discovery.discover(runs)
+    found = [discovered(c, c.entries) for c in chains]
+    occ = pd.DataFrame()
+    if found:
+        bandwidth, _ = devices.bandwidth(meta)
+        occ = measured(runs.cols, np.zeros(len(runs), dtype=bool), bandwidth, found)
+        first = runs.cols["place"][np.array([c.entries[0] for c in chains], dtype=np.int64)]
+        occ["seq"] = SEQ_DISCOVERED + np.arange(len(found))
+        occ["place"] = np.asarray(runs.vocab["place"], dtype=object)[first]
+        occ["entries"] = [c.entries for c in chains]
+    return [(p.groups, p.places, p.removed) for p in parts] + [aggregate(occ, runs.work)]
+
+
+def _stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """Tables one after another (the empty ones left out, so that column types stay)."""
+    full = [t for t in tables if len(t)]
+    return pd.concat(full, ignore_index=True) if full else tables[0]
+
+
+@dataclass(frozen=True)
+class _Pricing:
+    """What turns a variant's sums into its row: (rank, step) pairs, the median launch call (ns), the platform and
+    whether the model ran compiled."""
+
+    per: int
+    launch_ns: float
+    platform: str
+    compiled: bool
+
+
+def _summarize(key: tuple[str, str], group: pd.DataFrame, places: pd.DataFrame, removed: pd.DataFrame, price) -> dict:
     family, variant = key
-    fwd = group[group["phase"] != "backward"]
-    pattern = group["pattern"].iloc[0]
+    per = price.per
+    forward, total = int(group["forward"].sum()), int(group["occurrences"].sum())
+    removes = removed["removed"].to_numpy(dtype=np.int64)
+    launch = removed["count"].to_numpy(dtype=np.int64) * whole(removes * price.launch_ns)
     return {
         "pattern": family,
         "variant": variant,
-        "per_step": len(fwd) / per,
-        "backward_per_step": (len(group) - len(fwd)) / per,
-        "kernels_per_step": group["kernels"].sum() / per,
-        "current_ns_per_step": int(group["current_ns"].sum() / per),
-        "kept_ns_per_step": int(group["kept_ns"].sum() / per),
-        "saving_ns_per_step": int(group["saving_ns"].sum() / per),
-        "intermediate_bytes_per_step": int(group["intermediate_bytes"].sum() / per),
-        "traffic_ns_per_step": int(group["traffic_ns"].sum() / per),
-        "launch_ns_per_step": int(group["launch_ns"].sum() / per),
-        "occurrences": len(group),
-        "where": _where(fwd if len(fwd) else group),
-        "replacement": _replacement(pattern, variant, platform, compiled),
+        "per_step": forward / per,
+        "backward_per_step": (total - forward) / per,
+        "kernels_per_step": _sum(group, "kernels") / per,
+        "current_ns_per_step": int(_sum(group, "current_ns") / per),
+        "kept_ns_per_step": int(_sum(group, "kept_ns") / per),
+        "saving_ns_per_step": int(_sum(group, "saving_ns") / per),
+        "intermediate_bytes_per_step": int(_sum(group, "intermediate_bytes") / per),
+        "traffic_ns_per_step": int(_sum(group, "traffic_ns") / per),
+        "launch_ns_per_step": int(launch.sum() / per),
+        "occurrences": total,
+        "where": _where(places, forward > 0),
+        "replacement": _replacement(group["pattern"].iloc[0], variant, price.platform, price.compiled),
     }
 
 
-def _places(occ: pd.DataFrame) -> np.ndarray:
-    """Per occurrence, its source location: annotation | module | stack (those known), else its first op."""
-    parts = zip(occ["annotation"].tolist(), occ["module"].tolist(), occ["stack"].tolist(), strict=True)
-    place = np.array([" | ".join(x for x in p if x) for p in parts], dtype=object)
-    return np.where(place != "", place, occ["first_op"].to_numpy(dtype=object))
+def _sum(group: pd.DataFrame, col: str) -> np.int64:
+    """A column's integer sum."""
+    return group[col].to_numpy(dtype=np.int64).sum()
 
 
-def _where(group: pd.DataFrame, most: int = 6) -> str:
-    """The distinct source locations of a pattern's occurrences, most frequent first, with counts."""
-    counts = group["place"].value_counts()
+def _where(places: pd.DataFrame, forward: bool, most: int = 6) -> str:
+    """The distinct source locations of a variant's occurrences (its forward ones, if any), most frequent first (of
+    as many, the first to appear first), with counts."""
+    if forward:
+        places = places[places["forward"] > 0].sort_values(["rank", "forward_ts", "forward_seq"], kind="stable")
+    else:
+        places = places.sort_values(["rank", "first_ts", "first_seq"], kind="stable")
+    counts = places.groupby("place", sort=False)["forward" if forward else "occurrences"].sum()
+    counts = counts.astype(np.int64).sort_values(ascending=False, kind="stable")
     shown = [f"{p} ×{n}" for p, n in counts.head(most).items()]
     return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
+
+
+def _claims(group: pd.DataFrame) -> Claims:
+    """The device work a variant's fix removes, per rank (ranks without any left out)."""
+    out: Claims = {}
+    for rank, rows in group.groupby("rank", sort=True):
+        held = rows["claims"].tolist()
+        union = intervals.union(np.concatenate([h[0] for h in held]), np.concatenate([h[1] for h in held]))
+        if len(union[0]):
+            out[int(rank)] = union
+    return out
+
+
+def combined(trace: TraceData) -> Combined:
+    """The trace's opportunities, combined from its own part (once per trace)."""
+    return remember(trace, f"{__name__}.combined", lambda: combine([summarize(trace)], trace.meta, rank_steps(trace)))
+
+
+def job_combined(job: JobData) -> Combined:
+    """A job's opportunities, combined from its ranks' parts (once per job)."""
+    return remember(job, ANALYZER, lambda: combine(job.parts(ANALYZER), job.meta, len(job_step_table(job))))
+
+
+@per_trace
+def opportunities(trace: TraceData) -> pd.DataFrame:
+    """One row per pattern variant found, ranked by estimated saving per step (ns)."""
+    return combined(trace).table
 
 
 def _replacement(pattern: str, variant: str, platform: str, compiled: bool) -> str:
@@ -110,34 +207,21 @@ def _replacement(pattern: str, variant: str, platform: str, compiled: bool) -> s
 
 def findings(trace: TraceData) -> list[Finding]:
     """One finding per opportunity worth at least 0.2 % of step time, its saving modelled per step."""
-    table = opportunities(trace)
-    step = step_time(trace)
-    occ = occurrences(trace)
-    work = _device_work(trace.events)
+    return _findings(combined(trace), step_time(trace))
+
+
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank, from its ranks' parts."""
+    return _findings(job_combined(job), job_step_time(job))
+
+
+def _findings(combined: Combined, step: StepTime) -> list[Finding]:
     out = []
-    for row in table.itertuples(index=False):
+    for row, claims in zip(combined.table.itertuples(index=False), combined.claims, strict=True):
         if step.per_step_ns and row.saving_ns_per_step / step.per_step_ns < FINDING_MIN_SHARE:
             continue
-        mine = occ[(occ["family"] == row.pattern) & (occ["variant"] == row.variant)]
-        out.append(_finding(row, step, _claims(work, mine)))
+        out.append(_finding(row, step, claims))
     return out
-
-
-def _device_work(ev: pd.DataFrame) -> pd.DataFrame:
-    """The device work a fusion can remove: its row (index), rank, start, duration and causing ops; compute-bound
-    kernels (GEMM, attention, convolution) are kept by a fusion (SAVING_MODEL), so they are not among it."""
-    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
-    removable = rows[~per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)]
-    return ev.iloc[removable][["rank", "ts", "dur", "op", "top_op"]]
-
-
-def _claims(work: pd.DataFrame, occ: pd.DataFrame) -> Claims:
-    """The device work of the occurrences' entries (launched by an entry op, or inside one)."""
-    rows = np.unique(
-        np.concatenate([np.asarray(r, dtype=np.int64) for r in occ["entry_rows"]] or [np.empty(0, np.int64)])
-    )
-    mine = np.isin(work["op"].to_numpy(), rows) | np.isin(work["top_op"].to_numpy(), rows)
-    return claims_of(work[mine | np.isin(work.index.to_numpy(), rows)])
 
 
 def _finding(row, step: StepTime, claims: Claims) -> Finding:
@@ -176,10 +260,18 @@ def _first_places(where: str, shown: int = 2) -> str:
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """The report's fusion section: the model, the bandwidth assumption and the ranked opportunities."""
-    table = opportunities(trace)
+    return _section(combined(trace).table, trace.meta, options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank, from its ranks' parts."""
+    return _section(job_combined(job).table, job.meta, options)
+
+
+def _section(table: pd.DataFrame, meta: TraceMeta, options: Options) -> Section | None:
     if not len(table):
         return None
-    _, source = devices.bandwidth(trace.meta)
+    _, source = devices.bandwidth(meta)
     fusable = int((table["current_ns_per_step"] - table["kept_ns_per_step"]).sum())
     return Section(
         "fusion",
