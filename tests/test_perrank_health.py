@@ -76,3 +76,24 @@ def test_a_rank_part_is_small():
     part = health.summarize(TraceData(trace.events, trace.memory_events, trace.meta))
     assert len(part.gaps) <= health.GAPS_KEPT and part.idle
     assert len(pickle.dumps(part)) < 0.02 * trace.events.memory_usage(deep=True).sum()
+
+
+def test_copies_of_every_rank_count_in_the_sync_finding():
+    """dlrm's 8 ranks each copy to pageable memory: the finding's evidence counts them all, as its advice does."""
+    job, joined = job_pair("dlrm_8rank")
+    copies = _rows(_same_section(job, joined, Options()), "dtoh_copies")
+    assert len({r["rank"] for r in copies}) == 8
+    assert [r["total_ns"] for r in copies] == sorted((r["total_ns"] for r in copies), reverse=True)
+    (sync,) = [f for f in _same_findings(job, joined) if f.id == "health.sync"]
+    pageable = sum(r["count"] for r in copies if r["pageable"])
+    assert sum(sync.evidence["dtoh_copies"].values()) == sum(r["count"] for r in copies)
+    assert f"{pageable} device-to-host copies go to pageable memory" in sync.advice
+
+
+def test_a_gap_table_longer_than_a_part_keeps_says_so():
+    job, joined = job_pair("dlrm_8rank")
+    options = Options(top=health.GAPS_KEPT + 1)
+    want = health.section(joined, options).table("largest_gaps")
+    got = health.job_section(job, options).table("largest_gaps")
+    assert len(want.frame) == len(got.frame) == options.top
+    assert not want.note and str(health.GAPS_KEPT) in got.note

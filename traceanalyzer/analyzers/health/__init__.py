@@ -11,6 +11,8 @@ the same code. The public names of the checks are reachable from here (``health.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from traceanalyzer.analyzers import steps
 from traceanalyzer.analyzers.attribution import steps_count
 from traceanalyzer.analyzers.health.gaps import (
@@ -110,15 +112,20 @@ def _shapes_note(steps: int) -> str:
 def section(trace: TraceData, options: Options) -> Section | None:
     """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs and
     every op whose shapes change."""
-    return _section(_health(trace), _context(trace), options)
+    health = _health(trace)
+    if options.top > GAPS_KEPT:  # more gaps per device than a part keeps: the trace is at hand
+        health = replace(health, gaps=idle_gaps(trace, top=options.top))
+    return _section(health, _context(trace), options)
 
 
 def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank, from its ranks' parts."""
-    return _section(_job_health(job), _job_context(job), options)
+    """``section`` of a job analysed rank by rank, from its ranks' parts (their ``GAPS_KEPT`` largest gaps per
+    device: a longer gap table says so)."""
+    cut = f"at most {GAPS_KEPT} gaps per device (a rank's summary keeps no more)" if options.top > GAPS_KEPT else ""
+    return _section(_job_health(job), _job_context(job), options, cut)
 
 
-def _section(health: Part, context: Context, options: Options) -> Section | None:
+def _section(health: Part, context: Context, options: Options, gaps_note: str = "") -> Section | None:
     busy, syncs, gemms = health.busy, health.syncs, health.gemms
     if not len(busy):
         return None
@@ -143,7 +150,7 @@ def _section(health: Part, context: Context, options: Options) -> Section | None
         ],
         tables=[
             Table("device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL),
-            Table("largest_gaps", "Largest idle gaps", health.gaps.head(top)),
+            Table("largest_gaps", "Largest idle gaps", health.gaps.head(top), note=gaps_note),
             Table("sync_places", "Host syncs by place", syncs.head(top), Per.TOTAL),
             Table("dtoh_copies", "Device-to-host copies", health.copies.head(top), Per.TOTAL),
             Table("launch_places", "Launch-bound places", health.launches.head(top), Per.TOTAL),

@@ -82,19 +82,20 @@ def _data_loading(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
 
 
 def dtoh_copies(trace: TraceData) -> pd.DataFrame:
-    """Device-to-host copies per rank and name (pageable ones flagged)."""
+    """Device-to-host copies per rank and name (pageable ones flagged), the most copy time first."""
     events = trace.events
     copies = events[(events["kind"] == Kind.MEMCPY.value) & name_hits(events["name"], DTOH_COPY)]
     table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "name", "count", "total_ns"]
     table["name"] = table["name"].astype(str)
     table["pageable"] = table["name"].str.contains(PAGEABLE_COPY)
-    return table
+    return merged_copies([table])
 
 
 def merged_copies(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """``dtoh_copies`` of several parts' ranks (parts in rank order)."""
-    return stack(tables).reset_index(drop=True)
+    """``dtoh_copies`` of several parts' ranks: the most copy time first (ties by rank and name)."""
+    order = ["total_ns", "rank", "name"]
+    return stack(tables).sort_values(order, ascending=[False, True, True], kind="stable").reset_index(drop=True)
 
 
 def sync_places(trace: TraceData) -> pd.DataFrame:
@@ -149,7 +150,7 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
                 "syncs_per_step": total / steps,
                 "sync_ns": int(places["sync_ns"].sum()),
                 "idle_after_ns": int(places["idle_after_ns"].sum()),
-                "dtoh_copies": {r["name"]: int(r["count"]) for r in copies.to_dict(orient="records")},
+                "dtoh_copies": {name: int(n) for name, n in copies.groupby("name", sort=False)["count"].sum().items()},
                 "places": places.head(LARGEST_GAPS).to_dict(orient="records"),
             },
         )
