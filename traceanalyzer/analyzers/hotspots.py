@@ -102,16 +102,15 @@ def ranked_level(partials: pd.DataFrame, level: Level) -> pd.DataFrame:
     (name, kind), with mean, share and cumulative share, largest total first (ties in order of first appearance)."""
     if level is Level.CPU_OP:  # graph-replayed work ranks after every op of the same total
         partials = partials.iloc[np.argsort(partials["kind"].to_numpy() == "graph", kind="stable")]
-    g = partials.groupby(KEY, sort=False)
-    out = g[[c for c in SUMMED if c in partials]].sum()
-    out["min_ns"] = g["min_ns"].min()
-    out["max_ns"] = g["max_ns"].max()
+    summed = {c: (c, "sum") for c in SUMMED if c in partials}
+    out = partials.groupby(KEY, sort=False).agg(**summed, min_ns=("min_ns", "min"), max_ns=("max_ns", "max"))
     out = out.reset_index()
     out["mean_ns"] = out["total_ns"] / out["count"]
     return _ranked(out)[LEVEL_COLUMNS[level]].reset_index(drop=True)
 
 
 def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
+    """Rows largest total first (stable), with each one's share of the total and the cumulative share."""
     grouped = grouped.sort_values(total_col, ascending=False, kind="stable")
     whole = grouped[total_col].sum()
     grouped["share"] = grouped[total_col] / whole if whole else 0.0
@@ -126,11 +125,14 @@ def _stats(frame: pd.DataFrame, by: list[str], value: str = "dur") -> pd.DataFra
 
 
 def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Level.KERNEL's partial: device rows per (rank, name, kind)."""
     stats = _stats(events[events["kind"].isin(DEVICE)], ["rank", *KEY])
     return stats.astype({"name": str, "kind": str})
 
 
 def _cpu_ops(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Level.CPU_OP's partial: per (rank, op name) self and inclusive host time and the device time its calls
+    launched directly; then per rank one row of graph-replayed work."""
     ops = events.loc[events["kind"] == Kind.CPU_OP.value, ["ts", "dur", "parent", "name", "rank"]]
     at = positions(table.index, ops.index)
     self_ns = ops["dur"].to_numpy() - _child_op_time(table, ops)[at]
@@ -197,6 +199,8 @@ def _sum_per_row(table: pd.DataFrame, labels: np.ndarray, values: np.ndarray) ->
 
 
 def _op_device(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
+    """Level.OP_DEVICE's partial: per (rank, launching op name) the device time of each call (count, total, min,
+    max over calls) and the device rows (``kernels``)."""
     device, calls = _op_work(events, table)
     names = codes_at(table["name"], device["op"].to_numpy())  # -1: graph-replayed (no op)
     frame = pd.DataFrame(
@@ -366,6 +370,7 @@ def _work(trace: TraceData) -> Work:
 
 
 def _work_of(trace: TraceData) -> Work:
+    """The device work in steps (all of it without steps) as partials and busy intervals per (op, kernel)."""
     ev = trace.events
     events = in_steps(trace, ev.loc[ev["kind"].isin(DEVICE), [*USED, "step"]])
     compute = events[~events["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
@@ -389,14 +394,16 @@ def _pairs(busy: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, np.nd
         {
             "rank": busy["rank"].to_numpy(),
             "linked": op != NO_ROW,
-            "op": _names(whole["name"], codes_at(whole["name"], op)),
-            "kernel": _names(busy["name"], busy["name"].array.codes),
+            "op": codes_at(whole["name"], op),  # -1: no op, or an op without a name
+            "kernel": busy["name"].array.codes,  # -1: no name
             "compute": compute,
             "compute_ns": np.where(compute, busy["dur"].to_numpy(), 0),
         }
     )
-    g = frame.groupby(["rank", "linked", "op", "kernel"], sort=False, dropna=False)
+    g = frame.groupby(["rank", "linked", "op", "kernel"], sort=False)
     pairs = g[["compute", "compute_ns"]].sum().reset_index().astype({"compute": np.int64})
+    pairs["op"] = _names(whole["name"], pairs["op"].to_numpy())
+    pairs["kernel"] = _names(busy["name"], pairs["kernel"].to_numpy())
     spans, owner = _grouped_union(g.ngroup().to_numpy(), ts, ts + busy["dur"].to_numpy())
     bounds = np.searchsorted(owner, np.arange(len(pairs) + 1))
     return pairs.assign(first=bounds[:-1], last=bounds[1:]), spans
