@@ -9,11 +9,18 @@ send/recv pairs; an estimate under which a matched send/recv pair no longer over
 started) is rejected. Offsets are applied here, never written back into the event table. Wait is the part of a call
 beyond the shortest duration across ranks (time spent waiting for peers); transfer is the time data moves: from the
 HCCL task lanes where the trace records them (``hccl``), else that shortest duration.
+
+Two stages, so that a job analysed rank by rank gives what its joined trace gives: ``rank_calls`` makes each call's
+row from its own rank's events alone (a worker runs it on its rank), and ``cross_rank`` matches the rows of all
+ranks and derives what needs them together; ``calls`` of a joined trace is the one over the other. What a late rank
+did while its peers waited (``late_arrivals``) is asked of its ``RankActivity``, which keeps what any such window
+can need (``rank_activity``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
@@ -21,7 +28,7 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -81,19 +88,64 @@ CALL_COLUMNS = [
     "transfer_basis", "wait_ns", "arrival_skew_ns", "aligned_start_ns", "late_rank", "algbw_gbps", "busbw_gbps",
     "link_bytes", "link_transfer_ns", "link_bw_gbps", "link_gbps", "row",
 ]  # fmt: skip
+RANK_COLUMNS = [
+    "rank", "step", "group", "seq", "collective", "p2p", "name", "dtype", "bytes", "phase", "start_ns", "dur_ns",
+    "exposed_ns", "compute_beside_ns", "task_wait_ns", "row", *(f"task_{c}" for c in hccl.COLUMNS),
+]  # fmt: skip
+"""The columns of the per-rank stage (``rank_calls``): a call's row on its rank, before matching."""
+TEXT_COLUMNS = ("group", "collective", "name", "dtype", "phase", "task_transfer_basis")
+"""The per-rank stage's text columns."""
 
 
 def calls(trace) -> pd.DataFrame:
     """One row per communication call per rank, with exposure, phase and (when matched) wait and transfer."""
+    tasks = bool((trace.events["kind"] == Kind.COMM_TASK.value).any())
+    return cross_rank(rank_calls(trace), trace.meta, tasks)
+
+
+def rank_calls(trace) -> pd.DataFrame:
+    """The per-rank stage: one row per communication call, in (rank, group, start) order, from each rank's own
+    events: times, exposure, phase, group and its sequence in it, bytes, and what its HCCL tasks say (peer waits,
+    transfer time, link bytes and time; NaN where the rank records no tasks)."""
     ev = trace.events
     comm = ev[ev["kind"] == Kind.COMMUNICATION.value]
     if not len(comm):
-        return pd.DataFrame(columns=CALL_COLUMNS)
+        return pd.DataFrame(columns=RANK_COLUMNS)
     table = _base(trace, comm)
+    tasks = hccl.task_times(trace.events, table)
+    for column in hccl.COLUMNS:
+        table[f"task_{column}"] = tasks[column]
+    return table[RANK_COLUMNS]
+
+
+def packed(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-rank rows as a rank's part carries them: the text columns as categories (each name once)."""
+    return table.astype({c: "category" for c in TEXT_COLUMNS})
+
+
+def unpacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """The per-rank rows of a job's ranks (``packed``, in rank order) as ``rank_calls`` gives them on the joined
+    trace."""
+    tables = [t for t in tables if len(t)]
+    if not tables:
+        return pd.DataFrame(columns=RANK_COLUMNS)
+    return pd.concat(tables, ignore_index=True).astype({c: str for c in TEXT_COLUMNS})
+
+
+def cross_rank(table: pd.DataFrame, meta: TraceMeta, tasks: bool) -> pd.DataFrame:
+    """The cross-rank stage over the per-rank rows of every rank of a job (``rank_calls``, ranks in order): calls
+    matched across ranks, clock offsets applied, wait, transfer, late rank and bandwidth (``meta``: the job's process
+    groups, world size and devices; ``tasks``: whether any rank records HCCL tasks, so a call without waiting tasks
+    waited 0 ns in them)."""
+    if not len(table):
+        return pd.DataFrame(columns=CALL_COLUMNS)
+    table = table.reset_index(drop=True)
+    if tasks:
+        table["task_wait_ns"] = table["task_wait_ns"].fillna(0.0)
     table = _match(table)
     table = _cross_rank(table, clock_offsets_of(table))
-    table = _task_transfer(table, trace.events)
-    return _bandwidth(table, trace)[CALL_COLUMNS].reset_index(drop=True)
+    table = _task_transfer(table)
+    return _bandwidth(table, meta)[CALL_COLUMNS]
 
 
 def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
@@ -323,23 +375,23 @@ def _cross_rank(table: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _task_transfer(table: pd.DataFrame, events: pd.DataFrame) -> pd.DataFrame:
+def _task_transfer(table: pd.DataFrame) -> pd.DataFrame:
     """Transfer time, link bytes and per-link bandwidth from the HCCL task lanes, where the trace records them."""
-    tasks = hccl.task_times(events, table)
-    known = tasks["transfer_ns"].notna()
+    known = table["task_transfer_ns"].notna()
     table["transfer_basis"] = np.where(table["match"] != NO_ROW, "shortest across ranks", "")
-    table.loc[known, "transfer_ns"] = tasks.loc[known, "transfer_ns"]
-    table.loc[known, "transfer_basis"] = tasks.loc[known, "transfer_basis"]
-    table["link_bytes"] = tasks["link_bytes"]
-    table["link_transfer_ns"] = tasks["link_transfer_ns"]
-    table["link_bw_gbps"] = tasks["link_bytes"] / tasks["link_transfer_ns"].where(tasks["link_transfer_ns"] > 0)
+    table.loc[known, "transfer_ns"] = table.loc[known, "task_transfer_ns"]
+    table.loc[known, "transfer_basis"] = table.loc[known, "task_transfer_basis"]
+    table["link_bytes"] = table["task_link_bytes"]
+    table["link_transfer_ns"] = table["task_link_transfer_ns"]
+    transfer = table["link_transfer_ns"]
+    table["link_bw_gbps"] = table["link_bytes"] / transfer.where(transfer > 0)
     return table
 
 
-def _bandwidth(table: pd.DataFrame, trace) -> pd.DataFrame:
-    sizes = {str(pg.get("pg_name")): int(pg.get("pg_size") or 0) for pg in trace.meta.process_groups}
+def _bandwidth(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
+    sizes = {str(pg.get("pg_name")): int(pg.get("pg_size") or 0) for pg in meta.process_groups}
     n = table["group"].map(sizes).fillna(0).astype(int)
-    n = n.where(n > 0, np.maximum(table["ranks_matched"], trace.meta.world_size))
+    n = n.where(n > 0, np.maximum(table["ranks_matched"], meta.world_size))
     table["group_size"] = n
     total = table["bytes"].where(table["bytes"] != NO_ROW).astype(float)
     total = total.where(table["collective"] != "allgather", total * n)
@@ -347,13 +399,13 @@ def _bandwidth(table: pd.DataFrame, trace) -> pd.DataFrame:
     table["algbw_gbps"] = total / duration.where(duration > 0)
     factor = [BUS_FACTORS.get(c, lambda k: 1.0)(max(k, 1)) for c, k in zip(table["collective"], n, strict=True)]
     table["busbw_gbps"] = table["algbw_gbps"] * np.asarray(factor, dtype=float)
-    table["link_gbps"] = link_gbps(trace)
+    table["link_gbps"] = link_gbps(meta)
     return table
 
 
-def link_gbps(trace) -> float:
-    """Nominal per-direction link bandwidth of the trace's devices (NaN when unknown)."""
-    name = trace.meta.devices[0].name if trace.meta.devices else ""
+def link_gbps(meta: TraceMeta) -> float:
+    """Nominal per-direction link bandwidth of a trace's devices (its ``TraceMeta``; NaN when unknown)."""
+    name = meta.devices[0].name if meta.devices else ""
     for pattern, gbps in LINK_GBPS:
         if pattern.search(name):
             return float("nan") if gbps is None else gbps
@@ -370,9 +422,10 @@ _HOST_WORK = [Kind.ANNOTATION.value, Kind.CPU_OP.value, Kind.PYTHON.value, Kind.
 _DEVICE_BUSY = [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value]
 
 
-def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
-    """The costliest matched calls that peers waited for: who arrived last, and what it did meanwhile. Send/recv and
-    collectives across pipeline stages are left out: waiting there is the pipeline bubble (``pipeline``)."""
+def late_arrivals(table: pd.DataFrame, activity: Callable[[int], RankActivity]) -> pd.DataFrame:
+    """The costliest matched calls of a job's calls table that peers waited for: who arrived last, and what it did
+    meanwhile (``activity(rank)``: that rank's ``RankActivity``). Send/recv and collectives across pipeline stages are
+    left out: waiting there is the pipeline bubble (``pipeline``)."""
     scheduled = pipeline.is_p2p(table) | pipeline.cross_stage(table, pipeline.peer_pairs(table))
     matched = table[(table["match"] != NO_ROW).to_numpy() & (table["late_rank"] != NO_ROW).to_numpy() & ~scheduled]
     if not len(matched):
@@ -393,7 +446,7 @@ def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
     )
     frame = frame[frame["caused_wait_ns"] >= LATE_MIN_NS].nlargest(LATE_EXPLAINED, "caused_wait_ns")
     frame["window_ns"] = frame["late_aligned"] - frame["first_aligned"]
-    ranks = {int(r): _RankActivity(trace.events[trace.events["rank"] == r]) for r in frame["late_rank"].unique()}
+    ranks = {int(r): activity(int(r)) for r in frame["late_rank"].unique()}
     causes = [
         ranks[int(row.late_rank)].cause(int(row.late_start) - int(row.window_ns), int(row.late_start))
         for row in frame.itertuples()
@@ -404,14 +457,73 @@ def late_arrivals(trace, table: pd.DataFrame) -> pd.DataFrame:
     return frame.reset_index()[LATE_COLUMNS]
 
 
-class _RankActivity:
-    """One rank's device busy time and host ranges, to explain what it did during a window."""
+def rank_activity(events: pd.DataFrame, calls: pd.DataFrame) -> RankActivity:
+    """What one rank did, from its events and its rows of a calls table (per-rank or matched): enough to explain
+    any window that ends where one of its calls that can be a late arrival (not a send/recv) starts."""
+    starts = np.sort(calls.loc[~pipeline.is_p2p(calls), "start_ns"].to_numpy(dtype=np.int64))
+    device = events[events["kind"].isin(_DEVICE_BUSY)]
+    busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
+    host = events[events["kind"].isin(_HOST_WORK)]
+    recorded = bool(len(device) or len(host))
+    busy = intervals.clip(busy, np.iinfo(np.int64).min, int(starts[-1])) if len(starts) else intervals.EMPTY
+    return RankActivity(busy, _pickable(host, busy, starts), recorded)
 
-    def __init__(self, events: pd.DataFrame) -> None:
-        device = events[events["kind"].isin(_DEVICE_BUSY)]
-        self.busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
-        self.host = events[events["kind"].isin(_HOST_WORK)]
-        self.recorded = bool(len(device) or len(self.host))
+
+def _pack(ivs: intervals.Intervals) -> tuple[int, np.ndarray]:
+    """Sorted disjoint intervals as their first start and the differences between consecutive edges (int32 where
+    every one fits)."""
+    edges = np.column_stack(ivs).ravel()
+    if not len(edges):
+        return 0, np.empty(0, dtype=np.int32)
+    steps = np.diff(edges)
+    fits = steps.max(initial=0) <= np.iinfo(np.int32).max
+    return int(edges[0]), steps.astype(np.int32 if fits else np.int64)
+
+
+def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray) -> pd.DataFrame:
+    """The host ranges that ``RankActivity.dominant_host_range`` can pick in a window [s, e) that ends at one of the
+    call starts (sorted): a range must cover at least 1 ns and half the window's device idle time. So it holds a call
+    start (ts < e <= end), or the device idle time from its end to the next call start (which such a window holds) is
+    at most twice its duration; no other range can ever be picked. Kept in event order, with what picking reads."""
+    ts = host["ts"].to_numpy()
+    dur = host["dur"].to_numpy()
+    at = np.searchsorted(starts, ts, side="right")
+    following = at < len(starts)
+    after = starts[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else ts
+    end = ts + dur
+    idle = after - end - intervals.covered_within(busy, end, after)
+    keep = following & (dur >= 1) & (2 * dur >= idle)
+    kept = host[keep]
+    return pd.DataFrame(
+        {
+            "ts": kept["ts"].to_numpy(),
+            "dur": kept["dur"].to_numpy(),
+            "python": (kept["kind"] == Kind.PYTHON.value).to_numpy(),
+            "depth": kept["depth"].to_numpy(),
+            "name": kept["name"].cat.remove_unused_categories().array,
+        }
+    )
+
+
+class RankActivity:
+    """One rank's device busy time and the host ranges that can explain a window ending at one of its calls (see
+    ``rank_activity``), to say what it did during such a window. The busy intervals are held packed (the first
+    start, then the gaps and lengths between their edges in turn, 4 bytes each where they fit), unpacked for each
+    window asked about (only a late rank is asked)."""
+
+    def __init__(self, busy: intervals.Intervals, host: pd.DataFrame, recorded: bool) -> None:
+        self.packed = _pack(busy)
+        self.host = host
+        self.recorded = recorded
+
+    @property
+    def busy(self) -> intervals.Intervals:
+        """The device busy intervals (kernels, copies, sets) up to the rank's last call start."""
+        first, steps = self.packed
+        if not len(steps):
+            return intervals.EMPTY
+        edges = np.cumsum(np.concatenate(([first], steps.astype(np.int64))))
+        return edges[0::2], edges[1::2]
 
     def cause(self, start: int, end: int) -> tuple[int, str, str]:
         """Device busy time in [start, end), the cause (compute, data_loading, host, idle; not_recorded for a rank of
@@ -433,6 +545,6 @@ class _RankActivity:
         picked = self.host[covered >= max(at_least, 1)]
         if not len(picked):
             return ""
-        named = picked[picked["kind"] != Kind.PYTHON.value]
+        named = picked[~picked["python"]]
         best = (named if len(named) else picked).sort_values("depth").iloc[-1]
         return str(best["name"])

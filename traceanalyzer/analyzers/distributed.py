@@ -11,23 +11,33 @@ M = union of communication, and X = union of memory copies and sets:
   and msprof's Communication(Not Overlapped).
 * Beside the parts: ``preparing`` = first compute or communication − step start, and ``device_free`` = the gaps
   of C ∪ M between its first start and last end (msprof's Preparing and Free).
+
+A job analysed rank by rank gives the same section and findings from its ranks' parts (``summarize``): each rank's
+overlap rows and collective calls on their own (``collective_calls.rank_calls``) and what it did
+(``collective_calls.RankActivity``); matching, offsets, waits, late arrivals and the pipeline bubble are then
+computed over all ranks' rows by the same code as for the joined trace (``_Inputs`` is what either path gathers).
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import collective_calls, pipeline
+from traceanalyzer.analyzers import collective_calls, pipeline, steps
 from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_spans, step_time
-from traceanalyzer.findings import Basis, Finding, make
-from traceanalyzer.memo import per_trace
+from traceanalyzer.findings import Basis, Finding, StepTime, make
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tracedata import TraceData
+from traceanalyzer.tracedata import Scope, TraceData
 
 PARTS = ("compute_only", "comm_hidden", "comm_exposed", "memory_exposed", "idle")
 """The exclusive parts of a step span, in priority order."""
@@ -50,14 +60,30 @@ _READ = ("rank", "ts", "dur", "kind", "name")
 @per_trace
 def overlap(trace: TraceData) -> pd.DataFrame:
     """Per rank and step: compute only, hidden and exposed communication, exposed copies, idle (ns and shares)."""
+    return overlap_of(overlap_rows(trace))
+
+
+def overlap_rows(trace: TraceData) -> list[dict]:
+    """The overlap breakdown of each rank and step of the trace's scope, as rows before their shares (a rank's rows
+    alone are its share of the job's: ``overlap_of`` of the ranks' rows in rank order is the job's table)."""
     spans = step_spans(trace)
-    return _with_shares(window_overlap(trace, lambda events, rank: _windows(events, spans, rank)))
+    return window_rows(trace, lambda events, rank: _windows(events, spans, rank))
+
+
+def overlap_of(rows: list[dict]) -> pd.DataFrame:
+    """The overlap table of breakdown rows (``overlap_rows``), with each part's share of the span."""
+    return _with_shares(pd.DataFrame(rows))
 
 
 def window_overlap(trace: TraceData, windows) -> pd.DataFrame:
+    """The breakdown of the windows ``windows(device_events, rank)`` gives (``window_rows``), as a table."""
+    return pd.DataFrame(window_rows(trace, windows))
+
+
+def window_rows(trace: TraceData, windows) -> list[dict]:
     """The one overlap computation: per (rank, step, start, end) that ``windows(device_events, rank)`` gives, the
     breakdown of the window's device time (compute, communication hidden and exposed, copies, idle; first and last
-    device work) and the trace's own overlap lanes summed over it (ns)."""
+    device work) and the trace's own overlap lanes summed over it (ns); ranks in order."""
     rows = []
     ev = trace.events
     device = ev.loc[ev["kind"].isin(_COMPUTE + _COMM + _MEMORY + [Kind.OVERLAP_LANE.value]), list(_READ)]
@@ -71,7 +97,7 @@ def window_overlap(trace: TraceData, windows) -> pd.DataFrame:
             row.update(_breakdown(sets, start, end))
             row.update(_lanes(lanes, start, end))
             rows.append(row)
-    return pd.DataFrame(rows)
+    return rows
 
 
 def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
@@ -139,15 +165,43 @@ def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def collectives(trace: TraceData) -> pd.DataFrame:
-    """One row per collective call per rank of the scope: exposure, phase, and across ranks (matched over the whole
-    job, so a scoped view keeps its waits and transfers) wait, transfer, late rank, bandwidth."""
-    calls = _job_calls(trace.base)
-    if trace.scope.rank is not None:
-        calls = calls[calls["rank"] == trace.scope.rank]
-    if trace.scope.step is not None:
-        calls = calls[calls["step"] == trace.scope.step]
-    return calls
+@dataclass
+class _Inputs:
+    """What the section and the findings read, gathered from a joined trace (``_of_trace``) or from the parts of a
+    job analysed rank by rank (``_of_job``): the scope, the job's calls matched across ranks, the overlap tables of
+    the scope and of the whole job, the job's late arrivals, the nominal link bandwidth, whether several ranks have
+    events, the ranks whose compute is in the scope, and each rank's step time in the scope and in the whole job."""
+
+    scope: Scope
+    job_calls: pd.DataFrame
+    overlap: Callable[[], pd.DataFrame]
+    job_overlap: Callable[[], pd.DataFrame]
+    job_late: Callable[[], pd.DataFrame]
+    link_gbps: float
+    several_ranks: bool
+    computing: set[int]
+    step_time: Callable[[int], StepTime]
+    job_step_time: Callable[[int], StepTime]
+
+
+def _inputs(trace: TraceData) -> _Inputs:
+    return remember(trace, "distributed.inputs", lambda: _of_trace(trace))
+
+
+def _of_trace(trace: TraceData) -> _Inputs:
+    base = trace.base
+    return _Inputs(
+        scope=trace.scope,
+        job_calls=_job_calls(base),
+        overlap=lambda: overlap(trace),
+        job_overlap=lambda: overlap(base),
+        job_late=lambda: _job_late(base),
+        link_gbps=collective_calls.link_gbps(trace.meta),
+        several_ranks=base.events["rank"].nunique() > 1,
+        computing=pipeline.computing_ranks(trace),
+        step_time=lambda rank: step_time(trace, rank),
+        job_step_time=lambda rank: step_time(base, rank),
+    )
 
 
 @per_trace
@@ -155,36 +209,121 @@ def _job_calls(trace: TraceData) -> pd.DataFrame:
     return collective_calls.calls(trace)
 
 
+@per_trace
+def _job_late(trace: TraceData) -> pd.DataFrame:
+    """The job's late arrivals (each asks what the late rank was doing: computed once per trace)."""
+    calls = _job_calls(trace)
+    events = trace.events
+    return collective_calls.late_arrivals(
+        calls,
+        lambda rank: collective_calls.rank_activity(events[events["rank"] == rank], calls[calls["rank"] == rank]),
+    )
+
+
+def summarize(trace: TraceData) -> dict:
+    """The rank's part: its collective calls on its own (the per-rank stage, of the whole rank, as matching needs
+    every call), its overlap rows of the scope (and of the whole rank when the scope is a step), what it did
+    (``RankActivity``: its device busy union and the host ranges a late arrival's window can pick), its step table
+    of the whole rank when the scope is a step, and whether it has events, HCCL tasks, and compute in the scope."""
+    base = trace.base
+    calls = collective_calls.rank_calls(base)
+    scoped = trace.scope.step is not None
+    kinds = base.events["kind"]
+    return {
+        "calls": collective_calls.packed(calls),
+        "overlap": overlap_rows(trace),
+        "job_overlap": overlap_rows(base) if scoped else None,
+        "activity": collective_calls.rank_activity(base.events, calls),
+        "steps": steps.step_table(base) if scoped else None,
+        "events": len(base.events) > 0,
+        "tasks": bool((kinds == Kind.COMM_TASK.value).any()),
+        "computing": bool(pipeline.computing_ranks(trace)),
+    }
+
+
+def _of_job(job: JobData) -> _Inputs:
+    parts = job.parts(ANALYZER)
+    ranks = [summary.rank for summary in job.ranks]
+    rows = collective_calls.unpacked([p["calls"] for p in parts])
+    job_calls = collective_calls.cross_rank(rows, job.meta, any(p["tasks"] for p in parts))
+    activity = {rank: p["activity"] for rank, p in zip(ranks, parts, strict=True)}
+    scoped = job.scope.step is not None
+    whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
+    step_tables = [p["steps"] for p in parts] if scoped else None
+    return _Inputs(
+        scope=job.scope,
+        job_calls=job_calls,
+        overlap=functools.cache(lambda: overlap_of([row for p in parts for row in p["overlap"]])),
+        job_overlap=functools.cache(lambda: overlap_of([row for rank_rows in whole for row in rank_rows])),
+        job_late=functools.cache(lambda: collective_calls.late_arrivals(job_calls, activity.__getitem__)),
+        link_gbps=collective_calls.link_gbps(job.meta),
+        several_ranks=sum(p["events"] for p in parts) > 1,
+        computing={rank for rank, p in zip(ranks, parts, strict=True) if p["computing"]},
+        step_time=lambda rank: steps.job_step_time(job, rank),
+        job_step_time=lambda rank: (
+            steps.job_step_time(job, rank)
+            if step_tables is None
+            else steps._step_time(pd.concat(step_tables, ignore_index=True), job.meta, rank)
+        ),
+    )
+
+
+def _job(job: JobData) -> _Inputs:
+    return remember(job, ANALYZER, lambda: _of_job(job))
+
+
+def collectives(trace: TraceData) -> pd.DataFrame:
+    """One row per collective call per rank of the scope: exposure, phase, and across ranks (matched over the whole
+    job, so a scoped view keeps its waits and transfers) wait, transfer, late rank, bandwidth."""
+    return _collectives(_inputs(trace))
+
+
+def _collectives(data: _Inputs) -> pd.DataFrame:
+    calls = data.job_calls
+    if data.scope.rank is not None:
+        calls = calls[calls["rank"] == data.scope.rank]
+    if data.scope.step is not None:
+        calls = calls[calls["step"] == data.scope.step]
+    return calls
+
+
 def clock_offsets(trace: TraceData) -> pd.DataFrame:
     """Per rank of the job: estimated clock offset against the lowest rank (ns), its spread, the calls it rests on."""
-    return collective_calls.clock_offsets_of(_job_calls(trace.base))
+    return collective_calls.clock_offsets_of(_inputs(trace).job_calls)
 
 
 def late_arrivals(trace: TraceData) -> pd.DataFrame:
     """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing (of the job;
     in a view of one rank, the calls that rank was late for)."""
-    late = _job_late(trace.base)
-    if trace.scope.rank is not None and len(late):
-        late = late[late["late_rank"] == trace.scope.rank]
-    if trace.scope.step is not None and len(late) and "step" in late:
-        late = late[late["step"] == trace.scope.step]
+    return _late_arrivals(_inputs(trace))
+
+
+def job_late_arrivals(job: JobData) -> pd.DataFrame:
+    """``late_arrivals`` of a job analysed rank by rank (what each late rank did, from its part)."""
+    return _late_arrivals(_job(job))
+
+
+def _late_arrivals(data: _Inputs) -> pd.DataFrame:
+    late = data.job_late()
+    if data.scope.rank is not None and len(late):
+        late = late[late["late_rank"] == data.scope.rank]
+    if data.scope.step is not None and len(late) and "step" in late:
+        late = late[late["step"] == data.scope.step]
     return late
-
-
-@per_trace
-def _job_late(trace: TraceData) -> pd.DataFrame:
-    """The job's late arrivals (each asks what the late rank was doing: computed once per trace)."""
-    return collective_calls.late_arrivals(trace, _job_calls(trace))
 
 
 def per_rank(trace) -> pd.DataFrame:
     """Per rank over all steps: the overlap breakdown summed, the share of communication hidden, and waits."""
-    table = overlap(trace)
+    return _per_rank(_inputs(trace))
+
+
+def _per_rank(data: _Inputs) -> pd.DataFrame:
+    table = data.overlap()
     if not len(table):
         return pd.DataFrame()
     sums = table.groupby("rank")[["span_ns", "compute_ns", "comm_ns", *[f"{p}_ns" for p in PARTS]]].sum()
     sums["hidden_comm_share"] = sums["comm_hidden_ns"] / sums["comm_ns"].where(sums["comm_ns"] > 0)
-    calls = collectives(trace)
+    calls = _collectives(data)
     sums["calls"] = calls.groupby("rank").size().reindex(sums.index).fillna(0).astype(int)
     sums["wait_ns"] = calls.groupby("rank")["wait_ns"].sum(min_count=1).reindex(sums.index)
     return sums.reset_index()
@@ -248,16 +387,25 @@ _ADVICE_LATE = {
 def findings(trace) -> list[Finding]:
     """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline bubble, many small messages,
     low bandwidth."""
-    calls = collectives(trace)
+    return _findings(_inputs(trace))
+
+
+def job_findings(job: JobData) -> list[Finding]:
+    """``findings`` of a job analysed rank by rank."""
+    return _findings(_job(job))
+
+
+def _findings(data: _Inputs) -> list[Finding]:
+    calls = _collectives(data)
     if not len(calls):
         return []
     found = [
-        _exposed(trace, calls, "allreduce", GRADIENT_PHASES),
-        _exposed(trace, calls, "allgather", PREFETCH_PHASES),
-        _straggler(trace),
-        pipeline.finding(trace, pipeline_bubble(trace), calls),
-        _small_messages(trace, calls),
-        _low_bandwidth(trace, calls),
+        _exposed(data, calls, "allreduce", GRADIENT_PHASES),
+        _exposed(data, calls, "allgather", PREFETCH_PHASES),
+        _straggler(data),
+        pipeline.finding_of(_pipeline_bubble(data), calls, data.computing, data.step_time),
+        _small_messages(data, calls),
+        _low_bandwidth(data, calls),
     ]
     return [f for f in found if f is not None and f.step_share >= MIN_COST_SHARE]
 
@@ -268,7 +416,7 @@ def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
     return (calls["exposed_ns"] - np.nan_to_num(wait)).clip(lower=0)
 
 
-def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
+def _exposed(data: _Inputs, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
     mine = calls[(calls["collective"] == collective) & calls["phase"].isin(phases)]
     if not len(mine):
         return None
@@ -291,32 +439,32 @@ def _exposed(trace, calls: pd.DataFrame, collective: str, phases: tuple[str, ...
         "phases": ours["phase"].value_counts().to_dict(),
     }
     return make(
-        ANALYZER, f"exposed_{collective}", title, advice, step_time(trace, rank),
+        ANALYZER, f"exposed_{collective}", title, advice, data.step_time(rank),
         concerns_ns=int(ours["exposed_ns"].sum()), saving_ns=int(exposed[rank]), basis=Basis.MEASURED,
         model="the exposed transfer time (waiting for peers left out) would be hidden under compute",
         where={"rank": rank, "collective": collective}, evidence=evidence,
     )  # fmt: skip
 
 
-def _explained_late(trace) -> pd.DataFrame:
+def _explained_late(data: _Inputs) -> pd.DataFrame:
     """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged),
     of a rank that makes its peers wait at least ``LATE_RANK_MIN_SHARE`` of their step time (less is jitter)."""
-    late = late_arrivals(trace)
+    late = _late_arrivals(data)
     late = late[late["cause"] != collective_calls.NOT_RECORDED]
     if not len(late):
         return late
-    calls = collectives(trace.base)
+    calls = data.job_calls
     keep = []
     for rank, ours in late.groupby("late_rank"):
         waits = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)].groupby("rank")["wait_ns"].sum()
         victim = int(waits.idxmax()) if len(waits) else int(rank)
-        if ours["caused_wait_ns"].sum() >= LATE_RANK_MIN_SHARE * step_time(trace.base, victim).total_ns:
+        if ours["caused_wait_ns"].sum() >= LATE_RANK_MIN_SHARE * data.job_step_time(victim).total_ns:
             keep.append(rank)
     return late[late["late_rank"].isin(keep)]
 
 
-def _straggler(trace) -> Finding | None:
-    late = _explained_late(trace)
+def _straggler(data: _Inputs) -> Finding | None:
+    late = _explained_late(data)
     if not len(late):
         return None
     caused = late.groupby("late_rank")["caused_wait_ns"].sum()
@@ -325,7 +473,7 @@ def _straggler(trace) -> Finding | None:
     by_cause = ours.groupby("cause")["caused_wait_ns"].sum()
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
-    calls = collectives(trace)
+    calls = _collectives(data)
     waited = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)]
     waits = waited.groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
@@ -334,14 +482,14 @@ def _straggler(trace) -> Finding | None:
     )
     return make(
         ANALYZER, "late_rank", f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
-        step_time(trace, victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
+        data.step_time(victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
         model="the peers' waiting for the late rank would go if it arrived with them",
         where={"rank": rank},
         evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
     )  # fmt: skip
 
 
-def _small_messages(trace, calls: pd.DataFrame) -> Finding | None:
+def _small_messages(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
     small = calls[(calls["bytes"] > 0) & (calls["bytes"] < SMALL_MESSAGE_BYTES)]
     if not len(small):
         return None
@@ -353,14 +501,14 @@ def _small_messages(trace, calls: pd.DataFrame) -> Finding | None:
     cost = int(_exposed_transfer(ours).sum())
     return make(
         ANALYZER, "small_messages", f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)",
-        _ADVICE_SMALL, step_time(trace, rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
+        _ADVICE_SMALL, data.step_time(rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
         model="the exposed transfer of the small collectives would go if they were coalesced into one",
         where={"rank": rank},
         evidence={"calls": len(ours), "median_bytes": int(ours["bytes"].median())},
     )  # fmt: skip
 
 
-def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
+def _low_bandwidth(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
     large = calls[(calls["bytes"] >= LARGE_MESSAGE_BYTES) & calls["transfer_ns"].notna() & calls["link_gbps"].notna()]
     slow = large[large["busbw_gbps"] < LOW_BUS_SHARE * large["link_gbps"]]
     if not len(slow):
@@ -372,7 +520,7 @@ def _low_bandwidth(trace, calls: pd.DataFrame) -> Finding | None:
     return make(
         ANALYZER, "low_bandwidth",
         f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
-        _ADVICE_BANDWIDTH, step_time(trace, rank), concerns_ns=int(ours["transfer_ns"].sum()),
+        _ADVICE_BANDWIDTH, data.step_time(rank), concerns_ns=int(ours["transfer_ns"].sum()),
         saving_ns=int(saving[rank]), basis=Basis.MODELLED,
         model=f"large collectives at {REACHABLE_BUS_SHARE:.0%} of the link's nominal bandwidth",
         where={"rank": rank},
@@ -389,11 +537,20 @@ STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidd
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """Overlap per rank and step, the most exposed collectives, the late rank and clock offsets."""
-    calls = collectives(trace)
-    table = overlap(trace)
+    return _section(_inputs(trace), options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank."""
+    return _section(_job(job), options)
+
+
+def _section(data: _Inputs, options: Options) -> Section | None:
+    calls = _collectives(data)
+    table = data.overlap()
     if not len(calls) or not len(table):
         return None
-    ranks = per_rank(trace)
+    ranks = _per_rank(data)
     by_rank = ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share", "calls", "wait_ns"]]
     exposed = _top(calls, options.top)[TOP_COLUMNS].dropna(axis=1, how="all")
     tables = [
@@ -410,9 +567,8 @@ def section(trace: TraceData, options: Options) -> Section | None:
         Fact("hidden_comm_share", "communication hidden under compute", hidden, Unit.SHARE),
         Fact("comm_exposed_ns", "exposed communication", int(table["comm_exposed_ns"].median()), Unit.NS, Per.STEP),
     ]
-    link = collective_calls.link_gbps(trace)
-    if not np.isnan(link):
-        facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", link, Unit.GBPS))
+    if not np.isnan(data.link_gbps):
+        facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", data.link_gbps, Unit.GBPS))
         facts.append(
             Fact(
                 "busbw_gbps_median_large",
@@ -421,8 +577,8 @@ def section(trace: TraceData, options: Options) -> Section | None:
                 Unit.GBPS,
             )
         )
-    if trace.base.events["rank"].nunique() > 1:
-        facts += _cross_rank(trace, tables, options.top)
+    if data.several_ranks:
+        facts += _cross_rank(data, tables, options.top)
     return Section("distributed", "Distributed: communication and overlap", facts=facts, tables=tables)
 
 
@@ -438,20 +594,20 @@ def _top(calls: pd.DataFrame, top: int) -> pd.DataFrame:
     return top_calls
 
 
-def _cross_rank(trace: TraceData, tables: list[Table], top: int) -> list[Fact]:
+def _cross_rank(data: _Inputs, tables: list[Table], top: int) -> list[Fact]:
     """Clock offsets and late arrivals (tables appended), and the facts they give."""
-    offsets = clock_offsets(trace)
+    offsets = collective_calls.clock_offsets_of(data.job_calls)
     tables.append(Table("clock_offsets", "Clock offsets", offsets))
-    late = late_arrivals(trace)
+    late = _late_arrivals(data)
     facts = [Fact("max_clock_offset_ns", "largest clock offset", int(offsets["offset_ns"].abs().max()), Unit.NS)]
-    calls = collectives(trace)
-    table = pipeline_bubble(trace)
+    calls = _collectives(data)
+    table = _pipeline_bubble(data)
     if len(table):
         tables.append(Table("pipeline_bubble", "Pipeline bubble per rank and step", table, Per.STEP))
-        facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(trace, table, calls).items()]
+        facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(table, calls, data.computing).items()]
     if len(late):
         tables.append(Table("late_arrivals", "Late arrivals", late.head(top).drop(columns="match")))
-    explained = _explained_late(trace)
+    explained = _explained_late(data)
     if len(explained):
         caused = explained.groupby("late_rank")["caused_wait_ns"].sum()
         facts.append(Fact("late_rank", "late rank", int(caused.idxmax()), Unit.NUMBER))
@@ -475,13 +631,17 @@ def _pipeline_fact(key: str, value: object) -> Fact:
 
 def pipeline_bubble(trace: TraceData) -> pd.DataFrame:
     """The pipeline bubble per rank and step of the scope (stages matched over the whole job)."""
-    return _in_scope(pipeline.bubble(_job_calls(trace.base), overlap(trace.base)), trace)
+    return _pipeline_bubble(_inputs(trace))
 
 
-def _in_scope(table: pd.DataFrame, trace: TraceData) -> pd.DataFrame:
-    """Rows of a per rank and step table within the trace's scope."""
+def _pipeline_bubble(data: _Inputs) -> pd.DataFrame:
+    return _in_scope(pipeline.bubble(data.job_calls, data.job_overlap()), data.scope)
+
+
+def _in_scope(table: pd.DataFrame, scope: Scope) -> pd.DataFrame:
+    """Rows of a per rank and step table within a scope."""
     keep = np.ones(len(table), dtype=bool)
-    for column, value in (("rank", trace.scope.rank), ("step", trace.scope.step)):
+    for column, value in (("rank", scope.rank), ("step", scope.step)):
         if value is not None:
             keep &= (table[column] == value).to_numpy()
     return table[keep]

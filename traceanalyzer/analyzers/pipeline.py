@@ -17,12 +17,13 @@ the step span (the step as the device sees it, as in the overlap breakdown).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers.steps import step_time
-from traceanalyzer.findings import Basis, Finding, make
+from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 
@@ -122,9 +123,17 @@ def bubble(calls: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
 
 
 def finding(trace: TraceData, table: pd.DataFrame, calls: pd.DataFrame) -> Finding | None:
+    """The pipeline bubble of the rank that idles most in it, with the schedule advice (of a trace)."""
+    return finding_of(table, calls, computing_ranks(trace), lambda rank: step_time(trace, rank))
+
+
+def finding_of(
+    table: pd.DataFrame, calls: pd.DataFrame, computing: set[int], step_of: Callable[[int], StepTime]
+) -> Finding | None:
     """The pipeline bubble of the rank that idles most in it, with the schedule advice; ranks whose compute is
-    recorded are preferred (a rank loaded from its communication alone has no step span to share against)."""
-    table = _judged(trace, table)
+    recorded (``computing``) are preferred (a rank loaded from its communication alone has no step span to share
+    against); ``step_of(rank)``: the rank's step time."""
+    table = _judged(table, computing)
     if not len(table):
         return None
     total = table.groupby("rank")["bubble_ns"].sum()
@@ -145,16 +154,21 @@ def finding(trace: TraceData, table: pd.DataFrame, calls: pd.DataFrame) -> Findi
         "bubble_share_by_rank": {int(r): float(s) for r, s in _shares(table).items()},
     }
     return make(
-        ANALYZER, "pipeline_bubble", title, ADVICE, step_time(trace, rank), concerns_ns=int(total[rank]),
+        ANALYZER, "pipeline_bubble", title, ADVICE, step_of(rank), concerns_ns=int(total[rank]),
         saving_ns=int(total[rank]), basis=Basis.MEASURED, where={"rank": rank}, evidence=evidence,
         model="an upper bound: the stage's wait in send/recv beyond the transfer (a better schedule shrinks it)",
     )  # fmt: skip
 
 
-def _judged(trace: TraceData, table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of ranks whose compute is recorded (all rows when none is)."""
+def computing_ranks(trace: TraceData) -> set[int]:
+    """The ranks of a trace whose compute (kernels) is recorded."""
     events = trace.events
-    recorded = table["rank"].isin(events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique())
+    return {int(r) for r in events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()}
+
+
+def _judged(table: pd.DataFrame, computing: set[int]) -> pd.DataFrame:
+    """The rows of ranks whose compute is recorded (all rows when none is)."""
+    recorded = table["rank"].isin(computing)
     return table[recorded] if recorded.any() else table
 
 
@@ -163,12 +177,12 @@ def _shares(table: pd.DataFrame) -> pd.Series:
     return sums["bubble_ns"] / sums["span_ns"].where(sums["span_ns"] > 0)
 
 
-def facts(trace: TraceData, table: pd.DataFrame, calls: pd.DataFrame) -> dict:
+def facts(table: pd.DataFrame, calls: pd.DataFrame, computing: set[int]) -> dict:
     """Section facts of a pipeline: its stage pairs and the bubble per step (median over steps; the rank with the
-    largest, among ranks whose compute is recorded)."""
+    largest, among ranks whose compute is recorded: ``computing``)."""
     if not len(table):
         return {}
-    per_rank = _judged(trace, table).groupby("rank")[["bubble_ns", "bubble_share"]].median()
+    per_rank = _judged(table, computing).groupby("rank")[["bubble_ns", "bubble_share"]].median()
     return {
         "pipeline_stage_pairs": ", ".join(f"{a}↔{b}" for a, b in sorted(peer_pairs(calls))),
         "pipeline_bubble_ns_per_step": int(per_rank["bubble_ns"].max()),

@@ -1,0 +1,103 @@
+"""The distributed analyzer rank by rank: the section and findings of a job analysed from the ranks' parts equal
+those of the joined trace (overlap per rank and step, calls matched across ranks, clock offsets, late arrivals and
+what the late rank did, the pipeline bubble, bandwidth), and a rank's part stays small."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from tests.conftest import JOBS, assert_same_data, job_pair, shared_path
+from traceanalyzer import perrank
+from traceanalyzer.analyzers import distributed
+from traceanalyzer.options import Options
+
+CASES = [*JOBS, "fsdp"]
+
+
+def _same_findings(got: list, want: list) -> None:
+    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
+    assert [f.claims for f in got] == [f.claims for f in want]
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_section_from_the_parts_is_the_joined_one(name):
+    job, joined = job_pair(name)
+    want = distributed.section(joined, Options())
+    got = distributed.job_section(job, Options())
+    assert want is not None, "every job here has collectives"
+    assert_same_data(got.to_dict(), want.to_dict())
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_the_findings_from_the_parts_are_the_joined_ones(name):
+    job, joined = job_pair(name)
+    _same_findings(distributed.job_findings(job), distributed.findings(joined))
+
+
+def test_a_short_top_truncates_the_merged_tables_as_the_joined_one():
+    job, joined = job_pair("dlrm_8rank")
+    options = Options(top=3)
+    assert_same_data(distributed.job_section(job, options).to_dict(), distributed.section(joined, options).to_dict())
+
+
+def test_the_jobs_cover_what_the_cross_rank_stage_does():
+    """The jobs compared above reach every cross-rank analysis: late arrivals explained from a rank's part, a
+    pipeline bubble, and task lanes (HCCL)."""
+    ids = {}
+    for name in CASES:
+        job, _ = job_pair(name)
+        section = distributed.job_section(job, Options())
+        ids[name] = {t.id for t in section.tables}
+    assert "late_arrivals" in ids["ddp_no_overlap"] | ids["dlrm_8rank"]
+    assert "pipeline_bubble" in ids["ascend_pp2_4rank"]
+    job, _ = job_pair("ascend_level1_2rank")
+    assert all(part["tasks"] for part in job.parts("distributed"))
+
+
+def test_a_step_of_the_job_from_the_parts_is_the_joined_step():
+    job, joined = job_pair("ddp_no_overlap")
+    step = sorted(joined.steps_recorded())[1]
+    scoped_job = perrank.load_job(shared_path(*JOBS["ddp_no_overlap"]), step=step)
+    view = joined.scoped(step=step)
+    assert_same_data(
+        distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
+    )
+    _same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+
+
+def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
+    job, joined = job_pair("ascend_pp2_4rank")
+    step = sorted(joined.steps_recorded())[0]
+    scoped_job = perrank.load_job(shared_path(*JOBS["ascend_pp2_4rank"]), step=step)
+    view = joined.scoped(step=step)
+    assert_same_data(
+        distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
+    )
+    _same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+
+
+def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
+    """What the late rank did in each waited-for window, from the busy union and the host ranges its part kept,
+    equals what its whole event table says."""
+    job, joined = job_pair("ddp_no_overlap")
+    late = distributed.late_arrivals(joined)
+    assert len(late) > Options().top, "more late arrivals than the section shows"
+    assert_same_data(distributed.job_late_arrivals(job).to_dict("list"), late.to_dict("list"))
+
+
+def _part_bytes(part: dict) -> int:
+    return len(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def test_a_ranks_part_is_small_against_its_event_table():
+    """The part of the largest rank of the jobs (h200 ddp_overlap rank 0) is at most 2 % of its event table, and
+    what it keeps to explain a late arrival is a small share of the rank's host ranges."""
+    job, joined = job_pair("ddp_overlap")
+    events = joined.events[joined.events["rank"] == 0]
+    table_bytes = int(events.memory_usage(deep=True).sum())
+    part = job.part("distributed", 0)
+    assert _part_bytes(part) <= 0.02 * table_bytes
+    host = events["kind"].isin(["annotation", "cpu_op", "python", "runtime"]).sum()
+    assert len(part["activity"].host) <= 0.05 * host
