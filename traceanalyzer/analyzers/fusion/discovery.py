@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.fusion.opstream import EntryWork
+from traceanalyzer.analyzers.fusion.opstream import EntryWork, PackedWork
+from traceanalyzer.analyzers.fusion.packing import narrow
 from traceanalyzer.analyzers.fusion.patterns import BACKWARD_SUFFIX
 
 MAX_CHAIN = 6
@@ -34,14 +35,25 @@ MEASURED = ("device_ns", "kernels", "in_bytes", "out_bytes")
 class Runs:
     """Entries of memory-bound runs, as columns (one value per entry; runs one after another): ``token``,
     ``label`` and ``place`` (codes into ``vocab``), ``run`` (its run), ``rank``, ``step``, ``ts``, ``device_ns``,
-    ``kernels``, ``in_bytes``, ``out_bytes`` and ``at`` (its position in its trace's op stream); ``work``: the
-    device work of each entry; ``steps``: the (rank, step) pairs of the op stream. ``vocab["token"]`` holds every
-    token of the work entries in order of first appearance, which orders chains of equal worth."""
+    ``kernels``, ``in_bytes``, ``out_bytes`` and ``at`` (its position in its trace's op stream, left out of the
+    ``packed`` form a part carries); ``work``: the device work of each entry; ``steps``: the (rank, step) pairs of
+    the op stream. ``vocab["token"]`` holds every token of the work entries in order of first appearance, which
+    orders chains of equal worth."""
 
     cols: dict[str, np.ndarray]
     vocab: dict[str, list[str]]
-    work: EntryWork
+    work: EntryWork | PackedWork
     steps: int
+
+    def packed(self) -> Runs:
+        """The small form a part carries (``packing``), without ``at``."""
+        cols = {c: narrow(v) for c, v in self.cols.items() if c != "at"}
+        return Runs(cols, self.vocab, self.work.packed(), self.steps)
+
+    def widened(self) -> Runs:
+        """The form discovery reads: int64 columns, the work unpacked."""
+        work = self.work.unpacked() if isinstance(self.work, PackedWork) else self.work
+        return Runs({c: v.astype(np.int64) for c, v in self.cols.items()}, self.vocab, work, self.steps)
 
     def __len__(self) -> int:
         return len(self.cols["run"])
@@ -64,7 +76,9 @@ class Chain:
 
 
 def merge(parts: list[Runs]) -> Runs:
-    """The runs of several ranks one after another, their codes into one vocabulary (first appearance in order)."""
+    """The runs of several ranks one after another (``widened``), their codes into one vocabulary (first appearance
+    in order)."""
+    parts = [p.widened() for p in parts]
     if len(parts) == 1:
         return parts[0]
     vocab = {c: list(dict.fromkeys(t for p in parts for t in p.vocab[c])) for c in CODED}
@@ -73,7 +87,7 @@ def merge(parts: list[Runs]) -> Runs:
     for name in parts[0].cols:
         pieces = [p.cols[name] for p in parts]
         if name in CODED:
-            pieces = [np.array([index[name][t] for t in p.vocab[name]], dtype=np.int32)[p.cols[name]] for p in parts]
+            pieces = [np.array([index[name][t] for t in p.vocab[name]], dtype=np.int64)[p.cols[name]] for p in parts]
         if name == "run":
             offsets = np.cumsum([0] + [int(p.cols["run"].max()) + 1 if len(p) else 0 for p in parts[:-1]])
             pieces = [piece + offset for piece, offset in zip(pieces, offsets.tolist(), strict=True)]

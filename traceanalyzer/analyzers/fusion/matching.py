@@ -31,6 +31,7 @@ from traceanalyzer.analyzers.collective_calls import phases
 from traceanalyzer.analyzers.fusion import discovery, opstream
 from traceanalyzer.analyzers.fusion.discovery import Chain, Runs
 from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, EntryWork, per_text, per_token
+from traceanalyzer.analyzers.fusion.packing import narrow
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -386,13 +387,13 @@ def launch_counts(ev: pd.DataFrame) -> pd.DataFrame:
     launch = ev["launch"].to_numpy()
     rows = np.unique(launch[launch != NO_ROW])
     dur, count = np.unique(ev["dur"].to_numpy()[rows].astype(np.int64), return_counts=True)
-    return pd.DataFrame({"dur": dur, "count": count.astype(np.int64)})
+    return pd.DataFrame({"dur": narrow(dur), "count": narrow(count)})
 
 
 def launch_median(counts: pd.DataFrame) -> float:
     """Measured median duration (ns) of the launch calls counted (``launch_counts``, of one or more ranks; 0 when
     none is linked)."""
-    counts = counts.groupby("dur", sort=True)["count"].sum()
+    counts = counts.astype(np.int64).groupby("dur", sort=True)["count"].sum()
     total = int(counts.sum())
     if not total:
         return 0.0

@@ -21,6 +21,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
+from traceanalyzer.analyzers.fusion.packing import Packed, narrow, pack
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     BIAS_ADD,
@@ -458,6 +459,10 @@ class EntryWork:
         part = self.take(entries)
         return intervals.union(part.starts, part.ends)
 
+    def packed(self) -> PackedWork:
+        """The small form (``packing``)."""
+        return PackedWork(narrow(np.diff(self.offsets)), pack(self.starts, self.ends))
+
     @staticmethod
     def empty() -> EntryWork:
         """No entries."""
@@ -469,6 +474,19 @@ class EntryWork:
         counts = np.concatenate([np.diff(p.offsets) for p in parts])
         offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
         return EntryWork(offsets, np.concatenate([p.starts for p in parts]), np.concatenate([p.ends for p in parts]))
+
+
+@dataclass
+class PackedWork:
+    """``EntryWork`` in its small form: how many intervals each entry has, and the intervals (``packing.Packed``)."""
+
+    counts: np.ndarray
+    intervals: Packed
+
+    def unpacked(self) -> EntryWork:
+        """The ``EntryWork`` again."""
+        starts, ends = self.intervals.unpacked()
+        return EntryWork(np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64))), starts, ends)
 
 
 def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -19,6 +19,7 @@ import pandas as pd
 from traceanalyzer.analyzers.fusion.discovery import Runs
 from traceanalyzer.analyzers.fusion.matching import launch_counts, located, matched, place_of
 from traceanalyzer.analyzers.fusion.opstream import EntryWork
+from traceanalyzer.analyzers.fusion.packing import pack
 from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData
@@ -32,7 +33,7 @@ SUMS = ["kernels", "current_ns", "kept_ns", "saving_ns", "intermediate_bytes", "
 
 GROUP_COLUMNS = [*GROUP, "pattern", "first_ts", "first_seq", "forward", "occurrences", *SUMS, "claims"]
 """Per group: the first occurrence's pattern, start and order found (``first_seq``), how many are not backward and
-how many in all, the sums, and the union of the device work claimed (an ``Intervals``)."""
+how many in all, the sums, and the union of the device work claimed (``packing.Packed``)."""
 
 PLACE_COLUMNS = [*GROUP, "place", "forward", "occurrences", "forward_ts", "forward_seq", "first_ts", "first_seq"]
 """Per group and place: how many occurrences there (not backward, and all), and where the first of each is."""
@@ -68,11 +69,11 @@ def _summarize(trace: TraceData) -> Part:
     compiled = bool(trace.events["name"].cat.categories.str.contains(COMPILED_REGION).any())
     launches = launch_counts(trace.events)
     if match is None:
-        return Part(*aggregate(pd.DataFrame(), EntryWork.empty()), Runs.empty(), launches, compiled)
+        return Part(*aggregate(pd.DataFrame(), EntryWork.empty()), Runs.empty().packed(), launches, compiled)
     table = located(trace, match.ctx, match.found) if match.found else pd.DataFrame()
     if len(table):
         table["place"] = place_of(table)
-    return Part(*aggregate(table, match.work), match.runs, launches, compiled)
+    return Part(*aggregate(table, match.work), match.runs.packed(), launches, compiled)
 
 
 def aggregate(occ: pd.DataFrame, work: EntryWork) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -92,7 +93,7 @@ def aggregate(occ: pd.DataFrame, work: EntryWork) -> tuple[pd.DataFrame, pd.Data
         occurrences=("forward", "size"),
         **{c: (c, "sum") for c in SUMS},
     ).reset_index()
-    groups["claims"] = [work.union(np.concatenate(entries.tolist())) for _, entries in by["entries"]]
+    groups["claims"] = [pack(*work.union(np.concatenate(entries.tolist()))) for _, entries in by["entries"]]
     spots = occ.groupby([*GROUP, "place"], sort=False)
     places = spots.agg(
         forward=("forward", "sum"),

@@ -173,7 +173,7 @@ def _claims(group: pd.DataFrame) -> Claims:
     """The device work a variant's fix removes, per rank (ranks without any left out)."""
     out: Claims = {}
     for rank, rows in group.groupby("rank", sort=True):
-        held = rows["claims"].tolist()
+        held = [packed.unpacked() for packed in rows["claims"]]
         union = intervals.union(np.concatenate([h[0] for h in held]), np.concatenate([h[1] for h in held]))
         if len(union[0]):
             out[int(rank)] = union
