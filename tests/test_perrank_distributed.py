@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 
 from tests.conftest import JOBS, assert_same_data, job_pair, shared_path
-from traceanalyzer import perrank
-from traceanalyzer.analyzers import distributed
+from traceanalyzer import intervals, perrank
+from traceanalyzer.analyzers import collective_calls, distributed
 from traceanalyzer.options import Options
+from traceanalyzer.schema import Kind
 
 CASES = [*JOBS, "fsdp"]
 
@@ -85,6 +87,35 @@ def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
     late = distributed.late_arrivals(joined)
     assert len(late) > Options().top, "more late arrivals than the section shows"
     assert_same_data(distributed.job_late_arrivals(job).to_dict("list"), late.to_dict("list"))
+
+
+@pytest.mark.parametrize(("name", "rank"), [("ddp_no_overlap", 0), ("ddp_overlap", 1), ("dlrm_8rank", 3)])
+def test_what_a_part_keeps_explains_any_window_as_the_whole_rank_does(name, rank):
+    """For windows of many lengths ending at the rank's call starts, what the rank did (device busy time, cause,
+    host range) from its part's pruned host ranges and packed busy union equals the answer from all its host ranges
+    and its busy union rebuilt from the event table."""
+    _, joined = job_pair(name)
+    events = joined.events[joined.events["rank"] == rank]
+    calls = distributed.collectives(joined)
+    calls = calls[calls["rank"] == rank]
+    kept = collective_calls.rank_activity(events, calls)
+    device = events[events["kind"].isin([Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value])]
+    host = events[
+        events["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value])
+    ]
+    busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
+    whole = collective_calls.RankActivity(busy, collective_calls.host_ranges(host), True)
+    assert len(kept.host) < len(whole.host) / 4
+    rng = np.random.default_rng(14)
+    starts = np.unique(calls.loc[~calls["p2p"].astype(bool), "start_ns"].to_numpy())
+    answers = []
+    for end in rng.choice(starts, size=min(len(starts), 60), replace=False):
+        for width in np.concatenate(([0, 1], np.round(10 ** rng.uniform(3, 9, 14)))):
+            start = int(end) - int(width)
+            answer = kept.cause(start, int(end))
+            assert answer == whole.cause(start, int(end)), (start, int(end))
+            answers.append(answer)
+    assert len({a[1] for a in answers}) >= 2 and len({a[2] for a in answers}) >= 3, "the windows reach several causes"
 
 
 def _part_bytes(part: dict) -> int:

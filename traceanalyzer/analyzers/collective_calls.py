@@ -466,7 +466,7 @@ def rank_activity(events: pd.DataFrame, calls: pd.DataFrame) -> RankActivity:
     host = events[events["kind"].isin(_HOST_WORK)]
     recorded = bool(len(device) or len(host))
     busy = intervals.clip(busy, np.iinfo(np.int64).min, int(starts[-1])) if len(starts) else intervals.EMPTY
-    return RankActivity(busy, _pickable(host, busy, starts), recorded)
+    return RankActivity(busy, host_ranges(host[_pickable(host, busy, starts)]), recorded)
 
 
 def _pack(ivs: intervals.Intervals) -> tuple[int, np.ndarray]:
@@ -480,11 +480,11 @@ def _pack(ivs: intervals.Intervals) -> tuple[int, np.ndarray]:
     return int(edges[0]), steps.astype(np.int32 if fits else np.int64)
 
 
-def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray) -> pd.DataFrame:
-    """The host ranges that ``RankActivity.dominant_host_range`` can pick in a window [s, e) that ends at one of the
-    call starts (sorted): a range must cover at least 1 ns and half the window's device idle time. So it holds a call
+def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray) -> np.ndarray:
+    """Per host range: can ``RankActivity.dominant_host_range`` pick it in a window [s, e) that ends at one of the
+    call starts (sorted)? A range must cover at least 1 ns and half the window's device idle time. So it holds a call
     start (ts < e <= end), or the device idle time from its end to the next call start (which such a window holds) is
-    at most twice its duration; no other range can ever be picked. Kept in event order, with what picking reads."""
+    at most twice its duration; no other range can ever be picked."""
     ts = host["ts"].to_numpy()
     dur = host["dur"].to_numpy()
     at = np.searchsorted(starts, ts, side="right")
@@ -492,15 +492,19 @@ def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray)
     after = starts[np.minimum(at, max(len(starts) - 1, 0))] if len(starts) else ts
     end = ts + dur
     idle = after - end - intervals.covered_within(busy, end, after)
-    keep = following & (dur >= 1) & (2 * dur >= idle)
-    kept = host[keep]
+    return following & (dur >= 1) & (2 * dur >= idle)
+
+
+def host_ranges(host: pd.DataFrame) -> pd.DataFrame:
+    """Host rows as a ``RankActivity`` holds them, in event order: what picking one reads (start, duration, whether
+    it is a Python frame, depth, name)."""
     return pd.DataFrame(
         {
-            "ts": kept["ts"].to_numpy(),
-            "dur": kept["dur"].to_numpy(),
-            "python": (kept["kind"] == Kind.PYTHON.value).to_numpy(),
-            "depth": kept["depth"].to_numpy(),
-            "name": kept["name"].cat.remove_unused_categories().array,
+            "ts": host["ts"].to_numpy(),
+            "dur": host["dur"].to_numpy(),
+            "python": (host["kind"] == Kind.PYTHON.value).to_numpy(),
+            "depth": host["depth"].to_numpy(),
+            "name": host["name"].cat.remove_unused_categories().array,
         }
     )
 
