@@ -7,7 +7,8 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+import traceanalyzer as ta
+from tests.conftest import JOBS, REPO, assert_same_data, job_pair, load_shared, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import health
 from traceanalyzer.options import Options
@@ -68,6 +69,20 @@ def test_step_scoped_job_equals_the_joined_step():
     assert next(t for t in want["tables"] if t["id"] == "dynamic_shapes")["note"].startswith("no verdict")
     found = _same_findings(job, joined)
     assert found and all(f.steps == len(joined.meta.ranks) for f in found)
+
+
+def test_a_step_that_one_rank_lacks():
+    """Two runs as one job (sync stalls, 3 steps; dynamic shapes, 8 steps): the whole job, a step both have, and a
+    step only the second has, where the first rank's part is empty."""
+    paths = [shared_path("h200", "sync_stalls"), REPO / "sample_traces" / "dynamic_shapes"]
+    whole = ta.load(paths)
+    _same_section(perrank.load_job(paths), whole, Options())
+    assert {f.id for f in _same_findings(perrank.load_job(paths), whole)} >= {"health.sync", "health.dynamic_shapes"}
+    for step in (2, 9):
+        job, joined = perrank.load_job(paths, step=step), whole.scoped(step=step)
+        want = _same_section(job, joined, Options())
+        assert {r["rank"] for r in _rows(want, "device_busy")} == ({0, 1} if step == 2 else {1})
+        _same_findings(job, joined)
 
 
 def test_a_rank_part_is_small():

@@ -20,6 +20,7 @@ from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.analyzers.steps import step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
+from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
@@ -32,9 +33,10 @@ LARGE_GAP_NS = 100_000
 LARGEST_GAPS = 10
 """How many of the largest gaps the section lists, with what the host was doing."""
 
-GAPS_KEPT = 100
-"""How many of the largest gaps of each device a part keeps, described (a section lists at most this many of a
-device's: ``Options.top`` is not known where a rank is summarized)."""
+GAPS_KEPT = Options().top
+"""How many of the largest gaps of each device a part keeps, described: as many as a default report lists
+(``Options.top`` is not known where a rank is summarized; describing a gap costs a pass over the rank's host
+events)."""
 
 SYNC_IDLE_MENTION = 0.1
 """An idle-gap finding points at host syncs when at least this share of the idle follows them."""
