@@ -85,6 +85,17 @@ def test_a_step_that_one_rank_lacks():
         _same_findings(job, joined)
 
 
+def test_a_rank_without_step_markers():
+    """Steps on one rank only (sync stalls; PARAM's linear benchmark has no step markers): the second rank's syncs
+    and GEMMs are outside every step of the job, as on the joined trace; its device busy counts."""
+    paths = [shared_path("h200", "sync_stalls"), shared_path("public", "torch", "param", "linear_kineto.json.gz")]
+    job, joined = perrank.load_job(paths), ta.load(paths)
+    want = _same_section(job, joined, Options())
+    assert {r["rank"] for r in _rows(want, "device_busy")} == {0, 1}
+    assert {r["rank"] for r in _rows(want, "sync_places")} == {0}
+    _same_findings(job, joined)
+
+
 def test_a_rank_part_is_small():
     """The part of a 356k-event trace is under 2 % of its event table, though it keeps the idle claims."""
     trace = load_shared("h200", "big", "big.json.gz")

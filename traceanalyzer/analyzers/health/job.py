@@ -5,6 +5,8 @@ all their ranks, which the section and the findings read. The joined path is ``m
 
 from __future__ import annotations
 
+import pandas as pd
+
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     computing_ranks,
@@ -19,6 +21,7 @@ from traceanalyzer.analyzers.health.part import Part
 from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
+from traceanalyzer.analyzers.steps import step_table
 from traceanalyzer.tracedata import TraceData
 
 
@@ -36,21 +39,29 @@ def summarize(trace: TraceData) -> Part:
         device_ns=device_in_steps_ns(trace),
         shapes=shape_rows(trace.events),
         compile_ns=compile_ns(trace.events),
+        stepped=[int(rank) for rank in step_table(trace)["rank"].unique()],
     )
 
 
 def merge(parts: list[Part]) -> Part:
     """The health data of all the parts' ranks (parts in rank order), each table ordered as its check orders it."""
+    stepped = [rank for p in parts for rank in p.stepped]
     return Part(
         busy=merged_busy([p.busy for p in parts]),
         gaps=largest_gaps([p.gaps for p in parts]),
         idle={rank: idle for p in parts for rank, idle in p.idle.items()},
         computing=[rank for p in parts for rank in p.computing],
-        syncs=merged_places([p.syncs for p in parts]),
+        syncs=merged_places([_of(p.syncs, stepped) for p in parts]),
         copies=merged_copies([p.copies for p in parts]),
-        launches=merged_launches([p.launches for p in parts]),
-        gemms=merged_gemms([p.gemms for p in parts]),
-        device_ns=sum(p.device_ns for p in parts),
+        launches=merged_launches([_of(p.launches, stepped) for p in parts]),
+        gemms=merged_gemms([_of(p.gemms, stepped) for p in parts]),
+        device_ns={rank: ns for p in parts for rank, ns in p.device_ns.items() if not stepped or rank in stepped},
         shapes=merged_shapes([p.shapes for p in parts]),
         compile_ns=sum(p.compile_ns for p in parts),
+        stepped=stepped,
     )
+
+
+def _of(table: pd.DataFrame, ranks: list[int]) -> pd.DataFrame:
+    """The rows of some ranks (all rows for none): a rank without steps has no in-step rows where others have."""
+    return table[table["rank"].isin(ranks)] if ranks else table

@@ -35,12 +35,15 @@ class Part:
     """``launch_bound``: tiny kernels per rank and place."""
     gemms: pd.DataFrame
     """``fp32_gemms``: fp32 SIMT GEMM kernels per rank, name and op."""
-    device_ns: int
-    """Busy device time inside steps (summed durations), over the ranks."""
+    device_ns: dict[int, int]
+    """Per rank: busy device time inside steps (summed durations)."""
     shapes: pd.DataFrame
     """``dynamic_shapes`` per rank and op (a part also has ``first_ts``, to merge in the joined trace's order)."""
     compile_ns: int
     """Host time in run-time op compiles inside steps, over the ranks."""
+    stepped: list[int]
+    """The ranks with step markers: where one has them, the in-step tables (syncs, launches, GEMMs, device time)
+    of a rank without leave it out, as on the joined trace, whose rows outside every step are out of them."""
 
 
 @dataclass(frozen=True)

@@ -67,9 +67,10 @@ def merged_gemms(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return stack(tables).sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def device_in_steps_ns(trace: TraceData) -> int:
-    """Busy device time inside steps (summed durations), what the fp32 GEMM time is a share of."""
-    return int(in_steps(trace, busy_work(trace.events))["dur"].sum())
+def device_in_steps_ns(trace: TraceData) -> dict[int, int]:
+    """Per rank: busy device time inside steps (summed durations), what the fp32 GEMM time is a share of."""
+    work = in_steps(trace, busy_work(trace.events))
+    return {int(rank): int(ns) for rank, ns in work.groupby("rank", observed=True)["dur"].sum().items()}
 
 
 def fp32_findings(health: Part, context: Context) -> list[Finding]:
@@ -78,7 +79,7 @@ def fp32_findings(health: Part, context: Context) -> list[Finding]:
     total = int(table["total_ns"].sum())
     if not total or total < FP32_GEMM_MIN_SHARE * context.step.total_ns:
         return []
-    steps, device = context.steps, health.device_ns
+    steps, device = context.steps, sum(health.device_ns.values())
     ops = sorted(set(table["op"]) - {""})
     return [
         fnd.make(
