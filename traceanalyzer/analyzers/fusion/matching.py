@@ -451,9 +451,11 @@ def _names(ev: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
 
 def _runs(trace: TraceData, ctx: _Context, tokens: np.ndarray, work: EntryWork) -> Runs:
     """What discovery may chain (``discovery.Runs``): runs of consecutive memory-bound work entries of one region
-    that no library pattern or optimizer step claimed (``tokens``), with their numbers, places and device work."""
+    that no library pattern or optimizer step claimed (``tokens``), with their numbers, places and device work;
+    rank by rank (in op-stream order within a rank), as the ranks' parts are merged."""
     c = ctx.cols
     entries = np.flatnonzero(~per_token(tokens, lambda t: t.endswith(KERNELLESS_SUFFIX), bool))
+    entries = entries[np.argsort(c["rank"][entries], kind="stable")]
     memory_bound = (tokens[entries] != CONSUMED) & (c["gemm_ns"][entries] == 0)
     memory_bound &= ~per_token(tokens[entries], lambda t: _unfusable(_base(t)), bool)
     run = discovery.run_ids(ctx.region[entries], memory_bound)

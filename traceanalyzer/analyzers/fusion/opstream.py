@@ -209,12 +209,12 @@ def _host_entries(ev: pd.DataFrame, rows: np.ndarray) -> Entries:
 
 def _lane_labels(label: Callable[..., str], *parts: np.ndarray) -> np.ndarray:
     """``label(*values)`` per entry, made once per distinct combination of the ``parts``."""
-    codes, first = _combinations(*parts)
+    codes, first = combinations(*parts)
     labels = np.array([label(*(p[i] for p in parts)) for i in first.tolist()], dtype=object)
     return labels[codes]
 
 
-def _combinations(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def combinations(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """A code per distinct combination of the parts' values at each position, and one position holding each."""
     key = np.zeros(len(parts[0]), dtype=np.int64)
     for part in parts:
@@ -298,10 +298,10 @@ def _device_totals(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -
     """Per entry (``at``: the entry of each task): device time, compute-bound (GEMM) time (ns) and kernel count."""
     dur = ev["dur"].to_numpy()[work]
     gemm = np.where(per_text(ev["name"], work, finds(COMPUTE_BOUND), bool), dur, 0)
-    return _sums(at, dur, n), _sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
+    return sums(at, dur, n), sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
 
 
-def _sums(at: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+def sums(at: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
     """Integer sums of ``values`` per position ``at`` (0..n-1)."""
     out = np.zeros(n, dtype=np.int64)
     np.add.at(out, at, values)
@@ -341,7 +341,7 @@ def _bytes(table: Entries, ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     gemm = per_token(table["token"], lambda t: t.replace(BACKWARD_SUFFIX, "") in GEMM_TOKENS, bool)
     dims = ev["input_dims"].cat.codes.to_numpy()[rows]
     types = ev["input_types"].cat.codes.to_numpy()[rows]
-    codes, first = _combinations(dims, types, gemm)
+    codes, first = combinations(dims, types, gemm)
     dims_text = category_text(ev["input_dims"])[dims[first]]
     types_text = category_text(ev["input_types"])[types[first]]
     sizes = [tensor_bytes(d, t, bool(g)) for d, t, g in zip(dims_text, types_text, gemm[first].tolist(), strict=True)]

@@ -18,8 +18,8 @@ import pandas as pd
 
 from traceanalyzer.analyzers.fusion.discovery import Runs
 from traceanalyzer.analyzers.fusion.matching import launch_counts, located, matched, place_of
-from traceanalyzer.analyzers.fusion.opstream import EntryWork
-from traceanalyzer.analyzers.fusion.packing import pack
+from traceanalyzer.analyzers.fusion.opstream import EntryWork, combinations, sums
+from traceanalyzer.analyzers.fusion.packing import Packed, pack
 from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData
@@ -78,32 +78,47 @@ def _summarize(trace: TraceData) -> Part:
 
 def aggregate(occ: pd.DataFrame, work: EntryWork) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """Occurrences (``matching.located`` with a ``place``; ``entries``: positions in ``work``) summed per group:
-    ``GROUP_COLUMNS``, ``PLACE_COLUMNS`` and ``REMOVED_COLUMNS`` tables."""
+    ``GROUP_COLUMNS``, ``PLACE_COLUMNS`` and ``REMOVED_COLUMNS`` tables, groups in the order they first appear (by
+    rank, start, order found)."""
     if not len(occ):
         return tuple(pd.DataFrame(columns=c) for c in (GROUP_COLUMNS, PLACE_COLUMNS, REMOVED_COLUMNS))
     occ = occ.sort_values(["rank", "ts", "seq"], kind="stable").reset_index(drop=True)
+    occ["in_step"] = occ["step"].to_numpy() != NO_ROW
     forward = (occ["phase"] != "backward").to_numpy()
-    occ = occ.assign(in_step=occ["step"] != NO_ROW, forward=forward, ahead=np.where(forward, occ.index, len(occ)))
-    by = occ.groupby(GROUP, sort=False)
-    groups = by.agg(
-        pattern=("pattern", "first"),
-        first_ts=("ts", "first"),
-        first_seq=("seq", "first"),
-        forward=("forward", "sum"),
-        occurrences=("forward", "size"),
-        **{c: (c, "sum") for c in SUMS},
-    ).reset_index()
-    groups["claims"] = [pack(*work.union(np.concatenate(entries.tolist()))) for _, entries in by["entries"]]
-    spots = occ.groupby([*GROUP, "place"], sort=False)
-    places = spots.agg(
-        forward=("forward", "sum"),
-        occurrences=("forward", "size"),
-        first_ts=("ts", "first"),
-        first_seq=("seq", "first"),
-        ahead=("ahead", "min"),
-    ).reset_index()
-    ahead = places["ahead"].to_numpy()
+    group, first = _keyed(occ, GROUP)
+    groups = occ.loc[first, [*GROUP, "pattern"]].reset_index(drop=True)
+    groups["first_ts"], groups["first_seq"] = occ["ts"].to_numpy()[first], occ["seq"].to_numpy()[first]
+    groups["forward"], groups["occurrences"] = sums(group, forward, len(first)), sums(group, 1, len(first))
+    for col in SUMS:
+        groups[col] = sums(group, occ[col].to_numpy(dtype=np.int64), len(first))
+    groups["claims"] = _claims(group, occ["entries"].tolist(), len(first), work)
+    spot, at = _keyed(occ, [*GROUP, "place"])
+    places = occ.loc[at, [*GROUP, "place"]].reset_index(drop=True)
+    places["forward"], places["occurrences"] = sums(spot, forward, len(at)), sums(spot, 1, len(at))
+    ahead = np.full(len(at), len(occ), dtype=np.int64)
+    np.minimum.at(ahead, spot[forward], np.flatnonzero(forward))
     for col in ("ts", "seq"):
-        places[f"forward_{col}"] = np.append(occ[col].to_numpy(dtype=np.int64), LAST)[ahead]
-    removed = occ.groupby([*GROUP, "removed"], sort=False).size().rename("count").reset_index()
+        values = occ[col].to_numpy(dtype=np.int64)
+        places[f"forward_{col}"], places[f"first_{col}"] = np.append(values, LAST)[ahead], values[at]
+    kind, one = _keyed(occ, [*GROUP, "removed"])
+    removed = occ.loc[one, [*GROUP, "removed"]].reset_index(drop=True)
+    removed["count"] = sums(kind, 1, len(one))
     return groups[GROUP_COLUMNS], places[PLACE_COLUMNS], removed[REMOVED_COLUMNS]
+
+
+def _keyed(occ: pd.DataFrame, cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """A code per distinct combination of the columns' values (numbered in order of first appearance) and the
+    position of each one's first row."""
+    codes, _ = combinations(*(occ[c].to_numpy() for c in cols))
+    first = np.full(int(codes.max()) + 1, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    return codes, first
+
+
+def _claims(group: np.ndarray, entries: list[np.ndarray], n: int, work: EntryWork) -> list[Packed]:
+    """Per group, the union of the device work of its occurrences' entries."""
+    flat = np.concatenate([np.asarray(e, dtype=np.int64) for e in entries])
+    owner = np.repeat(group, [len(e) for e in entries])
+    order = np.argsort(owner, kind="stable")
+    pieces = np.split(flat[order], np.cumsum(np.bincount(owner, minlength=n))[:-1])
+    return [pack(*work.union(piece)) for piece in pieces]
