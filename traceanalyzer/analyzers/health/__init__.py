@@ -75,10 +75,12 @@ def _job_health(job: JobData) -> Part:
 
 
 def _context(trace: TraceData) -> Context:
+    """A joined trace's facts, step time and number of distinct steps."""
     return Context(trace.meta, steps.step_time(trace), steps_count(trace))
 
 
 def _job_context(job: JobData) -> Context:
+    """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
     table = steps.job_step_table(job)
     return Context(job.meta, steps.job_step_time(job), max(int(table["step"].nunique()), 1) if len(table) else 1)
 
@@ -94,6 +96,7 @@ def job_findings(job: JobData) -> list[Finding]:
 
 
 def _findings(health: Part, context: Context) -> list[Finding]:
+    """Every check's findings from merged health data."""
     after_sync = health.syncs.groupby("rank")["idle_after_ns"].sum()  # the in-step syncs' idle, per rank
     return (
         gap_findings(health, context, after_sync)
@@ -126,6 +129,7 @@ def job_section(job: JobData, options: Options) -> Section | None:
 
 
 def _section(health: Part, context: Context, options: Options, gaps_note: str = "") -> Section | None:
+    """The section from merged health data, its tables cut to ``options.top`` rows (None without device work)."""
     busy, syncs, gemms = health.busy, health.syncs, health.gemms
     if not len(busy):
         return None
