@@ -9,7 +9,8 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import JOBS, assert_same_data, job_pair, shared_path
+import traceanalyzer as ta
+from tests.conftest import JOBS, REPO, assert_same_data, job_pair, shared_path
 from traceanalyzer import intervals, perrank
 from traceanalyzer.analyzers import collective_calls, distributed
 from traceanalyzer.options import Options
@@ -36,6 +37,19 @@ def test_the_section_from_the_parts_is_the_joined_one(name):
 def test_the_findings_from_the_parts_are_the_joined_ones(name):
     job, joined = job_pair(name)
     _same_findings(distributed.job_findings(job), distributed.findings(joined))
+
+
+def test_a_rank_late_from_data_loading_is_named_from_the_parts():
+    """The data_loader sample: rank 1 loads data while rank 0 waits; the late-rank finding, its cause and host range
+    come from rank 1's part as from the joined trace."""
+    path = REPO / "sample_traces" / "data_loader"
+    job, joined = perrank.load_job(path), ta.load(path)
+    want = distributed.findings(joined)
+    assert "distributed.late_rank" in {f.id for f in want}
+    _same_findings(distributed.job_findings(job), want)
+    assert_same_data(
+        distributed.job_section(job, Options()).to_dict(), distributed.section(joined, Options()).to_dict()
+    )
 
 
 def test_a_short_top_truncates_the_merged_tables_as_the_joined_one():

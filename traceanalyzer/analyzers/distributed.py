@@ -185,10 +185,12 @@ class _Inputs:
 
 
 def _inputs(trace: TraceData) -> _Inputs:
+    """The inputs of a (scoped) trace, gathered once per view."""
     return remember(trace, "distributed.inputs", lambda: _of_trace(trace))
 
 
 def _of_trace(trace: TraceData) -> _Inputs:
+    """The inputs from a trace (its job is its base): the joined path."""
     base = trace.base
     return _Inputs(
         scope=trace.scope,
@@ -206,6 +208,7 @@ def _of_trace(trace: TraceData) -> _Inputs:
 
 @per_trace
 def _job_calls(trace: TraceData) -> pd.DataFrame:
+    """The calls of a whole trace, matched across its ranks (computed once per trace)."""
     return collective_calls.calls(trace)
 
 
@@ -242,6 +245,8 @@ def summarize(trace: TraceData) -> dict:
 
 
 def _of_job(job: JobData) -> _Inputs:
+    """The inputs from the ranks' parts: the per-rank call rows through the same cross-rank stage, the overlap rows
+    put together, each late rank's activity from its part."""
     parts = job.parts(ANALYZER)
     ranks = [summary.rank for summary in job.ranks]
     rows = collective_calls.unpacked([p["calls"] for p in parts])
@@ -249,7 +254,7 @@ def _of_job(job: JobData) -> _Inputs:
     activity = {rank: p["activity"] for rank, p in zip(ranks, parts, strict=True)}
     scoped = job.scope.step is not None
     whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
-    step_tables = [p["steps"] for p in parts] if scoped else None
+    whole_steps = functools.cache(lambda: pd.concat([p["steps"] for p in parts], ignore_index=True))
     return _Inputs(
         scope=job.scope,
         job_calls=job_calls,
@@ -261,14 +266,13 @@ def _of_job(job: JobData) -> _Inputs:
         computing={rank for rank, p in zip(ranks, parts, strict=True) if p["computing"]},
         step_time=lambda rank: steps.job_step_time(job, rank),
         job_step_time=lambda rank: (
-            steps.job_step_time(job, rank)
-            if step_tables is None
-            else steps._step_time(pd.concat(step_tables, ignore_index=True), job.meta, rank)
+            steps._step_time(whole_steps(), job.meta, rank) if scoped else steps.job_step_time(job, rank)
         ),
     )
 
 
 def _job(job: JobData) -> _Inputs:
+    """The inputs of a job, gathered once."""
     return remember(job, ANALYZER, lambda: _of_job(job))
 
 
