@@ -23,7 +23,6 @@ from traceanalyzer.analyzers.health.gaps import (
     gap_findings,
     idle_claims,
     idle_gaps,
-    idle_in_steps,
 )
 from traceanalyzer.analyzers.health.job import merge, summarize
 from traceanalyzer.analyzers.health.launch import TINY_KERNEL_NS, launch_bound, launch_findings
@@ -52,7 +51,6 @@ __all__ = [
     "fp32_gemms",
     "idle_claims",
     "idle_gaps",
-    "idle_in_steps",
     "job_findings",
     "job_section",
     "launch_bound",
@@ -133,7 +131,7 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
     busy, syncs, gemms = health.busy, health.syncs, health.gemms
     if not len(busy):
         return None
-    idle = sum(idle_in_steps(c) for c in health.idle.values())
+    idle = sum(health.idle_ns.values())
     top = options.top
     return Section(
         "health",

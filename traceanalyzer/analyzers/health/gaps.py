@@ -133,11 +133,6 @@ def _idle_in_spans(trace: TraceData) -> Claims:
     return out
 
 
-def idle_in_steps(claims: intervals.Intervals | None) -> int:
-    """Length of some idle intervals (0 for none)."""
-    return intervals.length(claims) if claims is not None else 0
-
-
 def computing_ranks(trace: TraceData) -> list[int]:
     """The ranks that ran compute kernels."""
     events = trace.events
@@ -146,12 +141,12 @@ def computing_ranks(trace: TraceData) -> list[int]:
 
 def gap_findings(health: Part, context: Context, after_sync: pd.Series) -> list[Finding]:
     """One finding per device with large idle gaps; ``after_sync``: idle right after host syncs, per rank."""
-    busy, claims, gaps = health.busy, health.idle, health.gaps
+    busy, gaps = health.busy, health.gaps
     out = []
     judged = busy["rank"].isin(health.computing)  # a rank loaded from its communication alone: not idle
     for row in busy[(busy["large_gaps"] > 0) & judged].itertuples(index=False):
         largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
-        idle = idle_in_steps(claims.get(row.rank))
+        idle = health.idle_ns.get(row.rank, 0)
         synced = after_sync.get(row.rank, 0) / row.idle_ns
         after = f", {synced:.0%} of the idle right after host syncs" if synced >= SYNC_IDLE_MENTION else ""
         out.append(
@@ -167,7 +162,7 @@ def gap_findings(health: Part, context: Context, after_sync: pd.Series) -> list[
                 basis=fnd.Basis.MEASURED,
                 model="the device idle inside steps would go if the host never made it wait (the idle right after "
                 "host syncs is counted under the sync finding)",
-                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
+                claims=health.claims(row.rank),
                 where={"rank": row.rank, "device": row.device},
                 evidence={k: getattr(row, k) for k in busy.columns if k not in ("rank", "device")},
             )

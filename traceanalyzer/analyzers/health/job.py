@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     computing_ranks,
@@ -17,7 +18,7 @@ from traceanalyzer.analyzers.health.gaps import (
     merged_busy,
 )
 from traceanalyzer.analyzers.health.launch import launch_bound, merged_launches
-from traceanalyzer.analyzers.health.part import Part
+from traceanalyzer.analyzers.health.part import Part, pack
 from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
@@ -30,7 +31,8 @@ def summarize(trace: TraceData) -> Part:
     return Part(
         busy=device_busy(trace),
         gaps=idle_gaps(trace, top=GAPS_KEPT),
-        idle=idle_claims(trace),
+        idle={rank: pack(idle) for rank, idle in idle_claims(trace).items()},
+        idle_ns={rank: intervals.length(idle) for rank, idle in idle_claims(trace).items()},
         computing=computing_ranks(trace),
         syncs=sync_places(trace),
         copies=dtoh_copies(trace),
@@ -50,6 +52,7 @@ def merge(parts: list[Part]) -> Part:
         busy=merged_busy([p.busy for p in parts]),
         gaps=largest_gaps([p.gaps for p in parts]),
         idle={rank: idle for p in parts for rank, idle in p.idle.items()},
+        idle_ns={rank: ns for p in parts for rank, ns in p.idle_ns.items()},
         computing=[rank for p in parts for rank in p.computing],
         syncs=merged_places([_of(p.syncs, stepped) for p in parts]),
         copies=merged_copies([p.copies for p in parts]),

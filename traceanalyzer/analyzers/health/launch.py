@@ -109,7 +109,7 @@ def place_text(annotation: str, frame: str) -> str:
 
 def launch_findings(health: Part, context: Context) -> list[Finding]:
     """One finding per launch-bound place (enough tiny kernels per step, device mostly idle between them)."""
-    table, claims, steps = health.launches, health.idle, context.steps
+    table, steps = health.launches, context.steps
     hit = table[
         (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
     ]
@@ -130,7 +130,7 @@ def launch_findings(health: Part, context: Context) -> list[Finding]:
                 saving_ns=row.idle_before_ns,
                 basis=fnd.Basis.MODELLED,
                 model="the idle before each tiny kernel would go if the loop were one captured graph or fused kernel",
-                claims={row.rank: claims[row.rank]} if row.rank in claims else {},
+                claims=health.claims(row.rank),
                 where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame, "ops": row.top_ops},
                 evidence={
                     k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame", "top_ops")
