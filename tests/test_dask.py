@@ -1,16 +1,19 @@
 """Ranks parsed on a real Dask cluster (a LocalCluster: a scheduler and two worker processes) give the same job as
-parsing them here; without Dask, or without a reachable scheduler, --scheduler is one line and exit 2."""
+parsing them here; a job analysed rank by rank there (only the summaries come back) gives the local report; without
+Dask, or without a reachable scheduler, --scheduler is one line and exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_same_data
 from tests.test_cache import assert_same
+from traceanalyzer import perrank
 from traceanalyzer.cli import main
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed (the 'dask' extra)")
@@ -59,6 +62,22 @@ def test_environment_variable_sends_the_ranks(scheduler, local, monkeypatch):
         remote = ta.load(FSDP)
     assert len([t for t in stream.data if "_parse_indexed" in str(t["key"])]) == 2
     assert_same(local, remote)
+
+
+def test_job_analysed_rank_by_rank_on_the_cluster_gives_the_local_report(scheduler, local):
+    with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
+        job = perrank.load_job(FSDP, scheduler=client)
+    assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2, "one summary task per rank"
+    assert [s.rank for s in job.ranks] == [0, 1] and job.meta.paths == local.meta.paths
+    assert_same_data(job.report(), local.report())
+
+
+def test_cli_with_a_scheduler_analyses_rank_by_rank(scheduler, local, tmp_path):
+    out = tmp_path / "report.json"
+    with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
+        assert main([str(FSDP), "--scheduler", scheduler, "--format", "json", "-o", str(out)]) == 0
+    assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2
+    assert_same_data(json.loads(out.read_text()), local.report())
 
 
 def test_unreachable_scheduler_is_one_line(capsys):

@@ -123,3 +123,12 @@ def test_a_gap_table_longer_than_a_part_keeps_says_so():
     got = health.job_section(job, options).table("largest_gaps")
     assert len(want.frame) == len(got.frame) == options.top
     assert not want.note and str(health.GAPS_KEPT) in got.note
+
+
+def test_a_job_summarized_for_a_longer_table_gives_the_joined_one():
+    _, joined = job_pair("dlrm_8rank")
+    options = Options(top=health.GAPS_KEPT + 5)
+    job = perrank.load_job(shared_path(*JOBS["dlrm_8rank"]), top=options.top)
+    want = health.section(joined, options).to_dict()
+    assert_same_data(health.job_section(job, options).to_dict(), want)
+    assert len(want["tables"][1]["rows"]) == options.top

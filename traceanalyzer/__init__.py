@@ -6,6 +6,7 @@ t.events          # the common event table (pandas)
 t.hotspots()      # kernels ranked by total time
 t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
+ta.load_job("job/").report()              # a job analysed rank by rank: only the ranks' summaries kept
 """
 
 from importlib.util import find_spec
@@ -21,6 +22,7 @@ from traceanalyzer.comparison import Comparison, compare
 from traceanalyzer.errors import TraceError
 from traceanalyzer.findings import Finding
 from traceanalyzer.notebook import findings_table, pretty
+from traceanalyzer.perrank import Job, load_job
 from traceanalyzer.renderers import plots
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.trace import Trace, load
@@ -29,6 +31,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Comparison",
     "Finding",
+    "Job",
     "Kind",
     "Platform",
     "Rule",
@@ -37,6 +40,7 @@ __all__ = [
     "compare",
     "findings_table",
     "load",
+    "load_job",
     "plots",
     "pretty",
     "__version__",

@@ -252,7 +252,7 @@ def _job_report(args: argparse.Namespace) -> int:
     with Progress(f"analysing {', '.join(args.paths)} rank by rank"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cache = False if args.no_cache else None
-        job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step)
+        job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step, args.top)
         report = job.build_report(top=args.top, kind=args.kind)
     figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
     _warn([str(w.message) for w in caught] + job.meta.warnings + (figures if args.format == "html" else []))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import TraceMeta
 from traceanalyzer.tracedata import Scope
 
@@ -32,11 +33,13 @@ class RankSummary:
 @dataclass
 class JobData:
     """A job of several ranks as summaries: the merged facts of the job (as the joined trace's meta), the ranks'
-    summaries in rank order, the scope each rank was summarized in, and a memo for values derived from them."""
+    summaries in rank order, the scope and options each rank was summarized with (a part keeps the rows a report of
+    ``options.top`` rows needs), and a memo for values derived from them."""
 
     meta: TraceMeta
     ranks: list[RankSummary]
     scope: Scope = Scope()
+    options: Options = DEFAULT
     memo: dict[str, object] = field(default_factory=dict)
 
     def parts(self, analyzer: str) -> list:

@@ -13,3 +13,7 @@ class Options:
     """Rows per ranked table."""
     kind: str | None = None
     """Restricts the kernel hotspot table to one event kind."""
+
+
+DEFAULT = Options()
+"""The options of a report nobody asked anything of."""

@@ -16,7 +16,7 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData, RankSummary
 from traceanalyzer.memo import remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.report import Report, build_job
@@ -32,7 +32,8 @@ class Job(JobData):
         return remember(self, "findings", lambda: analyzers.all_job_findings(self))
 
     def build_report(self, top: int = 15, kind: str | None = None) -> Report:
-        """The report of the job's scope as typed data (sections and ranked findings)."""
+        """The report of the job's scope as typed data (sections and ranked findings); a ``top`` beyond the one the
+        ranks were summarized with says where a table is cut."""
         return build_job(self, Options(top=top, kind=kind))
 
     def report(self, top: int = 15, kind: str | None = None) -> dict:
@@ -47,20 +48,24 @@ def load_job(
     cache: bool | None = None,
     scheduler: Any = None,
     step: int | None = None,
+    top: int = DEFAULT.top,
 ) -> Job:
-    """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: summarize that step of each rank)
-    into a Job of the ranks' summaries."""
-    work = functools.partial(summarize_rank, step=step)
+    """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: summarize that step of each rank;
+    ``top``: the rows per table its reports will show) into a Job of the ranks' summaries."""
+    options = Options(top=top)
+    work = functools.partial(summarize_rank, step=step, options=options)
     summaries, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
     if step is not None:
         check_step("; ".join(meta.paths), {s for summary in summaries for s in summary.steps}, step)
-    return Job(meta, summaries, Scope(step=step))
+    return Job(meta, summaries, Scope(step=step), options)
 
 
-def summarize_rank(events: pd.DataFrame, memory: pd.DataFrame, meta: TraceMeta, step: int | None) -> RankSummary:
+def summarize_rank(
+    events: pd.DataFrame, memory: pd.DataFrame, meta: TraceMeta, step: int | None, options: Options = DEFAULT
+) -> RankSummary:
     """One rank's summary (of one step of it, when given; empty for a rank without that step): every analyzer's
     part, the steps it recorded, the table sizes and its meta."""
     trace = TraceData(events, memory, meta)
     view = trace.scoped(step=step, check=False)
-    parts = analyzers.summarize(view)
+    parts = analyzers.summarize(view, options)
     return RankSummary(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

@@ -5,7 +5,7 @@ Each module in ``MODULES`` may define ``findings(trace) -> list[Finding]`` and
 section, and every finding ranked once over all analyzers (``findings.rank``), so savings add up.
 
 A job analysed rank by rank (``traceanalyzer.jobdata``) goes through the same modules in two halves: each module's
-``summarize(trace) -> part`` runs where a rank is loaded, on that rank alone, and its
+``summarize(trace, options) -> part`` runs where a rank is loaded, on that rank alone, and its
 ``job_section(job, options)`` and ``job_findings(job)`` run on the ranks' parts; they give what ``section`` and
 ``findings`` give on the joined trace.
 """
@@ -60,9 +60,10 @@ def sections(trace: TraceData, options: Options) -> list[Section]:
     return out
 
 
-def summarize(trace: TraceData) -> dict[str, object]:
-    """Every module's part of one rank (a trace of that rank alone, or a step of it), by part name."""
-    return {part_name(module): module.summarize(trace) for module in SUMMARIZED if hasattr(module, "summarize")}
+def summarize(trace: TraceData, options: Options) -> dict[str, object]:
+    """Every module's part of one rank (a trace of that rank alone, or a step of it), by part name, keeping what a
+    report with these options shows."""
+    return {part_name(module): module.summarize(trace, options) for module in SUMMARIZED}
 
 
 def all_job_findings(job: JobData) -> list[Finding]:

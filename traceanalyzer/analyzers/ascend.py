@@ -23,7 +23,7 @@ from traceanalyzer.findings import Claims, Finding, StepTime, make
 from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
@@ -173,7 +173,7 @@ def _overlap_rows(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(filled, ignore_index=True) if filled else tables[0]
 
 
-def summarize(trace: TraceData) -> dict | None:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict | None:
     """The part of a rank (or of a whole trace): totals per core group, per kernel and core, per AI_CPU op, the
     AI_CPU ops' task unions and the overlap rows; None off Ascend."""
     if not is_ascend(trace):

@@ -34,7 +34,7 @@ from traceanalyzer.analyzers.steps import step_spans, step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import Scope, TraceData
@@ -223,7 +223,7 @@ def _job_late(trace: TraceData) -> pd.DataFrame:
     )
 
 
-def summarize(trace: TraceData) -> dict:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
     """The rank's part: its collective calls on its own (the per-rank stage, of the whole rank, as matching needs
     every call), its overlap rows of the scope (and of the whole rank when the scope is a step), what it did
     (``RankActivity``: its device busy union and the host ranges a late arrival's window can pick), its step table

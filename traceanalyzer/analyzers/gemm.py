@@ -17,7 +17,7 @@ import pandas as pd
 from traceanalyzer import devices
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table
 from traceanalyzer.tracedata import TraceData
@@ -42,7 +42,7 @@ def job_throughput(job: JobData) -> pd.DataFrame:
     return remember(job, "gemm.throughput", lambda: _rated(job.parts("gemm"), job.meta)).copy(deep=False)
 
 
-def summarize(trace: TraceData) -> pd.DataFrame:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
     """A rank's part (or a joined trace's): per GEMM op name and math dtype, the calls, FLOPs and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]

@@ -22,7 +22,7 @@ from traceanalyzer.analyzers.steps import job_step_time, step_table, step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import (
     BUSY_KINDS,
     DEVICE_KINDS,
@@ -600,7 +600,7 @@ class Part:
     work: Work
 
 
-def summarize(trace: TraceData) -> Part:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
     """A rank's part: the partial tables of every level, its graph launches, and the work its findings rank."""
     return Part(_tables(trace), _work(trace))
 

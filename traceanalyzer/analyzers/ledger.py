@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
@@ -28,7 +28,7 @@ def job_section(job: JobData, options: Options) -> Section:
     return _section(job.meta, job.meta.ranks, str(job.scope), job_step_table(job), job.parts("ledger"))
 
 
-def summarize(trace: TraceData) -> dict:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
     """A rank's part (or a joined trace's): its device time, how much of it is linked to an op or replayed from a
     graph (ns), and its device work outside steps."""
     work = trace.events.loc[trace.events["kind"].isin(BUSY), ["dur", "op"]]

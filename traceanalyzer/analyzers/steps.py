@@ -24,7 +24,7 @@ from traceanalyzer import intervals
 from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, TraceMeta, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
@@ -223,7 +223,7 @@ def _shares_by_kind(totals: list[pd.DataFrame]) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def summarize(trace: TraceData) -> dict[str, pd.DataFrame]:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict[str, pd.DataFrame]:
     """A rank's part: its step table and its device time per kind."""
     return {"steps": step_table(trace), "by_kind": kind_totals(trace.events)}
 

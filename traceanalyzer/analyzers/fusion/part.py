@@ -21,6 +21,7 @@ from traceanalyzer.analyzers.fusion.matching import launch_counts, located, matc
 from traceanalyzer.analyzers.fusion.opstream import EntryWork, combinations, sums
 from traceanalyzer.analyzers.fusion.packing import Packed, pack
 from traceanalyzer.memo import remember
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import COMPILED_REGION
@@ -59,7 +60,7 @@ class Part:
     compiled: bool
 
 
-def summarize(trace: TraceData) -> Part:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
     """The trace's part (once per trace)."""
     return remember(trace, f"{__name__}.summarize", lambda: _summarize(trace))
 

@@ -120,9 +120,10 @@ def section(trace: TraceData, options: Options) -> Section | None:
 
 
 def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank, from its ranks' parts (their ``GAPS_KEPT`` largest gaps per
-    device: a longer gap table says so)."""
-    cut = f"at most {GAPS_KEPT} gaps per device (a rank's summary keeps no more)" if options.top > GAPS_KEPT else ""
+    """``section`` of a job analysed rank by rank, from its ranks' parts (the largest gaps per device that a report
+    of the job's summarized ``top`` shows: a longer gap table says so)."""
+    kept = max(GAPS_KEPT, job.options.top)
+    cut = f"at most {kept} gaps per device (a rank's summary keeps no more)" if options.top > kept else ""
     return _section(_job_health(job), _job_context(job), options, cut)
 
 

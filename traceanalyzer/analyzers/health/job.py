@@ -23,14 +23,16 @@ from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_ge
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
 from traceanalyzer.analyzers.steps import step_table
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.tracedata import TraceData
 
 
-def summarize(trace: TraceData) -> Part:
-    """The health data of a trace's ranks: per-rank tables, the largest gaps of each device, idle claims, sums."""
+def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
+    """The health data of a trace's ranks: per-rank tables, the largest gaps of each device (as many as a report of
+    ``options.top`` rows shows, at least ``GAPS_KEPT``), idle claims, sums."""
     return Part(
         busy=device_busy(trace),
-        gaps=idle_gaps(trace, top=GAPS_KEPT),
+        gaps=idle_gaps(trace, top=max(GAPS_KEPT, options.top)),
         idle={rank: pack(idle) for rank, idle in idle_claims(trace).items()},
         idle_ns={rank: intervals.length(idle) for rank, idle in idle_claims(trace).items()},
         computing=computing_ranks(trace),

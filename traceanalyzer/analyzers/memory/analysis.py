@@ -25,6 +25,7 @@ from traceanalyzer.analyzers import callpath
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import dtype_key
@@ -131,7 +132,7 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
     return MemoryAnalysis(**vars(summary), timeline=_timeline(mem), blocks=blocks)
 
 
-def summarize(trace: TraceData) -> MemoryPart:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> MemoryPart:
     """The trace's memory part (a rank's, for a job analysed rank by rank)."""
     return remember(trace, "memory.part", lambda: _part_of(trace))
 

@@ -1,0 +1,90 @@
+"""A job analysed rank by rank (each rank loaded and summarized alone in a worker, only its summary back) gives the
+report of the joined job: every section, fact, table row and finding, on real multi-rank jobs of both platforms,
+of the whole run and of one step; the summaries are a small fraction of the ranks' tables; the CLI's --per-rank
+writes the same report."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import JOBS, REPO, assert_same_data, job_pair, load_shared, shared_path
+from traceanalyzer import analyzers, perrank
+from traceanalyzer.cli import main
+
+FSDP = REPO / "sample_traces" / "fsdp"
+SUMMARY_SHARE = 0.05
+"""A large rank's summary is at most this share of its tables' memory (h200/big: 3 %)."""
+SMALL_RANK_SHARE = 0.10
+"""A small rank's, whose parts' fixed costs weigh more (ddp_overlap, 52k events: 7 %)."""
+
+
+@pytest.mark.parametrize("name", [*JOBS, "fsdp"])
+def test_report_rank_by_rank_equals_the_joined_report(name):
+    job, joined = job_pair(name)
+    assert_same_data(job.report(), joined.report(), name)
+
+
+def test_findings_rank_by_rank_are_the_joined_ones_with_their_claims():
+    job, joined = job_pair("ddp_overlap")
+    got, want = job.findings(), joined.findings()
+    assert [f.to_dict() for f in got] == [f.to_dict() for f in want]
+    for g, w in zip(got, want, strict=True):
+        assert g.claims.keys() == w.claims.keys()
+        for rank, (starts, ends) in w.claims.items():
+            assert list(g.claims[rank][0]) == list(starts) and list(g.claims[rank][1]) == list(ends)
+
+
+def test_one_step_rank_by_rank_equals_the_joined_step():
+    path = shared_path(*JOBS["ddp_overlap"])
+    _, joined = job_pair("ddp_overlap")
+    step = joined.steps_recorded()[1]
+    job = perrank.load_job(path, step=step)
+    assert str(job.scope) == f"step {step}"
+    assert_same_data(job.report(), joined.report(step=step))
+
+
+def test_a_step_no_rank_has_is_one_line_naming_the_valid_steps():
+    with pytest.raises(ta.TraceError, match=r"has no step 999; its steps are"):
+        perrank.load_job(FSDP, step=999)
+
+
+def test_every_analyzer_summarizes_and_reports_from_the_parts():
+    for module in analyzers.SUMMARIZED:
+        assert callable(getattr(module, "summarize", None)) and callable(getattr(module, "job_section", None)), module
+
+
+def _table_bytes(trace: ta.Trace) -> int:
+    return int(trace.events.memory_usage(deep=True).sum() + trace.memory_events.memory_usage(deep=True).sum())
+
+
+def test_summaries_are_a_small_fraction_of_the_tables():
+    big = load_shared("h200", "big", "big.json.gz")
+    summary = perrank.summarize_rank(big.events, big.memory_events, big.meta, None)
+    assert len(pickle.dumps(summary)) < SUMMARY_SHARE * _table_bytes(big)
+    job, _ = job_pair("ddp_overlap")
+    for summary in job.ranks:
+        assert len(pickle.dumps(summary)) < SMALL_RANK_SHARE * _table_bytes(ta.load(summary.meta.paths[0]))
+
+
+def test_cli_per_rank_writes_the_joined_report(tmp_path, capsys):
+    assert main([str(FSDP), "--per-rank", "--format", "json", "-o", str(tmp_path / "ranks.json")]) == 0
+    assert main([str(FSDP), "--format", "json", "-o", str(tmp_path / "joined.json")]) == 0
+    ranks, joined = (json.loads((tmp_path / f"{name}.json").read_text()) for name in ("ranks", "joined"))
+    assert_same_data(ranks, joined)
+
+
+def test_cli_per_rank_with_one_rank_is_one_line(capsys):
+    assert main([str(FSDP), "--per-rank", "--rank", "0"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "traceanalyze: error: --per-rank: analyses every rank; for one rank give --rank without --per-rank"
+    )
+
+
+def test_cli_per_rank_html_says_it_has_no_figures(tmp_path, capsys):
+    assert main([str(FSDP), "--per-rank", "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
+    assert "has no figures" in capsys.readouterr().err
+    assert "<table" in (tmp_path / "r.html").read_text()
