@@ -16,7 +16,7 @@ from traceanalyzer.options import Options
 NAMES = [*JOBS, "fsdp"]
 WITH_GEMMS = ["ddp_overlap", "ddp_no_overlap", "dlrm_8rank", "fsdp"]
 """Jobs whose ranks record GEMM ops with shapes (the Ascend jobs record none)."""
-PART_BUDGET = 0.02
+PART_BUDGET = 0.01
 """A rank's hotspots part is at most this share of the memory of its event table."""
 
 

@@ -1,9 +1,13 @@
-"""Interval algebra on integer-ns [start, end) intervals, vectorized with numpy.
+"""Interval algebra on integer-ns [start, end) intervals, vectorized with numpy, and the small lossless form in
+which a rank's part carries intervals (``pack``) and integer columns (``narrow``).
 
 An interval set is a pair of sorted, disjoint arrays ``(starts, ends)`` as returned by ``union``.
 """
 
 from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -100,3 +104,64 @@ def _covered_before(ivs: Intervals, cum: np.ndarray, t: np.ndarray) -> np.ndarra
     full = cum[np.maximum(i - 1, 0)]
     partial = np.where(i > 0, np.minimum(t, ivs[1][np.maximum(i - 1, 0)]) - ivs[0][np.maximum(i - 1, 0)], 0)
     return np.where(i > 0, full + np.maximum(partial, 0), 0)
+
+
+NARROW_TYPES = (np.int8, np.int16, np.int32)
+"""The types ``narrow`` tries before int64, narrowest first."""
+
+
+def narrow(values: np.ndarray) -> np.ndarray:
+    """The integers in the narrowest signed type that holds them all (a copy)."""
+    values = np.asarray(values)
+    if not len(values):
+        return values.astype(NARROW_TYPES[0])
+    lo, hi = int(values.min()), int(values.max())
+    kind = next((t for t in NARROW_TYPES if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max), np.int64)
+    return values.astype(kind)
+
+
+@dataclass(frozen=True)
+class Packed:
+    """Intervals in their small form (``pack``): how many, the first start, and per interval the gap from the
+    previous end to its start and its length, each ``narrow``ed, its bytes grouped by significance and compressed
+    (zlib level 1) as (dtype, bytes)."""
+
+    count: int
+    first: int
+    gaps: tuple[str, bytes]
+    lengths: tuple[str, bytes]
+
+    def unpacked(self) -> Intervals:
+        """The starts and ends (int64) ``pack`` was given, in their order."""
+        if not self.count:
+            return EMPTY
+        lengths = _unsqueezed(self.lengths, self.count)
+        steps = lengths[:-1] + _unsqueezed(self.gaps, self.count - 1)
+        starts = np.cumsum(np.concatenate(([self.first], steps)))
+        return starts, starts + lengths
+
+
+def pack(starts: np.ndarray, ends: np.ndarray) -> Packed:
+    """Intervals (int64 starts and ends of equal length, in any order, even overlapping or of negative length) in
+    their small form; lossless: ``pack(s, e).unpacked()`` equals ``(s, e)``. Differences that overflow int64 wrap
+    around, as the sums that undo them do. Sorted disjoint sets of device work pack best (a quarter or less of the
+    two int64 arrays' bytes)."""
+    starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if len(starts) != len(ends):
+        raise ValueError(f"pack: {len(starts)} starts but {len(ends)} ends")
+    first = int(starts[0]) if len(starts) else 0
+    return Packed(len(starts), first, _squeezed(starts[1:] - ends[:-1]), _squeezed(ends - starts))
+
+
+def _squeezed(values: np.ndarray) -> tuple[str, bytes]:
+    """Integers ``narrow``ed, their bytes grouped by significance (all lowest bytes first), compressed."""
+    small = narrow(values)
+    planes = small.view(np.uint8).reshape(-1, small.itemsize).T
+    return small.dtype.str, zlib.compress(planes.tobytes(), 1)
+
+
+def _unsqueezed(squeezed: tuple[str, bytes], count: int) -> np.ndarray:
+    """The ``count`` integers ``_squeezed`` squeezed, as int64."""
+    kind = np.dtype(squeezed[0])
+    planes = np.frombuffer(zlib.decompress(squeezed[1]), dtype=np.uint8).reshape(kind.itemsize, count)
+    return np.ascontiguousarray(planes.T).view(kind).reshape(count).astype(np.int64)

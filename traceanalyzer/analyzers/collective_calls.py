@@ -469,17 +469,6 @@ def rank_activity(events: pd.DataFrame, calls: pd.DataFrame) -> RankActivity:
     return RankActivity(busy, host_ranges(host[_pickable(host, busy, starts)]), recorded)
 
 
-def _pack(ivs: intervals.Intervals) -> tuple[int, np.ndarray]:
-    """Sorted disjoint intervals as their first start and the differences between consecutive edges (int32 where
-    every one fits)."""
-    edges = np.column_stack(ivs).ravel()
-    if not len(edges):
-        return 0, np.empty(0, dtype=np.int32)
-    steps = np.diff(edges)
-    fits = steps.max(initial=0) <= np.iinfo(np.int32).max
-    return int(edges[0]), steps.astype(np.int32 if fits else np.int64)
-
-
 def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray) -> np.ndarray:
     """Per host range: can ``RankActivity.dominant_host_range`` pick it in a window [s, e) that ends at one of the
     call starts (sorted)? A range must cover at least 1 ns and half the window's device idle time. So it holds a call
@@ -511,23 +500,18 @@ def host_ranges(host: pd.DataFrame) -> pd.DataFrame:
 
 class RankActivity:
     """One rank's device busy time and the host ranges that can explain a window ending at one of its calls (see
-    ``rank_activity``), to say what it did during such a window. The busy intervals are held packed (the first
-    start, then the gaps and lengths between their edges in turn, 4 bytes each where they fit), unpacked for each
-    window asked about (only a late rank is asked)."""
+    ``rank_activity``), to say what it did during such a window. The busy intervals are held packed
+    (``intervals.pack``), unpacked for each window asked about (only a late rank is asked)."""
 
     def __init__(self, busy: intervals.Intervals, host: pd.DataFrame, recorded: bool) -> None:
-        self.packed = _pack(busy)
+        self.packed = intervals.pack(*busy)
         self.host = host
         self.recorded = recorded
 
     @property
     def busy(self) -> intervals.Intervals:
         """The device busy intervals (kernels, copies, sets) up to the rank's last call start."""
-        first, steps = self.packed
-        if not len(steps):
-            return intervals.EMPTY
-        edges = np.cumsum(np.concatenate(([first], steps.astype(np.int64))))
-        return edges[0::2], edges[1::2]
+        return self.packed.unpacked()
 
     def cause(self, start: int, end: int) -> tuple[int, str, str]:
         """Device busy time in [start, end), the cause (compute, data_loading, host, idle; not_recorded for a rank of

@@ -355,13 +355,13 @@ def job_findings(job: JobData) -> list[Finding]:
 class Work:
     """The device work in steps of a rank (or a joined trace: of each of its ranks) that the findings rank and
     claim: its kernel and op partials, and per (rank, linked, op name, kernel name) of its busy work the compute
-    rows and time (communication left out) and the union of its intervals, as a slice of ``spans``."""
+    rows and time (communication left out) and the union of its intervals, as a slice of ``spans`` (packed)."""
 
     has_steps: bool  # the scope has steps: only work in steps counts (a job: when any rank has steps)
     kernels: pd.DataFrame  # Level.KERNEL partial of the device work
     ops: pd.DataFrame  # Level.OP_DEVICE partial of the device work, waits and communication left out
     pairs: pd.DataFrame  # rank, linked, op, kernel (NaN: none), compute, compute_ns, first, last
-    spans: np.ndarray  # (2, intervals): starts and ends, each pair's [first, last) sorted and disjoint
+    spans: intervals.Packed  # starts and ends, each pair's [first, last) sorted and disjoint (``intervals.pack``)
 
 
 def _work(trace: TraceData) -> Work:
@@ -384,7 +384,7 @@ def _work_of(trace: TraceData) -> Work:
     )
 
 
-def _pairs(busy: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, np.ndarray]:
+def _pairs(busy: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, intervals.Packed]:
     """Busy device rows per (rank, linked, launching op's name, kernel name): the rows and time that are not
     communication, and the union of all their intervals (``Work.pairs`` and ``Work.spans``)."""
     op = busy["op"].to_numpy()
@@ -406,7 +406,7 @@ def _pairs(busy: pd.DataFrame, whole: pd.DataFrame) -> tuple[pd.DataFrame, np.nd
     pairs["kernel"] = _names(busy["name"], pairs["kernel"].to_numpy())
     spans, owner = _grouped_union(g.ngroup().to_numpy(), ts, ts + busy["dur"].to_numpy())
     bounds = np.searchsorted(owner, np.arange(len(pairs) + 1))
-    return pairs.assign(first=bounds[:-1], last=bounds[1:]), spans
+    return pairs.assign(first=bounds[:-1], last=bounds[1:]), intervals.pack(*spans)
 
 
 def _names(column: pd.Series, codes: np.ndarray) -> np.ndarray:
@@ -414,9 +414,9 @@ def _names(column: pd.Series, codes: np.ndarray) -> np.ndarray:
     return np.append(np.asarray(column.array.categories, dtype=object), None)[codes]
 
 
-def _grouped_union(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Each group's intervals merged as ``intervals.union`` merges them, in one sort: the (2, n) starts and ends,
-    by group then start, and the group of each."""
+def _grouped_union(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> tuple[intervals.Intervals, np.ndarray]:
+    """Each group's intervals merged as ``intervals.union`` merges them, in one sort: the starts and ends, by group
+    then start, and the group of each."""
     order = np.lexsort((starts, group))
     group, starts, ends = group[order], starts[order], ends[order]
     reach = pd.Series(ends).groupby(group).cummax().to_numpy()
@@ -424,7 +424,7 @@ def _grouped_union(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> t
     first[1:] = (group[1:] != group[:-1]) | (starts[1:] > reach[:-1])  # a merged interval starts here
     last = np.ones(len(starts), dtype=bool)
     last[:-1] = first[1:]
-    return np.stack([starts[first], reach[last]]).astype(np.int64), group[first]
+    return (starts[first].astype(np.int64), reach[last].astype(np.int64)), group[first]
 
 
 def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
@@ -433,22 +433,33 @@ def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
     return pd.concat(full, ignore_index=True) if full else frames[0]
 
 
-def _counted(works: list[Work]) -> Work:
+@dataclass
+class _Counted:
+    """The works of the parts that count, as one: their tables one after another, the pairs' slices into ``spans``,
+    the busy intervals of all of them unpacked one after another."""
+
+    kernels: pd.DataFrame
+    ops: pd.DataFrame
+    pairs: pd.DataFrame
+    spans: intervals.Intervals
+
+
+def _counted(works: list[Work]) -> _Counted:
     """The works of several parts as one: the step rule of ``in_steps`` over all of them (a part without steps
     counts only when no part has steps), their tables one after another, the pairs' slices moved along."""
     any_steps = any(w.has_steps for w in works)
     works = [w for w in works if w.has_steps or not any_steps]
-    offsets = np.cumsum([0] + [w.spans.shape[1] for w in works])[:-1]
+    offsets = np.cumsum([0] + [w.spans.count for w in works])[:-1]
     pairs = [
         w.pairs.assign(first=w.pairs["first"] + o, last=w.pairs["last"] + o)
         for w, o in zip(works, offsets, strict=True)
     ]
-    return Work(
-        any_steps,
+    spans = [w.spans.unpacked() for w in works]
+    return _Counted(
         _stacked([w.kernels for w in works]),
         _stacked([w.ops for w in works]),
         _stacked(pairs),
-        np.concatenate([w.spans for w in works], axis=1),
+        (np.concatenate([s[0] for s in spans]), np.concatenate([s[1] for s in spans])),
     )
 
 
@@ -467,17 +478,20 @@ def _findings(works: list[Work], meta: TraceMeta, step: StepTime, gemms: pd.Data
     ]
 
 
-def _claims(work: Work, row: dict) -> Claims:
+def _claims(work: _Counted, row: dict) -> Claims:
     """The device intervals per rank of a hotspot's busy work: launched by ops of its name, or kernels of it."""
     pairs = work.pairs[(work.pairs["op"] == row["name"]) | (work.pairs["kernel"] == row["name"])]
+    starts, ends = work.spans
     claims: Claims = {}
     for rank, mine in pairs.groupby("rank", sort=True):
-        both = np.concatenate([work.spans[:, a:b] for a, b in zip(mine["first"], mine["last"], strict=True)], axis=1)
-        claims[int(rank)] = intervals.union(both[0], both[1])
+        slices = [slice(a, b) for a, b in zip(mine["first"], mine["last"], strict=True)]
+        claims[int(rank)] = intervals.union(
+            np.concatenate([starts[s] for s in slices]), np.concatenate([ends[s] for s in slices])
+        )
     return claims
 
 
-def _dominant(work: Work) -> tuple[pd.DataFrame, dict]:
+def _dominant(work: _Counted) -> tuple[pd.DataFrame, dict]:
     """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel.
     Waits are left out (a stream waiting on an event is not a hotspot), and so is communication: it costs the step
     only what compute does not hide, which the distributed findings report (transfer and waiting for peers apart)."""

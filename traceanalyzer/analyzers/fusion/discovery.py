@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers.fusion.opstream import EntryWork, PackedWork
-from traceanalyzer.analyzers.fusion.packing import narrow
 from traceanalyzer.analyzers.fusion.patterns import BACKWARD_SUFFIX
+from traceanalyzer.intervals import narrow
 
 MAX_CHAIN = 6
 """Longest chain of memory-bound kernels discovery considers."""
@@ -46,7 +46,7 @@ class Runs:
     steps: int
 
     def packed(self) -> Runs:
-        """The small form a part carries (``packing``), without ``at``."""
+        """The small form a part carries (``intervals.narrow``), without ``at``."""
         cols = {c: narrow(v) for c, v in self.cols.items() if c != "at"}
         return Runs(cols, self.vocab, self.work.packed(), self.steps)
 

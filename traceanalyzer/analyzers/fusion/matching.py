@@ -31,7 +31,6 @@ from traceanalyzer.analyzers.collective_calls import phases
 from traceanalyzer.analyzers.fusion import discovery, opstream
 from traceanalyzer.analyzers.fusion.discovery import Chain, Runs
 from traceanalyzer.analyzers.fusion.opstream import COPY_PREFIX, FUSED_TOKEN, EntryWork, per_text, per_token
-from traceanalyzer.analyzers.fusion.packing import narrow
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     FUSED_OPTIMIZER_OP,
@@ -45,6 +44,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     Pattern,
 )
 from traceanalyzer.analyzers.steps import step_table
+from traceanalyzer.intervals import narrow
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData

@@ -21,7 +21,6 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.fusion.packing import Packed, narrow, pack
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
     BIAS_ADD,
@@ -34,7 +33,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     canonical,
     display_name,
 )
-from traceanalyzer.intervals import Intervals
+from traceanalyzer.intervals import Intervals, Packed, narrow, pack
 from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
@@ -460,7 +459,7 @@ class EntryWork:
         return intervals.union(part.starts, part.ends)
 
     def packed(self) -> PackedWork:
-        """The small form (``packing``)."""
+        """The small form (``intervals.pack``, ``intervals.narrow``)."""
         return PackedWork(narrow(np.diff(self.offsets)), pack(self.starts, self.ends))
 
     @staticmethod
@@ -478,7 +477,7 @@ class EntryWork:
 
 @dataclass
 class PackedWork:
-    """``EntryWork`` in its small form: how many intervals each entry has, and the intervals (``packing.Packed``)."""
+    """``EntryWork`` in its small form: how many intervals each entry has, and the intervals (``intervals.Packed``)."""
 
     counts: np.ndarray
     intervals: Packed

@@ -19,7 +19,7 @@ import pandas as pd
 from traceanalyzer.analyzers.fusion.discovery import Runs
 from traceanalyzer.analyzers.fusion.matching import launch_counts, located, matched, place_of
 from traceanalyzer.analyzers.fusion.opstream import EntryWork, combinations, sums
-from traceanalyzer.analyzers.fusion.packing import Packed, pack
+from traceanalyzer.intervals import Packed, pack
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW
@@ -34,7 +34,7 @@ SUMS = ["kernels", "current_ns", "kept_ns", "saving_ns", "intermediate_bytes", "
 
 GROUP_COLUMNS = [*GROUP, "pattern", "first_ts", "first_seq", "forward", "occurrences", *SUMS, "claims"]
 """Per group: the first occurrence's pattern, start and order found (``first_seq``), how many are not backward and
-how many in all, the sums, and the union of the device work claimed (``packing.Packed``)."""
+how many in all, the sums, and the union of the device work claimed (``intervals.Packed``)."""
 
 PLACE_COLUMNS = [*GROUP, "place", "forward", "occurrences", "forward_ts", "forward_seq", "first_ts", "first_seq"]
 """Per group and place: how many occurrences there (not backward, and all), and where the first of each is."""

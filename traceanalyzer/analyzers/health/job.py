@@ -18,7 +18,7 @@ from traceanalyzer.analyzers.health.gaps import (
     merged_busy,
 )
 from traceanalyzer.analyzers.health.launch import launch_bound, merged_launches
-from traceanalyzer.analyzers.health.part import Part, pack
+from traceanalyzer.analyzers.health.part import Part
 from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
@@ -33,7 +33,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
     return Part(
         busy=device_busy(trace),
         gaps=idle_gaps(trace, top=max(GAPS_KEPT, options.top)),
-        idle={rank: pack(idle) for rank, idle in idle_claims(trace).items()},
+        idle={rank: intervals.pack(*idle) for rank, idle in idle_claims(trace).items()},
         idle_ns={rank: intervals.length(idle) for rank, idle in idle_claims(trace).items()},
         computing=computing_ranks(trace),
         syncs=sync_places(trace),

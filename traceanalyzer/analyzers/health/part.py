@@ -7,14 +7,12 @@ the ``GAPS_KEPT`` largest per device; nothing holds a row per event.
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
-import numpy as np
 import pandas as pd
 
 from traceanalyzer.findings import Claims, StepTime
-from traceanalyzer.intervals import Intervals
+from traceanalyzer.intervals import Packed
 from traceanalyzer.schema import TraceMeta
 
 
@@ -26,8 +24,8 @@ class Part:
     """``device_busy``: span, busy and gap counts per rank and device."""
     gaps: pd.DataFrame
     """``idle_gaps``: the largest idle gaps of each device (``GAPS_KEPT``), described, longest first."""
-    idle: dict[int, bytes]
-    """Per rank: the device-idle intervals inside steps (``idle_claims``), packed (``pack``)."""
+    idle: dict[int, Packed]
+    """Per rank: the device-idle intervals inside steps (``idle_claims``), packed (``intervals.pack``)."""
     idle_ns: dict[int, int]
     """Per rank: the length of those intervals."""
     computing: list[int]
@@ -52,7 +50,7 @@ class Part:
 
     def claims(self, rank: int) -> Claims:
         """The idle intervals inside steps of one rank, as a finding claims them (none for a rank without)."""
-        return {rank: unpack(self.idle[rank])} if rank in self.idle else {}
+        return {rank: self.idle[rank].unpacked()} if rank in self.idle else {}
 
 
 @dataclass(frozen=True)
@@ -63,19 +61,6 @@ class Context:
     meta: TraceMeta
     step: StepTime
     steps: int
-
-
-def pack(ivs: Intervals) -> bytes:
-    """Disjoint intervals as the compressed steps from each end to the next (a quarter of their two int64 arrays
-    on big.json.gz's idle intervals)."""
-    points = np.column_stack(ivs).ravel()
-    return zlib.compress(np.diff(points, prepend=0).astype(np.int64).tobytes(), 1)
-
-
-def unpack(packed: bytes) -> Intervals:
-    """The intervals ``pack`` packed."""
-    points = np.cumsum(np.frombuffer(zlib.decompress(packed), dtype=np.int64))
-    return points[0::2].copy(), points[1::2].copy()
 
 
 def stack(tables: list[pd.DataFrame]) -> pd.DataFrame:
