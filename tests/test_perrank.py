@@ -16,10 +16,10 @@ from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
 
 FSDP = REPO / "sample_traces" / "fsdp"
-SUMMARY_SHARE = 0.05
-"""A large rank's summary is at most this share of its tables' memory (h200/big: 3 %)."""
-SMALL_RANK_SHARE = 0.10
-"""A small rank's, whose parts' fixed costs weigh more (ddp_overlap, 52k events: 7 %)."""
+SUMMARY_SHARE = 0.03
+"""A large rank's summary is at most this share of its tables' memory (h200/big: 1.5 %)."""
+SMALL_RANK_SHARE = 0.08
+"""A small rank's, whose parts' fixed costs weigh more (ddp_overlap, 52k events: 5.2 %)."""
 
 
 @pytest.mark.parametrize("name", [*JOBS, "fsdp"])
