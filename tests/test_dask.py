@@ -64,12 +64,15 @@ def test_environment_variable_sends_the_ranks(scheduler, local, monkeypatch):
     assert_same(local, remote)
 
 
-def test_job_analysed_rank_by_rank_on_the_cluster_gives_the_local_report(scheduler, local):
+def test_job_analysed_rank_by_rank_on_the_cluster_gives_the_local_report(scheduler, monkeypatch):
+    monkeypatch.chdir(REPO)  # a relative path: the workers get it resolved, the report names it as given
+    relative = FSDP.relative_to(REPO)
     with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
-        job = perrank.load_job(FSDP, scheduler=client)
+        job = perrank.load_job(relative, scheduler=client)
     assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2, "one summary task per rank"
-    assert [s.rank for s in job.ranks] == [0, 1] and job.meta.paths == local.meta.paths
-    assert_same_data(job.report(), local.report())
+    assert [s.rank for s in job.ranks] == [0, 1]
+    assert job.meta.paths == [str(relative / f"fsdp_rank{r}.json.gz") for r in (0, 1)]
+    assert_same_data(job.report(), ta.load(relative).report())
 
 
 def test_cli_with_a_scheduler_analyses_rank_by_rank(scheduler, local, tmp_path):
