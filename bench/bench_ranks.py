@@ -12,6 +12,7 @@ ranks go to a LocalCluster of N single-threaded worker processes (TRACEANALYZER_
 the largest Dask worker's ``ru_maxrss`` (each row gets fresh workers).
 
     python3 bench/bench_ranks.py /tmp/ta_large/ddp_256 --ranks 8 64 256 --per-rank
+    python3 bench/bench_ranks.py /tmp/ta_large/ddp_256 --ranks 8 64 --per-rank --dask-workers 2
 
 With --per-rank each N gets two fresh processes, both with the cache off: the joined report
 (``ta.load(files).report()``: all ranks in one event table) and the rank-by-rank one
@@ -19,7 +20,8 @@ With --per-rank each N gets two fresh processes, both with the cache off: the jo
 summaries come back). Load and report wall times are taken around each call; peak RSS as above; summary bytes are
 the pickled size of the ranks' summaries (all ranks, and the largest rank's); the last column names the parts of
 the rank-by-rank report that differ from the joined one (floats to 1e-9), e.g. the sections of analyzers that have
-no job half yet.
+no job half yet. With --dask-workers both run on a fresh LocalCluster each (joined: the ranks' tables come back;
+rank by rank: only their summaries), the worker peak the largest Dask worker's.
 """
 
 from __future__ import annotations
@@ -85,8 +87,9 @@ def measure(files: list[Path], scheduler: str | None = None) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def measure_on_cluster(files: list[Path], workers: int) -> dict:
-    """One load with the ranks parsed on a fresh LocalCluster; the worker peak is the largest Dask worker's."""
+def measure_on_cluster(files: list[Path], workers: int, run=measure) -> dict:
+    """``run(files, scheduler)`` with the ranks sent to a fresh LocalCluster of ``workers`` single-threaded worker
+    processes; the worker peak is the largest Dask worker's."""
     import distributed  # optional: only for --dask-workers
 
     with (
@@ -95,15 +98,15 @@ def measure_on_cluster(files: list[Path], workers: int) -> dict:
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        row = measure(files, cluster.scheduler_address)
+        row = run(files, cluster.scheduler_address)
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
     return row | {"worker": max(peaks.values())}
 
 
-def measure_report(files: list[Path], mode: str, out: Path) -> dict:
-    """One load and report of these files in a fresh process, joined or rank by rank (``mode``), the report
-    written to ``out``."""
-    env = os.environ | {"TRACEANALYZER_CACHE": "0"}
+def measure_report(files: list[Path], mode: str, out: Path, scheduler: str | None = None) -> dict:
+    """One load and report of these files in a fresh process, joined or rank by rank (``mode``; on the
+    scheduler's cluster if given), the report written to ``out``."""
+    env = os.environ | {"TRACEANALYZER_CACHE": "0"} | ({"TRACEANALYZER_SCHEDULER": scheduler} if scheduler else {})
     argv = [sys.executable, "-c", _REPORT_CHILD, mode, str(out), *map(str, files)]
     run = subprocess.run(argv, capture_output=True, text=True, env=env)
     if run.returncode:
@@ -130,16 +133,17 @@ def differing(got: dict, want: dict) -> list[str]:
     return sections + [k for k in want if k != "sections" and not same(got.get(k), want[k])]
 
 
-def per_rank_rows(files: list[Path], counts: list[int]) -> None:
-    """Print the joined against the rank-by-rank report for the first N files, per N (see module)."""
+def per_rank_rows(files: list[Path], counts: list[int], workers: int | None = None) -> None:
+    """Print the joined against the rank-by-rank report for the first N files, per N (see module); with
+    ``workers``, each on a fresh LocalCluster of that many Dask workers."""
     print("| ranks | path | events | load s | report s | wall s | parent peak RSS MB | worker peak RSS MB |", end="")
     print(" summaries MB | largest summary KB | differs from joined |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in counts:
             joined, per_rank = Path(tmp) / f"joined_{n}.json", Path(tmp) / f"per_rank_{n}.json"
-            rows = {"joined": measure_report(files[:n], "joined", joined)}
-            rows["per-rank"] = measure_report(files[:n], "per-rank", per_rank)
+            outs = {"joined": joined, "per-rank": per_rank}
+            rows = {mode: _report_row(files[:n], mode, out, workers) for mode, out in outs.items()}
             diff = ", ".join(differing(_read(per_rank), _read(joined))) or "–"
             for mode, r in rows.items():
                 summary = f"{r['summary'] / 1e6:.2f} | {r['summary_max'] / 1e3:.0f}" if mode == "per-rank" else "– | –"
@@ -149,6 +153,12 @@ def per_rank_rows(files: list[Path], counts: list[int]) -> None:
                     f"{summary} | {diff if mode == 'per-rank' else ''} |",
                     flush=True,
                 )
+
+
+def _report_row(files: list[Path], mode: str, out: Path, workers: int | None) -> dict:
+    if not workers:
+        return measure_report(files, mode, out)
+    return measure_on_cluster(files, workers, lambda chosen, scheduler: measure_report(chosen, mode, out, scheduler))
 
 
 def _read(path: Path) -> dict:
@@ -167,7 +177,7 @@ def main() -> int:
     files = rank_files(args.job)
     print(f"job {args.job}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     if args.per_rank:
-        per_rank_rows(files, args.ranks)
+        per_rank_rows(files, args.ranks, args.dask_workers)
         return 0
     print("| ranks | JSON GB | events | wall s | s per GB | parent peak RSS MB | worker peak RSS MB | tables MB |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
