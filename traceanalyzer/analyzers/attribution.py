@@ -34,11 +34,6 @@ def busy_work(events: pd.DataFrame) -> pd.DataFrame:
     return events[events["kind"].isin(BUSY)]
 
 
-def busy_intervals(events: pd.DataFrame) -> intervals.Intervals:
-    """Union of the busy device work among ``events``."""
-    return spans(busy_work(events))
-
-
 def spans(rows: pd.DataFrame) -> intervals.Intervals:
     """Union of the rows' [ts, ts + dur) spans."""
     ts = rows["ts"].to_numpy()
@@ -91,27 +86,33 @@ def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
 
 def host_activity(trace: TraceData, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
     """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
-    host = _host_rows(trace).get(rank, np.empty((4, 0), dtype=np.int64))
+    labels, ts, end, depth = _host_rows(trace).get(rank, _NO_HOST_ROWS)
     at_start, during = [], []
     for lo, hi in zip(starts.tolist(), ends.tolist(), strict=True):
-        labels, ts, end, depth = host[:, (host[1] <= hi) & (host[2] >= lo)]  # all either test can pick, in order
-        at_start.append(_deepest(labels, depth, (ts <= lo) & (end > lo)))
-        during.append(_deepest(labels, depth, (np.minimum(end, hi) - np.maximum(ts, lo)) * 2 >= hi - lo))
+        near = np.flatnonzero((ts <= hi) & (end >= lo))  # all either test can pick, in order
+        t, e = ts[near], end[near]
+        at_start.append(_deepest(labels[near], depth[near], (t <= lo) & (e > lo)))
+        during.append(_deepest(labels[near], depth[near], (np.minimum(e, hi) - np.maximum(t, lo)) * 2 >= hi - lo))
     return pd.DataFrame({"host_at_start": describe(trace, at_start), "host_during": describe(trace, during)})
 
 
-def _host_rows(trace: TraceData) -> dict[int, np.ndarray]:
-    """Per rank: label, start, end and depth (rows of one array) of its host events that describe host activity."""
+_NO_HOST_ROWS = tuple(np.empty(0, dtype=np.int64) for _ in range(4))
+
+
+def _host_rows(trace: TraceData) -> dict[int, tuple[np.ndarray, ...]]:
+    """Per rank: label, start, end and depth of its host events that describe host activity."""
     return remember(trace, "attribution.host_rows", lambda: _host_rows_of(trace.events))
 
 
-def _host_rows_of(events: pd.DataFrame) -> dict[int, np.ndarray]:
-    host = events.loc[events["kind"].isin(HOST_ACTIVITY_KINDS), ["rank", "ts", "dur", "depth"]]
-    out = {}
-    for rank, mine in host.groupby("rank"):
-        ts = mine["ts"].to_numpy()
-        out[int(rank)] = np.stack([mine.index.to_numpy(), ts, ts + mine["dur"].to_numpy(), mine["depth"].to_numpy()])
-    return out
+def _host_rows_of(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, ...]]:
+    kinds = events["kind"]
+    rows = np.flatnonzero(np.isin(category_text(kinds), HOST_ACTIVITY_KINDS)[kinds.array.codes])
+    rank = events["rank"].to_numpy()[rows]
+    ts = events["ts"].to_numpy()[rows]
+    columns = (events.index.to_numpy()[rows], ts, ts + events["dur"].to_numpy()[rows], events["depth"].to_numpy()[rows])
+    ranks = np.unique(rank).tolist()
+    mine = {r: slice(None) if len(ranks) == 1 else rank == r for r in ranks}
+    return {int(r): tuple(np.asarray(c[at], dtype=np.int64) for c in columns) for r, at in mine.items()}
 
 
 def _deepest(labels: np.ndarray, depth: np.ndarray, mask: np.ndarray) -> int:

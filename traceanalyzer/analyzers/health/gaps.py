@@ -2,26 +2,21 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import (
-    accelerator,
-    busy_intervals,
-    busy_work,
-    describe,
-    host_activity,
-    rank_busy,
-)
+from traceanalyzer.analyzers.attribution import accelerator, describe, host_activity, rank_busy
 from traceanalyzer.analyzers.health.part import Context, Part, stack
-from traceanalyzer.analyzers.steps import step_spans
+from traceanalyzer.analyzers.steps import BUSY, step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -45,7 +40,7 @@ SYNC_IDLE_MENTION = 0.1
 @per_trace
 def device_busy(trace: TraceData) -> pd.DataFrame:
     """Per rank and device: span, busy, busy share, idle, gap counts, large gaps (> 100 µs) and the largest."""
-    rows = [_busy_row(int(rank), int(device), work) for (rank, device), work in _per_device(trace.events)]
+    rows = [_busy_row(device.rank, device.device, device.busy) for device in _devices(trace)]
     columns = ["rank", "device", "span_ns", "busy_ns", "busy_share", "idle_ns", "gaps", "large_gaps"]
     return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns"])
 
@@ -55,23 +50,53 @@ def merged_busy(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return stack(tables).sort_values(["rank", "device"], kind="stable").reset_index(drop=True)
 
 
-def _per_device(events: pd.DataFrame):
-    return busy_work(events).groupby(["rank", "device"], sort=True)
+@dataclass(frozen=True)
+class _Device:
+    """One device of one rank: the start and launching call of its busy work (in table order), and their union."""
+
+    rank: int
+    device: int
+    ts: np.ndarray
+    launch: np.ndarray
+    busy: intervals.Intervals
 
 
-def _busy_row(rank: int, device: int, work: pd.DataFrame) -> dict:
-    starts, ends = busy_intervals(work)
+def _devices(trace: TraceData) -> list[_Device]:
+    """Every device's busy work, by rank and device (once per trace: the busy table and the gaps read it)."""
+    return remember(trace, "health.devices", lambda: _devices_of(trace.events))
+
+
+def _devices_of(events: pd.DataFrame) -> list[_Device]:
+    kinds = events["kind"]
+    rows = np.flatnonzero(np.isin(category_text(kinds), BUSY)[kinds.array.codes])
+    rank, device = events["rank"].to_numpy()[rows], events["device"].to_numpy()[rows]
+    order = np.lexsort((device, rank))  # stable: each device's work stays in table order
+    rows, rank, device = rows[order], rank[order], device[order]
+    cuts = np.flatnonzero((rank[1:] != rank[:-1]) | (device[1:] != device[:-1])) + 1
+    ts, dur, launch = (events[c].to_numpy()[rows] for c in ("ts", "dur", "launch"))
+    bounds = zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(rows)].tolist(), strict=True)
+    mine = [slice(lo, hi) for lo, hi in bounds if hi > lo]
+    return [
+        _Device(
+            int(rank[at.start]), int(device[at.start]), ts[at], launch[at], intervals.union(ts[at], ts[at] + dur[at])
+        )
+        for at in mine
+    ]
+
+
+def _busy_row(rank: int, device: int, busy: intervals.Intervals) -> dict:
+    starts, ends = busy
     gaps = starts[1:] - ends[:-1]
     large = gaps[gaps > LARGE_GAP_NS]
     span = int(ends.max() - starts.min())
-    busy = intervals.length((starts, ends))
+    length = intervals.length(busy)
     return {
         "rank": rank,
         "device": device,
         "span_ns": span,
-        "busy_ns": busy,
-        "busy_share": busy / span if span else 0.0,
-        "idle_ns": span - busy,
+        "busy_ns": length,
+        "busy_share": length / span if span else 0.0,
+        "idle_ns": span - length,
         "gaps": len(gaps),
         "large_gaps": len(large),
         "large_gap_ns": int(large.sum()),
@@ -87,21 +112,20 @@ def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
 
 def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
     frames = []
-    events = trace.events
-    for (rank, device), work in _per_device(events):
-        starts, ends = busy_intervals(work)
+    for device in _devices(trace):
+        starts, ends = device.busy
         gap_start, gap_end = ends[:-1], starts[1:]
         order = np.argsort(gap_start - gap_end, kind="stable")[:top]
         table = pd.DataFrame(
             {
-                "rank": int(rank),
-                "device": int(device),
+                "rank": device.rank,
+                "device": device.device,
                 "offset_ns": gap_start[order] - starts.min(),
                 "dur_ns": (gap_end - gap_start)[order],
             }
         )
-        table["resumed_by"] = describe(trace, _launch_at(work, gap_end[order]))
-        activity = host_activity(trace, int(rank), gap_start[order], gap_end[order])
+        table["resumed_by"] = describe(trace, _launch_at(device, gap_end[order]))
+        activity = host_activity(trace, device.rank, gap_start[order], gap_end[order])
         frames.append(pd.concat([table, activity], axis=1))
     if not frames:
         return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])
@@ -113,10 +137,15 @@ def largest_gaps(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return stack(tables).sort_values("dur_ns", ascending=False, kind="stable")
 
 
-def _launch_at(work: pd.DataFrame, times: np.ndarray) -> np.ndarray:
-    """The launching runtime call of the device work that starts at each time (NO_ROW if none)."""
-    first = work.sort_values("ts", kind="stable").drop_duplicates("ts")
-    return first.set_index("ts")["launch"].reindex(times, fill_value=NO_ROW).to_numpy()
+def _launch_at(device: _Device, times: np.ndarray) -> np.ndarray:
+    """The launching runtime call of the device's first work (in table order) that starts at each time (NO_ROW if
+    none)."""
+    order = np.argsort(device.ts, kind="stable")
+    ts, launch = device.ts[order], device.launch[order]
+    first = np.r_[True, ts[1:] != ts[:-1]]
+    ts, launch = ts[first], launch[first]
+    at = np.minimum(np.searchsorted(ts, times), len(ts) - 1)  # a device has work: ``ts`` is not empty
+    return np.where(ts[at] == times, launch[at], NO_ROW)
 
 
 def idle_claims(trace: TraceData) -> Claims:

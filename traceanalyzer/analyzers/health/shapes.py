@@ -15,11 +15,11 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import busy_work
 from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import NO_ROW, Kind, category_text
+from traceanalyzer.schema import NO_ROW, Kind, category_text, positions
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import COMPILE_CALL
 
@@ -51,20 +51,7 @@ def shape_rows(events: pd.DataFrame) -> pd.DataFrame:
     rows = _shaped(events)
     if not len(rows):
         return pd.DataFrame(columns=[*COLUMNS, "first_ts"])
-    frame = pd.DataFrame(  # names, shapes and threads by their category codes: one to one with their text
-        {
-            "rank": rows["rank"].to_numpy(),
-            "name": rows["name"].array.codes,
-            "shape": rows["input_dims"].array.codes,
-            "step": rows["step"].to_numpy(),
-            "pid": rows["pid"].array.codes,
-            "tid": rows["tid"].array.codes,
-            "ts": rows["ts"].to_numpy(),
-            "dur": rows["dur"].to_numpy(),
-            "device_ns": _device_ns(events, rows),
-        }
-    )
-    table = _per_op(frame)
+    table = _per_op(_Calls(events, rows))
     hit = (table["shapes"] >= DYNAMIC_SHAPE_MIN) & (table["new_shapes"] >= table["steps"] - 1) & (table["steps"] > 1)
     table = table[hit].reset_index(drop=True)
     table["name"] = pd.array(category_text(events["name"])[table["name"].to_numpy()], dtype="str")
@@ -79,43 +66,110 @@ def merged_shapes(tables: list[pd.DataFrame]) -> pd.DataFrame:
     return table[COLUMNS]
 
 
-def _shaped(events: pd.DataFrame) -> pd.DataFrame:
-    """The in-step rows whose input shapes are recorded: CPU ops, or kernels where no CPU op has shapes."""
+def _shaped(events: pd.DataFrame) -> np.ndarray:
+    """The positions of the in-step rows whose input shapes are recorded: CPU ops, or kernels where no CPU op has
+    shapes."""
     dims = events["input_dims"]
     recorded = np.array([len(t) > 0 for t in category_text(dims)], dtype=bool)[dims.array.codes]
-    columns = ["rank", "name", "input_dims", "step", "pid", "tid", "ts", "dur", "kind"]
-    in_step = events.loc[(events["step"] != NO_ROW).to_numpy() & recorded, columns]
-    ops = in_step[in_step["kind"] == Kind.CPU_OP.value]
-    return ops if len(ops) else in_step[in_step["kind"] == Kind.KERNEL.value]
+    in_step = np.flatnonzero((events["step"] != NO_ROW).to_numpy() & recorded)
+    kinds = events["kind"]
+    kind = category_text(kinds)[kinds.array.codes[in_step]]
+    ops = in_step[kind == Kind.CPU_OP.value]
+    return ops if len(ops) else in_step[kind == Kind.KERNEL.value]
 
 
-def _device_ns(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
-    """Per row: its own duration for a kernel, else the busy device time of the work it launched (innermost op)."""
-    work = busy_work(events[["kind", "op", "dur"]])
-    launched = work[work["op"] != NO_ROW].groupby("op")["dur"].sum().reindex(rows.index, fill_value=0).to_numpy()
-    return np.where((rows["kind"] == Kind.KERNEL.value).to_numpy(), rows["dur"].to_numpy(), launched)
+class _Calls:
+    """The shaped rows (positions ``rows`` of ``events``) by start time, as arrays: rank, name, shape, step, pid,
+    tid (names, shapes and threads by their category codes: one to one with their text), ts, dur, device time,
+    and each row's op (rank and name) numbered in the order the ops first appear."""
+
+    def __init__(self, events: pd.DataFrame, rows: np.ndarray) -> None:
+        rows = rows[np.argsort(events["ts"].to_numpy()[rows], kind="stable")]
+        self.rank = events["rank"].to_numpy()[rows]
+        self.name, self.shape, self.pid, self.tid = (
+            np.asarray(events[c].array.codes[rows], dtype=np.int64) for c in ("name", "input_dims", "pid", "tid")
+        )
+        self.step, self.ts, self.dur = (events[c].to_numpy()[rows] for c in ("step", "ts", "dur"))
+        self.device_ns = _device_ns(events, rows)
+        self.op = _numbered(self.rank, self.name)
+        self.first = np.flatnonzero(_firsts(self.op))  # per op: its first row
 
 
-def _per_op(frame: pd.DataFrame) -> pd.DataFrame:
+def _numbered(*columns: np.ndarray) -> np.ndarray:
+    """Per row: its distinct value of the integer columns (each at least -1), numbered in the order first seen."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    for column in columns:
+        column = np.asarray(column, dtype=np.int64) + 1
+        key = key * (int(column.max(initial=0)) + 1) + column
+    return pd.factorize(key, sort=False)[0]
+
+
+def _firsts(numbers: np.ndarray) -> np.ndarray:
+    """Per row of values numbered in the order first seen (``_numbered``): is it the first of its value?"""
+    seen = np.maximum.accumulate(numbers)
+    return np.r_[True, seen[1:] > seen[:-1]] if len(numbers) else np.zeros(0, dtype=bool)
+
+
+def _device_ns(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per row (positions): its own duration for a kernel, else the busy device time of the work it launched
+    (innermost op)."""
+    kinds = events["kind"]
+    kind, text = kinds.array.codes, category_text(kinds)
+    op, dur = events["op"].to_numpy(), events["dur"].to_numpy()
+    work = np.isin(text, BUSY)[kind] & (op != NO_ROW)
+    launched = np.zeros(len(events) + 1, dtype=np.int64)  # the last: work whose op is not a row of the table
+    np.add.at(launched, positions(events.index, op[work]), dur[work])
+    return np.where((text == Kind.KERNEL.value)[kind[rows]], dur[rows], launched[rows])
+
+
+def _per_op(calls: _Calls) -> pd.DataFrame:
     """Per (rank, name), in the order they first appear: calls, distinct shapes, shapes first seen after the rank's
     first step, steps, device time, the first-call stalls of the shapes seen later, and the first call's start."""
-    keys = ["rank", "name"]
-    frame = frame.sort_values("ts", kind="stable")
-    frame["median_ns"] = frame.groupby(keys)["dur"].transform("median")
-    first = frame.drop_duplicates(keys + ["shape"])
-    first = first.assign(new=first["step"] > first.groupby("rank")["step"].transform("min"))
-    first = first.assign(stall=np.where(first["new"], (first["dur"] - first["median_ns"]).clip(lower=0), 0))
-    first = first.assign(
-        stall=np.where(_nested(first[first["stall"] > 0]).reindex(first.index, fill_value=False), 0, first["stall"])
+    op, ops = calls.op, len(calls.first)
+    first = np.flatnonzero(_firsts(_numbered(op, calls.shape)))  # each op's shapes' first calls
+    rank, step = calls.rank[first], calls.step[first]
+    lowest = pd.Series(step).groupby(rank).transform("min").to_numpy()  # the rank's first step
+    new = step > lowest
+    stall = np.zeros(len(first), dtype=np.float64)
+    late = np.flatnonzero(new)
+    stall[late] = np.clip(calls.dur[first[late]] - _medians(op, calls.dur, op[first[late]]), 0, None)
+    stalled = np.flatnonzero(stall > 0)
+    nested = _nested(pd.DataFrame({c: getattr(calls, c)[first[stalled]] for c in ("rank", "pid", "tid", "ts", "dur")}))
+    stall[stalled[nested.sort_index().to_numpy()]] = 0
+    in_steps = op[_firsts(_numbered(op, calls.step))]  # per op and step it runs in: the op
+    return pd.DataFrame(
+        {
+            "rank": calls.rank[calls.first],
+            "name": calls.name[calls.first],
+            "calls": np.bincount(op, minlength=ops),
+            "steps": np.bincount(in_steps, minlength=ops),
+            "device_ns": _sums(op, calls.device_ns, ops),
+            "first_ts": calls.ts[calls.first],
+            "shapes": np.bincount(op[first], minlength=ops),
+            "new_shapes": np.bincount(op[first], weights=new, minlength=ops).astype(np.int64),
+            "stall_ns": np.bincount(op[first], weights=stall, minlength=ops).astype(np.int64),
+        }
     )
-    per_shape = first.groupby(keys, sort=False).agg(
-        shapes=("shape", "size"), new_shapes=("new", "sum"), stall_ns=("stall", "sum")
-    )
-    totals = frame.groupby(keys, sort=False).agg(
-        calls=("step", "size"), steps=("step", "nunique"), device_ns=("device_ns", "sum"), first_ts=("ts", "min")
-    )
-    table = totals.join(per_shape).reset_index()
-    return table.astype({"stall_ns": np.int64, "new_shapes": np.int64})
+
+
+def _sums(group: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
+    """Per group 0..groups-1: the sum of its integer values."""
+    out = np.zeros(groups, dtype=np.int64)
+    np.add.at(out, group, values)
+    return out
+
+
+def _medians(group: np.ndarray, values: np.ndarray, wanted: np.ndarray) -> np.ndarray:
+    """The median of the values of each wanted group (as pandas takes it: float64), only those groups sorted."""
+    picked, at = np.unique(wanted, return_inverse=True)
+    mine = np.flatnonzero(np.isin(group, picked))
+    own = np.searchsorted(picked, group[mine])
+    order = np.lexsort((values[mine], own))
+    ordered = values[mine][order].astype(np.float64)
+    count = np.bincount(own, minlength=len(picked))
+    start = np.r_[0, np.cumsum(count)[:-1]]
+    median = (ordered[start + (count - 1) // 2] + ordered[start + count // 2]) / 2
+    return median[at.reshape(-1)]
 
 
 def _nested(calls: pd.DataFrame) -> pd.Series:
