@@ -94,13 +94,11 @@ that op's name."""
 
 @dataclass
 class _Context:
-    """What every estimate needs: the entries, their regions (``regions``), the bandwidth and the measured launch
-    cost."""
+    """What every estimate needs: the entries, their regions (``regions``) and the bandwidth."""
 
     entries: pd.DataFrame
     region: np.ndarray
     bandwidth: float
-    launch_ns: float
     cols: dict[str, np.ndarray] = field(default_factory=dict)
     gemm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
 
@@ -130,7 +128,7 @@ def _matched(trace: TraceData) -> Matched | None:
     if not len(entries):
         return None
     bw, _ = devices.bandwidth(trace.meta)
-    ctx = _Context(entries, regions(trace, entries), bw, launch_median(launch_counts(trace.events)))
+    ctx = _Context(entries, regions(trace, entries), bw)
     tokens = entries["token"].to_numpy(dtype=object).copy()
     found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens)
     work = opstream.entry_work(trace.events, ctx.cols["row"])
@@ -148,7 +146,8 @@ def occurrences(trace: TraceData) -> pd.DataFrame:
     if not found:
         return pd.DataFrame(columns=OCCURRENCE_COLUMNS)
     table = located(trace, match.ctx, found)
-    table["launch_ns"] = whole(table["removed"].to_numpy() * match.ctx.launch_ns)
+    table["entry_rows"] = [match.ctx.cols["row"][e].tolist() for e in table["entries"]]
+    table["launch_ns"] = whole(table["removed"].to_numpy() * launch_median(launch_counts(trace.events)))
     in_step = table["step"] != NO_ROW
     table = table[in_step] if in_step.any() and rank_steps(trace) else table
     return table.reset_index(drop=True)[OCCURRENCE_COLUMNS]
@@ -160,35 +159,32 @@ def discovered(chain: Chain, entries: np.ndarray) -> Found:
 
 
 def located(trace: TraceData, ctx: _Context, found: list[Found]) -> pd.DataFrame:
-    """The occurrences measured (``measured``; ``seq``: their order found), with their first row, entry rows,
-    entries (positions in the op stream) and location, backward ones paired with their forward ones, in (rank, start)
+    """The occurrences measured (``measured``; ``seq``: their order found), with their first row, entries
+    (positions in the op stream) and location, backward ones paired with their forward ones, in (rank, start)
     order."""
     table = measured(ctx.cols, ctx.gemm, ctx.bandwidth, found)
     marker = np.array([f.marker for f in found], dtype=np.int64)
     first = ctx.cols["row"][np.array([f.work[0] for f in found], dtype=np.int64)]
     table["seq"] = np.arange(len(found))
     table["first_row"] = np.where(marker != NO_ROW, marker, first)
-    table["entry_rows"] = [ctx.cols["row"][f.work].tolist() for f in found]
     table["entries"] = [f.work for f in found]
-    where = locations(trace.events, table["first_row"].to_numpy())
+    where = locations(trace, table["first_row"].to_numpy())
     for col in LOCATION_COLUMNS:
-        table[col] = where[col].to_numpy()
+        table[col] = where[col]
     return _pair_backward(table)
 
 
-def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """``LOCATION_COLUMNS`` of some rows."""
-    where = opstream.locations(ev, rows).reset_index(drop=True)
-    where["first_op"] = _names(ev, rows)
-    return where
+def locations(trace: TraceData, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """``LOCATION_COLUMNS`` of some rows (object arrays)."""
+    return {**opstream.locations(trace, rows), "first_op": _names(trace.events, rows)}
 
 
 def place_of(table: pd.DataFrame) -> np.ndarray:
     """Per row of a table with ``LOCATION_COLUMNS``, its place: annotation | module | stack (those known), else its
     first op."""
-    parts = zip(table["annotation"].tolist(), table["module"].tolist(), table["stack"].tolist(), strict=True)
+    parts = zip(*(np.asarray(table[c], dtype=object).tolist() for c in ("annotation", "module", "stack")), strict=True)
     place = np.array([" | ".join(x for x in p if x) for p in parts], dtype=object)
-    return np.where(place != "", place, table["first_op"].to_numpy(dtype=object))
+    return np.where(place != "", place, np.asarray(table["first_op"], dtype=object))
 
 
 def regions(trace: TraceData, entries: pd.DataFrame) -> np.ndarray:
@@ -463,7 +459,7 @@ def _runs(trace: TraceData, ctx: _Context, tokens: np.ndarray, work: EntryWork) 
     keep = discovery.in_runs(run)
     at = entries[keep]
     label, labels = discovery.coded(c["label"][at])
-    place, places = discovery.coded(place_of(locations(trace.events, c["row"][at])))
+    place, places = discovery.coded(place_of(locations(trace, c["row"][at])))
     cols = {
         "token": token[keep],
         "label": label,
@@ -489,30 +485,46 @@ PAIRED = ["variant", "annotation", "stack", "module"]
 
 
 def _pair_backward(table: pd.DataFrame) -> pd.DataFrame:
-    """Give each backward occurrence the variant and location of the forward one it belongs to.
+    """Give each backward occurrence the variant and location of the forward one it belongs to, in (rank, start)
+    order.
 
-    Autograd runs a step's nodes in reverse, so in each (rank, step, pattern) the i-th backward occurrence
-    belongs to the i-th forward one from the end; unpaired ones keep their own variant.
+    Autograd runs a step's nodes in reverse, so in each (rank, step, pattern) the i-th backward occurrence (by
+    start) belongs to the i-th forward one from the end; unpaired ones keep their own variant.
     """
-    table = table.sort_values("ts", kind="stable").reset_index(drop=True)
     fwd, bwd = _backward_pairs(table)
     for col in PAIRED:
         values = table[col].to_numpy(dtype=object).copy()
         values[bwd] = values[fwd]
         table[col] = values
-    return table.sort_values(["rank", "ts"], kind="stable").reset_index(drop=True)
+    order = np.lexsort((table["ts"].to_numpy(), table["rank"].to_numpy()))
+    return table.take(order).reset_index(drop=True)
 
 
 def _backward_pairs(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Positions of the (forward, backward) library occurrences that belong together (see ``_pair_backward``)."""
-    keys = ["rank", "step", "pattern"]
-    library = table[table["pattern"] != "discovered"]
-    fwd = library[library["phase"] == "forward"]
-    bwd = library[library["phase"] == "backward"]
-    fwd = fwd[keys].assign(nth=fwd.groupby(keys, sort=False).cumcount(ascending=False), at=fwd.index)
-    bwd = bwd[keys].assign(nth=bwd.groupby(keys, sort=False).cumcount(), at=bwd.index)
-    pairs = fwd.merge(bwd, on=[*keys, "nth"], suffixes=("_fwd", "_bwd"))
-    return pairs["at_fwd"].to_numpy(), pairs["at_bwd"].to_numpy()
+    by_start = np.argsort(table["ts"].to_numpy(), kind="stable")
+    key, _ = opstream.combinations(*(table[c].to_numpy()[by_start] for c in ("rank", "step", "pattern")))
+    phase = table["phase"].to_numpy()[by_start]
+    library = table["pattern"].to_numpy()[by_start] != "discovered"
+    fwd, bwd = by_start[library & (phase == "forward")], by_start[library & (phase == "backward")]
+    fwd_key, bwd_key = key[library & (phase == "forward")], key[library & (phase == "backward")]
+    fwd_nth, bwd_nth = _nth(fwd_key[::-1])[::-1], _nth(bwd_key)
+    width = max(len(fwd), len(bwd)) + 1
+    want, have = fwd_key * width + fwd_nth, bwd_key * width + bwd_nth
+    order = np.argsort(want, kind="stable")
+    at = np.minimum(np.searchsorted(want[order], have), max(len(want) - 1, 0))
+    hit = want[order][at] == have if len(want) else np.zeros(len(have), dtype=bool)
+    return fwd[order[at[hit]]], bwd[hit]
+
+
+def _nth(group: np.ndarray) -> np.ndarray:
+    """Per position, how many positions before it hold the same group."""
+    order = np.argsort(group, kind="stable")
+    ordered = group[order]
+    starts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]]) if len(group) else np.empty(0, dtype=np.int64)
+    nth = np.empty(len(group), dtype=np.int64)
+    nth[order] = np.arange(len(group)) - np.repeat(starts, np.diff(np.r_[starts, len(group)]))
+    return nth
 
 
 def rank_steps(trace: TraceData) -> int:

@@ -423,19 +423,15 @@ def _is_bias_shape(dims_text: str) -> bool:
     return len(shapes) >= 2 and len(shapes[0]) >= 2 and shapes[1] == shapes[0][-1:]
 
 
-def locations(ev: pd.DataFrame, rows: np.ndarray) -> pd.DataFrame:
-    """For host rows: annotation path (outermost first), innermost user Python frame, innermost nn.Module."""
-    where = callpath.context(ev, rows)
-    codes, paths = pd.factorize(where["module"].fillna("").to_numpy(dtype=object))
+def locations(trace, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """For host rows: annotation path (outermost first), innermost user Python frame, innermost nn.Module (object
+    arrays, from the trace's one call-path walk)."""
+    walk = callpath.walk(trace)
+    rows = np.asarray(rows, dtype=np.int64)
+    codes, paths = pd.factorize(np.asarray(walk.modules.joined(rows), dtype=object))
     module = np.array([p.split(callpath.SEPARATOR)[-1] for p in paths], dtype=object)[codes]
-    return pd.DataFrame(
-        {
-            "annotation": where["annotations"].fillna("").to_numpy(),
-            "stack": where["frame"].fillna("").to_numpy(),
-            "module": module,
-        },
-        index=np.asarray(rows, dtype=np.int64),
-    )
+    frame = np.asarray(walk.innermost_names(rows)["frame"], dtype=object)
+    return {"annotation": np.asarray(walk.annotations.joined(rows), dtype=object), "stack": frame, "module": module}
 
 
 @dataclass

@@ -19,6 +19,7 @@ from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.fusion import discovery
 from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, measured, rank_steps, whole
+from traceanalyzer.analyzers.fusion.opstream import combinations, sums
 from traceanalyzer.analyzers.fusion.part import Part, aggregate, summarize
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.steps import job_step_table, job_step_time, step_time
@@ -82,16 +83,49 @@ def combine(parts: list[Part], meta: TraceMeta, steps: int) -> Combined:
         return Combined(pd.DataFrame(columns=OPPORTUNITY_COLUMNS), [])
     launch = launch_median(pd.concat([p.launches for p in parts], ignore_index=True))
     price = _Pricing(max(steps, 1), launch, advice.platform(meta), any(p.compiled for p in parts))
-    groups = groups.sort_values(["rank", "first_ts", "first_seq"], kind="stable")
-    spots = dict(iter(places.groupby(["family", "variant"], sort=False)))
-    launches = dict(iter(removed.groupby(["family", "variant"], sort=False)))
-    rows, claims = [], []
-    for key, group in groups.groupby(["family", "variant"], sort=False):
-        rows.append(_summarize(key, group, spots[key], launches[key], price))
-        claims.append(_claims(group))
-    table = pd.DataFrame(rows, columns=OPPORTUNITY_COLUMNS)
+    groups = groups.take(_order(groups, "first"))
+    variants = _Variants(groups, places, removed)
+    table = _rows(variants, groups, removed, price)
+    table["where"] = [_where(places, variants.of(variants.place, v), f > 0) for v, f in enumerate(variants.forward)]
+    table = pd.DataFrame(table, columns=OPPORTUNITY_COLUMNS)
+    claims = [_claims(groups, variants.of(variants.group, v)) for v in range(len(variants))]
     order = table.sort_values("saving_ns_per_step", ascending=False, kind="stable").index.to_numpy()
     return Combined(table.iloc[order].reset_index(drop=True), [claims[i] for i in order.tolist()])
+
+
+def _order(table: pd.DataFrame, prefix: str) -> np.ndarray:
+    """Positions of the rows by rank, then ``{prefix}_ts``, then ``{prefix}_seq`` (stable)."""
+    cols = (table[f"{prefix}_seq"], table[f"{prefix}_ts"], table["rank"])
+    return np.lexsort(tuple(c.to_numpy(dtype=np.int64) for c in cols))
+
+
+class _Variants:
+    """The (family, variant) of each row of the groups (rank, start order), places and removed tables, numbered in
+    the order they first appear in the groups; ``forward`` counts each one's forward occurrences."""
+
+    def __init__(self, groups: pd.DataFrame, places: pd.DataFrame, removed: pd.DataFrame) -> None:
+        tables = (groups, places, removed)
+        keys = [np.concatenate([t[c].to_numpy(dtype=object) for t in tables]) for c in ("family", "variant")]
+        codes, distinct = combinations(*keys)
+        self.first = np.full(len(distinct), len(codes), dtype=np.int64)
+        np.minimum.at(self.first, codes, np.arange(len(codes)))
+        cuts = np.cumsum([len(t) for t in tables])[:-1]
+        self.group, self.place, self.removed = np.split(codes, cuts)
+        self.forward = sums(self.group, groups["forward"].to_numpy(dtype=np.int64), len(self.first))
+        self._members = {id(c): _members(c, len(self.first)) for c in (self.group, self.place, self.removed)}
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+    def of(self, codes: np.ndarray, variant: int) -> np.ndarray:
+        """Positions (ascending) of the rows of one variant in the table whose codes these are."""
+        return self._members[id(codes)][variant]
+
+
+def _members(codes: np.ndarray, n: int) -> list[np.ndarray]:
+    """Per code 0..n-1, the positions (ascending) that hold it."""
+    order = np.argsort(codes, kind="stable")
+    return np.split(order, np.cumsum(np.bincount(codes, minlength=n))[:-1])
 
 
 def _tables(parts: list[Part], meta: TraceMeta) -> list[tuple[pd.DataFrame, ...]]:
@@ -127,56 +161,63 @@ class _Pricing:
     compiled: bool
 
 
-def _summarize(key: tuple[str, str], group: pd.DataFrame, places: pd.DataFrame, removed: pd.DataFrame, price) -> dict:
-    family, variant = key
-    per = price.per
-    forward, total = int(group["forward"].sum()), int(group["occurrences"].sum())
+def _rows(variants: _Variants, groups: pd.DataFrame, removed: pd.DataFrame, price: _Pricing) -> dict[str, list]:
+    """The columns of the opportunities but ``where``, one value per variant."""
+    n, per = len(variants), price.per
+
+    def total(col: str) -> np.ndarray:
+        return sums(variants.group, groups[col].to_numpy(dtype=np.int64), n)
+
+    forward, every = variants.forward, total("occurrences")
     removes = removed["removed"].to_numpy(dtype=np.int64)
     launch = removed["count"].to_numpy(dtype=np.int64) * whole(removes * price.launch_ns)
+    family = groups["family"].to_numpy(dtype=object)[variants.first]
+    variant = groups["variant"].to_numpy(dtype=object)[variants.first]
+    pattern = groups["pattern"].to_numpy(dtype=object)[variants.first]
     return {
-        "pattern": family,
-        "variant": variant,
-        "per_step": forward / per,
-        "backward_per_step": (total - forward) / per,
-        "kernels_per_step": _sum(group, "kernels") / per,
-        "current_ns_per_step": int(_sum(group, "current_ns") / per),
-        "kept_ns_per_step": int(_sum(group, "kept_ns") / per),
-        "saving_ns_per_step": int(_sum(group, "saving_ns") / per),
-        "intermediate_bytes_per_step": int(_sum(group, "intermediate_bytes") / per),
-        "traffic_ns_per_step": int(_sum(group, "traffic_ns") / per),
-        "launch_ns_per_step": int(launch.sum() / per),
-        "occurrences": total,
-        "where": _where(places, forward > 0),
-        "replacement": _replacement(group["pattern"].iloc[0], variant, price.platform, price.compiled),
+        "pattern": family.tolist(),
+        "variant": variant.tolist(),
+        "per_step": (forward / per).tolist(),
+        "backward_per_step": ((every - forward) / per).tolist(),
+        "kernels_per_step": (total("kernels") / per).tolist(),
+        **{f"{c}_per_step": [int(v) for v in (total(c) / per).tolist()] for c in PRICED},
+        "launch_ns_per_step": [int(v) for v in (sums(variants.removed, launch, n) / per).tolist()],
+        "occurrences": every.tolist(),
+        "replacement": [
+            _replacement(p, v, price.platform, price.compiled) for p, v in zip(pattern, variant, strict=True)
+        ],
     }
 
 
-def _sum(group: pd.DataFrame, col: str) -> np.int64:
-    """A column's integer sum."""
-    return group[col].to_numpy(dtype=np.int64).sum()
+PRICED = ["current_ns", "kept_ns", "saving_ns", "intermediate_bytes", "traffic_ns"]
+"""The sums a variant's row shows per step as integers."""
 
 
-def _where(places: pd.DataFrame, forward: bool, most: int = 6) -> str:
-    """The distinct source locations of a variant's occurrences (its forward ones, if any), most frequent first (of
-    as many, the first to appear first), with counts."""
+def _where(places: pd.DataFrame, rows: np.ndarray, forward: bool, most: int = 6) -> str:
+    """The distinct source locations of a variant's occurrences (``rows`` of ``places``; its forward ones, if any),
+    most frequent first (of as many, the first to appear first), with counts."""
+    places = places.iloc[rows]
     if forward:
-        places = places[places["forward"] > 0].sort_values(["rank", "forward_ts", "forward_seq"], kind="stable")
-    else:
-        places = places.sort_values(["rank", "first_ts", "first_seq"], kind="stable")
-    counts = places.groupby("place", sort=False)["forward" if forward else "occurrences"].sum()
-    counts = counts.astype(np.int64).sort_values(ascending=False, kind="stable")
-    shown = [f"{p} ×{n}" for p, n in counts.head(most).items()]
-    return "; ".join(shown) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
+        places = places[places["forward"].to_numpy() > 0]
+    places = places.take(_order(places, "forward" if forward else "first"))
+    place, first = combinations(places["place"].to_numpy(dtype=object))
+    counts = sums(place, places["forward" if forward else "occurrences"].to_numpy(dtype=np.int64), len(first))
+    shown = np.argsort(-counts, kind="stable")
+    names = places["place"].to_numpy(dtype=object)[first]
+    text = [f"{names[i]} ×{counts[i]}" for i in shown[:most].tolist()]
+    return "; ".join(text) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
 
 
-def _claims(group: pd.DataFrame) -> Claims:
-    """The device work a variant's fix removes, per rank (ranks without any left out)."""
+def _claims(groups: pd.DataFrame, rows: np.ndarray) -> Claims:
+    """The device work a variant's fix removes (``rows`` of ``groups``), per rank (ranks without any left out)."""
     out: Claims = {}
-    for rank, rows in group.groupby("rank", sort=True):
-        held = [packed.unpacked() for packed in rows["claims"]]
+    rank = groups["rank"].to_numpy(dtype=np.int64)[rows]
+    claims = groups["claims"].to_numpy(dtype=object)[rows]
+    for r in np.unique(rank).tolist():
+        held = [packed.unpacked() for packed in claims[rank == r]]
         union = intervals.union(np.concatenate([h[0] for h in held]), np.concatenate([h[1] for h in held]))
         if len(union[0]):
-            out[int(rank)] = union
+            out[int(r)] = union
     return out
 
 
