@@ -72,6 +72,7 @@ def test_job_analysed_rank_by_rank_on_the_cluster_gives_the_local_report(schedul
     assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2, "one summary task per rank"
     assert [s.rank for s in job.ranks] == [0, 1]
     assert job.meta.paths == [str(relative / f"fsdp_rank{r}.json.gz") for r in (0, 1)]
+    assert [s.meta.paths for s in job.ranks] == [[str(relative / f"fsdp_rank{r}.json.gz")] for r in (0, 1)]
     assert_same_data(job.report(), ta.load(relative).report())
 
 

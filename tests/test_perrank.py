@@ -5,8 +5,10 @@ writes the same report."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import pickle
+import shutil
 
 import pytest
 
@@ -88,3 +90,33 @@ def test_cli_per_rank_html_says_it_has_no_figures(tmp_path, capsys):
     assert main([str(FSDP), "--per-rank", "--format", "html", "-o", str(tmp_path / "r.html")]) == 0
     assert "has no figures" in capsys.readouterr().err
     assert "<table" in (tmp_path / "r.html").read_text()
+
+
+def test_the_order_the_rank_files_are_given_in_changes_nothing():
+    files = sorted(FSDP.glob("*.json.gz"))
+    want = ta.load(files).report()
+    assert_same_data(ta.load(files[::-1]).report(), want)
+    assert_same_data(perrank.load_job(files[::-1]).report(), want)
+
+
+def test_ranks_by_position_count_a_rank_left_out(tmp_path):
+    """Traces that do not say their rank, named without one: numbered by their place among the files given, so the
+    one that cannot be read is the missing rank, both ways."""
+    for name, source in (("a", "fused_ops.json.gz"), ("c", "unfused_ops.json.gz")):
+        shutil.copy(REPO / "sample_traces" / source, tmp_path / f"{name}.json.gz")
+    (tmp_path / "b.json.gz").write_bytes(gzip.compress(b'{"traceEvents": []}'))  # a trace with no events
+    joined, job = ta.load(tmp_path), perrank.load_job(tmp_path)
+    assert joined.meta.ranks == job.meta.ranks == [0, 2]
+    assert_same_data(job.report(), joined.report())
+    ledger = {f["id"]: f["value"] for f in joined.report()["sections"]["ledger"]["facts"]}
+    assert ledger["missing_ranks"] == "1"
+
+
+def test_an_analyzer_failing_on_a_rank_is_a_warning_and_the_rest_is_reported(monkeypatch):
+    def broken(trace, options):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(analyzers.gemm, "summarize", broken)
+    with pytest.warns(UserWarning, match=r"analyzer traceanalyzer.analyzers.gemm failed: ValueError: a bug"):
+        report = perrank.load_job(FSDP).report()
+    assert "gemm" not in report["sections"] and "hotspots" in report["sections"]

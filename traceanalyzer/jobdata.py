@@ -17,6 +17,14 @@ from traceanalyzer.schema import TraceMeta
 from traceanalyzer.tracedata import Scope
 
 
+@dataclass(frozen=True)
+class Failed:
+    """The part of an analyzer that failed on a rank, with what went wrong there (reported, not raised, so that one
+    analyzer's bug does not lose the rank)."""
+
+    problem: str
+
+
 @dataclass
 class RankSummary:
     """One rank of a job: its facts (``meta`` with ``ranks == [rank]``), the steps it recorded, its table sizes (of

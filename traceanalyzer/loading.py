@@ -62,13 +62,17 @@ def load_tables(
     results = _parse_all(units, plan)
     if plan.cached:
         cache.evict()
-    parsed = [r for r in results if not isinstance(r, Skipped)]
+    parsed = [(i, r) for i, r in enumerate(results) if not isinstance(r, Skipped)]
     skipped = [r for r in results if isinstance(r, Skipped)]
     del results  # _join releases each rank's tables as it joins them: nothing else may hold them
     skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
     if not parsed:
         raise TraceError(skipped[0].path, skipped[0].problem)
-    _assign_ranks(parsed)
+    if len(units) > 1:
+        for index, (_, _, meta) in parsed:
+            meta.ranks = [_rank_of(meta, index)]
+    _check_unique([meta for _, (_, _, meta) in parsed])
+    parsed = [tables for _, tables in sorted(parsed, key=lambda p: p[1][2].ranks[0])]
     analysed = len(parsed)
     events, memory, meta = _join(parsed)
     _note_skipped(meta, skipped, analysed)
@@ -82,11 +86,11 @@ def load_per_rank(
     progress: Callable[[str], None] | Progress | None = None,
     use_cache: bool | None = None,
     scheduler: Any = None,
-) -> tuple[list, TraceMeta]:
+) -> tuple[list[tuple[TraceMeta, Any]], TraceMeta]:
     """Each rank loaded alone where it is parsed (a worker process or a Dask worker: its tables from the cache or
     parsed, its rank assigned as a joined load would) and handed to ``work(events, memory, meta)`` there, so that
-    only work's results come back: those in rank order, and the job's merged meta (skipped ranks in its
-    warnings)."""
+    only work's results come back: each rank's meta and work's result, in rank order, and the job's merged meta
+    (skipped ranks in its warnings)."""
     found, units, plan = _start(path, rules, progress, use_cache, scheduler, work)
     _check_memory(units, [], plan)
     results = _parse_many(units, plan)
@@ -98,9 +102,9 @@ def load_per_rank(
     if not done:
         raise TraceError(skipped[0].path, skipped[0].problem)
     _check_unique([meta for meta, _ in done])
-    meta = _merge_meta([meta for meta, _ in done])
+    meta = _merge_meta(sorted((meta for meta, _ in done), key=lambda m: m.ranks[0]))
     _note_skipped(meta, skipped, len(done))
-    return [result for _, result in sorted(done, key=lambda d: d[0].ranks[0])], meta
+    return sorted(done, key=lambda d: d[0].ranks[0]), meta
 
 
 def _start(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
@@ -251,15 +255,16 @@ def _parse_on_cluster(units: list, plan: _Plan, counted: bool) -> list[Parsed | 
     sent = [replace(u, path=u.path.resolve()) for u in units]
     fn, args = plan.task(len(units))
     results = cluster.run(plan.scheduler, fn, sent, args, done)
-    return [_named(r, str(s.path), str(u.path)) for r, s, u in zip(results, sent, units, strict=True)]
+    worked = plan.work is not None
+    return [_named(r, str(s.path), str(u.path), worked) for r, s, u in zip(results, sent, units, strict=True)]
 
 
-def _named(result, resolved: str, given: str):
-    """A result from a Dask worker (tables, or a rank's meta and work) with the paths it names as the user gave
-    them."""
+def _named(result, resolved: str, given: str, worked: bool):
+    """A result from a Dask worker (its tables, or if ``worked`` its meta and work's result) with the paths its
+    meta names as the user gave them."""
     if isinstance(result, Skipped):
         return Skipped(result.path.replace(resolved, given), result.problem)
-    cache.rename(result[2] if len(result) == 3 else result[0], resolved, given)
+    cache.rename(result[0] if worked else result[2], resolved, given)
     return result
 
 
@@ -345,15 +350,6 @@ def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
 
 _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
 _RAW_COLUMNS = tuple(c for c in schema.EVENT_COLUMNS if c.name not in _DERIVED)
-
-
-def _assign_ranks(parsed: list[Parsed]) -> None:
-    """Ranks from the traces; where they do not say, from the file name, else by order (set in each meta)."""
-    if len(parsed) == 1:
-        return
-    for i, (_, _, meta) in enumerate(parsed):
-        meta.ranks = [_rank_of(meta, i)]
-    _check_unique([meta for _, _, meta in parsed])
 
 
 def _rank_of(meta: TraceMeta, index: int) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -54,7 +55,8 @@ def load_job(
     ``top``: the rows per table its reports will show) into a Job of the ranks' summaries."""
     options = Options(top=top)
     work = functools.partial(summarize_rank, step=step, options=options)
-    summaries, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
+    ranks, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
+    summaries = [replace(summary, meta=rank_meta) for rank_meta, summary in ranks]  # named as the user gave them
     if step is not None:
         check_step("; ".join(meta.paths), {s for summary in summaries for s in summary.steps}, step)
     return Job(meta, summaries, Scope(step=step), options)

@@ -16,7 +16,7 @@ import warnings
 
 from traceanalyzer.analyzers import ascend, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
 from traceanalyzer.findings import Finding, rank
-from traceanalyzer.jobdata import JobData
+from traceanalyzer.jobdata import Failed, JobData
 from traceanalyzer.options import Options
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import TraceData
@@ -34,61 +34,65 @@ def part_name(module) -> str:
 
 def all_findings(trace: TraceData) -> list[Finding]:
     """Findings of every analyzer, ranked; an analyzer that fails is reported as a warning, not a crash."""
-    found: list[Finding] = []
-    for module in MODULES:
-        finder = getattr(module, "findings", None)
-        if finder is None:
-            continue
-        try:
-            found.extend(finder(trace))
-        except Exception as e:  # one analyzer's bug must not hide the others' findings
-            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
-    return rank(found)
+    return rank([f for found in _each(_with("findings"), lambda m: m.findings(trace)) for f in found])
 
 
 def sections(trace: TraceData, options: Options) -> list[Section]:
     """The ledger, then the section of every analyzer that has something to say about this trace."""
-    out = [ledger.section(trace, options)]
-    for module in MODULES:
-        try:
-            section = module.section(trace, options)
-        except Exception as e:  # keep the rest of the report
-            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
-            continue
-        if section is not None:
-            out.append(section)
-    return out
+    found = _each(MODULES, lambda m: m.section(trace, options))
+    return [ledger.section(trace, options), *(s for s in found if s is not None)]
 
 
 def summarize(trace: TraceData, options: Options) -> dict[str, object]:
     """Every module's part of one rank (a trace of that rank alone, or a step of it), by part name, keeping what a
-    report with these options shows."""
-    return {part_name(module): module.summarize(trace, options) for module in SUMMARIZED}
+    report with these options shows; a module that fails leaves a ``Failed`` part, reported where the parts are
+    read, as the joined trace's report would."""
+    parts: dict[str, object] = {}
+    for module in SUMMARIZED:
+        try:
+            parts[part_name(module)] = module.summarize(trace, options)
+        except Exception as e:  # one analyzer's bug must not lose the rank
+            parts[part_name(module)] = Failed(f"{type(e).__name__}: {e}")
+    return parts
 
 
 def all_job_findings(job: JobData) -> list[Finding]:
     """Findings of every analyzer from the ranks' parts, ranked as ``all_findings`` ranks them."""
-    found: list[Finding] = []
-    for module in MODULES:
-        finder = getattr(module, "job_findings", None)
-        if finder is None:
-            continue
-        try:
-            found.extend(finder(job))
-        except Exception as e:  # one analyzer's bug must not hide the others' findings
-            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
-    return rank(found)
+    found = _each(_with("job_findings"), lambda m: _read(job, m, m.job_findings))
+    return rank([f for of_module in found for f in of_module])
 
 
 def job_sections(job: JobData, options: Options) -> list[Section]:
     """The ledger, then every analyzer's section, from the ranks' parts (as ``sections`` of the joined trace)."""
-    out = [ledger.job_section(job, options)]
-    for module in MODULES:
+    found = _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)))
+    return [ledger.job_section(job, options), *(s for s in found if s is not None)]
+
+
+class _PartFailed(Exception):
+    """A module's part could not be made on some rank (its problem, as the rank's worker caught it)."""
+
+
+def _read(job: JobData, module, read):
+    """``read(job)``, unless a rank's part of the module failed (then that failure)."""
+    failed = [p for p in job.parts(part_name(module)) if isinstance(p, Failed)]
+    if failed:
+        raise _PartFailed(failed[0].problem)
+    return read(job)
+
+
+def _with(function: str) -> list:
+    """The modules that define ``function``."""
+    return [m for m in MODULES if hasattr(m, function)]
+
+
+def _each(modules, call) -> list:
+    """``call(module)`` for every module; an analyzer that fails is a warning, so that one analyzer's bug does not
+    hide the others' results."""
+    out = []
+    for module in modules:
         try:
-            section = module.job_section(job, options)
-        except Exception as e:  # keep the rest of the report
-            warnings.warn(f"analyzer {module.__name__} failed: {type(e).__name__}: {e}", stacklevel=2)
-            continue
-        if section is not None:
-            out.append(section)
+            out.append(call(module))
+        except Exception as e:
+            problem = str(e) if isinstance(e, _PartFailed) else f"{type(e).__name__}: {e}"
+            warnings.warn(f"analyzer {module.__name__} failed: {problem}", stacklevel=3)
     return out
