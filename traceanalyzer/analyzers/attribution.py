@@ -29,15 +29,26 @@ def in_steps(trace: TraceData, rows: pd.DataFrame) -> pd.DataFrame:
     return rows[rows["step"] != NO_ROW] if len(step_table(trace)) else rows
 
 
-def busy_work(events: pd.DataFrame) -> pd.DataFrame:
-    """The device work that keeps a device busy (kernels, copies, sets, collectives)."""
-    return events[events["kind"].isin(BUSY)]
+def in_step_rows(trace: TraceData, rows: np.ndarray) -> np.ndarray:
+    """``in_steps`` of some positions of the trace's events: those of a step; all when the trace has no steps."""
+    return rows[trace.events["step"].to_numpy()[rows] != NO_ROW] if len(step_table(trace)) else rows
 
 
-def spans(rows: pd.DataFrame) -> intervals.Intervals:
-    """Union of the rows' [ts, ts + dur) spans."""
-    ts = rows["ts"].to_numpy()
-    return intervals.union(ts, ts + rows["dur"].to_numpy())
+def is_one_of(column: pd.Series, values) -> np.ndarray:
+    """Per row of a category column: is its text one of the values? (Compared once per category.)"""
+    return np.isin(category_text(column), list(values))[column.array.codes]
+
+
+def kind_rows(events: pd.DataFrame, kinds) -> np.ndarray:
+    """The positions of the events of some kinds (their values)."""
+    return np.flatnonzero(is_one_of(events["kind"], kinds))
+
+
+def rank_spans(events: pd.DataFrame, rows: np.ndarray) -> dict[int, intervals.Intervals]:
+    """Per rank (in rank order): the union of the [ts, ts + dur) spans of some positions of the events."""
+    rank, ts = events["rank"].to_numpy()[rows], events["ts"].to_numpy()[rows]
+    end = ts + events["dur"].to_numpy()[rows]
+    return {int(r): intervals.union(ts[rank == r], end[rank == r]) for r in np.unique(rank).tolist()}
 
 
 def rank_busy(trace: TraceData) -> dict[int, intervals.Intervals]:
@@ -46,8 +57,7 @@ def rank_busy(trace: TraceData) -> dict[int, intervals.Intervals]:
 
 
 def _rank_busy(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
-    work = events.loc[events["kind"].isin(BUSY), ["rank", "ts", "dur"]]
-    return {int(rank): spans(mine) for rank, mine in work.groupby("rank")}
+    return rank_spans(events, kind_rows(events, BUSY))
 
 
 def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> pd.api.extensions.ExtensionArray:
@@ -105,8 +115,7 @@ def _host_rows(trace: TraceData) -> dict[int, tuple[np.ndarray, ...]]:
 
 
 def _host_rows_of(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, ...]]:
-    kinds = events["kind"]
-    rows = np.flatnonzero(np.isin(category_text(kinds), HOST_ACTIVITY_KINDS)[kinds.array.codes])
+    rows = kind_rows(events, HOST_ACTIVITY_KINDS)
     rank = events["rank"].to_numpy()[rows]
     ts = events["ts"].to_numpy()[rows]
     columns = (events.index.to_numpy()[rows], ts, ts + events["dur"].to_numpy()[rows], events["depth"].to_numpy()[rows])

@@ -10,13 +10,13 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, describe, host_activity, rank_busy
+from traceanalyzer.analyzers.attribution import accelerator, describe, host_activity, kind_rows, rank_busy
 from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.analyzers.steps import BUSY, step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW, Kind, category_text
+from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -67,8 +67,7 @@ def _devices(trace: TraceData) -> list[_Device]:
 
 
 def _devices_of(events: pd.DataFrame) -> list[_Device]:
-    kinds = events["kind"]
-    rows = np.flatnonzero(np.isin(category_text(kinds), BUSY)[kinds.array.codes])
+    rows = kind_rows(events, BUSY)
     rank, device = events["rank"].to_numpy()[rows], events["device"].to_numpy()[rows]
     order = np.lexsort((device, rank))  # stable: each device's work stays in table order
     rows, rank, device = rows[order], rank[order], device[order]

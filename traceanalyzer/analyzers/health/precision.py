@@ -7,8 +7,9 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import busy_work, in_steps, linked, name_hits
+from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits
 from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import Kind, TraceMeta, category_text, codes_at
@@ -38,23 +39,22 @@ _REDUCED_TYPE = "|".join(f'"{name}"' for name, (key, _) in DTYPES.items() if key
 def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
     events = trace.events
-    kernels = in_steps(trace, events[events["kind"] == Kind.KERNEL.value])
-    names = linked(events, kernels.index.to_numpy(), "name")
-    op = kernels["op"].to_numpy()
-    op_names = linked(events, op, "name")
+    kernels = in_step_rows(trace, kind_rows(events, [Kind.KERNEL.value]))
+    op = events["op"].to_numpy()[kernels]
     types = pd.Series(category_text(events["input_types"])).str.lower()
     fp32_types = (types.str.contains(_FP32_TYPE) & ~types.str.contains(_REDUCED_TYPE)).to_numpy()
     matmul = np.isin(category_text(events["name"]), list(MATMUL_OPS))[codes_at(events["name"], op)]
     fp32_op = matmul & fp32_types[codes_at(events["input_types"], op)]
-    kernel = kernels["name"]
+    kernel = events["name"].iloc[kernels]
     gemm_like = name_hits(kernel, GEMM_KERNEL) & ~name_hits(kernel, TENSOR_CORE_KERNEL)
     picked = name_hits(kernel, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
+    rows = kernels[picked]
     frame = pd.DataFrame(
         {
-            "rank": kernels["rank"].to_numpy()[picked],
-            "name": names[picked],
-            "op": op_names[picked],
-            "dur": kernels["dur"].to_numpy()[picked],
+            "rank": events["rank"].to_numpy()[rows],
+            "name": linked(events, events.index.to_numpy()[rows], "name"),
+            "op": linked(events, op[picked], "name"),
+            "dur": events["dur"].to_numpy()[rows],
         }
     )
     table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
@@ -69,8 +69,12 @@ def merged_gemms(tables: list[pd.DataFrame]) -> pd.DataFrame:
 
 def device_in_steps_ns(trace: TraceData) -> dict[int, int]:
     """Per rank: busy device time inside steps (summed durations), what the fp32 GEMM time is a share of."""
-    work = in_steps(trace, busy_work(trace.events))
-    return {int(rank): int(ns) for rank, ns in work.groupby("rank", observed=True)["dur"].sum().items()}
+    events = trace.events
+    work = in_step_rows(trace, kind_rows(events, BUSY))
+    ranks, at = np.unique(events["rank"].to_numpy()[work], return_inverse=True)
+    ns = np.zeros(len(ranks), dtype=np.int64)
+    np.add.at(ns, at.reshape(-1), events["dur"].to_numpy()[work])
+    return {int(rank): int(n) for rank, n in zip(ranks.tolist(), ns.tolist(), strict=True)}
 
 
 def fp32_findings(health: Part, context: Context) -> list[Finding]:

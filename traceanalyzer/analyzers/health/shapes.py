@@ -15,6 +15,7 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import kind_rows
 from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
@@ -113,13 +114,13 @@ def _firsts(numbers: np.ndarray) -> np.ndarray:
 def _device_ns(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
     """Per row (positions): its own duration for a kernel, else the busy device time of the work it launched
     (innermost op)."""
-    kinds = events["kind"]
-    kind, text = kinds.array.codes, category_text(kinds)
     op, dur = events["op"].to_numpy(), events["dur"].to_numpy()
-    work = np.isin(text, BUSY)[kind] & (op != NO_ROW)
+    work = kind_rows(events, BUSY)
+    work = work[op[work] != NO_ROW]
     launched = np.zeros(len(events) + 1, dtype=np.int64)  # the last: work whose op is not a row of the table
     np.add.at(launched, positions(events.index, op[work]), dur[work])
-    return np.where((text == Kind.KERNEL.value)[kind[rows]], dur[rows], launched[rows])
+    kernel = (category_text(events["kind"]) == Kind.KERNEL.value)[events["kind"].array.codes[rows]]
+    return np.where(kernel, dur[rows], launched[rows])
 
 
 def _per_op(calls: _Calls) -> pd.DataFrame:
@@ -136,13 +137,13 @@ def _per_op(calls: _Calls) -> pd.DataFrame:
     stalled = np.flatnonzero(stall > 0)
     nested = _nested(pd.DataFrame({c: getattr(calls, c)[first[stalled]] for c in ("rank", "pid", "tid", "ts", "dur")}))
     stall[stalled[nested.sort_index().to_numpy()]] = 0
-    in_steps = op[_firsts(_numbered(op, calls.step))]  # per op and step it runs in: the op
+    op_steps = op[_firsts(_numbered(op, calls.step))]  # per op and step it runs in: the op
     return pd.DataFrame(
         {
             "rank": calls.rank[calls.first],
             "name": calls.name[calls.first],
             "calls": np.bincount(op, minlength=ops),
-            "steps": np.bincount(in_steps, minlength=ops),
+            "steps": np.bincount(op_steps, minlength=ops),
             "device_ns": _sums(op, calls.device_ns, ops),
             "first_ts": calls.ts[calls.first],
             "shapes": np.bincount(op[first], minlength=ops),

@@ -12,11 +12,12 @@ from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import (
     accelerator,
     in_steps,
+    is_one_of,
     linked,
     locate,
     name_hits,
     rank_busy,
-    spans,
+    rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
 from traceanalyzer.analyzers.health.launch import place_text
@@ -34,7 +35,7 @@ ANALYZER = "health"
 def sync_stalls(trace: TraceData) -> pd.DataFrame:
     """Every blocking host sync call: where it was, how long the host waited, and the device idle right after it."""
     events = trace.events
-    calls = events[(events["kind"] == Kind.RUNTIME.value) & events["name"].isin(SYNC_CALLS)]
+    calls = events[(events["kind"] == Kind.RUNTIME.value).to_numpy() & is_one_of(events["name"], SYNC_CALLS)]
     place = locate(trace, calls.index.to_numpy())
     table = pd.DataFrame(
         {
@@ -76,9 +77,8 @@ def _idle_after(trace: TraceData, calls: pd.DataFrame) -> np.ndarray:
 
 def _data_loading(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
     """Per rank: when the host loads data (DataLoader ranges and frames), as disjoint intervals."""
-    host = events["kind"].isin([k.value for k in HOST_KINDS]).to_numpy()
-    rows = events.loc[host & name_hits(events["name"], DATA_LOADING), ["rank", "ts", "dur"]]
-    return {int(rank): spans(mine) for rank, mine in rows.groupby("rank")}
+    host = is_one_of(events["kind"], [k.value for k in HOST_KINDS])
+    return rank_spans(events, np.flatnonzero(host & name_hits(events["name"], DATA_LOADING)))
 
 
 def dtoh_copies(trace: TraceData) -> pd.DataFrame:
