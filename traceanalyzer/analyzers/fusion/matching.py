@@ -267,21 +267,35 @@ def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> 
 
 def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[Found]:
     """Occurrences of one element sequence in each lane or region ``(lo, hi, tokens it held at first)``; claims their
-    entries."""
+    entries. Matches of one regex never overlap, so all of them are measured and claimed at once."""
     regex = _regex(elements, phase == "backward", letters)
+    spans = [
+        (lo + m.start(), lo + m.end(), m.group())
+        for lo, hi, present in lanes
+        if _could_match(elements, phase == "backward", present)
+        for m in regex.finditer(letters.text(lo, hi))
+    ]
+    if not spans:
+        return []
+    starts, ends, texts = zip(*spans, strict=True)
+    lengths = np.subtract(ends, starts)
+    entries = opstream.ranges(np.array(starts, dtype=np.int64), lengths)
+    busy = ~letters.idle[entries]
+    before = np.concatenate(([0], np.cumsum(busy)))
+    edges = np.concatenate(([0], np.cumsum(lengths)))
+    counts = before[edges[1:]] - before[edges[:-1]]
+    claimed = np.concatenate(([0], np.cumsum(letters.points[entries] == letters.consumed)))
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
+    ok = (counts >= need) & (claimed[edges[1:]] == claimed[edges[:-1]])
+    works = np.split(entries[busy], np.cumsum(counts)[:-1])
+    variants: dict[str, str] = {}
     found = []
-    for lo, hi, present in lanes:
-        if not _could_match(elements, phase == "backward", present):
-            continue
-        for m in regex.finditer(letters.text(lo, hi)):
-            span = np.arange(lo + m.start(), lo + m.end())
-            work = span[~letters.idle[span]]
-            if len(work) < need or (letters.points[work] == letters.consumed).any():
-                continue
-            variant = _variant(pattern, letters.tokens, work)
-            found.append(Found(pattern.key, pattern.family, variant, phase, work, pattern.removable))
-            letters.claim(work)
+    for i in np.flatnonzero(ok).tolist():
+        if texts[i] not in variants:
+            variants[texts[i]] = _variant(pattern, letters.tokens, works[i])
+        found.append(Found(pattern.key, pattern.family, variants[texts[i]], phase, works[i], pattern.removable))
+    if found:
+        letters.claim(np.concatenate([f.work for f in found]))
     return found
 
 

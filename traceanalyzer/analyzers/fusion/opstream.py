@@ -446,7 +446,7 @@ class EntryWork:
     def take(self, entries: np.ndarray) -> EntryWork:
         """The work of some entries (positions), in that order."""
         counts = np.diff(self.offsets)[entries]
-        at = _ranges(self.offsets[entries], counts)
+        at = ranges(self.offsets[entries], counts)
         return EntryWork(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), self.starts[at], self.ends[at])
 
     def union(self, entries: np.ndarray) -> Intervals:
@@ -484,7 +484,7 @@ class PackedWork:
         return EntryWork(np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64))), starts, ends)
 
 
-def _ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """The positions starts[i] .. starts[i] + counts[i] - 1 of every i, one range after another."""
     total = int(counts.sum())
     before = np.cumsum(counts) - counts
@@ -514,7 +514,7 @@ def entry_work(ev: pd.DataFrame, rows: np.ndarray) -> EntryWork:
     per_row = np.bincount(owner_of, minlength=len(distinct))
     first = np.cumsum(per_row) - per_row
     counts = per_row[slot]
-    tasks = task_of[_ranges(first[slot], counts)]
+    tasks = task_of[ranges(first[slot], counts)]
     ts = ev["ts"].to_numpy().astype(np.int64)[tasks]
     ends = ts + ev["dur"].to_numpy().astype(np.int64)[tasks]
     return EntryWork(np.concatenate(([0], np.cumsum(counts))).astype(np.int64), ts, ends)

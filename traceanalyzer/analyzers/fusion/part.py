@@ -83,34 +83,42 @@ def aggregate(occ: pd.DataFrame, work: EntryWork) -> tuple[pd.DataFrame, pd.Data
     rank, start, order found)."""
     if not len(occ):
         return tuple(pd.DataFrame(columns=c) for c in (GROUP_COLUMNS, PLACE_COLUMNS, REMOVED_COLUMNS))
-    occ = occ.sort_values(["rank", "ts", "seq"], kind="stable").reset_index(drop=True)
-    occ["in_step"] = occ["step"].to_numpy() != NO_ROW
-    forward = (occ["phase"] != "backward").to_numpy()
-    group, first = _keyed(occ, GROUP)
-    groups = occ.loc[first, [*GROUP, "pattern"]].reset_index(drop=True)
-    groups["first_ts"], groups["first_seq"] = occ["ts"].to_numpy()[first], occ["seq"].to_numpy()[first]
+    order = np.lexsort(tuple(occ[c].to_numpy() for c in ("seq", "ts", "rank")))
+    names = ["rank", "family", "variant", "step", "phase", "pattern", "place", "removed", "ts", "seq", *SUMS]
+    col = {c: occ[c].to_numpy()[order] for c in names}
+    col["in_step"] = col["step"] != NO_ROW
+    forward = col["phase"] != "backward"
+    group, first = _keyed(col, GROUP)
+    groups = _picked(col, [*GROUP, "pattern"], first)
+    groups["first_ts"], groups["first_seq"] = col["ts"][first], col["seq"][first]
     groups["forward"], groups["occurrences"] = sums(group, forward, len(first)), sums(group, 1, len(first))
-    for col in SUMS:
-        groups[col] = sums(group, occ[col].to_numpy(dtype=np.int64), len(first))
-    groups["claims"] = _claims(group, occ["entries"].tolist(), len(first), work)
-    spot, at = _keyed(occ, [*GROUP, "place"])
-    places = occ.loc[at, [*GROUP, "place"]].reset_index(drop=True)
+    for c in SUMS:
+        groups[c] = sums(group, col[c].astype(np.int64), len(first))
+    groups["claims"] = _claims(group, occ["entries"].to_numpy(dtype=object)[order].tolist(), len(first), work)
+    spot, at = _keyed(col, [*GROUP, "place"])
+    places = _picked(col, [*GROUP, "place"], at)
     places["forward"], places["occurrences"] = sums(spot, forward, len(at)), sums(spot, 1, len(at))
-    ahead = np.full(len(at), len(occ), dtype=np.int64)
+    ahead = np.full(len(at), len(order), dtype=np.int64)
     np.minimum.at(ahead, spot[forward], np.flatnonzero(forward))
-    for col in ("ts", "seq"):
-        values = occ[col].to_numpy(dtype=np.int64)
-        places[f"forward_{col}"], places[f"first_{col}"] = np.append(values, LAST)[ahead], values[at]
-    kind, one = _keyed(occ, [*GROUP, "removed"])
-    removed = occ.loc[one, [*GROUP, "removed"]].reset_index(drop=True)
+    for c in ("ts", "seq"):
+        values = col[c].astype(np.int64)
+        places[f"forward_{c}"], places[f"first_{c}"] = np.append(values, LAST)[ahead], values[at]
+    kind, one = _keyed(col, [*GROUP, "removed"])
+    removed = _picked(col, [*GROUP, "removed"], one)
     removed["count"] = sums(kind, 1, len(one))
-    return groups[GROUP_COLUMNS], places[PLACE_COLUMNS], removed[REMOVED_COLUMNS]
+    tables = zip((groups, places, removed), (GROUP_COLUMNS, PLACE_COLUMNS, REMOVED_COLUMNS), strict=True)
+    return tuple(pd.DataFrame(t, columns=c) for t, c in tables)
 
 
-def _keyed(occ: pd.DataFrame, cols: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def _picked(col: dict[str, np.ndarray], names: list[str], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Some columns at some rows (a table's columns in the making)."""
+    return {c: col[c][rows] for c in names}
+
+
+def _keyed(col: dict[str, np.ndarray], names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """A code per distinct combination of the columns' values (numbered in order of first appearance) and the
     position of each one's first row."""
-    codes, _ = combinations(*(occ[c].to_numpy() for c in cols))
+    codes, _ = combinations(*(col[c] for c in names))
     first = np.full(int(codes.max()) + 1, len(codes), dtype=np.int64)
     np.minimum.at(first, codes, np.arange(len(codes)))
     return codes, first
