@@ -226,8 +226,8 @@ def _job_late(trace: TraceData) -> pd.DataFrame:
 def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
     """The rank's part: its collective calls on its own (the per-rank stage, of the whole rank, as matching needs
     every call), its overlap rows of the scope (and of the whole rank when the scope is a step), what it did
-    (``RankActivity``: its device busy union and the host ranges a late arrival's window can pick), its step table
-    of the whole rank when the scope is a step, and whether it has events, HCCL tasks, and compute in the scope."""
+    (``RankActivity``: its device busy union and the host ranges a late arrival's window can pick), and whether it
+    has events, HCCL tasks, and compute in the scope."""
     base = trace.base
     calls = collective_calls.rank_calls(base)
     scoped = trace.scope.step is not None
@@ -237,7 +237,6 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
         "overlap": overlap_rows(trace),
         "job_overlap": overlap_rows(base) if scoped else None,
         "activity": collective_calls.rank_activity(base.events, calls),
-        "steps": steps.step_table(base) if scoped else None,
         "events": len(base.events) > 0,
         "tasks": bool((kinds == Kind.COMM_TASK.value).any()),
         "computing": bool(pipeline.computing_ranks(trace)),
@@ -254,7 +253,6 @@ def _of_job(job: JobData) -> _Inputs:
     activity = {rank: p["activity"] for rank, p in zip(ranks, parts, strict=True)}
     scoped = job.scope.step is not None
     whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
-    whole_steps = functools.cache(lambda: pd.concat([p["steps"] for p in parts], ignore_index=True))
     return _Inputs(
         scope=job.scope,
         job_calls=job_calls,
@@ -265,9 +263,7 @@ def _of_job(job: JobData) -> _Inputs:
         several_ranks=sum(p["events"] for p in parts) > 1,
         computing={rank for rank, p in zip(ranks, parts, strict=True) if p["computing"]},
         step_time=lambda rank: steps.job_step_time(job, rank),
-        job_step_time=lambda rank: (
-            steps._step_time(whole_steps(), job.meta, rank) if scoped else steps.job_step_time(job, rank)
-        ),
+        job_step_time=lambda rank: steps.job_step_time(job, rank, whole=True),
     )
 
 

@@ -161,12 +161,14 @@ def step_time(trace: TraceData, rank: int | None = None) -> StepTime:
     return _step_time(step_table(trace), trace.meta, rank)
 
 
-def job_step_time(job: JobData, rank: int | None = None) -> StepTime:
-    """``step_time`` of a job analysed rank by rank."""
-    return _step_time(job_step_table(job), job.meta, rank)
+def job_step_time(job: JobData, rank: int | None = None, whole: bool = False) -> StepTime:
+    """``step_time`` of a job analysed rank by rank (``whole``: of its whole run, also when it was summarized for
+    one step)."""
+    return _step_time(job_step_table(job, whole), job.meta, rank)
 
 
 def _step_time(table: pd.DataFrame, meta: TraceMeta, rank: int | None) -> StepTime:
+    """The total step time of one rank (or all) in a step table, or its recorded window without steps."""
     if rank is not None:
         table = table[table["rank"] == rank]
     if len(table):
@@ -223,14 +225,18 @@ def _shares_by_kind(totals: list[pd.DataFrame]) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict[str, pd.DataFrame]:
-    """A rank's part: its step table and its device time per kind."""
-    return {"steps": step_table(trace), "by_kind": kind_totals(trace.events)}
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict[str, pd.DataFrame | None]:
+    """A rank's part: its step table and its device time per kind (and its whole run's step table when the scope is
+    a step)."""
+    whole = step_table(trace.base) if trace.scope.step is not None else None
+    return {"steps": step_table(trace), "by_kind": kind_totals(trace.events), "whole": whole}
 
 
-def job_step_table(job: JobData) -> pd.DataFrame:
-    """``step_table`` of a job analysed rank by rank: the ranks' step tables one after another."""
-    return remember(job, "steps.table", lambda: pd.concat([p["steps"] for p in job.parts("steps")], ignore_index=True))
+def job_step_table(job: JobData, whole: bool = False) -> pd.DataFrame:
+    """``step_table`` of a job analysed rank by rank: the ranks' step tables one after another (``whole``: of their
+    whole runs, also when summarized for one step)."""
+    key = "whole" if whole and job.scope.step is not None else "steps"
+    return remember(job, f"steps.{key}", lambda: pd.concat([p[key] for p in job.parts("steps")], ignore_index=True))
 
 
 def section(trace: TraceData, options: Options) -> Section:
@@ -244,6 +250,7 @@ def job_section(job: JobData, options: Options) -> Section:
 
 
 def _section(table: pd.DataFrame, by_kind: pd.DataFrame) -> Section:
+    """The summary section from a step table and the device time by kind."""
     kernels = by_kind[by_kind["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
     comm = int(kernels.loc[kernels["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
     device = _recorded(table)  # without device work the device figures are unknown, not zero
