@@ -224,15 +224,29 @@ def _prepared(memory: pd.DataFrame) -> pd.DataFrame:
     """Events sorted per pool with ``allocated``/``reserved`` columns and a ``baseline_known`` flag per row."""
     mem = memory.sort_values(GROUP + ["ts"], kind="stable").reset_index(drop=True)
     mem["pos"] = np.arange(len(mem))
-    recorded = mem["total_allocated"] != NO_ROW
-    known = recorded.groupby([mem[c] for c in GROUP]).transform("all")
-    running = mem.groupby(GROUP, sort=False)["bytes"].cumsum()
-    floor = running.groupby([mem[c] for c in GROUP]).transform("min").clip(upper=0)
-    mem["allocated"] = np.where(known, mem["total_allocated"], running - floor).astype(np.int64)
-    reserved = mem["total_reserved"].where(mem["total_reserved"] != NO_ROW).astype(float)
-    mem["reserved"] = reserved.where(reserved.groupby([mem[c] for c in GROUP]).transform("max") > 0)
-    mem["baseline_known"] = known.to_numpy()
+    pools = _pools(mem)
+    known = _spread(np.logical_and.reduceat((mem["total_allocated"] != NO_ROW).to_numpy(), pools), pools, len(mem))
+    size = mem["bytes"].to_numpy()
+    running = np.cumsum(size)
+    running -= _spread(running[pools] - size[pools], pools, len(mem))  # each pool's own running sum
+    floor = np.minimum(_spread(np.minimum.reduceat(running, pools), pools, len(mem)), 0)
+    mem["allocated"] = np.where(known, mem["total_allocated"].to_numpy(), running - floor).astype(np.int64)
+    reserved = mem["total_reserved"].where(mem["total_reserved"] != NO_ROW).astype(float).to_numpy()
+    mem["reserved"] = np.where(_spread(np.fmax.reduceat(reserved, pools), pools, len(mem)) > 0, reserved, np.nan)
+    mem["baseline_known"] = known.astype(bool)
     return mem
+
+
+def _pools(mem: pd.DataFrame) -> np.ndarray:
+    """The first row of each pool of events sorted by pool."""
+    rank, device = mem["rank"].to_numpy(), mem["device"].to_numpy()
+    first = np.r_[True, (rank[1:] != rank[:-1]) | (device[1:] != device[:-1])]
+    return np.flatnonzero(first) if len(mem) else np.zeros(0, dtype=np.int64)
+
+
+def _spread(per_pool: np.ndarray, pools: np.ndarray, rows: int) -> np.ndarray:
+    """Each pool's value on each of its rows (``pools``: the first row of each)."""
+    return np.repeat(per_pool, np.diff(np.r_[pools, rows]))
 
 
 def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
@@ -356,19 +370,20 @@ def _with_context(trace, blocks: pd.DataFrame, where: pd.DataFrame) -> pd.DataFr
 
 
 def _full_precision(trace: TraceData, ops: pd.Series) -> np.ndarray:
-    """Per op row: does it record a full-precision (fp32/fp64) input? (False for no op.)"""
-    rows = ops.to_numpy(dtype=np.int64)
-    distinct = np.unique(rows)
-    found = {int(op): _runs_in_fp32(trace, int(op)) for op in distinct}
-    return np.array([found[int(op)] for op in rows], dtype=bool)
+    """Per op row: does it record a full-precision (fp32/fp64) input? (False for no op.) Each distinct list of
+    input types is read once."""
+    column = trace.events["input_types"]
+    codes = codes_at(column, ops.to_numpy(dtype=np.int64))
+    text = category_text(column)
+    distinct = np.unique(codes)
+    found = np.array([_runs_in_fp32(text[code]) for code in distinct.tolist()], dtype=bool)
+    return found[np.searchsorted(distinct, codes)] if len(codes) else np.zeros(0, dtype=bool)
 
 
-def _runs_in_fp32(trace: TraceData, op: int) -> bool:
-    """Does the op record a full-precision (fp32/fp64) input?"""
-    if op == NO_ROW:
-        return False
+def _runs_in_fp32(types_text: str) -> bool:
+    """Does a list of input types (JSON text) hold a full-precision (fp32/fp64) type?"""
     try:
-        types = json.loads(str(trace.events["input_types"].iat[op]) or "[]")
+        types = json.loads(types_text or "[]")
     except ValueError:
         return False
     return isinstance(types, list) and any(dtype_key(str(t)) in FULL_PRECISION for t in types if t)
@@ -449,8 +464,9 @@ def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
     columns = GROUP + ["step", "start_ts", "end_ts", "start_bytes", "end_bytes"]
     rows = []
     markers = trace.events[trace.events["kind"] == Kind.STEP.value]  # all step_markers reads, of every rank
+    per_rank = {int(rank): step_markers(markers[markers["rank"] == rank]) for rank in mem["rank"].unique()}
     for (rank, device), group in mem.groupby(GROUP, sort=True):
-        steps = step_markers(markers[markers["rank"] == rank])
+        steps = per_rank[int(rank)]
         if not len(steps):
             continue
         ts = group["ts"].to_numpy()
