@@ -226,16 +226,31 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     _check_options(args, args.paths)
-    if _per_rank(args):
-        return _job_report(args)
+    per_rank = _per_rank(args)
+    named = ", ".join(args.paths)
     rules = tuple(Rule(p) for p in args.comm_pattern)
-    with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
+    progress = Progress(f"analysing {named} rank by rank" if per_rank else f"loading {named}")
+    with progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        cache = False if args.no_cache else None
-        trace = load(args.paths, rules=rules, progress=Stderr(), cache=cache, scheduler=args.scheduler)
-        report = trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
-    _warn([str(w.message) for w in caught] + trace.meta.warnings)
-    return _write(render(report, args.format, display(args), trace), args.output)
+        loaded, report = (_job_report if per_rank else _trace_report)(args, rules)
+    no_figures = per_rank and args.format == "html"
+    figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
+    _warn([str(w.message) for w in caught] + loaded.meta.warnings + (figures if no_figures else []))
+    return _write(render(report, args.format, display(args), None if per_rank else loaded), args.output)
+
+
+def _trace_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
+    """The trace loaded (its ranks joined) and its report."""
+    cache = False if args.no_cache else None
+    trace = load(args.paths, rules=rules, progress=Stderr(), cache=cache, scheduler=args.scheduler)
+    return trace, trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
+
+
+def _job_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
+    """The job analysed rank by rank (only the ranks' summaries come back) and its report."""
+    cache = False if args.no_cache else None
+    job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step, args.top)
+    return job, job.build_report(top=args.top, kind=args.kind)
 
 
 def _per_rank(args: argparse.Namespace) -> bool:
@@ -244,19 +259,6 @@ def _per_rank(args: argparse.Namespace) -> bool:
     if args.per_rank and args.rank is not None:
         raise TraceError("--per-rank", "analyses every rank; for one rank give --rank without --per-rank")
     return args.per_rank or (args.rank is None and cluster.scheduler_from(args.scheduler) is not None)
-
-
-def _job_report(args: argparse.Namespace) -> int:
-    """The report of a job analysed rank by rank (only the ranks' summaries come back)."""
-    rules = tuple(Rule(p) for p in args.comm_pattern)
-    with Progress(f"analysing {', '.join(args.paths)} rank by rank"), warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        cache = False if args.no_cache else None
-        job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step, args.top)
-        report = job.build_report(top=args.top, kind=args.kind)
-    figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
-    _warn([str(w.message) for w in caught] + job.meta.warnings + (figures if args.format == "html" else []))
-    return _write(render(report, args.format, display(args)), args.output)
 
 
 def _export(args: argparse.Namespace) -> int:
