@@ -69,7 +69,7 @@ def test_job_analysed_rank_by_rank_on_the_cluster_gives_the_local_report(schedul
     relative = FSDP.relative_to(REPO)
     with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
         job = perrank.load_job(relative, scheduler=client)
-    assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2, "one summary task per rank"
+    assert len([t for t in stream.data if "_work_on_rank" in str(t["key"])]) == 2, "one summary task per rank"
     assert [s.rank for s in job.ranks] == [0, 1]
     assert job.meta.paths == [str(relative / f"fsdp_rank{r}.json.gz") for r in (0, 1)]
     assert [s.meta.paths for s in job.ranks] == [[str(relative / f"fsdp_rank{r}.json.gz")] for r in (0, 1)]
@@ -80,7 +80,7 @@ def test_cli_with_a_scheduler_analyses_rank_by_rank(scheduler, local, tmp_path):
     out = tmp_path / "report.json"
     with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
         assert main([str(FSDP), "--scheduler", scheduler, "--format", "json", "-o", str(out)]) == 0
-    assert len([t for t in stream.data if "_worked" in str(t["key"])]) == 2
+    assert len([t for t in stream.data if "_work_on_rank" in str(t["key"])]) == 2
     assert_same_data(json.loads(out.read_text()), local.report())
 
 

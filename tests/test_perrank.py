@@ -120,3 +120,11 @@ def test_an_analyzer_failing_on_a_rank_is_a_warning_and_the_rest_is_reported(mon
     with pytest.warns(UserWarning, match=r"analyzer traceanalyzer.analyzers.gemm failed: ValueError: a bug"):
         report = perrank.load_job(FSDP).report()
     assert "gemm" not in report["sections"] and "hotspots" in report["sections"]
+
+
+def test_ranks_on_different_devices_say_whose_device_facts_are_used():
+    dlrm = sorted(shared_path(*JOBS["dlrm_8rank"]).glob("worker3_*"))
+    files = [FSDP / "fsdp_rank0.json.gz", *dlrm]
+    for meta in (ta.load(files).meta, perrank.load_job(files).meta):
+        (warning,) = [w for w in meta.warnings if "different devices" in w]
+        assert "rank 0: NVIDIA H200; rank 3: Tesla V100-SXM2-32GB" in warning and "rank 0's device's" in warning

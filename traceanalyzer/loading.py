@@ -58,7 +58,7 @@ def load_tables(
     scheduler: Any = None,
 ) -> Parsed:
     """The event table, memory table and meta of a trace file, a run folder, or several (see ``load``)."""
-    found, units, plan = _start(path, rules, progress, use_cache, scheduler)
+    found, units, plan = _plan_load(path, rules, progress, use_cache, scheduler)
     results = _parse_all(units, plan)
     if plan.cached:
         cache.evict()
@@ -91,7 +91,7 @@ def load_per_rank(
     parsed, its rank assigned as a joined load would) and handed to ``work(events, memory, meta)`` there, so that
     only work's results come back: each rank's meta and work's result, in rank order, and the job's merged meta
     (skipped ranks in its warnings)."""
-    found, units, plan = _start(path, rules, progress, use_cache, scheduler, work)
+    found, units, plan = _plan_load(path, rules, progress, use_cache, scheduler, work)
     _check_memory(units, [], plan)
     results = _parse_many(units, plan)
     if plan.cached:
@@ -107,7 +107,7 @@ def load_per_rank(
     return sorted(done, key=lambda d: d[0].ranks[0]), meta
 
 
-def _start(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
+def _plan_load(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
     """The paths given with the units each holds, all units, and the plan of their load."""
     paths = [path] if isinstance(path, str | os.PathLike) else list(path)
     if not paths:
@@ -145,7 +145,7 @@ class _Plan:
         """The function each unit goes to, and its arguments after the unit and its index among ``count``."""
         if self.work is None:
             return _parse_indexed, (self.rules, self.cached)
-        return _worked, (self.rules, self.cached, count == 1, self.work)
+        return _work_on_rank, (self.rules, self.cached, count == 1, self.work)
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ def _parse_indexed(unit, index: int, rules: tuple[Rule, ...], cached: bool) -> P
     return _parse_one(unit, rules, cached)
 
 
-def _worked(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone: bool, work: Callable):
+def _work_on_rank(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone: bool, work: Callable):
     """One rank loaded alone (from the cache, else parsed), its rank assigned, and handed to ``work``: its meta and
     work's result, or why it was skipped."""
     tables = (_from_cache(unit, rules) if cached else None) or _parse_one(unit, rules, cached)
@@ -438,6 +438,19 @@ def _same_text_dtype(columns: list[pd.Categorical]) -> list[pd.Categorical]:
     return [pd.Categorical.from_codes(c.codes, pd.Index(c.categories, dtype=object), validate=False) for c in columns]
 
 
+def _mixed_devices(metas: list[TraceMeta]) -> list[str]:
+    """A warning when the ranks record different device models: the job's device facts are the first rank's."""
+    models = {m.ranks[0]: ", ".join(sorted({d.name for d in m.devices})) or "none recorded" for m in metas}
+    if len(set(models.values())) < 2:
+        return []
+    listed = "; ".join(f"rank {rank}: {model}" for rank, model in models.items())
+    return [
+        f"the ranks record different devices ({listed}): GEMM peaks, memory capacity and the fusion model's "
+        f"bandwidth are rank {metas[0].ranks[0]}'s device's (analysed rank by rank, the fusion model prices each "
+        "rank at its own)"
+    ]
+
+
 def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
     first = metas[0]
     if len(metas) == 1:
@@ -456,7 +469,7 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         start_ns=min(m.start_ns for m in metas),
         end_ns=max(m.end_ns for m in metas),
         process_groups=first.process_groups,
-        warnings=[w for m in metas for w in m.warnings],
+        warnings=[w for m in metas for w in m.warnings] + _mixed_devices(metas),
         adjustments=dict(sum((collections.Counter(m.adjustments) for m in metas), collections.Counter())),
         extra={
             "per_rank": {

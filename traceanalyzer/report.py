@@ -40,16 +40,16 @@ def build(trace: TraceData, options: Options) -> Report:
 
 def build_job(job: JobData, options: Options) -> Report:
     """The report of a job analysed rank by rank: the one its joined trace has."""
-    facts = _loaded(job.meta, job.events, job.memory_events)
+    facts = _loaded_facts(job.meta, job.events, job.memory_events)
     return Report(facts, job.scope, analyzers.job_sections(job, options), analyzers.all_job_findings(job))
 
 
 def trace_facts(trace: TraceData) -> dict:
     """What was loaded: files, platform, format, ranks, devices and the time window."""
-    return _loaded(trace.meta, len(trace.events), len(trace.memory_events))
+    return _loaded_facts(trace.meta, len(trace.events), len(trace.memory_events))
 
 
-def _loaded(m: TraceMeta, events: int, memory_events: int) -> dict:
+def _loaded_facts(m: TraceMeta, events: int, memory_events: int) -> dict:
     """What was loaded, from the meta and the table sizes."""
     return {
         "paths": m.paths,
