@@ -94,16 +94,15 @@ that op's name."""
 
 @dataclass
 class _Context:
-    """What every estimate needs: the entries, their regions (``regions``) and the bandwidth."""
+    """What every estimate needs: the op stream's columns (``opstream.stream``), their regions (``regions``) and the
+    bandwidth; ``gemm``: which entries are compute-bound."""
 
-    entries: pd.DataFrame
+    cols: dict[str, np.ndarray]
     region: np.ndarray
     bandwidth: float
-    cols: dict[str, np.ndarray] = field(default_factory=dict)
-    gemm: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    gemm: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        self.cols = {c: self.entries[c].to_numpy() for c in self.entries.columns}
         self.gemm = per_token(self.cols["token"], lambda t: _base(t) in GEMM_TOKENS, bool) | (self.cols["gemm_ns"] > 0)
 
 
@@ -124,14 +123,14 @@ def matched(trace: TraceData) -> Matched | None:
 
 
 def _matched(trace: TraceData) -> Matched | None:
-    entries = opstream.op_stream(trace)
-    if not len(entries):
+    entries = opstream.stream(trace)
+    if not entries:
         return None
     bw, _ = devices.bandwidth(trace.meta)
     ctx = _Context(entries, regions(trace, entries), bw)
-    tokens = entries["token"].to_numpy(dtype=object).copy()
+    tokens = entries["token"].copy()
     found = _library(ctx, tokens) + _optimizer(trace, ctx, tokens)
-    work = opstream.entry_work(trace.events, ctx.cols["row"])
+    work = opstream.entry_work(trace, ctx.cols["row"])
     return Matched(ctx, found, _runs(trace, ctx, tokens, work), work)
 
 
@@ -187,17 +186,17 @@ def place_of(table: pd.DataFrame) -> np.ndarray:
     return np.where(place != "", place, np.asarray(table["first_op"], dtype=object))
 
 
-def regions(trace: TraceData, entries: pd.DataFrame) -> np.ndarray:
+def regions(trace: TraceData, entries: opstream.Entries) -> np.ndarray:
     """Region number per op-stream entry (ascending): a new region starts with each lane, step and phase (forward,
     backward, after_backward, optimizer), and at an entry with device work that starts more than ``MAX_CHAIN_GAP_NS``
     after the end of its lane's previous entry with device work."""
-    rows = entries["row"].to_numpy()
-    lane, step = entries["lane"].to_numpy(), entries["step"].to_numpy()
+    rows = entries["row"]
+    lane, step = entries["lane"], entries["step"]
     phase = pd.factorize(phases(trace, pd.DataFrame({"launch": rows})))[0]
     new = np.ones(len(rows), dtype=bool)
     new[1:] = (lane[1:] != lane[:-1]) | (step[1:] != step[:-1]) | (phase[1:] != phase[:-1])
-    work = np.flatnonzero(entries["kernels"].to_numpy() > 0)
-    start = entries["ts"].to_numpy()[work]
+    work = np.flatnonzero(entries["kernels"] > 0)
+    start = entries["ts"][work]
     end = start + trace.events["dur"].to_numpy()[rows[work]]
     late = (start[1:] - end[:-1] > MAX_CHAIN_GAP_NS) & (lane[work[1:]] == lane[work[:-1]])
     new[work[1:][late]] = True
@@ -485,7 +484,8 @@ def _runs(trace: TraceData, ctx: _Context, tokens: np.ndarray, work: EntryWork) 
         **{k: c[k][at].astype(np.int64) for k in discovery.MEASURED},
         "at": at.astype(np.int32),
     }
-    steps = ctx.entries.loc[ctx.entries["step"] != NO_ROW, ["rank", "step"]].drop_duplicates().shape[0]
+    stepped = c["step"] != NO_ROW
+    steps = len(opstream.combinations(c["rank"][stepped], c["step"][stepped])[1])
     return Runs(cols, {"token": vocab, "label": labels, "place": places}, work.take(at), steps)
 
 

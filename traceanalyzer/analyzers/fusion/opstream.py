@@ -34,6 +34,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     display_name,
 )
 from traceanalyzer.intervals import Intervals, Packed, narrow, pack
+from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, Kind, category_text
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
@@ -81,11 +82,19 @@ Entries = dict[str, np.ndarray]
 
 def op_stream(trace) -> pd.DataFrame:
     """All entries of the trace, ordered by lane then start time; ``lane`` numbers the sequences."""
+    table = stream(trace)
+    return pd.DataFrame(table) if table else pd.DataFrame(columns=ENTRY_COLUMNS)
+
+
+def stream(trace) -> Entries:
+    """The columns of ``op_stream`` (``ENTRY_COLUMNS`` and ``shape_row``; none without entries)."""
     ev = trace.events
-    linked, orphans = _work_rows(ev)
-    parts = [p for p in (_op_entries(ev, linked), _kernel_entries(ev, orphans)) if len(p["row"])]
+    rows, bound = device_work(trace)
+    linked, orphans = _work_rows(ev, rows)
+    parts = [_op_entries(ev, linked, bound)] + ([_kernel_entries(ev, orphans, bound)] if len(orphans) else [])
+    parts = [p for p in parts if len(p["row"])]
     if not parts:
-        return pd.DataFrame(columns=ENTRY_COLUMNS)
+        return {}
     table = {c: np.concatenate([p[c] for p in parts]) for c in parts[0]}
     table = _in_lane_order(table)
     table["in_bytes"], table["out_bytes"] = _bytes(table, ev)
@@ -94,12 +103,25 @@ def op_stream(trace) -> pd.DataFrame:
     _name_layout_work(token, table, ev)
     idle = table["kernels"] == 0
     token[idle] = token[idle] + KERNELLESS_SUFFIX
-    return pd.DataFrame({c: table[c] for c in ENTRY_COLUMNS + ["shape_row"]})
+    return {c: table[c] for c in ENTRY_COLUMNS + ["shape_row"]}
 
 
-def _work_rows(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of device work linked to a CPU op, and of device work of ranks where none is linked (kernel-only)."""
-    work = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+def device_work(trace) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of the device work (``WORK_KINDS``) and, per event, whether it is compute-bound device work (GEMM,
+    attention, convolution: ``COMPUTE_BOUND``), once per trace."""
+    return remember(trace, f"{__name__}.device_work", lambda: _device_work(trace.events))
+
+
+def _device_work(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+    bound = np.zeros(len(ev), dtype=bool)
+    bound[rows] = per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)
+    return rows, bound
+
+
+def _work_rows(ev: pd.DataFrame, work: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of device work (``work``) linked to a CPU op, and of device work of ranks where none is linked
+    (kernel-only)."""
     top = ev["top_op"].to_numpy()[work]
     rank = ev["rank"].to_numpy()[work]
     linked = top != NO_ROW
@@ -161,9 +183,9 @@ def _owners(ev: pd.DataFrame, linked: np.ndarray, stream_op: np.ndarray) -> np.n
     return np.where(owner != NO_ROW, owner, ev["top_op"].to_numpy()[linked])
 
 
-def _op_entries(ev: pd.DataFrame, linked: np.ndarray) -> Entries:
-    """Stream ops (with or without device work), each with the device work it caused, its format conversions
-    (Ascend TransData) as entries of their own just before it."""
+def _op_entries(ev: pd.DataFrame, linked: np.ndarray, bound: np.ndarray) -> Entries:
+    """Stream ops (with or without device work), each with the device work it caused (``bound``: per event, is it
+    compute-bound), its format conversions (Ascend TransData) as entries of their own just before it."""
     cpu = np.flatnonzero((ev["kind"] == Kind.CPU_OP.value).to_numpy())
     stream_op = np.full(len(ev), NO_ROW, dtype=np.int64)
     stream_op[cpu] = unwrapped_top_ops(ev, cpu)
@@ -172,12 +194,13 @@ def _op_entries(ev: pd.DataFrame, linked: np.ndarray) -> Entries:
     at = np.searchsorted(rows, owner)  # the entry of each linked task's owner
     fmt = per_text(ev["name"], linked, finds(FORMAT_KERNEL), bool)
     table = _host_entries(ev, rows)
-    table["device_ns"], table["gemm_ns"], table["kernels"] = _device_totals(ev, linked[~fmt], at[~fmt], len(rows))
+    totals = _device_totals(ev, bound, linked[~fmt], at[~fmt], len(rows))
+    table["device_ns"], table["gemm_ns"], table["kernels"] = totals
     named = _work_tokens(ev, linked, at, len(rows))
     table["token"] = np.where(named != "", named, table["token"])
     table["token"][per_text(ev["name"], rows, finds(FUSED_OPTIMIZER_OP), bool)] = FUSED_TOKEN
     table["shape_row"] = _shape_rows(ev, rows, linked, at)
-    return _concat(_format_entries(ev, table, linked[fmt], at[fmt]), table)
+    return _concat(_format_entries(ev, bound, table, linked[fmt], at[fmt]), table)
 
 
 def _union(n: int, *rows: np.ndarray) -> np.ndarray:
@@ -229,10 +252,10 @@ def _concat(*tables: Entries) -> Entries:
     return {c: np.concatenate([t[c] for t in tables]) for c in tables[-1]}
 
 
-def _format_entries(ev: pd.DataFrame, table: Entries, work: np.ndarray, at: np.ndarray) -> Entries:
+def _format_entries(ev: pd.DataFrame, bound: np.ndarray, table: Entries, work: np.ndarray, at: np.ndarray) -> Entries:
     """One entry per op for the format conversions it ran, placed just before the op (same row and start)."""
     mine = np.unique(at)
-    device_ns, gemm_ns, kernels = _device_totals(ev, work, np.searchsorted(mine, at), len(mine))
+    device_ns, gemm_ns, kernels = _device_totals(ev, bound, work, np.searchsorted(mine, at), len(mine))
     entries = {c: v[mine] for c, v in table.items()}
     entries.update(device_ns=device_ns, gemm_ns=gemm_ns, kernels=kernels)
     entries["token"] = np.full(len(mine), FORMAT_TOKEN, dtype=object)
@@ -240,7 +263,7 @@ def _format_entries(ev: pd.DataFrame, table: Entries, work: np.ndarray, at: np.n
     return entries
 
 
-def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray) -> Entries:
+def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray, bound: np.ndarray) -> Entries:
     """Device work of a rank where no op is linked (kernel-only traces): one entry per task, in stream order."""
     dur = ev["dur"].to_numpy()[orphans]
     rank = ev["rank"].to_numpy()[orphans]
@@ -253,7 +276,7 @@ def _kernel_entries(ev: pd.DataFrame, orphans: np.ndarray) -> Entries:
         "token": _task_tokens(ev, orphans),
         "label": per_text(ev["name"], orphans, display_name),
         "device_ns": dur,
-        "gemm_ns": np.where(per_text(ev["name"], orphans, finds(COMPUTE_BOUND), bool), dur, 0),
+        "gemm_ns": np.where(bound[orphans], dur, 0),
         "kernels": np.ones(len(orphans), dtype=np.int64),
         "shape_row": orphans,
     }
@@ -293,10 +316,10 @@ def _task_tokens(ev: pd.DataFrame, tasks: np.ndarray) -> np.ndarray:
     return tokens
 
 
-def _device_totals(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> tuple[np.ndarray, ...]:
+def _device_totals(ev: pd.DataFrame, bound: np.ndarray, work: np.ndarray, at: np.ndarray, n: int) -> tuple:
     """Per entry (``at``: the entry of each task): device time, compute-bound (GEMM) time (ns) and kernel count."""
     dur = ev["dur"].to_numpy()[work]
-    gemm = np.where(per_text(ev["name"], work, finds(COMPUTE_BOUND), bool), dur, 0)
+    gemm = np.where(bound[work], dur, 0)
     return sums(at, dur, n), sums(at, gemm, n), np.bincount(at, minlength=n).astype(np.int64)
 
 
@@ -491,17 +514,18 @@ def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
     return np.repeat(starts - before, counts) + np.arange(total, dtype=np.int64)
 
 
-def removable_work(ev: pd.DataFrame) -> np.ndarray:
+def removable_work(trace) -> np.ndarray:
     """Rows of the device work a fusion can remove: compute-bound kernels (GEMM, attention, convolution) are kept
     by a fusion, communication is never fused away."""
-    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
-    return rows[~per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)]
+    rows, bound = device_work(trace)
+    return rows[~bound[rows]]
 
 
-def entry_work(ev: pd.DataFrame, rows: np.ndarray) -> EntryWork:
+def entry_work(trace, rows: np.ndarray) -> EntryWork:
     """Per entry (its row), the removable device work (``removable_work``) it launched, an op inside it launched,
     or it is (an entry of a kernel-only trace)."""
-    work = removable_work(ev)
+    ev = trace.events
+    work = removable_work(trace)
     distinct, slot = np.unique(rows, return_inverse=True)
     owner, task = [], []
     for key in (ev["op"].to_numpy()[work], ev["top_op"].to_numpy()[work], work):
