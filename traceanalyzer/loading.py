@@ -141,6 +141,11 @@ class _Plan:
     work: Callable | None = None
     """Applied to each rank where it is loaded (``load_per_rank``); None: the tables come back."""
 
+    @property
+    def done_what(self) -> str:
+        """What the progress counts: ranks parsed, or analysed where they are loaded."""
+        return "ranks parsed" if self.work is None else "ranks analysed"
+
     def task(self, count: int) -> tuple[Callable, tuple]:
         """The function each unit goes to, and its arguments after the unit and its index among ``count``."""
         if self.work is None:
@@ -234,13 +239,13 @@ def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
         for index, unit in enumerate(units):
             out.append(_parse_watched(unit, plan, fn, (index, *args)))
             if counted:
-                plan.progress.count("ranks parsed", len(out), len(units), "ranks")
+                plan.progress.count(plan.done_what, len(out), len(units), "ranks")
         return out
     with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = [pool.submit(fn, u, i, *args) for i, u in enumerate(units)]
         for done, _ in enumerate(as_completed(futures), 1):
             if counted:
-                plan.progress.count("ranks parsed", done, len(units), "ranks")
+                plan.progress.count(plan.done_what, done, len(units), "ranks")
         return [f.result() for f in futures]
 
 
@@ -250,7 +255,7 @@ def _parse_on_cluster(units: list, plan: _Plan, counted: bool) -> list[Parsed | 
 
     def done(n: int) -> None:
         if counted:
-            plan.progress.count("ranks parsed", n, len(units), "ranks")
+            plan.progress.count(plan.done_what, n, len(units), "ranks")
 
     sent = [replace(u, path=u.path.resolve()) for u in units]
     fn, args = plan.task(len(units))
