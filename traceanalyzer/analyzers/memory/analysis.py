@@ -406,17 +406,30 @@ def _with_live_totals(peaks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
 def _timeline(mem: pd.DataFrame) -> pd.DataFrame:
     """Allocated and reserved over time per pool, decimated to the lowest and highest point of each bucket."""
     cols = ["ts", "rank", "device", "allocated", "reserved"]
-    parts = [_decimated(group[cols]) for _, group in mem.groupby(GROUP, sort=True)]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+    if not len(mem):
+        return pd.DataFrame(columns=cols)
+    level, pools = mem["allocated"].to_numpy(), _pools(mem)
+    bounds = zip(pools.tolist(), np.r_[pools[1:], len(mem)].tolist(), strict=True)
+    keep = np.concatenate([lo + _decimated(level[lo:hi]) for lo, hi in bounds])
+    return mem[cols].iloc[keep].reset_index(drop=True)
 
 
-def _decimated(group: pd.DataFrame) -> pd.DataFrame:
-    if len(group) <= TIMELINE_MAX_POINTS:
-        return group
-    bucket = np.arange(len(group)) * (TIMELINE_MAX_POINTS // 2) // len(group)
-    by = group["allocated"].groupby(bucket)
-    keep = np.union1d(by.idxmax().to_numpy(), by.idxmin().to_numpy())
-    return group.loc[keep]
+def _decimated(level: np.ndarray) -> np.ndarray:
+    """The positions a pool's timeline keeps: all, or above ``TIMELINE_MAX_POINTS`` the first lowest and first
+    highest of each bucket."""
+    n = len(level)
+    if n <= TIMELINE_MAX_POINTS:
+        return np.arange(n)
+    bucket = np.arange(n) * (TIMELINE_MAX_POINTS // 2) // n
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    highest, lowest = np.maximum.reduceat(level, starts), np.minimum.reduceat(level, starts)
+    return np.union1d(_first_at(level, highest, starts), _first_at(level, lowest, starts))
+
+
+def _first_at(level: np.ndarray, per_bucket: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per bucket (``starts``: each one's first position): the first position where ``level`` is its value."""
+    hit = level == np.repeat(per_bucket, np.diff(np.r_[starts, len(level)]))
+    return np.minimum.reduceat(np.where(hit, np.arange(len(level)), len(level)), starts)
 
 
 def _op_sums(trace, blocks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
