@@ -7,7 +7,7 @@ import pandas as pd
 
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, in_steps, linked, locate, rank_busy
+from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, linked, locate, rank_busy
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
 from traceanalyzer.analyzers.health.part import Context, Part, stack
 from traceanalyzer.findings import Finding
@@ -62,23 +62,26 @@ def merged_launches(tables: list[pd.DataFrame]) -> pd.DataFrame:
 def _tiny_kernels(trace: TraceData) -> pd.DataFrame:
     """In-step kernels shorter than their launch call and than ``TINY_KERNEL_NS``, with their place."""
     events = trace.events
-    launched = (events["kind"] == Kind.KERNEL.value) & (events["launch"] != NO_ROW)
-    kernels = in_steps(trace, events.loc[launched, ["rank", "step", "ts", "dur", "launch", "top_op"]])
-    launch = kernels["launch"].to_numpy()
-    place = locate(trace, launch)
+    kernels = in_step_rows(trace, kind_rows(events, [Kind.KERNEL.value]))
+    kernels = kernels[events["launch"].to_numpy()[kernels] != NO_ROW]
+    dur = events["dur"].to_numpy()
+    launch = events["launch"].to_numpy()[kernels]
+    kernels, launch = (
+        rows[(dur[kernels] < TINY_KERNEL_NS) & (dur[launch] > dur[kernels])] for rows in (kernels, launch)
+    )
+    rank, place = events["rank"].to_numpy()[kernels], locate(trace, launch)
     frame = pd.DataFrame(
         {
-            "rank": kernels["rank"].to_numpy(),
+            "rank": rank,
             "annotation": place["annotation"].array,
             "frame": place["frame"].array,
-            "kernel_ns": kernels["dur"].to_numpy(),
-            "launch_ns": events["dur"].to_numpy()[launch],
+            "kernel_ns": dur[kernels],
+            "launch_ns": dur[launch],
             "launch_call": linked(events, launch, "name"),
-            "idle_before_ns": _idle_before(trace, kernels),
-            "top_op": linked(events, kernels["top_op"].to_numpy(), "name"),
+            "idle_before_ns": _idle_before(trace, rank, events["ts"].to_numpy()[kernels]),
+            "top_op": linked(events, events["top_op"].to_numpy()[kernels], "name"),
         }
     )
-    frame = frame[(frame["kernel_ns"] < TINY_KERNEL_NS) & (frame["launch_ns"] > frame["kernel_ns"])]
     return frame.assign(launch_calls=frame["launch_call"].isin(LAUNCH_CALLS))
 
 
@@ -87,13 +90,13 @@ def _most_common(names: pd.Series, n: int = 3) -> str:
     return ", ".join(names[names != ""].value_counts().head(n).index)
 
 
-def _idle_before(trace: TraceData, kernels: pd.DataFrame) -> np.ndarray:
-    """Per kernel: the device idle gap (under 100 µs) that ends where it starts, 0 if it starts while busy."""
-    out = np.zeros(len(kernels), dtype=np.int64)
-    ts = kernels["ts"].to_numpy()
+def _idle_before(trace: TraceData, ranks: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """Per kernel (its rank and start): the device idle gap (under 100 µs) that ends where it starts, 0 if it starts
+    while busy."""
+    out = np.zeros(len(ts), dtype=np.int64)
     busy = rank_busy(trace)
-    for rank in kernels["rank"].unique():
-        mine = np.flatnonzero((kernels["rank"] == rank).to_numpy())
+    for rank in np.unique(ranks).tolist():
+        mine = np.flatnonzero(ranks == rank)
         starts, ends = busy[int(rank)]
         j = np.searchsorted(starts, ts[mine], side="right") - 1
         opens = (j > 0) & (starts[np.maximum(j, 0)] == ts[mine])
