@@ -111,9 +111,9 @@ def discover(runs: Runs) -> list[Chain]:
         backward = all(runs.vocab["token"][c].endswith(BACKWARD_SUFFIX) for c in codes[first].tolist())
         labels = [runs.vocab["label"][c] for c in runs.cols["label"][first].tolist()]
         variant = ("backward: " if backward else "") + " → ".join(labels)
-        for start in picks:
-            found.append(Chain(variant, "backward" if backward else "forward", np.arange(start, start + length)))
-            run[start : start + length] = -1
+        spans = np.asarray(picks, dtype=np.int64)[:, None] + np.arange(length)
+        found += [Chain(variant, "backward" if backward else "forward", span) for span in spans]
+        run[spans.ravel()] = -1
     return found
 
 

@@ -286,7 +286,7 @@ def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: lis
     claimed = np.concatenate(([0], np.cumsum(letters.points[entries] == letters.consumed)))
     need = min(2, sum(el.least for el in elements if not el.kernelless)) or 1
     ok = (counts >= need) & (claimed[edges[1:]] == claimed[edges[:-1]])
-    works = np.split(entries[busy], np.cumsum(counts)[:-1])
+    works = opstream.pieces(entries[busy], counts)
     variants: dict[str, str] = {}
     found = []
     for i in np.flatnonzero(ok).tolist():
@@ -394,7 +394,9 @@ def launch_counts(ev: pd.DataFrame) -> pd.DataFrame:
     """The durations of the runtime calls that launched device work, as (``dur``, ``count``) rows: additive over
     ranks, and their median is ``launch_median``'s."""
     launch = ev["launch"].to_numpy()
-    rows = np.unique(launch[launch != NO_ROW])
+    launcher = np.zeros(len(ev), dtype=bool)
+    launcher[launch[launch != NO_ROW]] = True
+    rows = np.flatnonzero(launcher)
     dur, count = np.unique(ev["dur"].to_numpy()[rows].astype(np.int64), return_counts=True)
     return pd.DataFrame({"dur": narrow(dur), "count": narrow(count)})
 

@@ -349,10 +349,15 @@ def _shape_rows(ev: pd.DataFrame, ops: np.ndarray, linked: np.ndarray, at: np.nd
     """The row whose recorded shapes describe each op: itself, else the op that launched its longest kernel (of
     equally long ones, the first in row order: the same whether the rank is loaded alone or with others)."""
     has_dims = per_text(ev["input_dims"], ops, bool, bool)
-    order = np.argsort(-ev["dur"].to_numpy()[linked], kind="stable")
-    entries, first = np.unique(at[order], return_index=True)
+    dur = ev["dur"].to_numpy().astype(np.int64)[linked]
+    longest = np.full(len(ops), np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(longest, at, dur)
+    top = np.flatnonzero(dur == longest[at])
+    pick = np.full(len(ops), len(linked), dtype=np.int64)
+    np.minimum.at(pick, at[top], top)
+    found = pick < len(linked)
     fallback = np.full(len(ops), NO_ROW, dtype=np.int64)
-    fallback[entries] = ev["op"].to_numpy()[linked[order[first]]]
+    fallback[found] = ev["op"].to_numpy()[linked[pick[found]]]
     use = ~has_dims & (fallback != NO_ROW)
     return np.where(use, fallback, ops)
 
@@ -505,6 +510,12 @@ class PackedWork:
         """The ``EntryWork`` again."""
         starts, ends = self.intervals.unpacked()
         return EntryWork(np.concatenate(([0], np.cumsum(self.counts, dtype=np.int64))), starts, ends)
+
+
+def pieces(values: np.ndarray, counts: np.ndarray) -> list[np.ndarray]:
+    """``values`` cut into consecutive pieces of ``counts[i]`` values each (views, as ``np.split`` makes them)."""
+    ends = np.cumsum(counts).tolist()
+    return [values[lo:hi] for lo, hi in zip([0, *ends[:-1]], ends, strict=True)]
 
 
 def ranges(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:

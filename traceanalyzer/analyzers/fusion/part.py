@@ -18,7 +18,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers.fusion.discovery import Runs
 from traceanalyzer.analyzers.fusion.matching import launch_counts, located, matched, place_of
-from traceanalyzer.analyzers.fusion.opstream import EntryWork, combinations, sums
+from traceanalyzer.analyzers.fusion.opstream import EntryWork, combinations, pieces, sums
 from traceanalyzer.intervals import Packed, pack
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
@@ -129,5 +129,4 @@ def _claims(group: np.ndarray, entries: list[np.ndarray], n: int, work: EntryWor
     flat = np.concatenate([np.asarray(e, dtype=np.int64) for e in entries])
     owner = np.repeat(group, [len(e) for e in entries])
     order = np.argsort(owner, kind="stable")
-    pieces = np.split(flat[order], np.cumsum(np.bincount(owner, minlength=n))[:-1])
-    return [pack(*work.union(piece)) for piece in pieces]
+    return [pack(*work.union(piece)) for piece in pieces(flat[order], np.bincount(owner, minlength=n))]

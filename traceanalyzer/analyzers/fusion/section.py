@@ -19,7 +19,7 @@ from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.fusion import discovery
 from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, measured, rank_steps, whole
-from traceanalyzer.analyzers.fusion.opstream import combinations, sums
+from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
 from traceanalyzer.analyzers.fusion.part import Part, aggregate, summarize
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.steps import job_step_table, job_step_time, step_time
@@ -125,7 +125,7 @@ class _Variants:
 def _members(codes: np.ndarray, n: int) -> list[np.ndarray]:
     """Per code 0..n-1, the positions (ascending) that hold it."""
     order = np.argsort(codes, kind="stable")
-    return np.split(order, np.cumsum(np.bincount(codes, minlength=n))[:-1])
+    return pieces(order, np.bincount(codes, minlength=n))
 
 
 def _tables(parts: list[Part], meta: TraceMeta) -> list[tuple[pd.DataFrame, ...]]:
