@@ -68,11 +68,13 @@ def linked(events: pd.DataFrame, rows: np.ndarray, column: str) -> pd.api.extens
 def name_hits(column: pd.Series, pattern: re.Pattern) -> np.ndarray:
     """Per row of a category column: does the pattern occur in its text? Searched once per category present."""
     text = category_text(column)
-    at = np.asarray(column.array.codes, dtype=np.int64) % len(text)  # code -1 (missing) is the last text: ''
+    codes = column.array.codes  # code -1 (missing) indexes the last text: ''
+    present = np.zeros(len(text), dtype=bool)
+    present[codes] = True
     hit = np.zeros(len(text), dtype=bool)
-    for code in np.flatnonzero(np.bincount(at, minlength=len(text))).tolist():
+    for code in np.flatnonzero(present).tolist():
         hit[code] = bool(pattern.search(text[code]))
-    return hit[at]
+    return hit[codes]
 
 
 def locate(trace: TraceData, rows: np.ndarray) -> pd.DataFrame:

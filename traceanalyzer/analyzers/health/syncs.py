@@ -13,6 +13,7 @@ from traceanalyzer.analyzers.attribution import (
     accelerator,
     in_steps,
     is_one_of,
+    kind_rows,
     linked,
     locate,
     name_hits,
@@ -84,7 +85,8 @@ def _data_loading(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
 def dtoh_copies(trace: TraceData) -> pd.DataFrame:
     """Device-to-host copies per rank and name (pageable ones flagged), the most copy time first."""
     events = trace.events
-    copies = events[(events["kind"] == Kind.MEMCPY.value) & name_hits(events["name"], DTOH_COPY)]
+    memcpy = kind_rows(events, [Kind.MEMCPY.value])
+    copies = events.iloc[memcpy[name_hits(events["name"].iloc[memcpy], DTOH_COPY)]]
     table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "name", "count", "total_ns"]
     table["name"] = table["name"].astype(str)
