@@ -23,7 +23,8 @@ LAYERS = (
     # the vocabulary of the data: no import of ours but each other
     ("traceanalyzer.errors", "traceanalyzer.schema", "traceanalyzer.intervals", "traceanalyzer.records",
      "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices", "traceanalyzer.options",
-     "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook"),
+     "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
+     "traceanalyzer.tables"),
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",

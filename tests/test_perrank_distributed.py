@@ -99,8 +99,11 @@ def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
     equals what its whole event table says."""
     job, joined = job_pair("ddp_no_overlap")
     late = distributed.late_arrivals(joined)
-    assert len(late) > Options().top, "more late arrivals than the section shows"
-    assert_same_data(distributed.job_late_arrivals(job).to_dict("list"), late.to_dict("list"))
+    assert len(late) > Options().top, "more late arrivals than the section shows by default"
+    every = Options(top=len(late))
+    want = distributed.section(joined, every).table("late_arrivals")
+    assert len(want.frame) == len(late)
+    assert_same_data(distributed.job_section(job, every).table("late_arrivals").to_dict(), want.to_dict())
 
 
 @pytest.mark.parametrize(("name", "rank"), [("ddp_no_overlap", 0), ("ddp_overlap", 1), ("dlrm_8rank", 3)])
@@ -130,6 +133,20 @@ def test_what_a_part_keeps_explains_any_window_as_the_whole_rank_does(name, rank
             assert answer == whole.cause(start, int(end)), (start, int(end))
             answers.append(answer)
     assert len({a[1] for a in answers}) >= 2 and len({a[2] for a in answers}) >= 3, "the windows reach several causes"
+
+
+def test_a_rank_activity_pickles_packed_after_being_asked():
+    """A rank's activity that has answered for a window (its busy union unpacked) pickles as small as before, and the
+    copy answers the same."""
+    job, _ = job_pair("ddp_overlap")
+    activity = job.part("distributed", 1)["activity"]
+    before = len(pickle.dumps(activity, protocol=pickle.HIGHEST_PROTOCOL))
+    starts, ends = activity.busy
+    window = (int(starts[len(starts) // 2]), int(ends[-1]))
+    answer = activity.cause(*window)
+    sent = pickle.dumps(activity, protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(sent) == before
+    assert answer[0] > 0 and pickle.loads(sent).cause(*window) == answer
 
 
 def _part_bytes(part: dict) -> int:

@@ -26,6 +26,7 @@ from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 CORE_GROUPS = {
@@ -120,8 +121,7 @@ def _aicpu_table(totals: list[pd.DataFrame]) -> pd.DataFrame:
 
 def _added(parts: list[pd.DataFrame], keys: list[str], how: dict[str, str]) -> pd.DataFrame:
     """Per-key partial tables combined: one row per key (sorted by key), each column aggregated as ``how`` says."""
-    filled = [p for p in parts if len(p)] or parts[:1]
-    return pd.concat(filled, ignore_index=True).groupby(keys, sort=True).agg(how).reset_index()
+    return stack(parts).groupby(keys, sort=True).agg(how).reset_index()
 
 
 def aicpu_work(events: pd.DataFrame) -> dict[int, dict[str, Intervals]]:
@@ -165,12 +165,6 @@ def _marker_windows(events: pd.DataFrame):
     return lambda _events, rank: [
         (int(r.step), int(r.lo), int(r.hi)) for r in table[table["rank"] == rank].itertuples(index=False)
     ]
-
-
-def _overlap_rows(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """``overlap`` tables of several ranks, one after another (the empty table when none has a row)."""
-    filled = [t for t in tables if len(t)]
-    return pd.concat(filled, ignore_index=True) if filled else tables[0]
 
 
 def summarize(trace: TraceData, options: Options = DEFAULT) -> dict | None:
@@ -280,7 +274,7 @@ def _section(parts: list[dict], extra: dict, options: Options) -> Section:
         tables=[
             Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
             Table("top_kernels", "Top kernels", _kernel_shares([p["kernels"] for p in parts], options.top), Per.TOTAL),
-            Table("overlap", "Overlap per step (msprof lanes)", _overlap_rows([p["overlap"] for p in parts]), Per.STEP),
+            Table("overlap", "Overlap per step (msprof lanes)", stack([p["overlap"] for p in parts]), Per.STEP),
             Table("ai_cpu_ops", "AI_CPU ops", _aicpu_table([p["ai_cpu"] for p in parts]).head(options.top), Per.TOTAL),
         ],
     )

@@ -19,6 +19,7 @@ can need (``rank_activity``).
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 
@@ -29,6 +30,7 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -126,10 +128,7 @@ def packed(table: pd.DataFrame) -> pd.DataFrame:
 def unpacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
     """The per-rank rows of a job's ranks (``packed``, in rank order) as ``rank_calls`` gives them on the joined
     trace."""
-    tables = [t for t in tables if len(t)]
-    if not tables:
-        return pd.DataFrame(columns=RANK_COLUMNS)
-    return pd.concat(tables, ignore_index=True).astype({c: str for c in TEXT_COLUMNS})
+    return stack(tables).astype({c: str for c in TEXT_COLUMNS})
 
 
 def cross_rank(table: pd.DataFrame, meta: TraceMeta, tasks: bool) -> pd.DataFrame:
@@ -149,6 +148,8 @@ def cross_rank(table: pd.DataFrame, meta: TraceMeta, tasks: bool) -> pd.DataFram
 
 
 def _base(trace, comm: pd.DataFrame) -> pd.DataFrame:
+    """The per-rank rows of the communication events ``comm`` before their HCCL task columns, in (rank, group,
+    start) order: group, collective, phase, times, bytes, compute beside, peer-waiting tasks, exposure, sequence."""
     names = comm["name"].astype(str)
     collectives = _collectives(trace.events, comm)
     table = pd.DataFrame(
@@ -196,6 +197,7 @@ def _collectives(events: pd.DataFrame, comm: pd.DataFrame) -> np.ndarray:
 
 
 def _collective_in_op(name: str) -> str:
+    """The collective an enclosing op's name says it implements (``c10d::alltoall_base_`` → alltoall); '' if none."""
     spelled = ALL_TO_ALL.sub("alltoall", name)
     return collective_from_name(spelled) if COLLECTIVE_IN_OPS.search(spelled) else ""
 
@@ -355,6 +357,8 @@ def _method(rows: pd.DataFrame) -> str:
 
 
 def _cross_rank(table: pd.DataFrame, offsets: pd.DataFrame) -> pd.DataFrame:
+    """The matched calls with the clock ``offsets`` applied: aligned start, transfer (the shortest across ranks),
+    wait beyond it, arrival skew against the last rank in, and which rank that was (NaN / NO_ROW if unmatched)."""
     shift = table["rank"].map(offsets.set_index("rank")["offset_ns"]).fillna(0).astype(np.int64)
     aligned = table["start_ns"] - shift
     matched = table["match"] != NO_ROW
@@ -389,6 +393,8 @@ def _task_transfer(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def _bandwidth(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
+    """The calls with their group size (from ``meta``'s process groups, else the ranks matched or the world size),
+    algorithm and bus bandwidth (GB/s, NaN without bytes or time) and the devices' nominal link bandwidth."""
     sizes = {str(pg.get("pg_name")): int(pg.get("pg_size") or 0) for pg in meta.process_groups}
     n = table["group"].map(sizes).fillna(0).astype(int)
     n = n.where(n > 0, np.maximum(table["ranks_matched"], meta.world_size))
@@ -501,14 +507,21 @@ def host_ranges(host: pd.DataFrame) -> pd.DataFrame:
 class RankActivity:
     """One rank's device busy time and the host ranges that can explain a window ending at one of its calls (see
     ``rank_activity``), to say what it did during such a window. The busy intervals are held packed
-    (``intervals.pack``), unpacked for each window asked about (only a late rank is asked)."""
+    (``intervals.pack``) and unpacked once, when a window is first asked about (only a late rank is asked); a pickle
+    carries the packed form alone."""
 
     def __init__(self, busy: intervals.Intervals, host: pd.DataFrame, recorded: bool) -> None:
+        """Hold ``busy`` packed, the pickable ``host`` ranges (``host_ranges``) and whether the rank's work (device
+        or host) is in the trace at all."""
         self.packed = intervals.pack(*busy)
         self.host = host
         self.recorded = recorded
 
-    @property
+    def __getstate__(self) -> dict:
+        """What a pickle carries: the packed busy intervals, never their unpacked form."""
+        return {k: v for k, v in self.__dict__.items() if k != "busy"}
+
+    @functools.cached_property
     def busy(self) -> intervals.Intervals:
         """The device busy intervals (kernels, copies, sets) up to the rank's last call start."""
         return self.packed.unpacked()

@@ -15,7 +15,7 @@ M = union of communication, and X = union of memory copies and sets:
 A job analysed rank by rank gives the same section and findings from its ranks' parts (``summarize``): each rank's
 overlap rows and collective calls on their own (``collective_calls.rank_calls``) and what it did
 (``collective_calls.RankActivity``); matching, offsets, waits, late arrivals and the pipeline bubble are then
-computed over all ranks' rows by the same code as for the joined trace (``_Inputs`` is what either path gathers).
+computed over all ranks' rows by the same code as for the joined trace (``_JobView`` is what either path gathers).
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ def window_rows(trace: TraceData, windows) -> list[dict]:
 
 
 def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
+    """The union of the intervals of the events of these kinds."""
     rows = events[events["kind"].isin(kinds)]
     return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
 
@@ -117,6 +118,8 @@ def _windows(events: pd.DataFrame, spans: pd.DataFrame, rank: int) -> list[tuple
 
 
 def _breakdown(sets: dict, start: int, end: int) -> dict:
+    """The breakdown of [start, end) from the rank's compute, communication and copy unions (``sets`` c, m, x):
+    the exclusive parts (ns), compute and communication time, preparing, the work span and the device free time."""
     c, m, x = (intervals.clip(sets[k], start, end) for k in ("c", "m", "x"))
     compute, comm = intervals.length(c), intervals.length(m)
     hidden = intervals.overlap_length(c, m)
@@ -139,6 +142,7 @@ def _breakdown(sets: dict, start: int, end: int) -> dict:
 
 
 def _merged(a: intervals.Intervals, b: intervals.Intervals) -> intervals.Intervals:
+    """The union of two interval sets."""
     return intervals.union(np.concatenate((a[0], b[0])), np.concatenate((a[1], b[1])))
 
 
@@ -156,6 +160,8 @@ def _lanes(lanes: pd.DataFrame, start: int, end: int) -> dict:
 
 
 def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown table with each part's share of the span and the share of communication hidden (NaN where
+    the span or the communication is 0); an empty table with the breakdown's columns when there are no rows."""
     if not len(table):
         return pd.DataFrame(columns=["rank", "step", "start_ns", "span_ns", *[f"{p}_ns" for p in PARTS]])
     span = table["span_ns"].where(table["span_ns"] > 0)
@@ -166,11 +172,12 @@ def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class _Inputs:
-    """What the section and the findings read, gathered from a joined trace (``_of_trace``) or from the parts of a
-    job analysed rank by rank (``_of_job``): the scope, the job's calls matched across ranks, the overlap tables of
-    the scope and of the whole job, the job's late arrivals, the nominal link bandwidth, whether several ranks have
-    events, the ranks whose compute is in the scope, and each rank's step time in the scope and in the whole job."""
+class _JobView:
+    """A job seen in a scope: what the section and the findings read, gathered from a joined trace
+    (``_view_of_trace``) or from the parts of a job analysed rank by rank (``_view_of_job``): the scope, the job's
+    calls matched across ranks, the overlap tables of the scope and of the whole job, the job's late arrivals, the
+    nominal link bandwidth, whether several ranks have events, the ranks whose compute is in the scope, and each
+    rank's step time in the scope and in the whole job."""
 
     scope: Scope
     job_calls: pd.DataFrame
@@ -184,15 +191,15 @@ class _Inputs:
     job_step_time: Callable[[int], StepTime]
 
 
-def _inputs(trace: TraceData) -> _Inputs:
-    """The inputs of a (scoped) trace, gathered once per view."""
-    return remember(trace, "distributed.inputs", lambda: _of_trace(trace))
+def _trace_view(trace: TraceData) -> _JobView:
+    """The ``_JobView`` of a (scoped) trace, gathered once per trace view."""
+    return remember(trace, "distributed.view", lambda: _view_of_trace(trace))
 
 
-def _of_trace(trace: TraceData) -> _Inputs:
-    """The inputs from a trace (its job is its base): the joined path."""
+def _view_of_trace(trace: TraceData) -> _JobView:
+    """The ``_JobView`` of a trace's scope, its job being its base: the joined path."""
     base = trace.base
-    return _Inputs(
+    return _JobView(
         scope=trace.scope,
         job_calls=_job_calls(base),
         overlap=lambda: overlap(trace),
@@ -243,9 +250,9 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
     }
 
 
-def _of_job(job: JobData) -> _Inputs:
-    """The inputs from the ranks' parts: the per-rank call rows through the same cross-rank stage, the overlap rows
-    put together, each late rank's activity from its part."""
+def _view_of_job(job: JobData) -> _JobView:
+    """The ``_JobView`` of a job from its ranks' parts: the per-rank call rows through the same cross-rank stage, the
+    overlap rows put together, each late rank's activity from its part."""
     parts = job.parts(ANALYZER)
     ranks = [summary.rank for summary in job.ranks]
     rows = collective_calls.unpacked([p["calls"] for p in parts])
@@ -253,7 +260,7 @@ def _of_job(job: JobData) -> _Inputs:
     activity = {rank: p["activity"] for rank, p in zip(ranks, parts, strict=True)}
     scoped = job.scope.step is not None
     whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
-    return _Inputs(
+    return _JobView(
         scope=job.scope,
         job_calls=job_calls,
         overlap=functools.cache(lambda: overlap_of([row for p in parts for row in p["overlap"]])),
@@ -267,63 +274,62 @@ def _of_job(job: JobData) -> _Inputs:
     )
 
 
-def _job(job: JobData) -> _Inputs:
-    """The inputs of a job, gathered once."""
-    return remember(job, ANALYZER, lambda: _of_job(job))
+def _job_view(job: JobData) -> _JobView:
+    """The ``_JobView`` of a job analysed rank by rank, gathered once per job."""
+    return remember(job, ANALYZER, lambda: _view_of_job(job))
 
 
 def collectives(trace: TraceData) -> pd.DataFrame:
     """One row per collective call per rank of the scope: exposure, phase, and across ranks (matched over the whole
     job, so a scoped view keeps its waits and transfers) wait, transfer, late rank, bandwidth."""
-    return _collectives(_inputs(trace))
+    return _collectives(_trace_view(trace))
 
 
-def _collectives(data: _Inputs) -> pd.DataFrame:
-    calls = data.job_calls
-    if data.scope.rank is not None:
-        calls = calls[calls["rank"] == data.scope.rank]
-    if data.scope.step is not None:
-        calls = calls[calls["step"] == data.scope.step]
+def _collectives(view: _JobView) -> pd.DataFrame:
+    """The job's matched calls of the view's scope (its rank, its step)."""
+    calls = view.job_calls
+    if view.scope.rank is not None:
+        calls = calls[calls["rank"] == view.scope.rank]
+    if view.scope.step is not None:
+        calls = calls[calls["step"] == view.scope.step]
     return calls
 
 
 def clock_offsets(trace: TraceData) -> pd.DataFrame:
     """Per rank of the job: estimated clock offset against the lowest rank (ns), its spread, the calls it rests on."""
-    return collective_calls.clock_offsets_of(_inputs(trace).job_calls)
+    return collective_calls.clock_offsets_of(_trace_view(trace).job_calls)
 
 
 def late_arrivals(trace: TraceData) -> pd.DataFrame:
     """Calls that peers waited for: the last-arriving rank, the wait it caused, and what it was doing (of the job;
     in a view of one rank, the calls that rank was late for)."""
-    return _late_arrivals(_inputs(trace))
+    return _late_arrivals(_trace_view(trace))
 
 
-def job_late_arrivals(job: JobData) -> pd.DataFrame:
-    """``late_arrivals`` of a job analysed rank by rank (what each late rank did, from its part)."""
-    return _late_arrivals(_job(job))
-
-
-def _late_arrivals(data: _Inputs) -> pd.DataFrame:
-    late = data.job_late()
-    if data.scope.rank is not None and len(late):
-        late = late[late["late_rank"] == data.scope.rank]
-    if data.scope.step is not None and len(late) and "step" in late:
-        late = late[late["step"] == data.scope.step]
+def _late_arrivals(view: _JobView) -> pd.DataFrame:
+    """The job's late arrivals in the view's scope: those its rank (if any) was late for, in its step (if any)."""
+    late = view.job_late()
+    if view.scope.rank is not None and len(late):
+        late = late[late["late_rank"] == view.scope.rank]
+    if view.scope.step is not None and len(late) and "step" in late:
+        late = late[late["step"] == view.scope.step]
     return late
 
 
 def per_rank(trace) -> pd.DataFrame:
     """Per rank over all steps: the overlap breakdown summed, the share of communication hidden, and waits."""
-    return _per_rank(_inputs(trace))
+    return _per_rank(_trace_view(trace))
 
 
-def _per_rank(data: _Inputs) -> pd.DataFrame:
-    table = data.overlap()
+def _per_rank(view: _JobView) -> pd.DataFrame:
+    """Per rank of the scope: the overlap breakdown summed, the share of communication hidden, its calls and the
+    time they waited for peers (an empty table without overlap rows)."""
+    table = view.overlap()
     if not len(table):
         return pd.DataFrame()
     sums = table.groupby("rank")[["span_ns", "compute_ns", "comm_ns", *[f"{p}_ns" for p in PARTS]]].sum()
     sums["hidden_comm_share"] = sums["comm_hidden_ns"] / sums["comm_ns"].where(sums["comm_ns"] > 0)
-    calls = _collectives(data)
+    calls = _collectives(view)
     sums["calls"] = calls.groupby("rank").size().reindex(sums.index).fillna(0).astype(int)
     sums["wait_ns"] = calls.groupby("rank")["wait_ns"].sum(min_count=1).reindex(sums.index)
     return sums.reset_index()
@@ -387,25 +393,26 @@ _ADVICE_LATE = {
 def findings(trace) -> list[Finding]:
     """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline bubble, many small messages,
     low bandwidth."""
-    return _findings(_inputs(trace))
+    return _findings(_trace_view(trace))
 
 
 def job_findings(job: JobData) -> list[Finding]:
     """``findings`` of a job analysed rank by rank."""
-    return _findings(_job(job))
+    return _findings(_job_view(job))
 
 
-def _findings(data: _Inputs) -> list[Finding]:
-    calls = _collectives(data)
+def _findings(view: _JobView) -> list[Finding]:
+    """The findings of the view, in their fixed order, those worth at least ``MIN_COST_SHARE`` of step time."""
+    calls = _collectives(view)
     if not len(calls):
         return []
     found = [
-        _exposed(data, calls, "allreduce", GRADIENT_PHASES),
-        _exposed(data, calls, "allgather", PREFETCH_PHASES),
-        _straggler(data),
-        pipeline.finding_of(_pipeline_bubble(data), calls, data.computing, data.step_time),
-        _small_messages(data, calls),
-        _low_bandwidth(data, calls),
+        _exposed(view, calls, "allreduce", GRADIENT_PHASES),
+        _exposed(view, calls, "allgather", PREFETCH_PHASES),
+        _straggler(view),
+        pipeline.finding_of(_pipeline_bubble(view), calls, view.computing, view.step_time),
+        _small_messages(view, calls),
+        _low_bandwidth(view, calls),
     ]
     return [f for f in found if f is not None and f.step_share >= MIN_COST_SHARE]
 
@@ -416,7 +423,9 @@ def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
     return (calls["exposed_ns"] - np.nan_to_num(wait)).clip(lower=0)
 
 
-def _exposed(data: _Inputs, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
+def _exposed(view: _JobView, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
+    """The exposed ``collective`` of these phases on the rank where its transfer is most exposed (waits left out),
+    worded for gradient all-reduce (after or at the end of backward) or parameter all-gather; None without one."""
     mine = calls[(calls["collective"] == collective) & calls["phase"].isin(phases)]
     if not len(mine):
         return None
@@ -439,32 +448,34 @@ def _exposed(data: _Inputs, calls: pd.DataFrame, collective: str, phases: tuple[
         "phases": ours["phase"].value_counts().to_dict(),
     }
     return make(
-        ANALYZER, f"exposed_{collective}", title, advice, data.step_time(rank),
+        ANALYZER, f"exposed_{collective}", title, advice, view.step_time(rank),
         concerns_ns=int(ours["exposed_ns"].sum()), saving_ns=int(exposed[rank]), basis=Basis.MEASURED,
         model="the exposed transfer time (waiting for peers left out) would be hidden under compute",
         where={"rank": rank, "collective": collective}, evidence=evidence,
     )  # fmt: skip
 
 
-def _explained_late(data: _Inputs) -> pd.DataFrame:
+def _explained_late(view: _JobView) -> pd.DataFrame:
     """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged),
     of a rank that makes its peers wait at least ``LATE_RANK_MIN_SHARE`` of their step time (less is jitter)."""
-    late = _late_arrivals(data)
+    late = _late_arrivals(view)
     late = late[late["cause"] != collective_calls.NOT_RECORDED]
     if not len(late):
         return late
-    calls = data.job_calls
+    calls = view.job_calls
     keep = []
     for rank, ours in late.groupby("late_rank"):
         waits = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)].groupby("rank")["wait_ns"].sum()
         victim = int(waits.idxmax()) if len(waits) else int(rank)
-        if ours["caused_wait_ns"].sum() >= LATE_RANK_MIN_SHARE * data.job_step_time(victim).total_ns:
+        if ours["caused_wait_ns"].sum() >= LATE_RANK_MIN_SHARE * view.job_step_time(victim).total_ns:
             keep.append(rank)
     return late[late["late_rank"].isin(keep)]
 
 
-def _straggler(data: _Inputs) -> Finding | None:
-    late = _explained_late(data)
+def _straggler(view: _JobView) -> Finding | None:
+    """The late rank: the one whose explained late arrivals made its peers wait longest, with the main cause and
+    host range, weighed against the step time of the rank that waited most; None without one."""
+    late = _explained_late(view)
     if not len(late):
         return None
     caused = late.groupby("late_rank")["caused_wait_ns"].sum()
@@ -473,7 +484,7 @@ def _straggler(data: _Inputs) -> Finding | None:
     by_cause = ours.groupby("cause")["caused_wait_ns"].sum()
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
-    calls = _collectives(data)
+    calls = _collectives(view)
     waited = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)]
     waits = waited.groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
@@ -482,14 +493,16 @@ def _straggler(data: _Inputs) -> Finding | None:
     )
     return make(
         ANALYZER, "late_rank", f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
-        data.step_time(victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
+        view.step_time(victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
         model="the peers' waiting for the late rank would go if it arrived with them",
         where={"rank": rank},
         evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
     )  # fmt: skip
 
 
-def _small_messages(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
+def _small_messages(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+    """Many collectives under ``SMALL_MESSAGE_BYTES`` per step on the rank with the most (at least
+    ``SMALL_MESSAGES_PER_STEP``), costing their exposed transfer; None otherwise."""
     small = calls[(calls["bytes"] > 0) & (calls["bytes"] < SMALL_MESSAGE_BYTES)]
     if not len(small):
         return None
@@ -501,14 +514,16 @@ def _small_messages(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
     cost = int(_exposed_transfer(ours).sum())
     return make(
         ANALYZER, "small_messages", f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)",
-        _ADVICE_SMALL, data.step_time(rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
+        _ADVICE_SMALL, view.step_time(rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
         model="the exposed transfer of the small collectives would go if they were coalesced into one",
         where={"rank": rank},
         evidence={"calls": len(ours), "median_bytes": int(ours["bytes"].median())},
     )  # fmt: skip
 
 
-def _low_bandwidth(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
+def _low_bandwidth(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+    """Large collectives below ``LOW_BUS_SHARE`` of the nominal link bandwidth, on the rank that would save most at
+    ``REACHABLE_BUS_SHARE`` of it; None without any (or without a known link)."""
     large = calls[(calls["bytes"] >= LARGE_MESSAGE_BYTES) & calls["transfer_ns"].notna() & calls["link_gbps"].notna()]
     slow = large[large["busbw_gbps"] < LOW_BUS_SHARE * large["link_gbps"]]
     if not len(slow):
@@ -520,7 +535,7 @@ def _low_bandwidth(data: _Inputs, calls: pd.DataFrame) -> Finding | None:
     return make(
         ANALYZER, "low_bandwidth",
         f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
-        _ADVICE_BANDWIDTH, data.step_time(rank), concerns_ns=int(ours["transfer_ns"].sum()),
+        _ADVICE_BANDWIDTH, view.step_time(rank), concerns_ns=int(ours["transfer_ns"].sum()),
         saving_ns=int(saving[rank]), basis=Basis.MODELLED,
         model=f"large collectives at {REACHABLE_BUS_SHARE:.0%} of the link's nominal bandwidth",
         where={"rank": rank},
@@ -537,20 +552,22 @@ STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidd
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """Overlap per rank and step, the most exposed collectives, the late rank and clock offsets."""
-    return _section(_inputs(trace), options)
+    return _section(_trace_view(trace), options)
 
 
 def job_section(job: JobData, options: Options) -> Section | None:
     """``section`` of a job analysed rank by rank."""
-    return _section(_job(job), options)
+    return _section(_job_view(job), options)
 
 
-def _section(data: _Inputs, options: Options) -> Section | None:
-    calls = _collectives(data)
-    table = data.overlap()
+def _section(view: _JobView, options: Options) -> Section | None:
+    """The section of the view (None without calls or overlap rows): per-rank, per-step and most exposed tables,
+    their facts, and across several ranks the clock offsets, pipeline bubble and late arrivals."""
+    calls = _collectives(view)
+    table = view.overlap()
     if not len(calls) or not len(table):
         return None
-    ranks = _per_rank(data)
+    ranks = _per_rank(view)
     by_rank = ranks[["rank", "span_ns", "comm_ns", "comm_exposed_ns", "hidden_comm_share", "calls", "wait_ns"]]
     exposed = _top(calls, options.top)[TOP_COLUMNS].dropna(axis=1, how="all")
     tables = [
@@ -567,8 +584,8 @@ def _section(data: _Inputs, options: Options) -> Section | None:
         Fact("hidden_comm_share", "communication hidden under compute", hidden, Unit.SHARE),
         Fact("comm_exposed_ns", "exposed communication", int(table["comm_exposed_ns"].median()), Unit.NS, Per.STEP),
     ]
-    if not np.isnan(data.link_gbps):
-        facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", data.link_gbps, Unit.GBPS))
+    if not np.isnan(view.link_gbps):
+        facts.append(Fact("link_gbps_nominal", "link bandwidth (nominal)", view.link_gbps, Unit.GBPS))
         facts.append(
             Fact(
                 "busbw_gbps_median_large",
@@ -577,37 +594,39 @@ def _section(data: _Inputs, options: Options) -> Section | None:
                 Unit.GBPS,
             )
         )
-    if data.several_ranks:
-        facts += _cross_rank(data, tables, options.top)
+    if view.several_ranks:
+        facts += _cross_rank(view, tables, options.top)
     return Section("distributed", "Distributed: communication and overlap", facts=facts, tables=tables)
 
 
 def _median_large_busbw(calls: pd.DataFrame) -> float | None:
+    """The median bus bandwidth of collectives of at least ``LARGE_MESSAGE_BYTES`` (None without any)."""
     large = calls.loc[calls["bytes"] >= LARGE_MESSAGE_BYTES, "busbw_gbps"].dropna()
     return float(large.median()) if len(large) else None
 
 
 def _top(calls: pd.DataFrame, top: int) -> pd.DataFrame:
+    """The ``top`` calls by exposed time, with unknown bytes and late rank as None."""
     top_calls = calls.nlargest(top, "exposed_ns").copy()
     for col in ("bytes", "late_rank"):
         top_calls[col] = top_calls[col].astype(object).where(top_calls[col] != NO_ROW, None)
     return top_calls
 
 
-def _cross_rank(data: _Inputs, tables: list[Table], top: int) -> list[Fact]:
+def _cross_rank(view: _JobView, tables: list[Table], top: int) -> list[Fact]:
     """Clock offsets and late arrivals (tables appended), and the facts they give."""
-    offsets = collective_calls.clock_offsets_of(data.job_calls)
+    offsets = collective_calls.clock_offsets_of(view.job_calls)
     tables.append(Table("clock_offsets", "Clock offsets", offsets))
-    late = _late_arrivals(data)
+    late = _late_arrivals(view)
     facts = [Fact("max_clock_offset_ns", "largest clock offset", int(offsets["offset_ns"].abs().max()), Unit.NS)]
-    calls = _collectives(data)
-    table = _pipeline_bubble(data)
+    calls = _collectives(view)
+    table = _pipeline_bubble(view)
     if len(table):
         tables.append(Table("pipeline_bubble", "Pipeline bubble per rank and step", table, Per.STEP))
-        facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(table, calls, data.computing).items()]
+        facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(table, calls, view.computing).items()]
     if len(late):
         tables.append(Table("late_arrivals", "Late arrivals", late.head(top).drop(columns="match")))
-    explained = _explained_late(data)
+    explained = _explained_late(view)
     if len(explained):
         caused = explained.groupby("late_rank")["caused_wait_ns"].sum()
         facts.append(Fact("late_rank", "late rank", int(caused.idxmax()), Unit.NUMBER))
@@ -625,17 +644,19 @@ _PIPELINE_FACTS = {
 
 
 def _pipeline_fact(key: str, value: object) -> Fact:
+    """The section fact of one of ``pipeline.facts``' values."""
     title, unit, per = _PIPELINE_FACTS[key]
     return Fact(key.replace("_ns_per_step", "_ns"), title, value, unit, per)
 
 
 def pipeline_bubble(trace: TraceData) -> pd.DataFrame:
     """The pipeline bubble per rank and step of the scope (stages matched over the whole job)."""
-    return _pipeline_bubble(_inputs(trace))
+    return _pipeline_bubble(_trace_view(trace))
 
 
-def _pipeline_bubble(data: _Inputs) -> pd.DataFrame:
-    return _in_scope(pipeline.bubble(data.job_calls, data.job_overlap()), data.scope)
+def _pipeline_bubble(view: _JobView) -> pd.DataFrame:
+    """The pipeline bubble per rank and step of the view's scope, its stages matched over the whole job."""
+    return _in_scope(pipeline.bubble(view.job_calls, view.job_overlap()), view.scope)
 
 
 def _in_scope(table: pd.DataFrame, scope: Scope) -> pd.DataFrame:

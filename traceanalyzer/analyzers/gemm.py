@@ -20,6 +20,7 @@ from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
 
@@ -73,7 +74,7 @@ def _totals(frame: pd.DataFrame) -> pd.DataFrame:
 def _rated(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
     """The throughput table from parts (any ranks): their totals added up, rated against the device's peak, the
     GEMMs with the most device time first."""
-    table = _totals(pd.concat(parts, ignore_index=True))
+    table = _totals(stack(parts))
     if not len(table):
         return pd.DataFrame(columns=COLUMNS)
     return _against_peak(table, meta).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
@@ -134,6 +135,7 @@ def job_section(job: JobData, options: Options) -> Section | None:
 
 
 def _section(table: pd.DataFrame, options: Options) -> Section | None:
+    """The section of a throughput table (its ``options.top`` rows); None when no GEMM was rated."""
     if not len(table):
         return None
     return Section(

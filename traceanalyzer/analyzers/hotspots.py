@@ -35,6 +35,7 @@ from traceanalyzer.schema import (
     positions,
 )
 from traceanalyzer.section import Per, Section, Table
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
@@ -287,6 +288,8 @@ def graph_summary(trace: TraceData) -> pd.DataFrame:
 
 
 def _graph_summary(table: pd.DataFrame) -> pd.DataFrame:
+    """Per rank of graph launch rows (``graph_launches``): launches, median work items and device time per launch,
+    and device time in all."""
     g = table.groupby("rank", sort=True)
     return pd.DataFrame(
         {
@@ -427,12 +430,6 @@ def _grouped_union(group: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> t
     return (starts[first].astype(np.int64), reach[last].astype(np.int64)), group[first]
 
 
-def _stacked(frames: list[pd.DataFrame]) -> pd.DataFrame:
-    """Tables one after another; empty ones are left out (they would change the columns' types)."""
-    full = [f for f in frames if len(f)]
-    return pd.concat(full, ignore_index=True) if full else frames[0]
-
-
 @dataclass
 class _Counted:
     """The works of the parts that count, as one: their tables one after another, the pairs' slices into ``spans``,
@@ -456,9 +453,9 @@ def _counted(works: list[Work]) -> _Counted:
     ]
     spans = [w.spans.unpacked() for w in works]
     return _Counted(
-        _stacked([w.kernels for w in works]),
-        _stacked([w.ops for w in works]),
-        _stacked(pairs),
+        stack([w.kernels for w in works]),
+        stack([w.ops for w in works]),
+        stack(pairs),
         (np.concatenate([s[0] for s in spans]), np.concatenate([s[1] for s in spans])),
     )
 
@@ -509,6 +506,8 @@ def _dominant(work: _Counted) -> tuple[pd.DataFrame, dict]:
 def _hotspot_finding(
     row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims, meta: TraceMeta
 ) -> Finding:
+    """The finding of one ranked hotspot row (op or kernel; ``kernel``: an op's main kernel): its time per step and
+    share of device time, advice for its category, and for a GEMM with a ``rate`` the saving at ``GEMM_TARGET``."""
     kind = category(row["name"], kernel)
     count = int(row["count"])
     saving, basis, model = _gemm_saving(rate)
@@ -607,16 +606,16 @@ class Tables:
 
 
 @dataclass
-class Part:
+class HotspotsPart:
     """A rank's hotspots part (or a joined trace's, of all its ranks): untruncated, per rank and key."""
 
     tables: Tables
     work: Work
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
+def summarize(trace: TraceData, options: Options = DEFAULT) -> HotspotsPart:
     """A rank's part: the partial tables of every level, its graph launches, and the work its findings rank."""
-    return Part(_tables(trace), _work(trace))
+    return HotspotsPart(_tables(trace), _work(trace))
 
 
 def _tables(trace: TraceData) -> Tables:
@@ -632,13 +631,13 @@ def _section(parts: list[Tables], start_ns: int, options: Options) -> Section:
     """The hotspot section from the tables of the parts (in rank order) and the window's start."""
     tables = []
     for level, (title, columns) in HOTSPOT_TABLES.items():
-        rows = _stacked([part.levels[level] for part in parts])
+        rows = stack([part.levels[level] for part in parts])
         if level is Level.KERNEL and options.kind:
             rows = rows[rows["kind"] == options.kind]
         table = ranked_level(rows, level)
         table = table.head(options.top) if options.top else table
         tables.append(Table(level.value, title, table[[c for c in columns if c in table]], Per.TOTAL))
-    launches = _from_start(_stacked([part.launches for part in parts]), start_ns)
+    launches = _from_start(stack([part.launches for part in parts]), start_ns)
     return Section("hotspots", "Hotspots", tables=tables + _graph_tables(launches, options))
 
 

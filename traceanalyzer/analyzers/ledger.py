@@ -14,6 +14,7 @@ from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
@@ -43,7 +44,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
 def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame, parts: list[dict]) -> Section:
     """The ledger from the facts of what was loaded, its steps and the parts of its ranks."""
     device_ns = sum(p["device_ns"] for p in parts)
-    outside = pd.concat([p["outside"] for p in parts], ignore_index=True)
+    outside = stack([p["outside"] for p in parts])
     missing = sorted(set(range(meta.world_size)) - set(ranks))
     facts = [
         Fact("scope", "scope", scope),
@@ -90,15 +91,18 @@ def graph_launched(table: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
 
 
 def _ranks_text(meta: TraceMeta) -> str:
+    """The ranks analysed, of the world size, and whether the rank numbers were recorded or assumed."""
     text = f"{', '.join(map(str, meta.ranks))} of {meta.world_size}"
     return text if meta.rank_known else text + " (not recorded; assumed)"
 
 
 def _share(parts: list[dict], key: str, total: int) -> float:
+    """The parts' ``key`` (ns) summed, as a share of ``total`` (0 when it is 0)."""
     return float(sum(p[key] for p in parts) / total) if total else 0.0
 
 
 def _steps_text(steps: pd.DataFrame) -> str:
+    """The steps analysed, from a step table: how many and which (first–last when more than two), or none."""
     if not len(steps):
         return "none (no step markers: the whole window is analysed as one)"
     numbers = sorted(steps["step"].unique())
@@ -106,5 +110,6 @@ def _steps_text(steps: pd.DataFrame) -> str:
 
 
 def _adjustments(meta: TraceMeta) -> pd.DataFrame:
+    """What the parsers dropped or clipped, one row per reason (sorted) with its number of events."""
     items = sorted(meta.adjustments.items())
     return pd.DataFrame({"reason": [r for r, _ in items], "events": [n for _, n in items]})

@@ -90,6 +90,7 @@ def cross_stage(calls: pd.DataFrame, pairs: set[tuple[int, int]]) -> np.ndarray:
 
 
 def _spans(ranks, pairs: set[tuple[int, int]]) -> bool:
+    """Do any two of these ranks form one of the stage ``pairs`` (lower rank first)?"""
     ordered = sorted(int(r) for r in ranks)
     return any((a, b) in pairs for i, a in enumerate(ordered) for b in ordered[i + 1 :])
 
@@ -173,6 +174,7 @@ def _judged(table: pd.DataFrame, computing: set[int]) -> pd.DataFrame:
 
 
 def _shares(table: pd.DataFrame) -> pd.Series:
+    """Per rank of a bubble table: its bubble summed over steps as a share of its span (NaN for an empty span)."""
     sums = table.groupby("rank")[["bubble_ns", "span_ns"]].sum()
     return sums["bubble_ns"] / sums["span_ns"].where(sums["span_ns"] > 0)
 
