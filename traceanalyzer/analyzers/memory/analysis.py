@@ -244,6 +244,11 @@ def _pools(mem: pd.DataFrame) -> np.ndarray:
     return np.flatnonzero(first) if len(mem) else np.zeros(0, dtype=np.int64)
 
 
+def _bounds(pools: np.ndarray, rows: int) -> list[tuple[int, int]]:
+    """Each pool's rows, [first, end) (``pools``: the first row of each)."""
+    return list(zip(pools.tolist(), np.r_[pools[1:], rows][: len(pools)].tolist(), strict=True))
+
+
 def _spread(per_pool: np.ndarray, pools: np.ndarray, rows: int) -> np.ndarray:
     """Each pool's value on each of its rows (``pools``: the first row of each)."""
     return np.repeat(per_pool, np.diff(np.r_[pools, rows]))
@@ -271,9 +276,9 @@ def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
 def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
     """Per pool (sorted): the memory event at which allocation first reaches its peak; its op, or in a pool whose
     events name no op, the op running then."""
-    g = mem.groupby(GROUP, sort=True)
-    at = mem.loc[g["allocated"].idxmax()].reset_index(drop=True)
-    unlinked = (g["op"].max() == NO_ROW).to_numpy()
+    level, pools = mem["allocated"].to_numpy(), _pools(mem)
+    at = mem.iloc[[lo + int(np.argmax(level[lo:hi])) for lo, hi in _bounds(pools, len(mem))]].reset_index(drop=True)
+    unlinked = np.maximum.reduceat(mem["op"].to_numpy(), pools) == NO_ROW
     if unlinked.any():
         pairs = zip(at["rank"][unlinked], at["ts"][unlinked], strict=True)
         at.loc[unlinked, "op"] = [_running_op(trace.events, rank, ts) for rank, ts in pairs]
@@ -283,7 +288,7 @@ def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
 def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
     """Per pool: peak allocated (first time reached) with its op, path, module and stack (``where``: the
     ``where_many`` of its op, by row); peak reserved (capacity: ``_with_capacity``)."""
-    g = mem.groupby(GROUP, sort=True)
+    pools, allocated, reserved = _pools(mem), mem["allocated"].to_numpy(), mem["reserved"].to_numpy()
     ctx = where.reindex(at["op"].to_numpy())
     peaks = pd.DataFrame(
         {
@@ -300,15 +305,15 @@ def _peaks(trace, mem: pd.DataFrame, at: pd.DataFrame, where: pd.DataFrame) -> p
             "stack": ctx["stack"].to_numpy(),
             "alloc_bytes_at_peak": at["bytes"].to_numpy(),
             "reserved_at_peak_bytes": at["reserved"].to_numpy(),
-            "peak_reserved_bytes": g["reserved"].max().to_numpy(),
-            "start_allocated_bytes": (g["allocated"].first() - g["bytes"].first()).to_numpy(),
-            "baseline_known": g["baseline_known"].all().to_numpy(),
-            "events": g.size().to_numpy(),
+            "peak_reserved_bytes": np.fmax.reduceat(reserved, pools),
+            "start_allocated_bytes": allocated[pools] - mem["bytes"].to_numpy()[pools],
+            "baseline_known": np.logical_and.reduceat(mem["baseline_known"].to_numpy(), pools),
+            "events": np.diff(np.r_[pools, len(mem)]),
         }
     )
     unused = peaks["reserved_at_peak_bytes"] - peaks["peak_allocated_bytes"]
     peaks["unused_reserved_at_peak_bytes"] = unused.where(unused >= 0)
-    peaks["max_unused_reserved_bytes"] = _unused(mem).groupby([mem[c] for c in GROUP]).max().to_numpy()
+    peaks["max_unused_reserved_bytes"] = np.fmax.reduceat(_unused(mem).to_numpy(), pools)
     return peaks
 
 
@@ -408,9 +413,8 @@ def _timeline(mem: pd.DataFrame) -> pd.DataFrame:
     cols = ["ts", "rank", "device", "allocated", "reserved"]
     if not len(mem):
         return pd.DataFrame(columns=cols)
-    level, pools = mem["allocated"].to_numpy(), _pools(mem)
-    bounds = zip(pools.tolist(), np.r_[pools[1:], len(mem)].tolist(), strict=True)
-    keep = np.concatenate([lo + _decimated(level[lo:hi]) for lo, hi in bounds])
+    level = mem["allocated"].to_numpy()
+    keep = np.concatenate([lo + _decimated(level[lo:hi]) for lo, hi in _bounds(_pools(mem), len(mem))])
     return mem[cols].iloc[keep].reset_index(drop=True)
 
 
