@@ -256,21 +256,23 @@ def _spread(per_pool: np.ndarray, pools: np.ndarray, rows: int) -> np.ndarray:
 
 def _blocks(mem: pd.DataFrame) -> pd.DataFrame:
     """Every allocation with an address, paired with the next free of the same address in the same pool."""
-    sub = mem.loc[mem["addr"] != NO_ROW, GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]]
-    order = np.lexsort(tuple(sub[c].to_numpy() for c in ("pos", "addr", "device", "rank")))
-    s = sub.iloc[order].reset_index(drop=True)
-    same_next = np.zeros(len(s), dtype=bool)  # the next event is of the same block (pool and address)
-    same_next[:-1] = np.logical_and.reduce([s[c].to_numpy()[1:] == s[c].to_numpy()[:-1] for c in GROUP + ["addr"]])
-    size = s["bytes"].to_numpy()
+    pools = _pools(mem)
+    pool = _spread(np.arange(len(pools)), pools, len(mem))
+    rows = np.flatnonzero((mem["addr"] != NO_ROW).to_numpy())
+    order = rows[np.lexsort((mem["addr"].to_numpy()[rows], pool[rows]))]  # by pool and address, each in time order
+    addr, size, pos, ts = (mem[c].to_numpy()[order] for c in ("addr", "bytes", "pos", "ts"))
+    same_next = np.zeros(len(order), dtype=bool)  # the next event is of the same block (pool and address)
+    same_next[:-1] = (pool[order][1:] == pool[order][:-1]) & (addr[1:] == addr[:-1])
     is_alloc = size > 0
-    freed = is_alloc & same_next & np.r_[size[1:] < 0, False]
-    nxt = np.minimum(np.arange(len(s)) + 1, max(len(s) - 1, 0))
-    out = s.loc[is_alloc, GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]].rename(
-        columns={"ts": "alloc_ts", "pos": "alloc_pos"}
-    )
-    out["free_ts"] = np.where(freed, s["ts"].to_numpy()[nxt], NO_ROW)[is_alloc]
-    out["free_pos"] = np.where(freed, s["pos"].to_numpy()[nxt], NO_ROW)[is_alloc]
-    return out.sort_values("alloc_pos").reset_index(drop=True)
+    freed = (is_alloc & same_next & np.r_[size[1:] < 0, False])[is_alloc]
+    nxt = np.minimum(np.arange(len(order)) + 1, max(len(order) - 1, 0))[is_alloc]
+    allocs = order[is_alloc]
+    back = np.argsort(allocs, kind="stable")  # the allocations in time order
+    out = mem[GROUP + ["addr", "bytes", "ts", "op", "step", "pos"]].iloc[allocs[back]]
+    out = out.rename(columns={"ts": "alloc_ts", "pos": "alloc_pos"}).reset_index(drop=True)
+    out["free_ts"] = np.where(freed, ts[nxt], NO_ROW)[back]
+    out["free_pos"] = np.where(freed, pos[nxt], NO_ROW)[back]
+    return out
 
 
 def _at_peaks(trace, mem: pd.DataFrame) -> pd.DataFrame:
