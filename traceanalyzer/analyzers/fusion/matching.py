@@ -178,12 +178,14 @@ def locations(trace: TraceData, rows: np.ndarray) -> dict[str, np.ndarray]:
     return {**opstream.locations(trace, rows), "first_op": _names(trace.events, rows)}
 
 
-def place_of(table: pd.DataFrame) -> np.ndarray:
+def place_of(table: pd.DataFrame | dict[str, np.ndarray]) -> np.ndarray:
     """Per row of a table with ``LOCATION_COLUMNS``, its place: annotation | module | stack (those known), else its
-    first op."""
-    parts = zip(*(np.asarray(table[c], dtype=object).tolist() for c in ("annotation", "module", "stack")), strict=True)
+    first op (made once per distinct location)."""
+    cols = [np.asarray(table[c], dtype=object) for c in ("annotation", "module", "stack", "first_op")]
+    codes, first = opstream.combinations(*cols)
+    parts = zip(*(c[first].tolist() for c in cols[:3]), strict=True)
     place = np.array([" | ".join(x for x in p if x) for p in parts], dtype=object)
-    return np.where(place != "", place, np.asarray(table["first_op"], dtype=object))
+    return np.where(place != "", place, cols[3][first])[codes]
 
 
 def regions(trace: TraceData, entries: opstream.Entries) -> np.ndarray:

@@ -237,13 +237,13 @@ def _lane_labels(label: Callable[..., str], *parts: np.ndarray) -> np.ndarray:
 
 
 def combinations(*parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A code per distinct combination of the parts' values at each position, and one position holding each."""
-    key = np.zeros(len(parts[0]), dtype=np.int64)
+    """A code per distinct combination of the parts' values at each position (numbered in order of first
+    appearance), and one position holding each."""
+    codes = np.zeros(len(parts[0]), dtype=np.int64)
     for part in parts:
-        codes, distinct = pd.factorize(part)
-        key = key * len(distinct) + codes
-    codes, distinct = pd.factorize(key)
-    first = np.empty(len(distinct), dtype=np.int64)
+        values, distinct = pd.factorize(part)
+        codes, _ = pd.factorize(codes * len(distinct) + values)  # renumbered each time: keys stay below n²
+    first = np.empty(int(codes.max(initial=-1)) + 1, dtype=np.int64)
     first[codes] = np.arange(len(codes))
     return codes, first
 

@@ -20,7 +20,7 @@ from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.fusion import discovery
 from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, measured, rank_steps, whole
 from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
-from traceanalyzer.analyzers.fusion.part import Part, aggregate, summarize
+from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, summarize
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.steps import job_step_table, job_step_time, step_time
 from traceanalyzer.findings import Claims, Finding, StepTime
@@ -86,17 +86,19 @@ def combine(parts: list[Part], meta: TraceMeta, steps: int) -> Combined:
     groups = groups.take(_order(groups, "first"))
     variants = _Variants(groups, places, removed)
     table = _rows(variants, groups, removed, price)
-    table["where"] = [_where(places, variants.of(variants.place, v), f > 0) for v, f in enumerate(variants.forward)]
+    spots = {c: places[c].to_numpy() for c in PLACE_COLUMNS}
+    table["where"] = [_where(spots, variants.of(variants.place, v), f > 0) for v, f in enumerate(variants.forward)]
     table = pd.DataFrame(table, columns=OPPORTUNITY_COLUMNS)
     claims = [_claims(groups, variants.of(variants.group, v)) for v in range(len(variants))]
     order = table.sort_values("saving_ns_per_step", ascending=False, kind="stable").index.to_numpy()
     return Combined(table.iloc[order].reset_index(drop=True), [claims[i] for i in order.tolist()])
 
 
-def _order(table: pd.DataFrame, prefix: str) -> np.ndarray:
-    """Positions of the rows by rank, then ``{prefix}_ts``, then ``{prefix}_seq`` (stable)."""
+def _order(table: pd.DataFrame | dict[str, np.ndarray], prefix: str) -> np.ndarray:
+    """Positions of the rows (of a table, or of columns) by rank, then ``{prefix}_ts``, then ``{prefix}_seq``
+    (stable)."""
     cols = (table[f"{prefix}_seq"], table[f"{prefix}_ts"], table["rank"])
-    return np.lexsort(tuple(c.to_numpy(dtype=np.int64) for c in cols))
+    return np.lexsort(tuple(np.asarray(c, dtype=np.int64) for c in cols))
 
 
 class _Variants:
@@ -193,17 +195,16 @@ PRICED = ["current_ns", "kept_ns", "saving_ns", "intermediate_bytes", "traffic_n
 """The sums a variant's row shows per step as integers."""
 
 
-def _where(places: pd.DataFrame, rows: np.ndarray, forward: bool, most: int = 6) -> str:
-    """The distinct source locations of a variant's occurrences (``rows`` of ``places``; its forward ones, if any),
-    most frequent first (of as many, the first to appear first), with counts."""
-    places = places.iloc[rows]
+def _where(places: dict[str, np.ndarray], rows: np.ndarray, forward: bool, most: int = 6) -> str:
+    """The distinct source locations of a variant's occurrences (``rows`` of the ``places`` columns; its forward
+    ones, if any), most frequent first (of as many, the first to appear first), with counts."""
     if forward:
-        places = places[places["forward"].to_numpy() > 0]
-    places = places.take(_order(places, "forward" if forward else "first"))
-    place, first = combinations(places["place"].to_numpy(dtype=object))
-    counts = sums(place, places["forward" if forward else "occurrences"].to_numpy(dtype=np.int64), len(first))
+        rows = rows[places["forward"][rows] > 0]
+    rows = rows[_order({c: v[rows] for c, v in places.items()}, "forward" if forward else "first")]
+    place, first = combinations(np.asarray(places["place"][rows], dtype=object))
+    counts = sums(place, places["forward" if forward else "occurrences"][rows].astype(np.int64), len(first))
     shown = np.argsort(-counts, kind="stable")
-    names = places["place"].to_numpy(dtype=object)[first]
+    names = np.asarray(places["place"][rows], dtype=object)[first]
     text = [f"{names[i]} ×{counts[i]}" for i in shown[:most].tolist()]
     return "; ".join(text) + (f"; … {len(counts) - most} more" if len(counts) > most else "")
 
