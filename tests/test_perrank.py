@@ -128,3 +128,12 @@ def test_ranks_on_different_devices_say_whose_device_facts_are_used():
     for meta in (ta.load(files).meta, perrank.load_job(files).meta):
         (warning,) = [w for w in meta.warnings if "different devices" in w]
         assert "rank 0: NVIDIA H200; rank 3: Tesla V100-SXM2-32GB" in warning and "rank 0's device's" in warning
+
+
+def test_a_ranks_side_tables_come_back_reduced_to_what_is_read():
+    """Ascend npu_module_mem samples ride in a rank's meta: only each module's peak and last sample come back."""
+    job, joined = job_pair("ascend_pp2_4rank")
+    sent = job.ranks[0].meta.extra["module_memory"]
+    raw = ta.load(job.ranks[0].meta.paths[0]).meta.extra["module_memory"]
+    assert len(sent) <= 2 * raw.groupby(["device", "component"]).ngroups < len(raw) / 10
+    assert_same_data(job.report()["sections"]["memory"], joined.report()["sections"]["memory"])

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 
 from traceanalyzer import analyzers, loading
+from traceanalyzer.analyzers.memory import compact_module_memory
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData, RankSummary
@@ -70,4 +71,5 @@ def summarize_rank(
     trace = TraceData(events, memory, meta)
     view = trace.scoped(step=step, check=False)
     parts = analyzers.summarize(view, options)
+    compact_module_memory(meta.extra)  # the meta goes back too: its side tables reduced to what is read
     return RankSummary(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

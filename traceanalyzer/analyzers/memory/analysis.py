@@ -202,6 +202,18 @@ def _notes(parts: list[MemoryPart]) -> list[str]:
     return notes + ([] if any(p.addressed for p in parts) else [NO_ADDRESSES_NOTE])
 
 
+def compact_module_memory(extra: dict) -> None:
+    """Keep of a rank's npu_module_mem samples (``extra[MODULE_MEMORY]``) only what ``module_memory`` reads: per
+    device and module its largest sample and its last, in their order; so a rank's summary carries a few rows, not
+    every sample."""
+    samples = extra.get(MODULE_MEMORY)
+    if not isinstance(samples, pd.DataFrame) or not len(samples):
+        return
+    g = samples.sort_values("ts", kind="stable").groupby(["device", "component"], sort=False)["reserved_bytes"]
+    keep = np.union1d(g.idxmax().to_numpy(), g.tail(1).index.to_numpy())
+    extra[MODULE_MEMORY] = samples.loc[samples.index.isin(keep)].reset_index(drop=True)
+
+
 def module_memory(meta: TraceMeta) -> pd.DataFrame:
     """Per rank, device and CANN module: peak and last reserved bytes (modules that never reserve anything left out),
     from the ranks' facts."""
