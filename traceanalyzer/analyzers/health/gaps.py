@@ -11,12 +11,13 @@ from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import accelerator, describe, host_activity, kind_rows, rank_busy
-from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.steps import BUSY, step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 

@@ -9,10 +9,11 @@ from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, linked, locate, rank_busy
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
-from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import LAUNCH_CALLS
 

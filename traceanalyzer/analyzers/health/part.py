@@ -61,12 +61,3 @@ class Context:
     meta: TraceMeta
     step: StepTime
     steps: int
-
-
-def stack(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Tables of the same columns one after another (empty ones left out, so no column changes its type); of empty
-    tables alone, the one with the most typed columns (a rank that had rows to type it, as the joined table)."""
-    full = [t for t in tables if len(t)]
-    if not full:
-        return max(tables, key=lambda t: int((t.dtypes != "object").sum()))
-    return pd.concat(full, ignore_index=True) if len(full) > 1 else full[0]

@@ -8,11 +8,12 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits
-from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import Kind, TraceMeta, category_text, codes_at
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
     DTYPES,

@@ -16,11 +16,12 @@ import pandas as pd
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import kind_rows
-from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind, category_text, positions
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import COMPILE_CALL
 

@@ -22,10 +22,11 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
 from traceanalyzer.analyzers.health.launch import place_text
-from traceanalyzer.analyzers.health.part import Context, Part, stack
+from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import HOST_KINDS, Kind
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS
 

@@ -27,6 +27,7 @@ from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, category_text, codes_at
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import dtype_key
 
@@ -173,25 +174,19 @@ def _part(trace: TraceData, mem: pd.DataFrame, blocks: pd.DataFrame) -> MemoryPa
 def combine(parts: list[MemoryPart], meta: TraceMeta) -> MemorySummary:
     """The combining stage: the parts' pools one after another (in the parts' order), per-op statistics added up
     and ranked, capacities from ``meta``, leak fits, notes and CANN module memory."""
-    peaks = _with_capacity(_stacked([p.peaks for p in parts]), meta)
-    step_memory = _stacked([p.step_memory for p in parts])
+    peaks = _with_capacity(stack([p.peaks for p in parts]), meta)
+    step_memory = stack([p.step_memory for p in parts])
     return MemorySummary(
         peaks=peaks,
-        live_at_peak=_stacked([p.live_at_peak for p in parts]).astype(dict.fromkeys(CONTEXT_COLUMNS, "str")),
-        per_op=_per_op(_stacked([p.op_sums for p in parts])),
+        live_at_peak=stack([p.live_at_peak for p in parts]).astype(dict.fromkeys(CONTEXT_COLUMNS, "str")),
+        per_op=_per_op(stack([p.op_sums for p in parts])),
         step_memory=step_memory,
         leak=_leak(step_memory, peaks),
-        unfreed=_ranked_unfreed(_stacked([p.unfreed for p in parts])),
+        unfreed=_ranked_unfreed(stack([p.unfreed for p in parts])),
         notes=_notes(parts),
         modules=module_memory(meta),
         training=any(p.training for p in parts),
     )
-
-
-def _stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Tables one after another (empty ones left out, so they change no column's type)."""
-    found = [t for t in tables if len(t)]
-    return pd.concat(found, ignore_index=True) if found else tables[0]
 
 
 def _notes(parts: list[MemoryPart]) -> list[str]:
