@@ -113,6 +113,7 @@ def device_work(trace) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _device_work(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """``device_work`` of an event table (each distinct kernel name searched once)."""
     rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
     bound = np.zeros(len(ev), dtype=bool)
     bound[rows] = per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)
@@ -291,9 +292,9 @@ def _work_tokens(ev: pd.DataFrame, work: np.ndarray, at: np.ndarray, n: int) -> 
     fused = np.bincount(at, weights=per_text(ev["name"], work, finds(FUSED_KERNEL), bool), minlength=n)
     out = np.where((tasks > 0) & (fused == tasks), FUSED_TOKEN, "").astype(object)
     only_copies = np.flatnonzero((tasks > 0) & (copies == tasks))
-    entries, first = np.unique(at, return_index=True)
-    first_of = np.full(n, NO_ROW, dtype=np.int64)
-    first_of[entries] = work[first]
+    first = np.full(n, len(work), dtype=np.int64)
+    np.minimum.at(first, at, np.arange(len(at)))
+    first_of = np.append(work, NO_ROW)[first]  # each entry's first task (NO_ROW for none)
     out[only_copies] = per_text(ev["name"], first_of[only_copies], copy_token)
     return out
 
