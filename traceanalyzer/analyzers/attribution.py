@@ -20,8 +20,19 @@ HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.val
 
 def steps_count(trace: TraceData) -> int:
     """Number of distinct steps (1 when the trace has no step markers)."""
-    table = step_table(trace)
+    return steps_in(step_table(trace))
+
+
+def steps_in(table: pd.DataFrame) -> int:
+    """Number of distinct steps of a step table (1 when it has none)."""
     return max(int(table["step"].nunique()), 1) if len(table) else 1
+
+
+def computing_ranks(trace: TraceData) -> set[int]:
+    """The ranks of a trace whose compute (kernels) is recorded (a rank loaded from its communication alone has
+    none)."""
+    events = trace.events
+    return {int(r) for r in events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()}
 
 
 def in_steps(trace: TraceData, rows: pd.DataFrame) -> pd.DataFrame:

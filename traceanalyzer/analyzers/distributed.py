@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import collective_calls, pipeline, steps
+from traceanalyzer.analyzers import attribution, collective_calls, pipeline, steps
 from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_spans, step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
@@ -207,7 +207,7 @@ def _view_of_trace(trace: TraceData) -> _JobView:
         job_late=lambda: _job_late(base),
         link_gbps=collective_calls.link_gbps(trace.meta),
         several_ranks=base.events["rank"].nunique() > 1,
-        computing=pipeline.computing_ranks(trace),
+        computing=attribution.computing_ranks(trace),
         step_time=lambda rank: step_time(trace, rank),
         job_step_time=lambda rank: step_time(base, rank),
     )
@@ -246,7 +246,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
         "activity": collective_calls.rank_activity(base.events, calls),
         "events": len(base.events) > 0,
         "tasks": bool((kinds == Kind.COMM_TASK.value).any()),
-        "computing": bool(pipeline.computing_ranks(trace)),
+        "computing": bool(attribution.computing_ranks(trace)),
     }
 
 

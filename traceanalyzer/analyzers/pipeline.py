@@ -22,9 +22,10 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.analyzers import attribution
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData
 
 P2P = frozenset({"send", "recv"})
@@ -125,7 +126,7 @@ def bubble(calls: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
 
 def finding(trace: TraceData, table: pd.DataFrame, calls: pd.DataFrame) -> Finding | None:
     """The pipeline bubble of the rank that idles most in it, with the schedule advice (of a trace)."""
-    return finding_of(table, calls, computing_ranks(trace), lambda rank: step_time(trace, rank))
+    return finding_of(table, calls, attribution.computing_ranks(trace), lambda rank: step_time(trace, rank))
 
 
 def finding_of(
@@ -159,12 +160,6 @@ def finding_of(
         saving_ns=int(total[rank]), basis=Basis.MEASURED, where={"rank": rank}, evidence=evidence,
         model="an upper bound: the stage's wait in send/recv beyond the transfer (a better schedule shrinks it)",
     )  # fmt: skip
-
-
-def computing_ranks(trace: TraceData) -> set[int]:
-    """The ranks of a trace whose compute (kernels) is recorded."""
-    events = trace.events
-    return {int(r) for r in events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()}
 
 
 def _judged(table: pd.DataFrame, computing: set[int]) -> pd.DataFrame:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from traceanalyzer.analyzers import steps
-from traceanalyzer.analyzers.attribution import steps_count
+from traceanalyzer.analyzers.attribution import steps_count, steps_in
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     LARGE_GAP_NS,
@@ -79,8 +79,7 @@ def _context(trace: TraceData) -> Context:
 
 def _job_context(job: JobData) -> Context:
     """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
-    table = steps.job_step_table(job)
-    return Context(job.meta, steps.job_step_time(job), max(int(table["step"].nunique()), 1) if len(table) else 1)
+    return Context(job.meta, steps.job_step_time(job), steps_in(steps.job_step_table(job)))
 
 
 def findings(trace: TraceData) -> list[Finding]:

@@ -16,7 +16,7 @@ from traceanalyzer.analyzers.steps import BUSY, step_spans
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
@@ -160,12 +160,6 @@ def _idle_in_spans(trace: TraceData) -> Claims:
         span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
         out[int(rank)] = intervals.subtract(span, busy.get(int(rank), intervals.EMPTY))
     return out
-
-
-def computing_ranks(trace: TraceData) -> list[int]:
-    """The ranks that ran compute kernels."""
-    events = trace.events
-    return [int(r) for r in events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()]
 
 
 def gap_findings(health: Part, context: Context, after_sync: pd.Series) -> list[Finding]:

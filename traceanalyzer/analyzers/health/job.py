@@ -8,9 +8,9 @@ from __future__ import annotations
 import pandas as pd
 
 from traceanalyzer import intervals
+from traceanalyzer.analyzers import attribution
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
-    computing_ranks,
     device_busy,
     idle_claims,
     idle_gaps,
@@ -35,7 +35,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         gaps=idle_gaps(trace, top=max(GAPS_KEPT, options.top)),
         idle={rank: intervals.pack(*idle) for rank, idle in idle_claims(trace).items()},
         idle_ns={rank: intervals.length(idle) for rank, idle in idle_claims(trace).items()},
-        computing=computing_ranks(trace),
+        computing=sorted(attribution.computing_ranks(trace)),
         syncs=sync_places(trace),
         copies=dtoh_copies(trace),
         launches=launch_bound(trace),
