@@ -101,9 +101,9 @@ def discover(runs: Runs) -> list[Chain]:
     codes, dur = runs.cols["token"], runs.cols["device_ns"]
     run = runs.cols["run"].copy()
     min_count = max(2, runs.steps)
-    found = []
+    found, windows = [], _windows(codes, run, dur)
     for _ in range(MAX_DISCOVERED):
-        best = _best_chain(codes, run, dur, min_count)
+        best = _best_chain(windows, run, min_count)
         if best is None:
             break
         length, picks = best
@@ -117,24 +117,35 @@ def discover(runs: Runs) -> list[Chain]:
     return found
 
 
-def _best_chain(codes: np.ndarray, run: np.ndarray, dur: np.ndarray, min_count: int):
-    """The chain (length, non-overlapping starts) worth most: summed time × (1 - 1/length) over its repeats."""
+def _windows(codes: np.ndarray, run: np.ndarray, dur: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Per chain length: the number of each window of that many consecutive entries of one run (in lexicographic
+    order of their codes; -1 for a window across runs) and each window's summed time."""
+    out = {}
+    for length in range(2, min(MAX_CHAIN, len(codes)) + 1):
+        runs = np.lib.stride_tricks.sliding_window_view(run, length)
+        valid = np.flatnonzero((runs[:, 0] >= 0) & (runs == runs[:, :1]).all(axis=1))
+        number = np.full(len(runs), -1, dtype=np.int64)
+        windows = np.lib.stride_tricks.sliding_window_view(codes, length)[valid]
+        number[valid] = np.unique(windows, axis=0, return_inverse=True)[1].ravel()
+        out[length] = (number, np.convolve(dur, np.ones(length, dtype=np.int64), mode="valid"))
+    return out
+
+
+def _best_chain(windows: dict[int, tuple[np.ndarray, np.ndarray]], run: np.ndarray, min_count: int):
+    """The chain (length, non-overlapping starts) worth most: summed time × (1 - 1/length) over its repeats, of the
+    ``windows`` whose entries are all still in their run (``run``: -1 where an entry is taken)."""
     best, best_score = None, 0.0
-    for length in range(2, MAX_CHAIN + 1):
-        if len(codes) < length:
-            break
-        windows = np.lib.stride_tricks.sliding_window_view(codes, length)
+    for length, (number, time) in windows.items():
         runs = np.lib.stride_tricks.sliding_window_view(run, length)
         valid = np.flatnonzero((runs[:, 0] >= 0) & (runs == runs[:, :1]).all(axis=1))
         if len(valid) < min_count:
             continue
-        keys, inverse = np.unique(windows[valid], axis=0, return_inverse=True)
-        times = np.convolve(dur, np.ones(length, dtype=np.int64), mode="valid")[valid]
-        score = np.bincount(inverse.ravel(), weights=times) * (1 - 1 / length)
-        score[np.bincount(inverse.ravel()) < min_count] = 0
+        inverse = number[valid]
+        score = np.bincount(inverse, weights=time[valid]) * (1 - 1 / length)
+        score[np.bincount(inverse) < min_count] = 0
         top = int(np.argmax(score))
         if score[top] > best_score:
-            picks = _non_overlapping(valid[inverse.ravel() == top], length)
+            picks = _non_overlapping(valid[inverse == top], length)
             if len(picks) >= min_count:
                 best, best_score = (length, picks), float(score[top])
     return best
