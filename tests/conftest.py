@@ -10,11 +10,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
 from traceanalyzer import perrank
+from traceanalyzer.options import DEFAULT, Options
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
@@ -94,6 +96,32 @@ def assert_same_data(got, want, where: str = "") -> None:
         assert got == pytest.approx(want, rel=1e-9, abs=1e-12, nan_ok=True), f"{where}: {got} != {want}"
     else:
         assert got == want, f"{where}: {got!r} != {want!r}"
+
+
+def same_section(module, job: perrank.Job, joined: ta.Trace, options: Options = DEFAULT) -> dict | None:
+    """A module's section of a job analysed rank by rank against the joined trace's (both None, or equal as plain
+    data); the joined one, as plain data."""
+    want, got = module.section(joined, options), module.job_section(job, options)
+    assert (got is None) == (want is None), module.__name__
+    if want is None:
+        return None
+    assert_same_data(got.to_dict(), want.to_dict(), module.__name__)
+    return want.to_dict()
+
+
+def same_findings(got: list, want: list) -> list:
+    """Findings equal as plain data and in the device intervals they claim, per rank; the wanted ones."""
+    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want], "findings")
+    for g, w in zip(got, want, strict=True):
+        assert list(g.claims) == list(w.claims), w.title
+        for rank, (starts, ends) in w.claims.items():
+            assert np.array_equal(g.claims[rank][0], starts) and np.array_equal(g.claims[rank][1], ends), w.title
+    return want
+
+
+def table_rows(section: dict, table_id: str) -> list[dict]:
+    """The rows of one table of a section (plain data)."""
+    return next(t["rows"] for t in section["tables"] if t["id"] == table_id)
 
 
 @pytest.fixture(scope="session")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pickle
 
-import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, same_findings, shared_path, table_rows
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import ascend
 from traceanalyzer.options import Options
@@ -20,29 +19,14 @@ AI_CPU_RANKS = [FIXTURES + ("test_rank_0",), FIXTURES + ("test_rank_1",)]
 """Two ranks of msinsight's server fixtures: rank 0 has AI_CPU tasks over 20 µs, rank 1 none."""
 
 
-def _rows(section: dict, table: str) -> list[dict]:
-    return next(t["rows"] for t in section["tables"] if t["id"] == table)
-
-
-def _same_findings(job, joined) -> list:
-    """The job's findings against the joined trace's, claims included; the joined ones."""
-    got, want = ascend.job_findings(job), ascend.findings(joined)
-    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
-    for g, w in zip(got, want, strict=True):
-        assert list(g.claims) == list(w.claims)
-        for rank, ivs in w.claims.items():
-            assert all(np.array_equal(a, b) for a, b in zip(g.claims[rank], ivs, strict=True)), rank
-    return want
-
-
 @pytest.mark.parametrize("name", list(ASCEND_JOBS))
 def test_job_section_and_findings_equal_the_joined_ones(name):
     job, joined = job_pair(name)
     want = ascend.section(joined, Options()).to_dict()
     assert_same_data(ascend.job_section(job, Options()).to_dict(), want)
-    assert {r["rank"] for r in _rows(want, "overlap")} == set(joined.meta.ranks)
-    assert _rows(want, "top_kernels") and _rows(want, "core_breakdown")
-    _same_findings(job, joined)
+    assert {r["rank"] for r in table_rows(want, "overlap")} == set(joined.meta.ranks)
+    assert table_rows(want, "top_kernels") and table_rows(want, "core_breakdown")
+    same_findings(ascend.job_findings(job), ascend.findings(joined))
 
 
 @pytest.mark.parametrize("name", list(ASCEND_JOBS))
@@ -53,19 +37,19 @@ def test_step_scoped_job_section_equals_the_joined_step(name):
     joined = whole.scoped(step=step)
     want = ascend.section(joined, Options(top=5)).to_dict()
     assert_same_data(ascend.job_section(job, Options(top=5)).to_dict(), want)
-    assert {r["step"] for r in _rows(want, "overlap")} == {step}
-    assert len(_rows(want, "top_kernels")) == 5
-    _same_findings(job, joined)
+    assert {r["step"] for r in table_rows(want, "overlap")} == {step}
+    assert len(table_rows(want, "top_kernels")) == 5
+    same_findings(ascend.job_findings(job), ascend.findings(joined))
 
 
 def test_ai_cpu_finding_of_a_two_rank_job_equals_the_joined_one():
     paths = [shared_path(*parts) for parts in AI_CPU_RANKS]
     job, joined = perrank.load_job(paths), ta.load(paths)
     assert job.meta.ranks == joined.meta.ranks == [0, 1]
-    (finding,) = _same_findings(job, joined)
+    (finding,) = same_findings(ascend.job_findings(job), ascend.findings(joined))
     assert finding.id == "ascend.ai_cpu" and list(finding.claims) == [0]
     assert_same_data(ascend.job_section(job, Options()).to_dict(), ascend.section(joined, Options()).to_dict())
-    assert _rows(ascend.section(joined, Options()).to_dict(), "ai_cpu_ops")
+    assert table_rows(ascend.section(joined, Options()).to_dict(), "ai_cpu_ops")
 
 
 def test_a_rank_part_is_small():

@@ -10,18 +10,13 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, assert_same_data, job_pair, shared_path
+from tests.conftest import JOBS, REPO, assert_same_data, job_pair, same_findings, shared_path
 from traceanalyzer import intervals, perrank
 from traceanalyzer.analyzers import collective_calls, distributed
 from traceanalyzer.options import Options
 from traceanalyzer.schema import Kind
 
 CASES = [*JOBS, "fsdp"]
-
-
-def _same_findings(got: list, want: list) -> None:
-    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
-    assert [f.claims for f in got] == [f.claims for f in want]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -36,7 +31,7 @@ def test_the_section_from_the_parts_is_the_joined_one(name):
 @pytest.mark.parametrize("name", CASES)
 def test_the_findings_from_the_parts_are_the_joined_ones(name):
     job, joined = job_pair(name)
-    _same_findings(distributed.job_findings(job), distributed.findings(joined))
+    same_findings(distributed.job_findings(job), distributed.findings(joined))
 
 
 def test_a_rank_late_from_data_loading_is_named_from_the_parts():
@@ -46,7 +41,7 @@ def test_a_rank_late_from_data_loading_is_named_from_the_parts():
     job, joined = perrank.load_job(path), ta.load(path)
     want = distributed.findings(joined)
     assert "distributed.late_rank" in {f.id for f in want}
-    _same_findings(distributed.job_findings(job), want)
+    same_findings(distributed.job_findings(job), want)
     assert_same_data(
         distributed.job_section(job, Options()).to_dict(), distributed.section(joined, Options()).to_dict()
     )
@@ -80,7 +75,7 @@ def test_a_step_of_the_job_from_the_parts_is_the_joined_step():
     assert_same_data(
         distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
     )
-    _same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+    same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
 
 
 def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
@@ -91,7 +86,7 @@ def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
     assert_same_data(
         distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
     )
-    _same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+    same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
 
 
 def test_a_late_rank_is_explained_from_its_part_as_from_its_events():

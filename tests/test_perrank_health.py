@@ -4,48 +4,33 @@ from __future__ import annotations
 
 import pickle
 
-import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, assert_same_data, job_pair, load_shared, shared_path
+from tests.conftest import (
+    JOBS,
+    REPO,
+    assert_same_data,
+    job_pair,
+    load_shared,
+    same_findings,
+    same_section,
+    shared_path,
+    table_rows,
+)
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import health
 from traceanalyzer.options import Options
 from traceanalyzer.tracedata import TraceData
 
 
-def _rows(section: dict, table: str) -> list[dict]:
-    return next(t["rows"] for t in section["tables"] if t["id"] == table)
-
-
-def _same_section(job, joined, options: Options) -> dict:
-    """The job's health section against the joined trace's; the joined one, as plain data."""
-    want = health.section(joined, options)
-    assert want is not None
-    want = want.to_dict()
-    assert_same_data(health.job_section(job, options).to_dict(), want)
-    return want
-
-
-def _same_findings(job, joined) -> list:
-    """The job's health findings against the joined trace's, claims included; the joined ones."""
-    got, want = health.job_findings(job), health.findings(joined)
-    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
-    for g, w in zip(got, want, strict=True):
-        assert list(g.claims) == list(w.claims), w.title
-        for rank, ivs in w.claims.items():
-            assert all(np.array_equal(a, b) for a, b in zip(g.claims[rank], ivs, strict=True)), (w.title, rank)
-    return want
-
-
 @pytest.mark.parametrize("name", [*JOBS, "fsdp"])
 def test_job_section_and_findings_equal_the_joined_ones(name):
     job, joined = job_pair(name)
-    want = _same_section(job, joined, Options())
-    assert {r["rank"] for r in _rows(want, "device_busy")} <= set(joined.meta.ranks)
-    assert _rows(want, "largest_gaps")
-    found = _same_findings(job, joined)
+    want = same_section(health, job, joined, Options())
+    assert {r["rank"] for r in table_rows(want, "device_busy")} <= set(joined.meta.ranks)
+    assert table_rows(want, "largest_gaps")
+    found = same_findings(health.job_findings(job), health.findings(joined))
     assert any(f.id == "health.idle" and f.claims for f in found)
 
 
@@ -53,8 +38,8 @@ def test_job_section_and_findings_equal_the_joined_ones(name):
 def test_tables_cut_after_merging_the_ranks(name):
     """A short table keeps the job's largest rows, whichever ranks they come from (not each rank's first rows)."""
     job, joined = job_pair(name)
-    want = _same_section(job, joined, Options(top=2))
-    gaps = _rows(want, "largest_gaps")
+    want = same_section(health, job, joined, Options(top=2))
+    gaps = table_rows(want, "largest_gaps")
     assert len(gaps) == 2 and gaps[0]["dur_ns"] >= gaps[1]["dur_ns"]
 
 
@@ -64,10 +49,10 @@ def test_step_scoped_job_equals_the_joined_step():
     step = steps[len(steps) // 2]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
     joined = whole.scoped(step=step)
-    want = _same_section(job, joined, Options(top=5))
-    assert {r["rank"] for r in _rows(want, "device_busy")} == set(joined.meta.ranks)
+    want = same_section(health, job, joined, Options(top=5))
+    assert {r["rank"] for r in table_rows(want, "device_busy")} == set(joined.meta.ranks)
     assert next(t for t in want["tables"] if t["id"] == "dynamic_shapes")["note"].startswith("no verdict")
-    found = _same_findings(job, joined)
+    found = same_findings(health.job_findings(job), health.findings(joined))
     assert found and all(f.steps == len(joined.meta.ranks) for f in found)
 
 
@@ -76,13 +61,15 @@ def test_a_step_that_one_rank_lacks():
     step only the second has, where the first rank's part is empty."""
     paths = [shared_path("h200", "sync_stalls"), REPO / "sample_traces" / "dynamic_shapes"]
     whole = ta.load(paths)
-    _same_section(perrank.load_job(paths), whole, Options())
-    assert {f.id for f in _same_findings(perrank.load_job(paths), whole)} >= {"health.sync", "health.dynamic_shapes"}
+    job = perrank.load_job(paths)
+    same_section(health, job, whole, Options())
+    found = same_findings(health.job_findings(job), health.findings(whole))
+    assert {f.id for f in found} >= {"health.sync", "health.dynamic_shapes"}
     for step in (2, 9):
         job, joined = perrank.load_job(paths, step=step), whole.scoped(step=step)
-        want = _same_section(job, joined, Options())
-        assert {r["rank"] for r in _rows(want, "device_busy")} == ({0, 1} if step == 2 else {1})
-        _same_findings(job, joined)
+        want = same_section(health, job, joined, Options())
+        assert {r["rank"] for r in table_rows(want, "device_busy")} == ({0, 1} if step == 2 else {1})
+        same_findings(health.job_findings(job), health.findings(joined))
 
 
 def test_a_rank_without_step_markers():
@@ -90,10 +77,10 @@ def test_a_rank_without_step_markers():
     and GEMMs are outside every step of the job, as on the joined trace; its device busy counts."""
     paths = [shared_path("h200", "sync_stalls"), shared_path("public", "torch", "param", "linear_kineto.json.gz")]
     job, joined = perrank.load_job(paths), ta.load(paths)
-    want = _same_section(job, joined, Options())
-    assert {r["rank"] for r in _rows(want, "device_busy")} == {0, 1}
-    assert {r["rank"] for r in _rows(want, "sync_places")} == {0}
-    _same_findings(job, joined)
+    want = same_section(health, job, joined, Options())
+    assert {r["rank"] for r in table_rows(want, "device_busy")} == {0, 1}
+    assert {r["rank"] for r in table_rows(want, "sync_places")} == {0}
+    same_findings(health.job_findings(job), health.findings(joined))
 
 
 def test_a_rank_part_is_small():
@@ -107,10 +94,10 @@ def test_a_rank_part_is_small():
 def test_copies_of_every_rank_count_in_the_sync_finding():
     """dlrm's 8 ranks each copy to pageable memory: the finding's evidence counts them all, as its advice does."""
     job, joined = job_pair("dlrm_8rank")
-    copies = _rows(_same_section(job, joined, Options()), "dtoh_copies")
+    copies = table_rows(same_section(health, job, joined, Options()), "dtoh_copies")
     assert len({r["rank"] for r in copies}) == 8
     assert [r["total_ns"] for r in copies] == sorted((r["total_ns"] for r in copies), reverse=True)
-    (sync,) = [f for f in _same_findings(job, joined) if f.id == "health.sync"]
+    (sync,) = [f for f in same_findings(health.job_findings(job), health.findings(joined)) if f.id == "health.sync"]
     pageable = sum(r["count"] for r in copies if r["pageable"])
     assert sum(sync.evidence["dtoh_copies"].values()) == sum(r["count"] for r in copies)
     assert f"{pageable} device-to-host copies go to pageable memory" in sync.advice

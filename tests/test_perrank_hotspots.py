@@ -8,7 +8,7 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from tests.conftest import JOBS, job_pair, load_shared, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import gemm, hotspots
 from traceanalyzer.options import Options
@@ -20,47 +20,30 @@ PART_BUDGET = 0.01
 """A rank's hotspots part is at most this share of the memory of its event table."""
 
 
-def _assert_same_sections(job, joined, options: Options) -> None:
-    """The hotspots and gemm sections of the job equal the joined trace's."""
-    for module in (hotspots, gemm):
-        want, got = module.section(joined, options), module.job_section(job, options)
-        assert (got is None) == (want is None), module.__name__
-        if want is not None:
-            assert_same_data(got.to_dict(), want.to_dict(), module.__name__)
-
-
-def _assert_same_findings(job, joined) -> None:
-    """The hotspot findings of the job equal the joined trace's, plain data and claimed intervals."""
-    found, expected = hotspots.job_findings(job), hotspots.findings(joined)
-    assert expected, "the joined trace has hotspot findings"
-    assert_same_data([f.to_dict() for f in found], [f.to_dict() for f in expected], "findings")
-    for got, want in zip(found, expected, strict=True):
-        assert list(got.claims) == list(want.claims), want.title
-        for rank, (starts, ends) in want.claims.items():
-            assert np.array_equal(got.claims[rank][0], starts) and np.array_equal(got.claims[rank][1], ends)
-
-
 @pytest.mark.parametrize("name", NAMES)
 def test_job_hotspot_and_gemm_sections_equal_joined(name):
     job, joined = job_pair(name)
     assert len(hotspots.section(joined, Options()).table("kernel").frame) > 0
     assert (gemm.section(joined, Options()) is not None) == (name in WITH_GEMMS)
-    _assert_same_sections(job, joined, Options())
+    same_section(hotspots, job, joined, Options())
+    same_section(gemm, job, joined, Options())
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_job_truncated_and_kind_filtered_tables_equal_joined(name):
     """A small ``top`` cuts the merged tables as it cuts the joined ones; ``kind`` ranks only kernels of that kind."""
     job, joined = job_pair(name)
-    _assert_same_sections(job, joined, Options(top=3))
+    same_section(hotspots, job, joined, Options(top=3))
+    same_section(gemm, job, joined, Options(top=3))
     kind = str(joined.events.loc[joined.events["kind"].isin(hotspots.DEVICE), "kind"].iloc[-1])
-    _assert_same_sections(job, joined, Options(top=4, kind=kind))
+    same_section(hotspots, job, joined, Options(top=4, kind=kind))
+    same_section(gemm, job, joined, Options(top=4, kind=kind))
 
 
 @pytest.mark.parametrize("name", NAMES)
 def test_job_hotspot_findings_equal_joined(name):
     job, joined = job_pair(name)
-    _assert_same_findings(job, joined)
+    assert same_findings(hotspots.job_findings(job), hotspots.findings(joined)), "the joined trace has hotspot findings"
 
 
 def test_step_scoped_job_hotspots_equal_joined_step():
@@ -68,8 +51,9 @@ def test_step_scoped_job_hotspots_equal_joined_step():
     step = joined.steps_recorded()[1]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
     view = joined.scoped(step=step)
-    _assert_same_sections(job, view, Options())
-    _assert_same_findings(job, view)
+    same_section(hotspots, job, view, Options())
+    same_section(gemm, job, view, Options())
+    assert same_findings(hotspots.job_findings(job), hotspots.findings(view)), "the joined trace has hotspot findings"
 
 
 def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():

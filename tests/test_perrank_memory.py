@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from tests.conftest import JOBS, assert_same_data, job_pair, shared_path
+from tests.conftest import JOBS, job_pair, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import memory
 from traceanalyzer.options import Options
@@ -17,27 +17,19 @@ PART_BUDGET = 0.02
 """A rank's memory part is at most this share of the memory of its event table."""
 
 
-def _assert_same(job, joined, options: Options) -> None:
-    """Section and findings (plain data and claims) of the job equal the joined trace's."""
-    want = memory.section(joined, options)
-    assert want is not None
-    assert_same_data(memory.job_section(job, options).to_dict(), want.to_dict(), "memory")
-    found, expected = memory.job_findings(job), memory.findings(joined)
-    assert_same_data([f.to_dict() for f in found], [f.to_dict() for f in expected], "findings")
-    assert [f.claims for f in found] == [f.claims for f in expected]
-
-
 @pytest.mark.parametrize("name", WITH_MEMORY)
 def test_job_memory_equals_joined(name):
     job, joined = job_pair(name)
-    _assert_same(job, joined, Options())
+    assert same_section(memory, job, joined, Options()), "the job has a memory section"
+    same_findings(memory.job_findings(job), memory.findings(joined))
 
 
 @pytest.mark.parametrize("name", WITH_MEMORY)
 def test_job_memory_truncated_tables_equal_joined(name):
     """A small ``top`` cuts the merged tables (live blocks, per op, never freed) as it cuts the joined ones."""
     job, joined = job_pair(name)
-    _assert_same(job, joined, Options(top=3))
+    assert same_section(memory, job, joined, Options(top=3)), "the job has a memory section"
+    same_findings(memory.job_findings(job), memory.findings(joined))
 
 
 def test_job_without_memory_has_no_section():
@@ -50,7 +42,8 @@ def test_step_scoped_job_memory_equals_joined_step():
     _, joined = job_pair("ddp_overlap")
     step = joined.steps_recorded()[1]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
-    _assert_same(job, joined.scoped(step=step), Options())
+    assert same_section(memory, job, joined.scoped(step=step), Options()), "the job has a memory section"
+    same_findings(memory.job_findings(job), memory.findings(joined.scoped(step=step)))
 
 
 @pytest.mark.parametrize("name", ["fsdp"])
