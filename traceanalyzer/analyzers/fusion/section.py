@@ -87,9 +87,9 @@ def combine(parts: list[Part], meta: TraceMeta, steps: int) -> Combined:
     variants = _Variants(groups, places, removed)
     table = _rows(variants, groups, removed, price)
     spots = {c: places[c].to_numpy() for c in PLACE_COLUMNS}
-    table["where"] = [_where(spots, variants.of(variants.place, v), f > 0) for v, f in enumerate(variants.forward)]
+    table["where"] = [_where(spots, rows, f > 0) for rows, f in zip(variants.places, variants.forward, strict=True)]
     table = pd.DataFrame(table, columns=OPPORTUNITY_COLUMNS)
-    claims = [_claims(groups, variants.of(variants.group, v)) for v in range(len(variants))]
+    claims = [_claims(groups, rows) for rows in variants.groups]
     order = table.sort_values("saving_ns_per_step", ascending=False, kind="stable").index.to_numpy()
     return Combined(table.iloc[order].reset_index(drop=True), [claims[i] for i in order.tolist()])
 
@@ -103,7 +103,8 @@ def _order(table: pd.DataFrame | dict[str, np.ndarray], prefix: str) -> np.ndarr
 
 class _Variants:
     """The (family, variant) of each row of the groups (rank, start order), places and removed tables, numbered in
-    the order they first appear in the groups; ``forward`` counts each one's forward occurrences."""
+    the order they first appear in the groups (``group``, ``place``, ``removed``: the codes); ``forward`` counts
+    each one's forward occurrences, ``groups`` and ``places`` list each one's rows (ascending)."""
 
     def __init__(self, groups: pd.DataFrame, places: pd.DataFrame, removed: pd.DataFrame) -> None:
         tables = (groups, places, removed)
@@ -114,14 +115,10 @@ class _Variants:
         cuts = np.cumsum([len(t) for t in tables])[:-1]
         self.group, self.place, self.removed = np.split(codes, cuts)
         self.forward = sums(self.group, groups["forward"].to_numpy(dtype=np.int64), len(self.first))
-        self._members = {id(c): _members(c, len(self.first)) for c in (self.group, self.place, self.removed)}
+        self.groups, self.places = _members(self.group, len(self.first)), _members(self.place, len(self.first))
 
     def __len__(self) -> int:
         return len(self.first)
-
-    def of(self, codes: np.ndarray, variant: int) -> np.ndarray:
-        """Positions (ascending) of the rows of one variant in the table whose codes these are."""
-        return self._members[id(codes)][variant]
 
 
 def _members(codes: np.ndarray, n: int) -> list[np.ndarray]:
