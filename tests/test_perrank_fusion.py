@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import pickle
 
-import numpy as np
 import pytest
 
-from tests.conftest import JOBS, assert_same_data, job_pair, load_shared, shared_path
+from tests.conftest import (
+    JOBS,
+    job_pair,
+    load_shared,
+    same_findings,
+    same_section,
+    shared_path,
+    table_rows,
+)
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import fusion
 from traceanalyzer.options import Options
@@ -18,36 +25,12 @@ PART_SHARE = 0.01
 """A rank's fusion part is at most this share of its event table's memory."""
 
 
-def _rows(section: dict) -> list[dict]:
-    return next(t["rows"] for t in section["tables"] if t["id"] == "opportunities")
-
-
-def _same_section(job, joined, options: Options) -> dict:
-    """The job's fusion section against the joined trace's; the joined one, as plain data."""
-    want = fusion.section(joined, options)
-    assert want is not None
-    want = want.to_dict()
-    assert_same_data(fusion.job_section(job, options).to_dict(), want)
-    return want
-
-
-def _same_findings(job, joined) -> list:
-    """The job's fusion findings against the joined trace's, claims included; the joined ones."""
-    got, want = fusion.job_findings(job), fusion.findings(joined)
-    assert_same_data([f.to_dict() for f in got], [f.to_dict() for f in want])
-    for g, w in zip(got, want, strict=True):
-        assert list(g.claims) == list(w.claims), w.title
-        for rank, ivs in w.claims.items():
-            assert all(np.array_equal(a, b) for a, b in zip(g.claims[rank], ivs, strict=True)), (w.title, rank)
-    return want
-
-
 @pytest.mark.parametrize("name", [*JOBS, "fsdp"])
 def test_job_section_and_findings_equal_the_joined_ones(name):
     job, joined = job_pair(name)
-    want = _same_section(job, joined, Options())
-    assert _rows(want)
-    found = _same_findings(job, joined)
+    want = same_section(fusion, job, joined, Options())
+    assert table_rows(want, "opportunities")
+    found = same_findings(fusion.job_findings(job), fusion.findings(joined))
     assert any(f.claims for f in found)
     assert all(set(f.claims) <= set(joined.meta.ranks) for f in found)
 
@@ -55,8 +38,8 @@ def test_job_section_and_findings_equal_the_joined_ones(name):
 def test_chains_are_discovered_over_all_ranks():
     """A discovered chain of a two-rank job counts the repeats of both ranks, and its fix claims work on both."""
     job, joined = job_pair("ddp_overlap")
-    want = _same_section(job, joined, Options())
-    chains = [r for r in _rows(want) if r["pattern"] == "Repeated memory-bound chain"]
+    want = same_section(fusion, job, joined, Options())
+    chains = [r for r in table_rows(want, "opportunities") if r["pattern"] == "Repeated memory-bound chain"]
     assert chains
     found = {f.title: f for f in fusion.job_findings(job)}
     claimed = [f for title, f in found.items() if title.startswith("Repeated memory-bound chain")]
@@ -66,7 +49,7 @@ def test_chains_are_discovered_over_all_ranks():
 def test_table_cut_after_merging_the_ranks():
     """A short table keeps the job's largest savings, whichever ranks they come from."""
     job, joined = job_pair("dlrm_8rank")
-    rows = _rows(_same_section(job, joined, Options(top=3)))
+    rows = table_rows(same_section(fusion, job, joined, Options(top=3)), "opportunities")
     assert len(rows) == 3
     assert [r["saving_ns_per_step"] for r in rows] == sorted((r["saving_ns_per_step"] for r in rows), reverse=True)
 
@@ -77,9 +60,9 @@ def test_step_scoped_job_equals_the_joined_step():
     step = steps[len(steps) // 2]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
     joined = whole.scoped(step=step)
-    want = _same_section(job, joined, Options(top=5))
-    assert len(_rows(want)) == 5
-    found = _same_findings(job, joined)
+    want = same_section(fusion, job, joined, Options(top=5))
+    assert len(table_rows(want, "opportunities")) == 5
+    found = same_findings(fusion.job_findings(job), fusion.findings(joined))
     assert found and all(f.steps == len(joined.meta.ranks) for f in found)
 
 

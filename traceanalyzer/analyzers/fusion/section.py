@@ -29,6 +29,7 @@ from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "fusion"
@@ -76,7 +77,7 @@ class Combined:
 def combine(parts: list[Part], meta: TraceMeta, steps: int) -> Combined:
     """The opportunities of the ranks whose parts are given (rank order), of a trace or job with ``meta`` and
     ``steps`` (rank, step) pairs."""
-    groups, places, removed = (_stacked(list(t)) for t in zip(*_tables(parts, meta), strict=True))
+    groups, places, removed = (stack(list(t)) for t in zip(*_tables(parts, meta), strict=True))
     if groups["in_step"].astype(bool).any() and steps:
         groups, places, removed = (t[t["in_step"].astype(bool)] for t in (groups, places, removed))
     if not len(groups):
@@ -141,12 +142,6 @@ def _tables(parts: list[Part], meta: TraceMeta) -> list[tuple[pd.DataFrame, ...]
         occ["place"] = np.asarray(runs.vocab["place"], dtype=object)[first]
         occ["entries"] = [c.entries for c in chains]
     return [(p.groups, p.places, p.removed) for p in parts] + [aggregate(occ, runs.work)]
-
-
-def _stacked(tables: list[pd.DataFrame]) -> pd.DataFrame:
-    """Tables one after another (the empty ones left out, so that column types stay)."""
-    full = [t for t in tables if len(t)]
-    return pd.concat(full, ignore_index=True) if full else tables[0]
 
 
 @dataclass(frozen=True)
