@@ -81,6 +81,14 @@ def job_pair(name: str) -> tuple[perrank.Job, ta.Trace]:
     return _JOBS[name]
 
 
+def step_pair(name: str, index: int = 1) -> tuple[perrank.Job, ta.Trace]:
+    """One step of a job of ``JOBS`` (the ``index``-th it recorded) analysed rank by rank, and the same step of the
+    joined job."""
+    _, joined = job_pair(name)
+    step = sorted(joined.steps_recorded())[index]
+    return perrank.load_job(shared_path(*JOBS[name]), step=step), joined.scoped(step=step)
+
+
 def assert_same_data(got, want, where: str = "") -> None:
     """Plain data (dicts, lists, numbers, text) equal, floats to 1e-9 relative (sums in another order), NaN equal
     to NaN; the first difference is named by its place."""

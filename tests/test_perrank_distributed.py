@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, assert_same_data, job_pair, same_findings, shared_path
+from tests.conftest import JOBS, REPO, assert_same_data, job_pair, same_findings, same_section, step_pair
 from traceanalyzer import intervals, perrank
 from traceanalyzer.analyzers import collective_calls, distributed
 from traceanalyzer.options import Options
@@ -68,25 +68,15 @@ def test_the_jobs_cover_what_the_cross_rank_stage_does():
 
 
 def test_a_step_of_the_job_from_the_parts_is_the_joined_step():
-    job, joined = job_pair("ddp_no_overlap")
-    step = sorted(joined.steps_recorded())[1]
-    scoped_job = perrank.load_job(shared_path(*JOBS["ddp_no_overlap"]), step=step)
-    view = joined.scoped(step=step)
-    assert_same_data(
-        distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
-    )
-    same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+    job, view = step_pair("ddp_no_overlap", 1)
+    same_section(distributed, job, view)
+    same_findings(distributed.job_findings(job), distributed.findings(view))
 
 
 def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
-    job, joined = job_pair("ascend_pp2_4rank")
-    step = sorted(joined.steps_recorded())[0]
-    scoped_job = perrank.load_job(shared_path(*JOBS["ascend_pp2_4rank"]), step=step)
-    view = joined.scoped(step=step)
-    assert_same_data(
-        distributed.job_section(scoped_job, Options()).to_dict(), distributed.section(view, Options()).to_dict()
-    )
-    same_findings(distributed.job_findings(scoped_job), distributed.findings(view))
+    job, view = step_pair("ascend_pp2_4rank", 0)
+    same_section(distributed, job, view)
+    same_findings(distributed.job_findings(job), distributed.findings(view))
 
 
 def test_a_late_rank_is_explained_from_its_part_as_from_its_events():

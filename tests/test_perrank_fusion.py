@@ -13,10 +13,9 @@ from tests.conftest import (
     load_shared,
     same_findings,
     same_section,
-    shared_path,
+    step_pair,
     table_rows,
 )
-from traceanalyzer import perrank
 from traceanalyzer.analyzers import fusion
 from traceanalyzer.options import Options
 from traceanalyzer.tracedata import TraceData
@@ -55,11 +54,7 @@ def test_table_cut_after_merging_the_ranks():
 
 
 def test_step_scoped_job_equals_the_joined_step():
-    _, whole = job_pair("ddp_overlap")
-    steps = whole.steps_recorded()
-    step = steps[len(steps) // 2]
-    job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
-    joined = whole.scoped(step=step)
+    job, joined = step_pair("ddp_overlap")
     want = same_section(fusion, job, joined, Options(top=5))
     assert len(table_rows(want, "opportunities")) == 5
     found = same_findings(fusion.job_findings(job), fusion.findings(joined))

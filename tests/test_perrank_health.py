@@ -16,6 +16,7 @@ from tests.conftest import (
     same_findings,
     same_section,
     shared_path,
+    step_pair,
     table_rows,
 )
 from traceanalyzer import perrank
@@ -44,11 +45,7 @@ def test_tables_cut_after_merging_the_ranks(name):
 
 
 def test_step_scoped_job_equals_the_joined_step():
-    _, whole = job_pair("ddp_overlap")
-    steps = whole.steps_recorded()
-    step = steps[len(steps) // 2]
-    job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
-    joined = whole.scoped(step=step)
+    job, joined = step_pair("ddp_overlap")
     want = same_section(health, job, joined, Options(top=5))
     assert {r["rank"] for r in table_rows(want, "device_busy")} == set(joined.meta.ranks)
     assert next(t for t in want["tables"] if t["id"] == "dynamic_shapes")["note"].startswith("no verdict")
