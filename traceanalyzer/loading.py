@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import ctypes
 import ctypes.util
+import functools
 import multiprocessing
 import os
 import re
@@ -20,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import cache, classify, cluster, footprint, linking, parsers, schema
+from traceanalyzer import cache, classify, cluster, footprint, linking, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.parsers import ascend, detect, kineto, snapshot
@@ -348,9 +349,15 @@ def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
     """Where the cache keeps a unit's tables: by source, parser and classification rules, built by this code."""
     parser = f"{unit.parse_with.__module__}.{unit.parse_with.__qualname__}"
     variant = (parser, *(f"{r.kind.value}:{r.pattern}" for r in rules))
-    code = cache.code_digest((parsers, linking, classify, schema, cache, sys.modules[__name__]))
     source, deep = _source_of(unit)
-    return cache.Slot(source, variant, code, str(unit.path), deep)
+    return cache.Slot(source, variant, _code(), str(unit.path), deep)
+
+
+@functools.cache
+def _code() -> str:
+    """The digest of the code that builds a cache entry (the parsers, linking, classification, the schema, the cache
+    and this module), once per process: it reads every one of their files."""
+    return cache.code_digest((sys.modules[detect.__package__], linking, classify, schema, cache, sys.modules[__name__]))
 
 
 _DERIVED = {"rank", "parent", "depth", "launch", "op", "top_op", "step"}
