@@ -137,3 +137,10 @@ def test_a_ranks_side_tables_come_back_reduced_to_what_is_read():
     raw = ta.load(job.ranks[0].meta.paths[0]).meta.extra["module_memory"]
     assert len(sent) <= 2 * raw.groupby(["device", "component"]).ngroups < len(raw) / 10
     assert_same_data(job.report()["sections"]["memory"], joined.report()["sections"]["memory"])
+
+
+def test_a_job_in_a_notebook_shows_one_line_not_its_parts():
+    job, _ = job_pair("fsdp")
+    shown = repr(job)
+    assert shown.startswith("<Job cuda kineto: ") and "ranks [0, 1]" in shown and "\n" not in shown
+    assert "parts" not in repr(job.ranks[0])

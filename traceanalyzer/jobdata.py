@@ -35,7 +35,7 @@ class RankSummary:
     steps: list[int]
     events: int
     memory_events: int
-    parts: dict[str, object] = field(default_factory=dict)
+    parts: dict[str, object] = field(default_factory=dict, repr=False)
 
 
 @dataclass

@@ -99,6 +99,15 @@ def trace_repr(trace) -> str:
     )
 
 
+def job_repr(job) -> str:
+    """One line for a job analysed rank by rank: platform, format, events summarized, ranks, span and scope."""
+    m = job.meta
+    return (
+        f"<Job {m.platform.value} {m.source_format}: {job.events:,} events summarized rank by rank, ranks {m.ranks}, "
+        f"{humanize.duration(m.span_ns)}, {job.scope}>"
+    )
+
+
 def trace_html(trace) -> str:
     """Facts, the ledger of what was analysed, the step table and the top findings."""
     m = trace.meta

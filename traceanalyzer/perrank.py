@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from traceanalyzer import analyzers, loading
+from traceanalyzer import analyzers, loading, notebook
 from traceanalyzer.analyzers.memory import compact_module_memory
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
@@ -28,6 +28,9 @@ from traceanalyzer.tracedata import Scope, TraceData, check_step
 
 class Job(JobData):
     """A job of ranks analysed one by one: ``report()`` and ``findings()`` as a joined ``Trace`` gives them."""
+
+    def __repr__(self) -> str:
+        return notebook.job_repr(self)
 
     def findings(self) -> list[Finding]:
         """Every analyzer's findings, ranked by saving (pushed ones first)."""
