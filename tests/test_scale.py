@@ -43,8 +43,8 @@ def _left_out(trace: ta.Trace) -> list[str]:
     ("rank1", "problem"),
     [
         (b"", "is empty"),
-        (gzip.compress(b"\x00\x01 not json at all"), "is not a trace"),
-        (gzip.compress(orjson.dumps({"schemaVersion": 1, "traceEvents": []})), ""),  # a trace with no events
+        (gzip.compress(b"\x00\x01 not json at all", mtime=0), "is not a trace"),
+        (gzip.compress(orjson.dumps({"schemaVersion": 1, "traceEvents": []}), mtime=0), ""),  # a trace with no events
     ],
     ids=["empty", "not-a-trace", "no-events"],
 )

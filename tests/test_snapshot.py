@@ -219,9 +219,10 @@ def test_a_truncated_snapshot_is_refused_in_one_line(tmp_path, capsys, train_byt
         ("text.pickle", b"segments: none\n", "is not a readable pickle"),
         ("empty.pickle", b"", "is empty"),
         ("list.pickle", pickle.dumps([1, 2, 3]), "not a PyTorch memory snapshot"),
-        ("cut.pickle.gz", gzip.compress(pickle.dumps({"segments": []}))[:20], "damaged gzip"),
+        ("cut.pickle.gz", gzip.compress(pickle.dumps({"segments": []}), mtime=0)[:20], "damaged gzip"),
         ("nothing.pickle", pickle.dumps({"segments": [], "device_traces": [[]]}), "no allocation history"),
     ],
+    ids=["garbage", "text", "empty", "list", "cut-gzip", "no-history"],
 )
 def test_bad_snapshots_are_refused_in_one_line(tmp_path, capsys, name, content, problem):
     path = tmp_path / name
