@@ -44,7 +44,6 @@ ON_DEMAND = {
     "traceanalyzer.dashboards.cli": {"traceanalyzer.dashboards.app", "werkzeug.serving"},
     "traceanalyzer.cluster": {"distributed"},  # the optional Dask extra, only with --scheduler
     "traceanalyzer.footprint": {"psutil"},  # only where /proc/meminfo is missing
-    "traceanalyzer.comparison.noise": {"scipy.stats"},  # scipy only for the rank test
     "traceanalyzer.parsers.columns": {"traceanalyzer.parsers._scan"},  # the native reader, absent without a compiler
 }
 """The function-level imports allowed: optional or heavy dependencies loaded on demand, never a cycle dodged."""

@@ -4,8 +4,7 @@ against the baseline's, in the direction of the change.
 The samples are the (rank, step) pairs each run profiled. With fewer than ``MIN_STEPS`` per run the test is not
 made and the verdict says so. A rank test asks only that the candidate's steps rank above (or below) the
 baseline's: with 3 steps per run, only a complete separation (every candidate step slower than every baseline step)
-reaches p = 0.05. scipy.stats takes most of a second to import, so it is loaded on the first test, not with the
-package.
+reaches p = 0.05. The test is ``rankstats.mann_whitney`` (numpy; the p-values of scipy's).
 """
 
 from __future__ import annotations
@@ -14,6 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
+
+from traceanalyzer.comparison.rankstats import mann_whitney
 
 MIN_STEPS = 3
 """Steps per run below which the variation is not assessed."""
@@ -51,7 +52,5 @@ def assess(baseline: np.ndarray, candidate: np.ndarray) -> Noise:
     if min(n) < MIN_STEPS:
         return Noise(Verdict.FEW_STEPS, None, *n)
     alternative = "greater" if c.mean() > b.mean() else "less"
-    from scipy.stats import mannwhitneyu  # loaded on the first test: see the module docstring
-
-    p = float(mannwhitneyu(c, b, alternative=alternative).pvalue)
+    p = mann_whitney(c, b, alternative)[1]
     return Noise(Verdict.BEYOND if p <= ALPHA else Verdict.WITHIN, p, *n)
