@@ -75,7 +75,8 @@ HEALTH = (
         "gemm_throughput",
         "gemm-throughput",
         "Per GEMM op and dtype, over the whole window: FLOPs from the recorded shapes, device time they caused (ms, "
-        "total), achieved TFLOP/s and share of the device's dense data-sheet peak.",
+        "total), achieved TFLOP/s and share of the device's dense data-sheet peak; the roofline limit (memory or "
+        "compute) that binds them and the share of it reached.",
         "no GEMM op with recorded input shapes (record_shapes=True gives them)",
     ),
     Block(

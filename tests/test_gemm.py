@@ -85,3 +85,28 @@ def test_every_dtype_has_a_peak_on_the_devices_that_document_it():
     for _, device in devices.FAMILIES:
         peaks = device.peak_tflops
         assert all(peaks[d] <= peaks["bf16"] for d in ("tf32", "fp32") if d in peaks and "bf16" in peaks)
+
+
+UNFUSED = REPO / "sample_traces" / "unfused_ops.json.gz"
+
+
+def test_attention_bmm_is_judged_against_bandwidth_and_a_large_gemm_against_the_peak():
+    shapes = gemm.gemm_roofline(ta.load(UNFUSED))
+    h200 = devices.lookup("NVIDIA H200")
+    scores = shapes[(shapes["op"] == "aten::bmm") & (shapes["n"] == 1024)].iloc[0]  # Q·Kᵀ, 128 heads of 1024x64
+    assert (scores["batch"], scores["m"], scores["k"], scores["bound"]) == (128, 1024, 64, "memory")
+    per_call = 2 * 128 * (1024 * 64 + 64 * 1024 + 1024 * 1024)  # bf16 inputs and output, each moved once
+    assert scores["bytes"] == per_call * scores["calls"]
+    assert scores["intensity"] < scores["ridge"] == pytest.approx(989e12 / 4.8e12)
+    assert scores["limit_ns"] == pytest.approx(scores["bytes"] / h200.bandwidth * 1e9)
+    assert scores["limit_share"] == pytest.approx(scores["gbps"] * 1e9 / h200.bandwidth)  # ~75 % of HBM peak
+    big = gemm.gemm_roofline(load_shared("h200", "bf16_matmul", "bf16_matmul.json.gz")).iloc[0]
+    assert big["bound"] == "compute" and big["limit_tflops"] == 989.0
+    assert big["limit_share"] == pytest.approx(big["tflops"] / 989.0)
+
+
+def test_the_throughput_table_says_which_limit_binds_each_op():
+    table = gemm.gemm_throughput(ta.load(UNFUSED)).set_index("op")
+    assert table.loc["aten::bmm", "bound"] == "memory" and table.loc["aten::mm", "bound"] == "compute"
+    bmm = table.loc["aten::bmm"]
+    assert bmm["limit_share"] > 0.7 > 3 * bmm["peak_share"]  # 76 % of bandwidth, not "21 % of the tensor peak"

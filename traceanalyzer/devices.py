@@ -3,6 +3,9 @@
 One entry per device family, matched on the device name the trace records (``NVIDIA H200``, ``AMD Instinct MI300X``,
 ``Ascend910B3``). Peaks are dense (no structured sparsity), tensor-core/matrix-core figures where the dtype has
 them (fp32 is the SIMT/vector figure; tf32 the tensor-core one). A dtype a family has no figure for is absent.
+``bandwidth`` is the HBM (device memory) peak. Together they are the two limits of the roofline
+(``traceanalyzer.analyzers.roofline``): compute-bound work is judged against ``peak_tflops`` of its dtype,
+memory-bound work (decode GEMVs, elementwise kernels) against ``bandwidth``.
 """
 
 from __future__ import annotations
@@ -41,10 +44,11 @@ FAMILIES: tuple[tuple[re.Pattern, Device], ...] = (
     (re.compile(r"V100"), Device("V100", {"fp16": 125.0, "fp32": 15.7, "fp64": 7.8}, 0.9e12, 80)),
     (re.compile(r"MI300X|MI325"), Device("MI300X", _peaks(1307.4, 653.7, 163.4, 2614.9, 163.4), 5.3e12, 304)),
     (re.compile(r"MI250"), Device("MI250X", {"bf16": 383.0, "fp16": 383.0, "fp32": 95.7, "fp64": 95.7}, 3.2e12, 220)),
-    (re.compile(r"910B|910_9|Ascend910"), Device("Ascend 910B", {}, 1.6e12, 0)),
+    (re.compile(r"910B|910_9|Ascend910"), Device("Ascend 910B", {"fp16": 280.0, "bf16": 280.0}, 1.6e12, 0)),
 )
-"""Device-name pattern → family, first match wins (NVIDIA, AMD and Huawei data sheets; Ascend: HBM bandwidth only,
-its per-dtype peaks are not published per SKU)."""
+"""Device-name pattern → family, first match wins (NVIDIA, AMD and Huawei data sheets). Ascend 910B: Huawei
+publishes no per-SKU data sheet; its fp16/bf16 cube peak is the 280 TFLOP/s of the 910B cloud listings (the lowest
+SKU's figure, so a share of it is an upper bound for faster SKUs), HBM2e bandwidth 1.6 TB/s."""
 
 DEFAULT_BANDWIDTH = 2.0e12
 """Assumed peak bandwidth (bytes/s) when the device is not in the table."""

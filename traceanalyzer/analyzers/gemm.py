@@ -1,9 +1,12 @@
-"""Achieved matrix-multiply throughput: FLOPs from recorded shapes over the device time each GEMM op caused.
+"""Achieved matrix-multiply throughput and roofline: FLOPs and bytes from recorded shapes over the device time each
+GEMM op caused.
 
 A GEMM hotspot is only a problem when it runs far below what the device can do; this says how far, per op and the
 math it ran (fp32 inputs on TF32 tensor cores are measured against the TF32 peak), against the device's dense peak
 (``traceanalyzer.devices``, a data-sheet figure). A rate above the peak means the kernel time is suspect: the share
-is clipped at 100 % and the row says so.
+is clipped at 100 % and the row says so. Per shape, the roofline (``roofline``) judges each GEMM against the limit
+that binds it: a GEMV or skinny GEMM (decode at batch 1) against HBM bandwidth, a large GEMM against the peak;
+``limit_ns`` is the least time its calls could take, ``limit_share`` the share of that attainable rate reached.
 """
 
 from __future__ import annotations
@@ -15,18 +18,28 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import devices
+from traceanalyzer.analyzers import roofline
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
-from traceanalyzer.section import Fact, Per, Section, Table
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_key, matches
+from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_bytes, dtype_key, matches
 
-COLUMNS = ["op", "dtype", "calls", "flops", "device_ns", "tflops", "peak_tflops", "peak_share", "note"]
-PART_COLUMNS = ["op", "dtype", "calls", "flops", "device_ns"]
-"""A part's columns: per (op, dtype), the additive half of the table."""
+COLUMNS = [
+    "op", "dtype", "calls", "flops", "bytes", "device_ns", "tflops", "peak_tflops", "peak_share",
+    "bound", "limit_ns", "limit_share", "note",
+]  # fmt: skip
+ROOFLINE_COLUMNS = [
+    "op", "dtype", "batch", "m", "n", "k", "calls", "flops", "bytes", "device_ns", "intensity", "ridge", "bound",
+    "tflops", "gbps", "limit_tflops", "limit_ns", "limit_share", "note",
+]  # fmt: skip
+SHAPE = ["op", "dtype", "batch", "m", "n", "k"]
+"""A part's key: one GEMM shape (``batch`` 1 for mm/addmm; C[m, n] = A[m, k] · B[k, n])."""
+PART_COLUMNS = [*SHAPE, "calls", "flops", "bytes", "device_ns"]
+"""A part's columns: per shape, the additive half of the tables."""
 
 ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share is clipped at 100 %"
 """The note of a row whose computed rate exceeds the device's peak."""
@@ -34,8 +47,16 @@ ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share i
 
 @per_trace
 def gemm_throughput(trace: TraceData) -> pd.DataFrame:
-    """Per GEMM op name and math dtype: calls, FLOPs, device time caused, achieved TFLOP/s, share of the dense peak."""
+    """Per GEMM op name and math dtype: calls, FLOPs, bytes, device time caused, achieved TFLOP/s, share of the dense
+    peak, and the roofline's least time for its calls (``limit_ns``) with the limit that binds most of it."""
     return _rated([summarize(trace)], trace.meta)
+
+
+@per_trace
+def gemm_roofline(trace: TraceData) -> pd.DataFrame:
+    """Per GEMM shape: FLOPs and bytes, intensity against the device's ridge point, the binding limit (memory or
+    compute), achieved TFLOP/s and GB/s, the attainable TFLOP/s and the share of it reached."""
+    return _roofline([summarize(trace)], trace.meta)
 
 
 def job_throughput(job: JobData) -> pd.DataFrame:
@@ -43,41 +64,88 @@ def job_throughput(job: JobData) -> pd.DataFrame:
     return remember(job, "gemm.throughput", lambda: _rated(job.parts("gemm"), job.meta)).copy(deep=False)
 
 
+def job_roofline(job: JobData) -> pd.DataFrame:
+    """``gemm_roofline`` of a job analysed rank by rank (once per job)."""
+    return remember(job, "gemm.roofline", lambda: _roofline(job.parts("gemm"), job.meta)).copy(deep=False)
+
+
 def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
-    """A rank's part (or a joined trace's): per GEMM op name and math dtype, the calls, FLOPs and device time."""
+    """A rank's part (or a joined trace's): per GEMM shape and math dtype, the calls, FLOPs, bytes and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
     device = ev.loc[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
     tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()
-    flops = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _flops(GEMM_OPS[name], dims)).astype(float)
+    shapes = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _geometry(GEMM_OPS.get(name, ""), dims))
+    shape = np.array(list(shapes), dtype=np.int64).reshape(-1, 5)
     dtype = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _dtype(types))
+    elem = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _elem_bytes(types)).astype(float)
     on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
+    batch, m, n, k, extra = shape.T
     frame = pd.DataFrame(
         {
             "op": category_text(ops["name"])[ops["name"].array.codes],
             "dtype": np.where(on_tf32, "tf32", dtype),
-            "flops": flops,
+            "batch": batch,
+            "m": m,
+            "n": n,
+            "k": k,
+            "flops": 2.0 * batch * m * n * k,
+            "bytes": elem * (batch * (m * k + k * n + m * n) + extra),
             "device_ns": device_ns,
         }
     )
     frame = frame[(frame["flops"] > 0) & (frame["device_ns"] > 0)]
-    return _totals(frame.assign(calls=1))
+    return _totals(frame.assign(calls=1), SHAPE)
 
 
-def _totals(frame: pd.DataFrame) -> pd.DataFrame:
-    """Calls, FLOPs and device time summed per (op, dtype), in (op, dtype) order."""
-    return frame.groupby(["op", "dtype"])[PART_COLUMNS[2:]].sum().reset_index()
+def _totals(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Calls, FLOPs, bytes and device time (and the roofline time, where present) summed per key, in key order."""
+    sums = [c for c in ("calls", "flops", "bytes", "device_ns", "limit_ns", "memory_limit_ns") if c in frame]
+    return frame.groupby(keys)[sums].sum().reset_index()
 
 
 def _rated(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
-    """The throughput table from parts (any ranks): their totals added up, rated against the device's peak, the
-    GEMMs with the most device time first."""
-    table = _totals(stack(parts))
-    if not len(table):
+    """The throughput table from parts (any ranks): their shapes' roofline times added up per (op, dtype), rated
+    against the device's peak, the GEMMs with the most device time first."""
+    shapes = _limited(_totals(stack(parts), SHAPE), meta)
+    if not len(shapes):
         return pd.DataFrame(columns=COLUMNS)
-    return _against_peak(table, meta).sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+    shapes["memory_limit_ns"] = np.where(shapes["bound"] == roofline.MEMORY, shapes["limit_ns"], 0.0)
+    table = _totals(shapes, ["op", "dtype"])
+    table = _against_peak(table, meta)
+    table["bound"] = np.where(table["memory_limit_ns"] * 2 > table["limit_ns"], roofline.MEMORY, roofline.COMPUTE)
+    table["bound"] = np.where(np.isnan(table["peak_tflops"]), roofline.UNKNOWN, table["bound"])
+    table["limit_share"] = (table["limit_ns"] / table["device_ns"]).clip(upper=1.0)
+    return table.sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
+
+
+def _roofline(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
+    """The per-shape roofline table from parts (any ranks), the shapes with the most device time first."""
+    table = _limited(_totals(stack(parts), SHAPE), meta)
+    if not len(table):
+        return pd.DataFrame(columns=ROOFLINE_COLUMNS)
+    table["intensity"] = table["flops"] / table["bytes"]
+    table["tflops"] = table["flops"] / table["device_ns"] / 1e3
+    table["gbps"] = table["bytes"] / table["device_ns"]
+    table["limit_tflops"] = table["flops"] / table["limit_ns"] / 1e3
+    share = table["limit_ns"] / table["device_ns"]
+    table["note"] = np.where(share > 1, ABOVE_PEAK, "")
+    table["limit_share"] = share.clip(upper=1.0)
+    return table.sort_values("device_ns", ascending=False).reset_index(drop=True)[ROOFLINE_COLUMNS]
+
+
+def _limited(shapes: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
+    """Shapes with the device's roofline for their dtype: ridge point, binding limit and least time of their calls."""
+    roofs = {d: roofline.roof(meta, d) for d in shapes["dtype"].unique()}
+    peak = np.array([roofs[d].peak_tflops for d in shapes["dtype"]], dtype=float)
+    bandwidth = np.array([roofs[d].bandwidth for d in shapes["dtype"]], dtype=float)
+    flops, nbytes = shapes["flops"].to_numpy(float), shapes["bytes"].to_numpy(float)
+    shapes["ridge"] = peak * 1e12 / bandwidth
+    shapes["bound"] = roofline.bound(flops, nbytes, peak, bandwidth)
+    shapes["limit_ns"] = roofline.minimum_ns(flops, nbytes, peak, bandwidth)
+    return shapes
 
 
 def _per_distinct(first: pd.Series, second: pd.Series, value: Callable[[str, str], object]) -> np.ndarray:
@@ -97,52 +165,93 @@ def _against_peak(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     return table
 
 
-def _flops(rule: str, dims_text: str) -> float:
-    """2·M·N·K (times the batch) from the recorded input shapes; 0 when they are missing or unexpected."""
+NO_GEOMETRY = (0, 0, 0, 0, 0)
+
+
+def _geometry(rule: str, dims_text: str) -> tuple[int, int, int, int, int]:
+    """(batch, m, n, k, extra elements read such as a bias) from the recorded input shapes; zeros when they are
+    missing or unexpected."""
     try:
         dims = json.loads(dims_text) if dims_text else []
     except ValueError:
-        return 0.0
+        return NO_GEOMETRY
     shapes = [d for d in dims if isinstance(d, list) and len(d) >= 2]
     if len(shapes) < 2:
-        return 0.0
+        return NO_GEOMETRY
     a, b = shapes[-2], shapes[-1]  # addmm/baddbmm record the bias/input first
+    extra = int(np.prod(dims[0])) if rule in ("addmm", "baddbmm") and isinstance(dims[0], list) else 0
     if rule in ("mm", "addmm") and len(a) == 2 and len(b) == 2 and a[1] == b[0]:
-        return 2.0 * a[0] * a[1] * b[1]
+        return 1, a[0], b[1], a[1], extra
     if rule in ("bmm", "baddbmm") and len(a) == 3 and len(b) == 3 and a[2] == b[1]:
-        return 2.0 * a[0] * a[1] * a[2] * b[2]
-    return 0.0
+        return a[0], a[1], b[2], a[2], extra
+    return NO_GEOMETRY
+
+
+def _first_type(types_text: str) -> str:
+    """An op's first recorded input type ('' when none is recorded)."""
+    try:
+        types = json.loads(types_text) if types_text else []
+    except ValueError:
+        return ""
+    return next((t for t in types if t), "")
 
 
 def _dtype(types_text: str) -> str:
     """The dtype key of an op's first recorded input type ('unknown' when none is recorded)."""
-    try:
-        types = json.loads(types_text) if types_text else []
-    except ValueError:
-        return "unknown"
-    first = next((t for t in types if t), "")
+    first = _first_type(types_text)
     return dtype_key(first) if first else "unknown"
 
 
+def _elem_bytes(types_text: str) -> int:
+    """The element size of an op's first recorded input type (0 when unknown: its bytes are then not counted)."""
+    return dtype_bytes(_first_type(types_text))
+
+
 def section(trace: TraceData, options: Options) -> Section | None:
-    """Achieved GEMM throughput against the device's dense peak."""
-    return _section(gemm_throughput(trace), options)
+    """Achieved GEMM throughput against the device's dense peak, and each shape against its roofline limit."""
+    return _section(gemm_throughput(trace), gemm_roofline(trace), trace.meta, options)
 
 
 def job_section(job: JobData, options: Options) -> Section | None:
     """``section`` of a job analysed rank by rank."""
-    return _section(job_throughput(job), options)
+    return _section(job_throughput(job), job_roofline(job), job.meta, options)
 
 
-def _section(table: pd.DataFrame, options: Options) -> Section | None:
-    """The section of a throughput table (its ``options.top`` rows); None when no GEMM was rated."""
+ROOFLINE_UNITS = {
+    "batch": Unit.COUNT,
+    "m": Unit.COUNT,
+    "n": Unit.COUNT,
+    "k": Unit.COUNT,
+    "intensity": Unit.NUMBER,
+    "ridge": Unit.NUMBER,
+}
+ROOFLINE_NOTE = (
+    "intensity and ridge in FLOPs per byte; bytes: both inputs and the output (and a bias) moved once, from the "
+    "recorded shapes and dtype; limit_ns: the least time the calls could take, max(FLOPs / peak, bytes / bandwidth); "
+    "limit_share: the share of that attainable rate reached (memory-bound shapes are judged against bandwidth)"
+)
+
+
+def _section(table: pd.DataFrame, shapes: pd.DataFrame, meta: TraceMeta, options: Options) -> Section | None:
+    """The section of the throughput and roofline tables (their ``options.top`` rows); None when no GEMM was rated."""
     if not len(table):
         return None
     return Section(
         "gemm",
-        "Matrix multiplies: achieved throughput",
-        facts=[Fact("peak_source", "peak source", "vendor data sheets, dense (no sparsity)")],
+        "Matrix multiplies: achieved throughput and roofline",
+        facts=[
+            Fact("peak_source", "peak source", "vendor data sheets, dense (no sparsity)"),
+            Fact("bandwidth_source", "bandwidth source", devices.bandwidth(meta)[1]),
+        ],
         tables=[
-            Table("gemm_throughput", "Achieved throughput per GEMM op and dtype", table.head(options.top), Per.TOTAL)
+            Table("gemm_throughput", "Achieved throughput per GEMM op and dtype", table.head(options.top), Per.TOTAL),
+            Table(
+                "gemm_roofline",
+                "Roofline per GEMM shape: memory- or compute-bound, and the share of its limit reached",
+                shapes.head(options.top),
+                Per.TOTAL,
+                ROOFLINE_UNITS,
+                ROOFLINE_NOTE,
+            ),
         ],
     )
