@@ -24,7 +24,7 @@ LAYERS = (
     ("traceanalyzer.errors", "traceanalyzer.schema", "traceanalyzer.intervals", "traceanalyzer.records",
      "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices", "traceanalyzer.options",
      "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
-     "traceanalyzer.tables"),
+     "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout"),
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",
@@ -71,7 +71,24 @@ def _imported(node: ast.AST) -> list[str]:
         return [a.name for a in node.names]
     if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
         return [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in MODULES else node.module for a in node.names]
-    return []
+    return [_module_of(path) for path in _lazy_paths(node)]
+
+
+def _lazy_paths(node: ast.AST) -> list[str]:
+    """The dotted paths a call of traceanalyzer.lazy names (``lazy.Module("m")``, ``lazy.attributes(ns, {..})``):
+    imports put off to first use are imports all the same."""
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return []
+    if not (isinstance(node.func.value, ast.Name) and node.func.value.id == "lazy"):
+        return []
+    given = [v for a in node.args for v in (a.values if isinstance(a, ast.Dict) else [a])]
+    return [v.value for v in given if isinstance(v, ast.Constant) and isinstance(v.value, str)]
+
+
+def _module_of(path: str) -> str:
+    """The longest prefix of a dotted path that is one of our modules (the path itself otherwise)."""
+    parts = path.split(".")
+    return next((".".join(parts[:i]) for i in range(len(parts), 0, -1) if ".".join(parts[:i]) in MODULES), path)
 
 
 def _graph() -> dict[str, set[str]]:

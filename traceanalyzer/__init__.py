@@ -7,27 +7,34 @@ t.hotspots()      # kernels ranked by total time
 t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
 ta.load_job("job/").report()              # a job analysed rank by rank: only the ranks' summaries kept
+
+The names below are imported on first use (``traceanalyzer.lazy``): ``import traceanalyzer`` loads no pandas.
 """
 
-from importlib.util import find_spec
+from traceanalyzer import checkout, lazy
 
-if find_spec("traceanalyzer.parsers") is None:  # the source tree's traceanalyzer/ without the installed mapping
-    raise ImportError(
-        "traceanalyzer is being imported from the repository's source folder, where its parsers/ and dashboards/ "
-        "subpackages are not mapped in: run `pip install -e .` in the repository, or start Python in another folder"
-    )
-
-from traceanalyzer.classify import Rule  # noqa: E402
-from traceanalyzer.comparison import Comparison, compare
-from traceanalyzer.errors import TraceError
-from traceanalyzer.findings import Finding
-from traceanalyzer.notebook import findings_table, pretty
-from traceanalyzer.perrank import Job, load_job
-from traceanalyzer.renderers import plots
-from traceanalyzer.schema import Kind, Platform
-from traceanalyzer.trace import Trace, load
+checkout.use_installed(globals())
 
 __version__ = "0.1.0"
+__getattr__, __dir__ = lazy.attributes(
+    globals(),
+    {
+        "Comparison": "traceanalyzer.comparison.Comparison",
+        "Finding": "traceanalyzer.findings.Finding",
+        "Job": "traceanalyzer.perrank.Job",
+        "Kind": "traceanalyzer.schema.Kind",
+        "Platform": "traceanalyzer.schema.Platform",
+        "Rule": "traceanalyzer.classify.Rule",
+        "Trace": "traceanalyzer.trace.Trace",
+        "TraceError": "traceanalyzer.errors.TraceError",
+        "compare": "traceanalyzer.comparison.compare",
+        "findings_table": "traceanalyzer.notebook.findings_table",
+        "load": "traceanalyzer.trace.load",
+        "load_job": "traceanalyzer.perrank.load_job",
+        "plots": "traceanalyzer.renderers.plots",
+        "pretty": "traceanalyzer.notebook.pretty",
+    },
+)
 __all__ = [
     "Comparison",
     "Finding",

@@ -16,16 +16,27 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from traceanalyzer import __version__, cache, cluster, perrank
-from traceanalyzer.classify import Rule
-from traceanalyzer.comparison import Threshold, compare
+from traceanalyzer import __version__, cluster, lazy
 from traceanalyzer.errors import TraceError
-from traceanalyzer.progress import Stderr
-from traceanalyzer.renderers import FORMATS, Display, export, render
-from traceanalyzer.renderers import compare as compare_renderer
+from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE_KINDS
-from traceanalyzer.trace import load
+
+if TYPE_CHECKING:
+    from traceanalyzer.classify import Rule
+    from traceanalyzer.renderers.document import Display
+
+# What the commands run is imported when one runs: --version and --help start without pandas (traceanalyzer.lazy).
+cache = lazy.Module("traceanalyzer.cache")
+classify = lazy.Module("traceanalyzer.classify")
+comparison = lazy.Module("traceanalyzer.comparison")
+compare_renderer = lazy.Module("traceanalyzer.renderers.compare")
+document = lazy.Module("traceanalyzer.renderers.document")
+export = lazy.Module("traceanalyzer.renderers.export")
+loader = lazy.Module("traceanalyzer.trace")
+perrank = lazy.Module("traceanalyzer.perrank")
+progress_bars = lazy.Module("traceanalyzer.progress")
 
 PROGRESS_AFTER_S = 1.0
 """Work that takes longer than this (s) says so on stderr."""
@@ -177,7 +188,7 @@ def display(args: argparse.Namespace) -> Display:
     tty = args.output is None and sys.stdout.isatty()
     width = args.width or (shutil.get_terminal_size((100, 24)).columns if tty else 100)
     color = tty and not os.environ.get("NO_COLOR")
-    return Display(width=width, color=color, wide=args.wide, full=args.full)
+    return document.Display(width=width, color=color, wide=args.wide, full=args.full)
 
 
 def _output_options(p: argparse.ArgumentParser, what: str, formats: Sequence[str]) -> None:
@@ -228,7 +239,7 @@ def _report(args: argparse.Namespace) -> int:
     _check_options(args, args.paths)
     per_rank = _per_rank(args)
     named = ", ".join(args.paths)
-    rules = tuple(Rule(p) for p in args.comm_pattern)
+    rules = tuple(classify.Rule(p) for p in args.comm_pattern)
     progress = Progress(f"analysing {named} rank by rank" if per_rank else f"loading {named}")
     with progress, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -242,14 +253,14 @@ def _report(args: argparse.Namespace) -> int:
 def _trace_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
     """The trace loaded (its ranks joined) and its report."""
     cache = False if args.no_cache else None
-    trace = load(args.paths, rules=rules, progress=Stderr(), cache=cache, scheduler=args.scheduler)
+    trace = loader.load(args.paths, rules=rules, progress=progress_bars.Stderr(), cache=cache, scheduler=args.scheduler)
     return trace, trace.build_report(top=args.top, step=args.step, rank=args.rank, kind=args.kind)
 
 
 def _job_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
     """The job analysed rank by rank (only the ranks' summaries come back) and its report."""
     cache = False if args.no_cache else None
-    job = perrank.load_job(args.paths, rules, Stderr(), cache, args.scheduler, args.step, args.top)
+    job = perrank.load_job(args.paths, rules, progress_bars.Stderr(), cache, args.scheduler, args.step, args.top)
     return job, job.build_report(top=args.top, kind=args.kind)
 
 
@@ -265,7 +276,12 @@ def _export(args: argparse.Namespace) -> int:
     export.check_output(args.to, Path(args.output), args.paths)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = load(args.paths, progress=Stderr(), cache=False if args.no_cache else None, scheduler=args.scheduler)
+        trace = loader.load(
+            args.paths,
+            progress=progress_bars.Stderr(),
+            cache=False if args.no_cache else None,
+            scheduler=args.scheduler,
+        )
         written = export.write(trace, args.to, Path(args.output), top=args.top)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     return _write(f"wrote {written}\n", None)
@@ -277,10 +293,12 @@ def _compare(args: argparse.Namespace) -> int:
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traces = [
-            load(path, progress=Stderr(), cache=False if args.no_cache else None, scheduler=args.scheduler)
+            loader.load(
+                path, progress=progress_bars.Stderr(), cache=False if args.no_cache else None, scheduler=args.scheduler
+            )
             for path in (args.baseline, args.candidate)
         ]
-        data = compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
+        data = comparison.compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
     _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
     _write(compare_renderer.render(data, args.format), args.output)
     return EXIT_REGRESSION if data["gate"] and data["gate"]["failed"] else EXIT_OK
@@ -296,7 +314,7 @@ def _threshold(args: argparse.Namespace):
         return None
     share = None if args.fail_on_regression is None else args.fail_on_regression / 100
     ns = None if args.fail_on_regression_ms is None else args.fail_on_regression_ms * 1e6
-    return Threshold(share=share, ns=ns)
+    return comparison.Threshold(share=share, ns=ns)
 
 
 def _cache(args: argparse.Namespace) -> int:

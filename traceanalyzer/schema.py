@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
-import numpy as np
-import pandas as pd
+from traceanalyzer import lazy
+
+np = lazy.Module("numpy")  # the kinds and columns are read by the command line's --help: no numpy/pandas for it
+pd = lazy.Module("pandas")
 
 NO_ROW = -1
 """The value of a link column, or of ``device``/``stream``/``step``, where there is none."""

@@ -1,20 +1,32 @@
-"""Presenters of the report data: one module per output format. None computes a finding."""
+"""Presenters of the report data: one module per output format. None computes a finding.
+
+Each format's module is imported when it is first used (``traceanalyzer.lazy``): the command line lists the formats
+without importing what draws them.
+"""
 
 from __future__ import annotations
 
-from traceanalyzer.renderers import html, json, markdown, text
-from traceanalyzer.renderers.document import Display
-from traceanalyzer.report import Report
+from typing import TYPE_CHECKING
 
-RENDERERS = {"text": text.render, "json": json.render, "markdown": markdown.render, "html": html.render}
-FORMATS = tuple(RENDERERS)
-"""The report formats, in the order ``--format`` lists them."""
+from traceanalyzer import lazy
+
+if TYPE_CHECKING:
+    from traceanalyzer.renderers.document import Display
+    from traceanalyzer.report import Report
+
+FORMATS = ("text", "json", "markdown", "html")
+"""The report formats, in the order ``--format`` lists them; each is the module ``traceanalyzer.renderers.<format>``."""
+RENDERERS = {fmt: lazy.Module(f"{__name__}.{fmt}") for fmt in FORMATS}
+__getattr__, __dir__ = lazy.attributes(globals(), {"Display": f"{__name__}.document.Display"})
 
 
-def render(report: Report, fmt: str, display: Display = Display(), trace=None) -> str:  # noqa: B008 - frozen
-    """The report in one format: text at the display's width and detail, HTML with the figures of ``trace``."""
+def render(report: Report, fmt: str, display: Display | None = None, trace=None) -> str:
+    """The report in one format: text at the display's width and detail (the default display when None), HTML with
+    the figures of ``trace``."""
     if fmt == "text":
-        return text.render(report, display)
+        text = RENDERERS["text"]
+        return text.render(report, display) if display else text.render(report)
     if fmt == "html":
+        html = RENDERERS["html"]
         return html.render(report, html.report_figures(trace, report.scope) if trace is not None else [])
-    return RENDERERS[fmt](report)
+    return RENDERERS[fmt].render(report)
