@@ -7,7 +7,7 @@ import sqlite3
 import pandas as pd
 import pytest
 from conftest import load_shared, shared_path
-from traceanalyzer.parsers.ascend import db as db_reader
+from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
 from traceanalyzer.analyzers import memory
 from traceanalyzer.report import Options
@@ -65,7 +65,7 @@ def test_qwen_ranks_peak_per_device_matches_memory_record():
 def test_database_gives_what_the_text_gives():
     text, db = load_shared(*TEXT).memory(), load_shared(*DB).memory()
     path = shared_path(*DB, OUTPUT, "ascend_pytorch_profiler_0.db")
-    with sqlite3.connect(db_reader.uri(path), uri=True) as con:
+    with sqlite3.connect(sqlite_reader.uri(path), uri=True) as con:
         (pta_max,) = con.execute(
             "select max(totalAllocated) from MEMORY_RECORD join STRING_IDS s on s.id = component where s.value = 'PTA'"
         ).fetchone()

@@ -18,7 +18,7 @@ import sqlite3
 import numpy as np
 import pytest
 from conftest import load_shared, shared_path
-from traceanalyzer.parsers.ascend import db as db_reader
+from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
 MS = 1_000_000
 SAMPLES = [("pytorch_text", "level1"), ("pytorch_text", "level2"), ("pytorch_db", "level1"), ("pytorch_db", "level2")]
@@ -45,7 +45,7 @@ def _from_json(folder) -> dict:
 
 def _from_db(folder) -> dict:
     """op name → (transit ms, SDMA transit size MB, SDMA bandwidth GB/s), from analysis.db."""
-    with sqlite3.connect(db_reader.uri(folder / "analysis.db"), uri=True) as con:  # never write beside the corpus
+    with sqlite3.connect(sqlite_reader.uri(folder / "analysis.db"), uri=True) as con:  # never write beside the corpus
         times = dict(con.execute("select hccl_op_name, transit_time from CommAnalyzerTime"))
         sdma = "select hccl_op_name, transit_size, bandwidth from CommAnalyzerBandwidth where transport_type = 'SDMA'"
         return {name: (times[name], size, bw) for name, size, bw in con.execute(sdma) if name in times}

@@ -3,8 +3,9 @@
 Recognised: torch_npu run folders ``*_ascend_pt`` (text: ``ASCEND_PROFILER_OUTPUT/trace_view.json`` + CSVs;
 database: ``ascend_pytorch_profiler_{rank}.db``), plain msprof exports (``PROF_*/mindstudio_profiler_output/``
 with ``msprof_*.json`` / ``op_summary_*.csv``, and ``PROF_*/msprof_*.db``), the files themselves, and parents of
-several ranks; a rank folder that holds only communication.json (torch_npu wrote no trace or kernel table for it)
-is read from that. Anything else returns [] quickly (names only; no file is opened).
+several ranks; a rank folder that holds only the profiler's summaries (communication.json, step_trace_time.csv:
+torch_npu wrote no trace or kernel table for it) is read from those. Anything else returns [] quickly (names only;
+no file is opened).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from traceanalyzer.parsers.ascend import communication, db, text
+from traceanalyzer.parsers.ascend import db, summaries, text
 from traceanalyzer.parsers.ascend.outputs import OUTPUT_DIRS, TEXT_FILES, output
 from traceanalyzer.parsers.unit import Unit
 
@@ -21,7 +22,7 @@ _RUN_DIR = re.compile(r"(_ascend_pt|_ascend_ms)$|^PROF_")
 _SEARCH_DEPTH = 4
 
 
-_PARSERS = {"text": text.parse, "db": db.parse, "communication": communication.parse}
+_PARSERS = {"text": text.parse, "db": db.parse, "communication": summaries.parse}
 
 
 def units(path: Path) -> list[Unit]:

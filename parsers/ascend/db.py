@@ -9,15 +9,14 @@ and immutable: nothing is written beside it.
 from __future__ import annotations
 
 import json
-import shutil
 import sqlite3
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
-from traceanalyzer.parsers.ascend import job
+from traceanalyzer.parsers.ascend import job, summaries
+from traceanalyzer.parsers.ascend.sqlite import connect
 
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import NO_ROW, Kind
@@ -33,7 +32,7 @@ _GE_COMPONENT = "GE"
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     """Parse one rank's profiler database without links."""
     warnings = c.Notes()
-    with _connect(path) as con:
+    with connect(path) as con:
         tables = _tables(path, con)
         strings = _strings(con)
         read = _Optional(path, warnings, con, strings, tables)
@@ -52,8 +51,10 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     if "PYTORCH_API" not in tables:
         warnings.append(f"{path.name}: no framework (PyTorch) tables; device and CANN only")
     run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
+    found = summaries.read(path.parent, warnings)
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
+    meta.extra.update(found)
     return events, c.block_memory(events, blocks, snapshots), meta
 
 
@@ -70,52 +71,6 @@ class _Optional:
         except sqlite3.DatabaseError as e:
             self.notes.append(f"{self.path}: a table could not be read ({e}); its events are left out")
             return read(self.con, self.strings, set(), *more)
-
-
-def uri(path: Path) -> str:
-    """The SQLite URI that opens ``path`` read-only and immutable: SQLite then creates no ``-wal`` / ``-shm`` file
-    beside a WAL-mode database and rewrites no existing one (``mode=ro`` alone does both)."""
-    return f"{path.resolve().as_uri()}?mode=ro&immutable=1"
-
-
-class _connect:
-    """A read-only SQLite connection that is always closed, with bad files reported as TraceError. A database whose
-    ``-wal`` file holds changes not yet in the database (which an immutable open would not see) is read from a
-    private copy of both."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.private: tempfile.TemporaryDirectory | None = None
-
-    def __enter__(self) -> sqlite3.Connection:
-        try:
-            self.con = self._open()
-            self.con.execute("select count(*) from sqlite_master").fetchone()
-        except (sqlite3.DatabaseError, OSError) as e:
-            self._close()
-            raise TraceError(self.path, f"is not a readable SQLite database ({e})") from None
-        return self.con
-
-    def _open(self) -> sqlite3.Connection:
-        wal = self.path.with_name(self.path.name + "-wal")
-        if not (wal.is_file() and wal.stat().st_size):
-            return sqlite3.connect(uri(self.path), uri=True)
-        self.private = tempfile.TemporaryDirectory(prefix="traceanalyzer-db-")
-        copy = Path(self.private.name) / self.path.name
-        shutil.copyfile(self.path, copy)
-        shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
-        return sqlite3.connect(copy)
-
-    def _close(self) -> None:
-        if getattr(self, "con", None) is not None:
-            self.con.close()
-        if self.private is not None:
-            self.private.cleanup()
-
-    def __exit__(self, *exc) -> None:
-        self._close()
-        if exc[0] is not None and issubclass(exc[0], sqlite3.DatabaseError):
-            raise TraceError(self.path, f"is a corrupt or unexpected profiler database ({exc[1]})") from None
 
 
 def _tables(path: Path, con: sqlite3.Connection) -> set[str]:

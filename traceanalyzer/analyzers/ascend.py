@@ -24,7 +24,8 @@ from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import Kind, Platform
+from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
+from traceanalyzer.schema import Kind, Platform, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
@@ -141,20 +142,57 @@ MSPROF_COLUMNS = {
     "comm_ns": "communication_ns",
     "comm_exposed_ns": "communication_not_overlapped_ns",
     "device_free_ns": "free_ns",
+    "preparing_ns": "preparing_ns",
     "work_span_ns": "e2e_ns",
 }
 """The overlap breakdown's columns under msprof's StepTraceTime names."""
+BASIS_EVENTS = "events"
+BASIS_STEP_TRACE = "step_trace_time.csv (no kernels recorded)"
+"""Where a rank's overlap row comes from: our computation over its events, or msprof's own per-step figures for a
+rank whose kernels the profiler did not write (its communication ops alone are events)."""
 
 
 def overlap(trace: TraceData) -> pd.DataFrame:
-    """Per rank and step marker: msprof-style computing / communication / not-overlapped / free (ns) over the
-    marker's window (as msprof's StepTraceTime), from the one overlap computation; the trace's own lanes beside."""
+    """Per rank and step marker: msprof-style computing / communication / not-overlapped / free / preparing (ns)
+    over the marker's window (as msprof's StepTraceTime), from the one overlap computation, the trace's own lanes
+    beside; a rank with no kernels takes msprof's figures (``basis`` says which)."""
     table = distributed.window_overlap(trace, _marker_windows(trace.events))
     if not len(table):
-        return pd.DataFrame(columns=["rank", "step", *MSPROF_COLUMNS.values()])
-    return table[["rank", "step", *MSPROF_COLUMNS, *[c for c in distributed.LANES.values() if c in table]]].rename(
-        columns=MSPROF_COLUMNS
+        return pd.DataFrame(columns=["rank", "step", *MSPROF_COLUMNS.values(), "basis"])
+    lanes = [c for c in distributed.LANES.values() if c in table]
+    table = table[["rank", "step", *MSPROF_COLUMNS, *lanes]].rename(columns=MSPROF_COLUMNS)
+    table["basis"] = BASIS_EVENTS
+    kernels = set(trace.events.loc[trace.events["kind"] == Kind.KERNEL.value, "rank"].unique())
+    return _from_step_trace(table, step_traces(trace.meta), kernels)
+
+
+def _from_step_trace(table: pd.DataFrame, figures: pd.DataFrame, kernel_ranks: set) -> pd.DataFrame:
+    """The rows of ranks without kernels replaced by msprof's figures of their step, where the rank has them."""
+    if not len(figures):
+        return table
+    theirs = figures.assign(e2e_ns=figures["stage_ns"] + figures["bubble_ns"]).set_index(["rank", "step"])
+    key = pd.MultiIndex.from_frame(table[["rank", "step"]])
+    use = ~table["rank"].isin(kernel_ranks).to_numpy() & key.isin(theirs.index)
+    for column in set(MSPROF_COLUMNS.values()) & set(theirs.columns):
+        table.loc[use, column] = theirs[column].reindex(key[use]).to_numpy()
+    table.loc[use, "basis"] = BASIS_STEP_TRACE
+    return table
+
+
+def step_traces(meta: TraceMeta) -> pd.DataFrame:
+    """msprof's own per-step figures of every rank of the trace (step_trace_time.csv / analysis.db), with their rank;
+    empty when no rank has them."""
+    per_rank = meta.extra.get("per_rank")
+    found = (
+        {rank: part.get("extra", {}).get(STEP_TRACE) for rank, part in per_rank.items()}
+        if isinstance(per_rank, dict)
+        else {meta.ranks[0] if meta.ranks else 0: meta.extra.get(STEP_TRACE)}
     )
+    tables = [t.assign(rank=int(r)) for r, t in sorted(found.items()) if isinstance(t, pd.DataFrame) and len(t)]
+    if not tables:
+        return pd.DataFrame(columns=["rank", "step"])
+    table = stack(tables)
+    return table[["rank", *[c for c in table.columns if c != "rank"]]]
 
 
 def _marker_windows(events: pd.DataFrame):
@@ -184,6 +222,7 @@ def _part(trace: TraceData) -> dict:
         "ai_cpu": aicpu_totals(events),
         "ai_cpu_work": aicpu_work(events),
         "overlap": overlap(trace),
+        "step_trace": step_traces(trace.meta),
     }
 
 
@@ -275,6 +314,12 @@ def _section(parts: list[dict], extra: dict, options: Options) -> Section:
             Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
             Table("top_kernels", "Top kernels", _kernel_shares([p["kernels"] for p in parts], options.top), Per.TOTAL),
             Table("overlap", "Overlap per step (msprof lanes)", stack([p["overlap"] for p in parts]), Per.STEP),
+            Table(
+                "step_trace",
+                "msprof's own figures per step (step_trace_time.csv or analysis.db)",
+                stack([p["step_trace"] for p in parts]),
+                Per.STEP,
+            ),
             Table("ai_cpu_ops", "AI_CPU ops", _aicpu_table([p["ai_cpu"] for p in parts]).head(options.top), Per.TOTAL),
         ],
     )

@@ -10,7 +10,8 @@ Contract: ``parse(path)`` takes one rank's output folder (or its trace / kernel 
   columns), ``lanes`` (columns → rows) and ``flows`` (flow events → links);
 - ``kernels`` — kernel_details.csv (≡ op_summary): each kernel's core type and input shapes; where the trace is
   missing, the CSV alone gives the device work;
-- ``memory`` — memory_record, operator_memory and npu_module_mem CSVs.
+- ``memory`` — memory_record, operator_memory and npu_module_mem CSVs;
+- ``summaries`` — the profiler's own per-step and communication figures (step_trace_time.csv, communication.json).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
-from traceanalyzer.parsers.ascend import communication, job
+from traceanalyzer.parsers.ascend import communication, job, summaries
 from traceanalyzer.parsers.ascend.text import kernels, layout, memory, trace_view
 
 from traceanalyzer.errors import TraceError
@@ -47,8 +48,10 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     blocks = c.block_memory(events, memory.blocks(folder, warnings), memory.snapshots(folder, warnings))
     fmt = "torch_npu-text" if (trace or kernels_csv).name in layout.TORCH_NPU_NAMES else "msprof-text"
     modules = memory.modules(folder, warnings)
+    found = summaries.read(folder, warnings)
     meta = c.make_meta(path, events, fmt, job.describe(layout.run_dir(folder), path, warnings), warnings)
     meta.extra["module_memory"] = modules
+    meta.extra.update(found)
     return events, blocks, meta
 
 
