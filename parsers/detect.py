@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import gzip
+import os
+import stat
+import warnings
+import zlib
 from pathlib import Path
 
 import msgspec
@@ -10,6 +15,7 @@ from traceanalyzer.parsers.columns import TooDeep
 from traceanalyzer.parsers.jsonstream import decode_json, describe_json, events_head, read_all, top_level
 from traceanalyzer.parsers.unit import Unit
 
+from traceanalyzer import outputs
 from traceanalyzer.errors import TraceError
 
 _KINETO_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
@@ -19,10 +25,15 @@ def units(path: Path) -> list[Unit]:
     """The traces a path holds: a file, a run folder, or a folder of per-rank traces."""
     if not path.exists():
         raise TraceError(path, "does not exist")
+    refuse_special(path)
+    if path.is_dir():
+        _refuse_special_inside(path)
     if path.is_file() and snapshot.is_snapshot(path):
         return [Unit(snapshot.parse, path)]
     found = ascend.units(path)
     if found:
+        for folder in {source_of(u)[0] for u in found} - {path}:
+            _refuse_special_inside(folder)
         return found
     if path.is_dir():
         return _folder(path)
@@ -30,16 +41,71 @@ def units(path: Path) -> list[Unit]:
     return [Unit(kineto.parse, path)]
 
 
+def source_of(unit: Unit) -> tuple[Path, bool]:
+    """What a unit's tables are read from, and whether its subfolders count: a Kineto file or a memory snapshot
+    itself; for Ascend the rank folder around its output folder (the parser reads the files beside the one it was
+    given), or the files beside a file given on its own (not its folder's subfolders: that may be any folder)."""
+    if unit.parse_with in (kineto.parse, snapshot.parse):
+        return unit.path, True
+    folder = unit.path if unit.path.is_dir() else unit.path.parent
+    if folder.name in ascend.OUTPUT_DIRS:
+        return folder.parent, True
+    return folder, unit.path.is_dir()
+
+
+_SPECIAL = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device", stat.S_IFSOCK: "a socket"}
+
+
+def refuse_special(path: Path) -> None:
+    """A TraceError for a FIFO, device or socket (or a link to one): reading one could block or never end."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as e:
+        raise TraceError(path, f"cannot be read ({e.strerror or e})") from None
+    what = _SPECIAL.get(stat.S_IFMT(mode))
+    if what:
+        raise TraceError(path, f"is {what}, not a regular file or folder: refused before reading it")
+
+
+def _refuse_special_inside(folder: Path) -> None:
+    """refuse_special for every entry of the folder's tree (a link to a folder is not followed)."""
+    for root, dirs, files in os.walk(folder):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(root, d))]:
+            entry = Path(root, name)
+            if os.path.lexists(entry) and not os.path.exists(entry):
+                continue  # a dangling link: nothing to read
+            refuse_special(entry)
+
+
 def _folder(path: Path) -> list[Unit]:
     for depth in ("", "**/"):
         files = sorted({f for g in _KINETO_GLOBS for f in path.glob(depth + g) if f.is_file()})
-        traces = [f for f in files if is_kineto(f)]
+        exported = [f for f in files if _exported(f)]
+        traces = [f for f in files if f not in exported and is_kineto(f)]
+        for f in exported:
+            warnings.warn(f"{f}: written by traceanalyze export, so not read as a trace of the run", stacklevel=2)
         if traces:
             return [Unit(kineto.parse, f) for f in traces]
         snapshots = sorted(f for f in path.glob(depth + "*") if f.name.lower().endswith(snapshot.SUFFIXES))
         if any(f.is_file() for f in snapshots):
             return [Unit(snapshot.parse, f) for f in snapshots if f.is_file()]
     raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
+
+
+def _exported(path: Path) -> bool:
+    """Did traceanalyze export write the file (a marked Perfetto trace, or a file in a marked folder)?"""
+    if outputs.is_export_folder(path.parent):
+        return True
+    try:
+        with path.open("rb") as f:
+            head = f.read(64)
+            if head[:2] == b"\x1f\x8b":
+                f.seek(0)
+                with gzip.GzipFile(fileobj=f) as z:
+                    head = z.read(64)
+    except (OSError, EOFError, zlib.error):
+        return False
+    return outputs.is_export_head(head)
 
 
 def is_kineto(path: Path) -> bool:

@@ -24,7 +24,7 @@ LAYERS = (
     ("traceanalyzer.errors", "traceanalyzer.schema", "traceanalyzer.intervals", "traceanalyzer.records",
      "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices", "traceanalyzer.options",
      "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
-     "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout"),
+     "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout", "traceanalyzer.outputs"),
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceanalyzer import __version__, cluster, lazy
+from traceanalyzer import __version__, cluster, lazy, outputs
 from traceanalyzer.errors import TraceError
 from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE_KINDS
@@ -35,6 +35,7 @@ compare_renderer = lazy.Module("traceanalyzer.renderers.compare")
 document = lazy.Module("traceanalyzer.renderers.document")
 export = lazy.Module("traceanalyzer.renderers.export")
 loader = lazy.Module("traceanalyzer.trace")
+loading = lazy.Module("traceanalyzer.loading")
 perrank = lazy.Module("traceanalyzer.perrank")
 progress_bars = lazy.Module("traceanalyzer.progress")
 
@@ -128,6 +129,7 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH")
     p.add_argument("--to", choices=export.TARGETS, required=True)
     p.add_argument("-o", "--output", required=True, help="the folder (parquet, csv) or the file (perfetto) to write")
+    _force_option(p)
     p.add_argument("--top", type=positive, default=15, help="rows per hotspot table (default 15)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     _cache_option(p)
@@ -191,10 +193,15 @@ def display(args: argparse.Namespace) -> Display:
     return document.Display(width=width, color=color, wide=args.wide, full=args.full)
 
 
+def _force_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--force", action="store_true", help="replace an existing -o file (or write into a folder)")
+
+
 def _output_options(p: argparse.ArgumentParser, what: str, formats: Sequence[str]) -> None:
     """--format, -o and --debug, which every command has."""
     p.add_argument("--format", choices=formats, default="text")
     p.add_argument("-o", "--output", help=f"write the {what} to this file instead of stdout")
+    _force_option(p)
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
 
 
@@ -273,7 +280,7 @@ def _per_rank(args: argparse.Namespace) -> bool:
 
 
 def _export(args: argparse.Namespace) -> int:
-    export.check_output(args.to, Path(args.output), args.paths)
+    export.check_output(args.to, Path(args.output), loading.read_from(args.paths), args.force)
     with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = loader.load(
@@ -333,25 +340,8 @@ def _check_options(args: argparse.Namespace, inputs: list[str]) -> None:
             re.compile(pattern, re.IGNORECASE)
         except re.error as e:
             raise TraceError("--comm-pattern", f"{pattern!r} is not a regular expression ({e})") from None
-    if not args.output:
-        return
-    problem = _output_problem(Path(args.output), inputs)
-    if problem:
-        raise TraceError(args.output, f"(the -o output) {problem}")
-
-
-def _output_problem(out: Path, inputs: list[str]) -> str | None:
-    """Why the report cannot be written to ``out``, or None."""
-    folder = out.absolute().parent
-    if out.is_dir():
-        return "is a folder"
-    if not folder.is_dir():
-        return "is in a folder that does not exist"
-    if not os.access(folder, os.W_OK):
-        return "is in a folder that cannot be written to"
-    if out.exists() and any(Path(p).exists() and out.samefile(p) for p in inputs):
-        return "is one of the inputs (it would be overwritten)"
-    return None
+    if args.output:
+        outputs.check(args.output, loading.read_from(inputs), args.force)
 
 
 def _warn(messages: list[str]) -> None:
@@ -361,11 +351,8 @@ def _warn(messages: list[str]) -> None:
 
 def _write(text: str, output: str | None) -> int:
     if output:
-        try:
-            with open(output, "w", encoding="utf-8") as f:
-                f.write(text)
-        except OSError as e:
-            raise TraceError(output, f"(the -o output) cannot be written: {e.strerror or e}") from None
+        with outputs.replacing(output) as f:
+            f.write(text.encode("utf-8"))
     else:
         sys.stdout.write(text)
     return EXIT_OK

@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import re
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
@@ -21,10 +22,10 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import cache, classify, cluster, footprint, linking, schema
+from traceanalyzer import cache, classify, cluster, footprint, linking, outputs, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
-from traceanalyzer.parsers import ascend, detect, kineto, snapshot
+from traceanalyzer.parsers import detect
 from traceanalyzer.parsers.columns import Reader
 from traceanalyzer.parsers.jsonstream import fork_is_safe
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
@@ -106,6 +107,22 @@ def load_per_rank(
     meta = _merge_meta(sorted((meta for meta, _ in done), key=lambda m: m.ranks[0]))
     _note_skipped(meta, skipped, len(done))
     return sorted(done, key=lambda d: d[0].ranks[0]), meta
+
+
+def read_from(paths: Sequence[str | os.PathLike]) -> list[outputs.Protected]:
+    """What a load of the paths reads, for the output guard: each path given, and the folder each Ascend rank is
+    read with (a path that cannot be read is left to the load to refuse)."""
+    found = outputs.protected(paths)
+    for path in paths:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the load says them
+                units = detect.units(Path(path))
+        except TraceError:
+            continue
+        sources = {detect.source_of(u)[0] for u in units}
+        found += [outputs.Protected(outputs.real(s), True) for s in sorted(sources) if s.is_dir()]
+    return found
 
 
 def _plan_load(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
@@ -332,24 +349,11 @@ def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     return events, memory, meta
 
 
-def _source_of(unit) -> tuple[Path, bool]:
-    """What a unit's tables are read from, and whether its subfolders count: a Kineto file or a memory snapshot
-    itself; for Ascend the
-    rank folder around its output folder (the parser reads the files beside the one it was given), or the files
-    beside a file given on its own (not its folder's subfolders: that may be any folder)."""
-    if unit.parse_with in (kineto.parse, snapshot.parse):
-        return unit.path, True
-    folder = unit.path if unit.path.is_dir() else unit.path.parent
-    if folder.name in ascend.OUTPUT_DIRS:
-        return folder.parent, True
-    return folder, unit.path.is_dir()
-
-
 def _slot(unit, rules: tuple[Rule, ...]) -> cache.Slot:
     """Where the cache keeps a unit's tables: by source, parser and classification rules, built by this code."""
     parser = f"{unit.parse_with.__module__}.{unit.parse_with.__qualname__}"
     variant = (parser, *(f"{r.kind.value}:{r.pattern}" for r in rules))
-    source, deep = _source_of(unit)
+    source, deep = detect.source_of(unit)
     return cache.Slot(source, variant, _code(), str(unit.path), deep)
 
 

@@ -2,7 +2,8 @@
 
 The folder gets ``events``, ``memory_events`` and one file per section table (``<section>.<table>``), and a
 README.md that says what every column holds and in what unit. Parquet keeps the event table exactly (categories,
-int64 ns); CSV writes the same rows as text. Nothing is written inside an input.
+int64 ns); CSV writes the same rows as text. Where it may be written is ``outputs``' rule (nothing inside or
+beside an input, an existing folder or file only with ``--force``); the folder is marked as an export.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from pathlib import Path
 import orjson
 import pandas as pd
 
+from traceanalyzer import outputs
 from traceanalyzer.errors import TraceError
 from traceanalyzer.renderers import perfetto
 from traceanalyzer.report import Report
@@ -22,42 +24,24 @@ TARGETS = ("csv", "parquet", "perfetto")
 """What ``--to`` accepts, in the order ``--help`` lists it."""
 
 
-def check_output(target: str, out: Path, inputs: list[str]) -> None:
-    """Refuse (TraceError) an output that is inside an input, where a folder or file was expected, or unwritable."""
-    problem = _problem(target, out, inputs)
-    if problem:
-        raise TraceError(str(out), f"(the -o output) {problem}")
-
-
-def _problem(target: str, out: Path, inputs: list[str]) -> str | None:
-    here = out.absolute()
-    for path in map(Path, inputs):
-        source = path.absolute()
-        if here == source or (source.is_dir() and source in here.parents):
-            return f"is inside the input {path} (write it elsewhere: nothing is written into an input)"
-    if not here.parent.is_dir():
-        return "is in a folder that does not exist"
-    if target == "perfetto":
-        if out.is_dir():
-            return "is a folder (perfetto writes one .json or .json.gz file)"
-        if not out.name.endswith((".json", ".json.gz")):
-            return "must end in .json or .json.gz"
-    elif out.exists() and not out.is_dir():
-        return f"is a file ({target} writes a folder of tables)"
-    return None
+def check_output(target: str, out: Path, inputs: list[outputs.Protected], force: bool = False) -> None:
+    """Refuse (TraceError) an output that ``outputs`` refuses, or a Perfetto file not named .json or .json.gz."""
+    outputs.check(out, inputs, force, folder=target != "perfetto")
+    if target == "perfetto" and not out.name.endswith((".json", ".json.gz")):
+        raise TraceError(str(out), "(the -o output) must end in .json or .json.gz")
 
 
 def write(trace, target: str, out: Path, top: int = 15) -> str:
     """Write the export; returns what was written, for the user."""
     if target == "perfetto":
         return perfetto.write(trace, out)
-    out.mkdir(exist_ok=True)
     report = trace.build_report(top=top)
     tables = {"events": trace.events, "memory_events": trace.memory_events}
     tables |= {f"{s.id}.{t.id}": _plain(t.frame) for s in report.sections for t in s.tables}
-    for name, frame in tables.items():
-        _save(frame, out / f"{name}.{target}", target)
-    (out / "README.md").write_text(readme(report, target), encoding="utf-8")
+    with outputs.folder_replacing(out) as into:
+        for name, frame in tables.items():
+            _save(frame, into / f"{name}.{target}", target)
+        (into / "README.md").write_text(readme(report, target), encoding="utf-8")
     return f"{len(tables)} {target} tables and README.md to {out}"
 
 
@@ -68,7 +52,7 @@ def _save(frame: pd.DataFrame, path: Path, target: str) -> None:
         else:
             frame.to_csv(path, index_label="row")
     except OSError as e:
-        raise TraceError(str(path), f"cannot be written: {e.strerror or e}") from None
+        raise TraceError(str(path.name), f"cannot be written: {e.strerror or e}") from None
 
 
 def _plain(frame: pd.DataFrame) -> pd.DataFrame:

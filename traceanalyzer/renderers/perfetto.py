@@ -17,8 +17,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from traceanalyzer import humanize
-from traceanalyzer.errors import TraceError
+from traceanalyzer import humanize, outputs
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import DEVICE_KINDS
 
@@ -33,14 +32,12 @@ def write(trace, out: Path) -> str:
     """Write the annotated trace to ``out`` (.json or .json.gz); returns what was written."""
     doc = document(trace)
     data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-    try:
+    with outputs.replacing(out) as f:
         if out.name.endswith(".gz"):
-            with gzip.open(out, "wb", compresslevel=6) as f:
-                f.write(data)
+            with gzip.GzipFile(filename="", fileobj=f, mode="wb", compresslevel=6, mtime=0) as z:
+                z.write(data)
         else:
-            out.write_bytes(data)
-    except OSError as e:
-        raise TraceError(str(out), f"cannot be written: {e.strerror or e}") from None
+            f.write(data)
     meta = doc["otherData"]
     return f"{meta['events_written']:,} events and {meta['finding_slices']:,} finding slices to {out}"
 
@@ -64,7 +61,12 @@ def document(trace) -> dict:
         "finding_slices": len(findings),
         "subset": note,
     }
-    return {"traceEvents": meta + slices + [s for s, _ in findings], "displayTimeUnit": "ns", "otherData": other}
+    return {
+        outputs.EXPORT_KEY: "perfetto",
+        "traceEvents": meta + slices + [s for s, _ in findings],
+        "displayTimeUnit": "ns",
+        "otherData": other,
+    }
 
 
 def subset(events: pd.DataFrame, limit: int = MAX_EVENTS) -> tuple[pd.DataFrame, str]:
