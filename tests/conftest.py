@@ -46,6 +46,7 @@ def shared_path(*parts: str) -> Path:
 def private_cache(tmp_path_factory):
     """The suite never writes to the user's cache folder, and parses afresh unless a test asks for the cache."""
     with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("TRACEANALYZER_CACHE_DIR", raising=False)
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         mp.setenv("TRACEANALYZER_CACHE", "0")
         yield

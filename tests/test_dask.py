@@ -101,5 +101,5 @@ def test_without_dask_scheduler_says_how_to_install(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == (
         "traceanalyze: error: --scheduler tcp://127.0.0.1:8786: needs Dask distributed, not installed: "
-        "pip install 'traceanalyzer[dask]'"
+        "pip install 'traceanalyzer-hotspots[dask]' (the distribution's name; in the repository: pip install '.[dask]')"
     )

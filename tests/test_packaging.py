@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
+import re
 import subprocess
 import sys
+from pathlib import Path
 
+import platformdirs
 import tomllib
 from traceanalyzer.parsers import columns
 
 from tests.conftest import REPO
-from traceanalyzer import cli
+from traceanalyzer import cache, cli
 
 SAMPLE = REPO / "sample_traces" / "unfused_ops.json.gz"
 
@@ -54,3 +59,52 @@ def test_importing_the_source_folder_without_the_install_says_what_to_do():
     assert done.returncode != 0
     assert done.stderr.strip().splitlines()[-1].startswith("ImportError: traceanalyzer is being imported from")
     assert "pip install -e ." in done.stderr
+
+
+def _third_party_imports() -> set[str]:
+    """The top-level names of every package the installed code imports (module or function level)."""
+    names = set()
+    for folder in ("traceanalyzer", "parsers", "dashboards"):
+        for path in (REPO / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.Import):
+                    names |= {a.name.split(".")[0] for a in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"traceanalyzer", "__future__"}
+
+
+def _declared() -> set[str]:
+    """Distribution names pyproject declares, the extras' too (``dask[distributed]`` declares distributed)."""
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    requirements = project["dependencies"] + [r for extra in project["optional-dependencies"].values() for r in extra]
+    declared = set()
+    for requirement in requirements:
+        name, extras = re.match(r"([A-Za-z0-9_.-]+)(?:\[([^\]]+)\])?", requirement).groups()
+        declared |= {name, *(extras or "").split(",")} - {""}
+    return {re.sub(r"[-_.]+", "-", n).lower() for n in declared}
+
+
+def test_every_imported_package_is_declared():
+    """An import of a package that only arrives as another one's dependency (flask came with dash) breaks the day
+    that dependency drops it: each one is declared, by its distribution's name."""
+    distributions = importlib.metadata.packages_distributions()
+    imported = {name: distributions.get(name, [name]) for name in _third_party_imports()}
+    undeclared = {
+        name: dists
+        for name, dists in imported.items()
+        if not {d.lower().replace("_", "-") for d in dists} & _declared()
+    }
+    assert {"flask", "werkzeug", "pandas"} <= set(imported)
+    assert not undeclared, f"imported but not declared in pyproject.toml: {undeclared}"
+
+
+def test_the_cache_folder_is_the_platforms_unless_one_is_given(monkeypatch, tmp_path):
+    monkeypatch.delenv("TRACEANALYZER_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    assert cache.folder() == Path(platformdirs.user_cache_dir("traceanalyzer", appauthor=False))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.folder() == tmp_path / "xdg" / "traceanalyzer"
+    monkeypatch.setenv("TRACEANALYZER_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.folder() == tmp_path / "mine"
+    assert cli.main(["cache", "info"]) == 0

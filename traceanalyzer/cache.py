@@ -1,15 +1,15 @@
 """The trace cache: a rank's parsed and linked tables, kept as Arrow in the user's cache folder, so a trace opened
 again is read in a fraction of its parse time.
 
-An entry is one file ``<key>.tacache`` in ``$XDG_CACHE_HOME/traceanalyzer`` (default ``~/.cache/traceanalyzer``),
-never beside the user's files: a header (JSON: what the entry was built from and the trace's meta) followed by the
-tables as zstd-compressed Arrow IPC files, each with its SHA-1. The key is the source's resolved path and what
-decides its tables (``PARSER_VERSION``, a digest of the code that builds them, library versions, classification
-rules); the header holds the source's identity (size, mtime and a hash of the head and tail of each file), so an
-entry of a file that changed since is found stale and rebuilt, and a truncated or corrupt one fails its size or
-digest check and is rebuilt. Entries are written to a temporary file and renamed into place, and the least
-recently used are evicted beyond ``TRACEANALYZER_CACHE_SIZE`` (default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the
-cache off.
+An entry is one file ``<key>.tacache`` in the cache folder (``folder``: ``TRACEANALYZER_CACHE_DIR``, else
+``$XDG_CACHE_HOME/traceanalyzer``, else the platform's user cache folder), never beside the user's files: a header
+(JSON: what the entry was built from and the trace's meta) followed by the tables as zstd-compressed Arrow IPC
+files, each with its SHA-1. The key is the source's resolved path and what decides its tables (``PARSER_VERSION``, a
+digest of the code that builds them, library versions, classification rules); the header holds the source's identity
+(size, mtime and a hash of the head and tail of each file), so an entry of a file that changed since is found stale
+and rebuilt, and a truncated or corrupt one fails its size or digest check and is rebuilt. Entries are written to a
+temporary file and renamed into place, and the least recently used are evicted beyond ``TRACEANALYZER_CACHE_SIZE``
+(default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pandas as pd
-import pyarrow as pa
+import platformdirs
 
+from traceanalyzer import lazy
 from traceanalyzer.footprint import parse_bytes
 from traceanalyzer.schema import Device, Platform, TraceMeta
 
@@ -45,16 +46,25 @@ _SUFFIX = ".tacache"
 _HASHED_BYTES = 1 << 20
 _HASHED_BYTES_IN_FOLDER = 1 << 16
 _HASHED_FILES = 256
-_IPC = pa.ipc.IpcWriteOptions(compression="zstd")
-_UNREADABLE = (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
+pa = lazy.Module("pyarrow")  # only where an entry is read or written (pandas 3 may import it anyway)
 
 Tables = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 
 
 def folder() -> Path:
-    """The cache folder: ``$XDG_CACHE_HOME/traceanalyzer``, else ``~/.cache/traceanalyzer``."""
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "traceanalyzer"
+    """The cache folder: ``TRACEANALYZER_CACHE_DIR``, else ``$XDG_CACHE_HOME/traceanalyzer`` (on every OS), else the
+    platform's user cache folder (``~/.cache/traceanalyzer`` on Linux, ``~/Library/Caches/traceanalyzer`` on macOS,
+    ``%LOCALAPPDATA%\\traceanalyzer\\Cache`` on Windows)."""
+    if os.environ.get("TRACEANALYZER_CACHE_DIR"):
+        return Path(os.environ["TRACEANALYZER_CACHE_DIR"])
+    if os.environ.get("XDG_CACHE_HOME"):
+        return Path(os.environ["XDG_CACHE_HOME"]) / "traceanalyzer"
+    return Path(platformdirs.user_cache_dir("traceanalyzer", appauthor=False))
+
+
+def _unreadable() -> tuple[type[Exception], ...]:
+    """What reading a damaged entry raises (evaluated only when an exception is being matched)."""
+    return (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
 
 
 def enabled(asked: bool | None = None) -> bool:
@@ -151,7 +161,7 @@ def read(slot: Slot, identity: list) -> Tables | None:
         header, body = _split(data)
         current = header["identity"] == identity and header["built_with"] == slot.built_with
         tables = _tables(header, body) if current else None
-    except _UNREADABLE:
+    except _unreadable():
         tables = None
     if tables is None:
         _remove(slot.path)
@@ -222,7 +232,7 @@ def write(slot: Slot, identity: list, tables: Tables) -> bool:
 def _ipc(frame: pd.DataFrame) -> bytes:
     table = pa.Table.from_pandas(frame)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=_IPC) as writer:
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
         writer.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -317,7 +327,7 @@ def _source_of(path: Path) -> str:
         with open(path, "rb") as f:
             magic, length, _ = _HEAD.unpack(f.read(_HEAD.size))
             return str(json.loads(f.read(length))["name"]) if magic == _MAGIC else "?"
-    except _UNREADABLE:
+    except _unreadable():
         return "?"
 
 

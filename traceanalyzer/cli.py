@@ -151,8 +151,9 @@ def cache_parser() -> argparse.ArgumentParser:
     """Arguments of the cache command."""
     p = argparse.ArgumentParser(
         prog="traceanalyze cache",
-        description="Parsed traces are kept in $XDG_CACHE_HOME/traceanalyzer (default ~/.cache/traceanalyzer) so "
-        "that opening one again is fast: 'info' lists the entries, 'clear' removes them all.",
+        description="Parsed traces are kept in the user's cache folder (TRACEANALYZER_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/traceanalyzer, else the platform's: ~/.cache/traceanalyzer on Linux) so that opening one "
+        "again is fast: 'info' lists the entries and the folder, 'clear' removes them all.",
     )
     p.add_argument("action", choices=("info", "clear"))
     return p
@@ -170,7 +171,7 @@ def _cache_option(p: argparse.ArgumentParser) -> None:
         "--scheduler",
         metavar="tcp://HOST:PORT",
         help="parse the ranks on this Dask cluster (default: TRACEANALYZER_SCHEDULER, else here); every worker needs "
-        "traceanalyzer installed and the traces at the same path; needs pip install 'traceanalyzer[dask]'",
+        "traceanalyzer installed and the traces at the same path; needs the dask extra (pip install '.[dask]')",
     )
 
 

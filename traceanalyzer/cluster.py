@@ -3,7 +3,7 @@
 installed and the traces at the same path (shared storage); what each worker makes of its rank (the rank's tables,
 or only its summary for a report analysed rank by rank) comes back to the caller.
 
-Dask is optional (``pip install 'traceanalyzer[dask]'``) and imported only when a scheduler is given.
+Dask is optional (the dask extra: ``pip install '.[dask]'``) and imported only when a scheduler is given.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ from typing import Any
 
 from traceanalyzer.errors import TraceError
 
-INSTALL = "pip install 'traceanalyzer[dask]'"
+INSTALL = (
+    "pip install 'traceanalyzer-hotspots[dask]' (the distribution's name; in the repository: pip install '.[dask]')"
+)
 
 
 def scheduler_from(asked: Any) -> Any:
