@@ -24,10 +24,10 @@ from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
+from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS, STEP_TRACE
 from traceanalyzer.schema import Kind, Platform, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import stack
+from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
 
 CORE_GROUPS = {
@@ -182,17 +182,7 @@ def _from_step_trace(table: pd.DataFrame, figures: pd.DataFrame, kernel_ranks: s
 def step_traces(meta: TraceMeta) -> pd.DataFrame:
     """msprof's own per-step figures of every rank of the trace (step_trace_time.csv / analysis.db), with their rank;
     empty when no rank has them."""
-    per_rank = meta.extra.get("per_rank")
-    found = (
-        {rank: part.get("extra", {}).get(STEP_TRACE) for rank, part in per_rank.items()}
-        if isinstance(per_rank, dict)
-        else {meta.ranks[0] if meta.ranks else 0: meta.extra.get(STEP_TRACE)}
-    )
-    tables = [t.assign(rank=int(r)) for r, t in sorted(found.items()) if isinstance(t, pd.DataFrame) and len(t)]
-    if not tables:
-        return pd.DataFrame(columns=["rank", "step"])
-    table = stack(tables)
-    return table[["rank", *[c for c in table.columns if c != "rank"]]]
+    return per_rank(meta, STEP_TRACE)
 
 
 def _marker_windows(events: pd.DataFrame):
@@ -223,6 +213,7 @@ def _part(trace: TraceData) -> dict:
         "ai_cpu_work": aicpu_work(events),
         "overlap": overlap(trace),
         "step_trace": step_traces(trace.meta),
+        "hccl_links": per_rank(trace.meta, HCCL_LINKS),
     }
 
 
@@ -293,6 +284,15 @@ def job_section(job: JobData, options: Options) -> Section | None:
     return _section(parts, job.meta.extra, options) if parts else None
 
 
+def _links(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """msprof's per-op, per-link transfers of the ranks, most bytes first (start times left out: the op and step
+    name it)."""
+    table = stack(parts)
+    if not len(table):
+        return pd.DataFrame(columns=["rank", "step", "name", "transport", "bytes", "transit_ns", "bandwidth_gbps"])
+    return table.drop(columns=["ts"]).sort_values(["bytes", "rank"], ascending=[False, True]).reset_index(drop=True)
+
+
 def _section(parts: list[dict], extra: dict, options: Options) -> Section:
     """The section from the parts of the ranks (or the one part of a joined trace) and the trace's extra facts."""
     cores = _core_shares([p["cores"] for p in parts])
@@ -321,5 +321,10 @@ def _section(parts: list[dict], extra: dict, options: Options) -> Section:
                 Per.STEP,
             ),
             Table("ai_cpu_ops", "AI_CPU ops", _aicpu_table([p["ai_cpu"] for p in parts]).head(options.top), Per.TOTAL),
+            Table(
+                "hccl_links",
+                "HCCL transfers per op and link (msprof's communication.json)",
+                _links([p["hccl_links"] for p in parts]).head(options.top),
+            ),
         ],
     )

@@ -29,8 +29,9 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
+from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
-from traceanalyzer.tables import stack
+from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -108,15 +109,18 @@ def calls(trace) -> pd.DataFrame:
 def rank_calls(trace) -> pd.DataFrame:
     """The per-rank stage: one row per communication call, in (rank, group, start) order, from each rank's own
     events: times, exposure, phase, group and its sequence in it, bytes, and what its HCCL tasks say (peer waits,
-    transfer time, link bytes and time; NaN where the rank records no tasks)."""
+    transfer time, link bytes and time), else what msprof's communication.json says of its links (NaN where the
+    rank records neither)."""
     ev = trace.events
     comm = ev[ev["kind"] == Kind.COMMUNICATION.value]
     if not len(comm):
         return pd.DataFrame(columns=RANK_COLUMNS)
     table = _base(trace, comm)
     tasks = hccl.task_times(trace.events, table)
+    msprof = hccl.msprof_times(table, per_rank(trace.meta, HCCL_LINKS))
+    untasked = tasks["transfer_ns"].isna()
     for column in hccl.COLUMNS:
-        table[f"task_{column}"] = tasks[column]
+        table[f"task_{column}"] = tasks[column].where(~untasked, msprof[column])
     return table[RANK_COLUMNS]
 
 

@@ -16,6 +16,11 @@ analysis gathers unchanged):
 A lane whose tasks overlap in time holds several planes (the device stream view, or a database without plane ids):
 then ``transfer_ns`` is the union of the op's data-moving tasks, and every lane counts for the link figures
 (``transfer_basis`` says which).
+
+Where a rank records no tasks (kernel_details or communication.json alone), ``msprof_times`` takes the same figures
+from msprof's own per-op link table (communication.json's "Communication Bandwidth Info"): the bytes and transit
+time of its SDMA and RDMA links (HCCS, PCIE and SIO transfers are SDMA's, counted there once), so the per-link
+bandwidth is the file's.
 """
 
 from __future__ import annotations
@@ -33,6 +38,11 @@ NOTIFY_TASK = re.compile(r"^(?:Notify[_ ]?(?:Wait|Record)|Write Value)$", re.I)
 """Tasks of an HCCL op that synchronise with a peer."""
 BASIS_PLANE = "tasks: main plane"
 BASIS_UNION = "tasks: union (planes not recorded)"
+BASIS_MSPROF = "communication.json: link transit time"
+MOVED_LINKS = ("SDMA", "RDMA")
+"""msprof's transport types that hold every byte an op moves once (HCCS, PCIE, SIO are moved by SDMA)."""
+MATCH_NS = 1_000_000
+"""An op of communication.json is the call of its rank and name that starts nearest to it, within 1 ms."""
 
 COLUMNS = ["transfer_ns", "link_bytes", "link_transfer_ns", "transfer_basis"]
 
@@ -149,3 +159,27 @@ def _union_transfer(tasks: pd.DataFrame) -> pd.Series:
     start = np.maximum(moving["ts"].to_numpy(dtype=float), reach.fillna(-np.inf).to_numpy())
     length = np.clip(moving["end"].to_numpy() - start, 0, None)
     return pd.Series(length, index=moving.index).groupby(moving["call"]).sum()
+
+
+def msprof_times(calls: pd.DataFrame, links: pd.DataFrame) -> pd.DataFrame:
+    """Per call (same index as ``calls``: rank, name, start_ns): transfer time, link bytes and link time from
+    msprof's per-op link table (``links``: rank, name, ts, transport, bytes, transit_ns); NaN where it has no op."""
+    out = pd.DataFrame(
+        {"transfer_ns": np.nan, "link_bytes": np.nan, "link_transfer_ns": np.nan, "transfer_basis": ""},
+        index=calls.index,
+    )
+    moved = links[links["transport"].isin(MOVED_LINKS) & (links["transit_ns"] >= 0)] if len(links) else links
+    if not len(moved) or not len(calls):
+        return out
+    ops = moved.groupby(["rank", "name", "ts"], as_index=False)[["bytes", "transit_ns"]].sum()
+    wanted = calls[["rank", "name", "start_ns"]].assign(call=calls.index.to_numpy(), name=calls["name"].astype(str))
+    found = pd.merge_asof(
+        wanted.astype({"rank": np.int64}).sort_values("start_ns"),
+        ops.astype({"rank": np.int64, "name": str}).rename(columns={"ts": "start_ns"}).sort_values("start_ns"),
+        on="start_ns", by=["rank", "name"], direction="nearest", tolerance=MATCH_NS,
+    ).dropna(subset=["bytes"]).set_index("call")  # fmt: skip
+    out.loc[found.index, "link_bytes"] = found["bytes"].astype(float)
+    out.loc[found.index, "link_transfer_ns"] = found["transit_ns"].astype(float)
+    out.loc[found.index, "transfer_ns"] = found["transit_ns"].astype(float)
+    out.loc[found.index, "transfer_basis"] = BASIS_MSPROF
+    return out
