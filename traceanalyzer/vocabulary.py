@@ -54,6 +54,49 @@ LAUNCH_CALLS = frozenset(
 )
 """Runtime calls that launch one kernel."""
 
+ALLOCATOR_CALLS = frozenset(
+    {
+        "cudaMalloc",
+        "cudaFree",
+        "cudaMallocHost",
+        "cudaFreeHost",
+        "cudaHostAlloc",
+        "cuMemAlloc_v2",
+        "cuMemFree_v2",
+        "hipMalloc",
+        "hipFree",
+        "aclrtMalloc",
+        "aclrtFree",
+    }
+)
+"""Runtime calls of the device allocator that block the host (``cudaFree`` also waits for the device): the caching
+allocator makes them on a miss, ``torch.cuda.empty_cache()`` frees every cached block with them."""
+
+ALLOCATOR_FRAME = re.compile(r"\bempty_cache\b")
+"""Python frames that hand the caching allocator's blocks back to the driver (``torch.cuda.empty_cache``)."""
+
+HOST_SYNC_OPS = re.compile(r"aten::(?:_local_scalar_dense|item|nonzero|is_nonzero|equal|allclose|unique)")
+"""Ops that read a device value on the host (``.item()``, ``.tolist()``, ``nonzero``, ``if tensor:``), so they sync."""
+
+GRAD_SCALER = re.compile(r"grad_scaler\.py|GradScaler|_unscale_grads_|_maybe_opt_step")
+"""Frames of torch.amp.GradScaler, whose inf/NaN check reads ``found_inf`` on the host each step."""
+
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+"""The range torch.optim records around every ``optimizer.step()`` (``Optimizer.step#AdamW.step``)."""
+
+VECTORIZED_OPTIMIZER_OP = re.compile(r"_foreach_|_fused_|fused_adam|ApplyAdam|NpuFused|multi_tensor")
+"""Ops of an optimizer step that update many parameters at once (foreach, fused): no per-parameter loop."""
+
+GC_FRAME = re.compile(r"<built-in (?:function|method) collect\b|\bgc\.collect|gc_collect")
+"""Python frames of the garbage collector (``gc.collect()``)."""
+
+COMPILE_FRAME = re.compile(
+    r"torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)\.py|torch/_inductor/(?:compile_fx|codecache|"
+    r"async_compile|graph)\.py|triton/compiler/compiler\.py|torch/_functorch/aot_autograd\.py|aclopCompile"
+)
+"""Host frames and calls of (re)compilation: Dynamo tracing, AOTAutograd, Inductor and Triton codegen, CANN op
+compiles (a compiled region's own range, ``Torch-Compiled Region``, is running compiled code, not compiling)."""
+
 COMPILE_CALL = "Compile"
 """Substring of the CANN calls that compile ops at run time (AscendCL@aclopCompileAndExecute)."""
 
@@ -67,6 +110,9 @@ MEMCPY_KIND = re.compile(r"\b(HtoD|DtoH|DtoD|HtoH|PtoP|H2D|D2H|D2D)\b(?:\s*\(([^
 
 DTOH_COPY = re.compile(r"DtoH|D2H|Device -> (?:Pinned|Pageable)", re.IGNORECASE)
 """Device-to-host copy names: the host needs the result, so it waits for it."""
+
+HTOD_COPY = re.compile(r"HtoD|H2D|(?:Pinned|Pageable) -> Device", re.IGNORECASE)
+"""Host-to-device copy names: the input (or state) the device needs from the host."""
 
 PAGEABLE_COPY = re.compile(r"Pageable", re.IGNORECASE)
 """Copies to or from pageable host memory, which are synchronous even when issued async."""

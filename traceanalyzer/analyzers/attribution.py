@@ -107,6 +107,11 @@ def describe(trace: TraceData, rows: np.ndarray) -> list[str]:
     return out
 
 
+def place_text(annotation: str, frame: str) -> str:
+    """A place in words: annotation › frame."""
+    return " › ".join(p for p in (annotation, frame) if p) or "(no annotation or Python frame)"
+
+
 def host_activity(trace: TraceData, rank: int, starts: np.ndarray, ends: np.ndarray) -> pd.DataFrame:
     """For windows on ``rank``: the deepest host event at the start, and the deepest covering most of the window."""
     labels, ts, end, depth = _host_rows(trace).get(rank, _NO_HOST_ROWS)

@@ -15,15 +15,16 @@ from dataclasses import replace
 
 from traceanalyzer.analyzers import steps
 from traceanalyzer.analyzers.attribution import steps_count, steps_in
+from traceanalyzer.analyzers.health.causes import idle_causes
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     LARGE_GAP_NS,
     LARGEST_GAPS,
     device_busy,
-    gap_findings,
     idle_claims,
     idle_gaps,
 )
+from traceanalyzer.analyzers.health.idle import explained_share, idle_findings
 from traceanalyzer.analyzers.health.job import merge, summarize
 from traceanalyzer.analyzers.health.launch import TINY_KERNEL_NS, launch_bound, launch_findings
 from traceanalyzer.analyzers.health.part import Context, Part
@@ -49,6 +50,7 @@ __all__ = [
     "dynamic_shapes",
     "findings",
     "fp32_gemms",
+    "idle_causes",
     "idle_claims",
     "idle_gaps",
     "job_findings",
@@ -94,9 +96,8 @@ def job_findings(job: JobData) -> list[Finding]:
 
 def _findings(health: Part, context: Context) -> list[Finding]:
     """Every check's findings from merged health data."""
-    after_sync = health.syncs.groupby("rank")["idle_after_ns"].sum()  # the in-step syncs' idle, per rank
     return (
-        gap_findings(health, context, after_sync)
+        idle_findings(health, context)
         + launch_findings(health, context)
         + sync_findings(health, context)
         + fp32_findings(health, context)
@@ -144,6 +145,7 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
                 Unit.SHARE,
             ),
             Fact("idle_in_steps_ns", "device idle inside steps", idle, Unit.NS, Per.TOTAL),
+            Fact("idle_explained_share", "idle inside steps a cause explains", explained_share(health), Unit.SHARE),
             Fact("large_gaps", "idle gaps over 100 µs", int(busy["large_gaps"].sum()), Unit.COUNT, Per.TOTAL),
             Fact("large_gap_ns", "time in gaps over 100 µs", int(busy["large_gap_ns"].sum()), Unit.NS, Per.TOTAL),
             Fact("largest_gap_ns", "largest gap", int(busy["largest_gap_ns"].max()), Unit.NS),
@@ -163,6 +165,9 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
                 health.shapes,
                 Per.TOTAL,
                 note=_shapes_note(context.steps),
+            ),
+            Table(
+                "idle_causes", "Idle inside steps by cause (the launching thread's activity)", health.causes, Per.TOTAL
             ),
         ],
     )

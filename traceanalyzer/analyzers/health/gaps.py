@@ -1,4 +1,5 @@
-"""Device idle: busy share per device, the largest idle gaps with what the host did, and the idle-gap finding."""
+"""Device idle: busy share per device, the largest idle gaps with what the host did, and the idle inside steps
+(its causes and findings: ``causes``, ``idle``)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import findings as fnd
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, describe, host_activity, kind_rows, rank_busy
-from traceanalyzer.analyzers.health.part import Context, Part
+from traceanalyzer.analyzers.attribution import describe, host_activity, kind_rows, rank_busy
 from traceanalyzer.analyzers.steps import BUSY, step_spans
-from traceanalyzer.findings import Claims, Finding
+from traceanalyzer.findings import Claims
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
 from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import DATA_LOADING
 
 ANALYZER = "health"
 
@@ -33,9 +30,6 @@ GAPS_KEPT = Options().top
 """How many of the largest gaps of each device a part keeps, described: as many as a default report lists
 (``Options.top`` is not known where a rank is summarized; describing a gap costs a pass over the rank's host
 events)."""
-
-SYNC_IDLE_MENTION = 0.1
-"""An idle-gap finding points at host syncs when at least this share of the idle follows them."""
 
 
 @per_trace
@@ -160,57 +154,3 @@ def _idle_in_spans(trace: TraceData) -> Claims:
         span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
         out[int(rank)] = intervals.subtract(span, busy.get(int(rank), intervals.EMPTY))
     return out
-
-
-def gap_findings(health: Part, context: Context, after_sync: pd.Series) -> list[Finding]:
-    """One finding per device with large idle gaps; ``after_sync``: idle right after host syncs, per rank."""
-    busy, gaps = health.busy, health.gaps
-    out = []
-    judged = busy["rank"].isin(health.computing)  # a rank loaded from its communication alone: not idle
-    for row in busy[(busy["large_gaps"] > 0) & judged].itertuples(index=False):
-        largest = gaps[(gaps["rank"] == row.rank) & (gaps["device"] == row.device)]
-        idle = health.idle_ns.get(row.rank, 0)
-        synced = after_sync.get(row.rank, 0) / row.idle_ns
-        after = f", {synced:.0%} of the idle right after host syncs" if synced >= SYNC_IDLE_MENTION else ""
-        out.append(
-            fnd.make(
-                ANALYZER,
-                "idle",
-                f"{accelerator(context)} {row.device} of rank {row.rank} is idle {1 - row.busy_share:.0%} of its "
-                f"active span ({row.large_gaps} gaps > 100 µs{after})",
-                _gap_advice(context, largest.iloc[0] if len(largest) else None, after),
-                context.step,
-                concerns_ns=idle,
-                saving_ns=max(idle - int(after_sync.get(row.rank, 0)), 0),
-                basis=fnd.Basis.MEASURED,
-                model="the device idle inside steps would go if the host never made it wait (the idle right after "
-                "host syncs is counted under the sync finding)",
-                claims=health.claims(row.rank),
-                where={"rank": row.rank, "device": row.device},
-                evidence={k: getattr(row, k) for k in busy.columns if k not in ("rank", "device")},
-            )
-        )
-    return out
-
-
-def _gap_advice(context: Context, gap: pd.Series | None, after_syncs: str) -> str:
-    host = _host_phrase(gap) if gap is not None else "unknown"
-    loading = gap is not None and bool(DATA_LOADING.search(gap["host_during"] or gap["host_at_start"]))
-    first = (
-        "It was loading input: " + advice.DATA_LOADING_ADVICE + " "
-        if loading
-        else ("Remove the host syncs first (see the sync finding). " if after_syncs else "")
-    )
-    return (
-        f"The {accelerator(context)} waits for the host. During the largest gap the host was in {host}. {first}"
-        "Move that work off the critical path (DataLoader workers and pin_memory for input, no host syncs in the "
-        f"loop, {advice.FEWER_LAUNCHES[advice.platform(context.meta)]}), or overlap it with device work. See the "
-        "idle-gap table for the other large gaps."
-    )
-
-
-def _host_phrase(gap: pd.Series) -> str:
-    """What the host did in one gap, in words."""
-    during = gap["host_during"] or gap["host_at_start"] or "nothing the profiler recorded"
-    resumed = f"; work resumed with {gap['resumed_by']}" if gap["resumed_by"] else ""
-    return f"{during}{resumed}"

@@ -9,6 +9,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import attribution
+from traceanalyzer.analyzers.health.causes import idle_causes, merged_causes
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     device_busy,
@@ -43,6 +44,8 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         device_ns=device_in_steps_ns(trace),
         shapes=shape_rows(trace.events),
         compile_ns=compile_ns(trace.events),
+        causes=idle_causes(trace)[0],
+        cause_idle=idle_causes(trace)[1],
         stepped=[int(rank) for rank in step_table(trace)["rank"].unique()],
     )
 
@@ -63,6 +66,8 @@ def merge(parts: list[Part]) -> Part:
         device_ns={rank: ns for p in parts for rank, ns in p.device_ns.items() if not stepped or rank in stepped},
         shapes=merged_shapes([p.shapes for p in parts]),
         compile_ns=sum(p.compile_ns for p in parts),
+        causes=merged_causes([p.causes for p in parts]),
+        cause_idle={key: idle for p in parts for key, idle in p.cause_idle.items()},
         stepped=stepped,
     )
 

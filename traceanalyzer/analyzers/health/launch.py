@@ -6,9 +6,20 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
+from traceanalyzer import humanize
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, linked, locate, rank_busy
+from traceanalyzer.analyzers.attribution import (
+    accelerator,
+    in_step_rows,
+    kind_rows,
+    linked,
+    locate,
+    place_text,
+    rank_busy,
+)
+from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
+from traceanalyzer.analyzers.health.idle import explained
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -27,6 +38,12 @@ LAUNCH_BOUND_BUSY_SHARE = 0.5
 
 LAUNCH_BOUND_MIN_KERNELS = 100
 """Fewest tiny kernels per step from one place before it is reported as a launch-bound loop."""
+
+FIX = {
+    advice.CUDA: 'capture it in a CUDA graph (torch.compile(mode="reduce-overhead"))',
+    advice.ASCEND: "run it in graph mode (torch.compile with the torchair backend)",
+}
+"""The one fix a launch-bound finding's title names, per platform."""
 
 
 @per_trace
@@ -106,39 +123,61 @@ def _idle_before(trace: TraceData, ranks: np.ndarray, ts: np.ndarray) -> np.ndar
     return out
 
 
-def place_text(annotation: str, frame: str) -> str:
-    """A place in words: annotation › frame."""
-    return " › ".join(p for p in (annotation, frame) if p) or "(no annotation or Python frame)"
-
-
 def launch_findings(health: Part, context: Context) -> list[Finding]:
-    """One finding per launch-bound place (enough tiny kernels per step, device mostly idle between them)."""
-    table, steps = health.launches, context.steps
-    hit = table[
-        (table["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (table["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
-    ]
+    """One finding per rank whose idle has launch-bound stretches (``causes``: short gaps the host made): the idle
+    they explain, the loop with the most tiny kernels (a launch-bound loop where one qualifies), the one fix."""
     out = []
-    for row in hit.itertuples(index=False):
-        place = place_text(row.annotation, row.frame) if row.annotation or row.frame else f"ops {row.top_ops}"
-        out.append(
-            fnd.make(
-                ANALYZER,
-                "launch_bound",
-                f"Launch-bound loop at {place}: {row.tiny_kernels / steps:,.0f} tiny kernels per step, "
-                f"{accelerator(context)} busy {row.busy_share:.0%} there",
-                f"Each kernel runs ~{row.median_kernel_ns / 1e3:.1f} µs but its launch takes "
-                f"~{row.median_launch_ns / 1e3:.1f} µs, so the device waits for the CPU. "
-                + advice.CAPTURE_LOOP[advice.platform(context.meta)],
-                context.step,
-                concerns_ns=row.idle_before_ns,
-                saving_ns=row.idle_before_ns,
-                basis=fnd.Basis.MODELLED,
-                model="the idle before each tiny kernel would go if the loop were one captured graph or fused kernel",
-                claims=health.claims(row.rank),
-                where={"rank": row.rank, "annotation": row.annotation, "frame": row.frame, "ops": row.top_ops},
-                evidence={
-                    k: getattr(row, k) for k in table.columns if k not in ("rank", "annotation", "frame", "top_ops")
-                },
-            )
-        )
+    for rank in health.computing:
+        idle = explained(health, rank, LAUNCH_BOUND)
+        if idle:
+            out.append(_launch_finding(health, context, rank, idle))
     return out
+
+
+def _launch_finding(health: Part, context: Context, rank: int, idle: int) -> Finding:
+    table, steps = health.launches, context.steps
+    mine = table[table["rank"] == rank]
+    hit = mine[
+        (mine["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (mine["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
+    ]
+    per_step = humanize.duration(idle / max(steps, 1))
+    fix = FIX[advice.platform(context.meta)]
+    gpu = accelerator(context)
+    if len(hit):
+        row = hit.iloc[0]
+        place = (
+            place_text(row["annotation"], row["frame"])
+            if row["annotation"] or row["frame"]
+            else f"ops {row['top_ops']}"
+        )
+        title = (
+            f"Launch-bound loop at {place}: {row['tiny_kernels'] / steps:,.0f} tiny kernels per step, {gpu} busy "
+            f"{row['busy_share']:.0%} there, idle {per_step}/step waiting for launches: {fix}"
+        )
+        text = (
+            f"Each kernel runs ~{row['median_kernel_ns'] / 1e3:.1f} µs but its launch takes "
+            f"~{row['median_launch_ns'] / 1e3:.1f} µs, so the device waits for the CPU. "
+        )
+        where = {"rank": rank, "annotation": row["annotation"], "frame": row["frame"], "ops": row["top_ops"]}
+    else:
+        cause = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == LAUNCH_BOUND)].iloc[0]
+        title = f"Kernel launches lag behind the {gpu}: idle {per_step}/step in short gaps the host made: {fix}"
+        text = "The device runs each kernel faster than the host launches the next, so it idles between them. "
+        where = {"rank": rank, "ops": cause["ops"]}
+    return fnd.make(
+        ANALYZER,
+        "launch_bound",
+        title,
+        text + advice.CAPTURE_LOOP[advice.platform(context.meta)],
+        context.step,
+        concerns_ns=idle,
+        saving_ns=idle,
+        basis=fnd.Basis.MEASURED,
+        model="the idle of the short gaps (under 100 µs) the launching thread made would go if the stretch were "
+        "one captured graph (the host time of the launches leaves the step)",
+        claims=health.cause_claims(rank, LAUNCH_BOUND),
+        where=where,
+        evidence={
+            "launch_places": mine.head(3).to_dict(orient="records"),
+        },
+    )

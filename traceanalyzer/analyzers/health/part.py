@@ -44,6 +44,10 @@ class Part:
     """``dynamic_shapes`` per rank and op (a part also has ``first_ts``, to merge in the joined trace's order)."""
     compile_ns: int
     """Host time in run-time op compiles inside steps, over the ranks."""
+    causes: pd.DataFrame
+    """``idle_causes``: per rank and cause, the idle inside steps it explains and where."""
+    cause_idle: dict[tuple[int, str], Packed]
+    """Per rank and cause: the idle intervals it explains, packed."""
     stepped: list[int]
     """The ranks with step markers: where one has them, the in-step tables (syncs, launches, GEMMs, device time)
     of a rank without leave it out, as on the joined trace, whose rows outside every step are out of them."""
@@ -51,6 +55,11 @@ class Part:
     def claims(self, rank: int) -> Claims:
         """The idle intervals inside steps of one rank, as a finding claims them (none for a rank without)."""
         return {rank: self.idle[rank].unpacked()} if rank in self.idle else {}
+
+    def cause_claims(self, rank: int, cause: str) -> Claims:
+        """The idle intervals of one rank that one cause explains, as a finding claims them."""
+        packed = self.cause_idle.get((rank, cause))
+        return {rank: packed.unpacked()} if packed is not None else {}
 
 
 @dataclass(frozen=True)

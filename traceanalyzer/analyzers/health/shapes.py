@@ -14,11 +14,12 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import kind_rows
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.steps import BUSY
-from traceanalyzer.findings import Finding
+from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind, category_text, positions
 from traceanalyzer.tables import stack
@@ -189,6 +190,18 @@ def compile_ns(events: pd.DataFrame) -> int:
     return int(events["dur"].to_numpy()[calls & compiling[events["name"].array.codes]].sum())
 
 
+def _stall_claims(health: Part) -> Claims:
+    """The idle the first-call and compile causes explain, every rank's: the stalls this finding prices (so the
+    cause's own finding, pushed first, covers it)."""
+    out: Claims = {}
+    for (rank, cause), packed in health.cause_idle.items():
+        if cause in ("first_call", "compile"):
+            ivs = packed.unpacked()
+            have = out.get(rank, intervals.EMPTY)
+            out[rank] = intervals.union(np.r_[have[0], ivs[0]], np.r_[have[1], ivs[1]])
+    return out
+
+
 def shape_findings(health: Part, context: Context) -> list[Finding]:
     """One finding naming every op whose shapes change, costed by their device time and first-call stalls."""
     table = health.shapes
@@ -211,6 +224,7 @@ def shape_findings(health: Part, context: Context) -> list[Finding]:
             basis=fnd.Basis.MODELLED,
             model="the first calls of new shapes would take the op's median host time (no re-planning) and no op "
             "would be compiled at run time; the device time of the ops themselves stays",
+            claims=_stall_claims(health),
             where={"ops": names},
             evidence={
                 "ops_with_device_work": int(table.loc[table["device_ns"] > 0, "name"].nunique()),

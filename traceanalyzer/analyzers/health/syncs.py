@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
-from traceanalyzer import intervals
+from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import (
     accelerator,
@@ -17,11 +17,12 @@ from traceanalyzer.analyzers.attribution import (
     linked,
     locate,
     name_hits,
+    place_text,
     rank_busy,
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
-from traceanalyzer.analyzers.health.launch import place_text
+from traceanalyzer.analyzers.health.idle import explained
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -31,6 +32,9 @@ from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS
 
 ANALYZER = "health"
+
+SCALER_FIX = "GradScaler's inf check syncs every step: drop GradScaler under bf16, else check found_inf every N steps"
+"""The one fix of a sync finding whose syncs GradScaler makes."""
 
 
 @per_trace
@@ -127,32 +131,42 @@ def _joined(names: pd.Series) -> str:
 
 
 def sync_findings(health: Part, context: Context) -> list[Finding]:
-    """One finding for all in-step host syncs: what they cost the device, where most are, and what to do."""
+    """One finding for all in-step host syncs: the idle they explain on the rank with the most (``causes``: the
+    gaps a sync drained), where most are, and the one fix."""
     places, copies = health.syncs, health.copies
     if not len(places):
         return []
     steps = context.steps * max(len(context.meta.ranks), 1)
     top = places.iloc[0]
+    rank = int(top["rank"])
     total = int(places["syncs"].sum())
+    idle = explained(health, rank, "host_sync")
+    scaler = bool(health.causes.loc[health.causes["cause"] == "host_sync", "grad_scaler"].any())
     per_rank = " per rank" if len(context.meta.ranks) > 1 else ""
+    on_rank = f" of rank {rank}" if len(context.meta.ranks) > 1 else ""
     where = place_text(top["annotation"], top["frame"])
+    fix = SCALER_FIX if scaler else "keep values on the device"
     return [
         fnd.make(
             ANALYZER,
             "sync",
-            f"{total / steps:g} host syncs per step{per_rank} stall the {accelerator(context)} (most at {where})",
-            _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum())),
+            f"{total / steps:g} host syncs per step{per_rank} leave the {accelerator(context)}{on_rank} idle "
+            f"{humanize.duration(idle / max(context.steps, 1))}/step (most at {where}): {fix}",
+            _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler),
             context.step,
-            concerns_ns=int(places["sync_ns"].sum()),
-            saving_ns=int(places["idle_after_ns"].sum()),
+            concerns_ns=int(places.loc[places["rank"] == rank, "sync_ns"].sum()),
+            saving_ns=idle,
             basis=fnd.Basis.MEASURED,
-            model="the device idle right after each host sync would go without the sync",
-            where={"rank": int(top["rank"]), "annotation": top["annotation"], "frame": top["frame"]},
+            model="the device idle of the gaps a host sync drained (from the sync to the next launch) would go "
+            "without the sync",
+            claims=health.cause_claims(rank, "host_sync"),
+            where={"rank": rank, "annotation": top["annotation"], "frame": top["frame"]},
             evidence={
                 "syncs": total,
                 "syncs_per_step": total / steps,
                 "sync_ns": int(places["sync_ns"].sum()),
                 "idle_after_ns": int(places["idle_after_ns"].sum()),
+                "grad_scaler": scaler,
                 "dtoh_copies": {name: int(n) for name, n in copies.groupby("name", sort=False)["count"].sum().items()},
                 "places": places.head(LARGEST_GAPS).to_dict(orient="records"),
             },
@@ -160,8 +174,13 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
     ]
 
 
-def _sync_advice(context: Context, top: pd.Series, where: str, pageable: int) -> str:
+def _sync_advice(context: Context, top: pd.Series, where: str, pageable: int, scaler: bool) -> str:
     text = (
+        "torch.amp.GradScaler reads found_inf on the host in step() (an .item()), so the device drains every step; "
+        "on bf16 drop the GradScaler, else skip its check on most steps. "
+        if scaler
+        else ""
+    ) + (
         f"Each sync drains the device queue; the device then idles until the host launches again. Most are at "
         f"{where} ({top['syncs']} syncs, from {top['ops'] or top['calls']}). Keep values on the device (accumulate "
         "norms/losses in a tensor and call .item() once per step or every N steps), use "

@@ -1,0 +1,162 @@
+"""The idle findings: one per rank and cause of its idle inside steps (``causes``), each with the idle it explains
+as its measured saving and one fix, and one residual finding for the idle no cause explains. Host syncs and
+launch-bound stretches have their own modules' findings (``syncs``, ``launch``), priced here the same way."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from traceanalyzer import findings as fnd
+from traceanalyzer import humanize
+from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers.attribution import accelerator
+from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND, QUEUED, UNEXPLAINED
+from traceanalyzer.analyzers.health.part import Context, Part
+from traceanalyzer.findings import Finding
+
+ANALYZER = "health"
+
+OWN_FINDINGS = frozenset({"host_sync", LAUNCH_BOUND})
+"""Causes whose finding another module makes (the sync and launch-bound findings), priced by ``explained``."""
+
+MODELS = {
+    "compile": "the idle while the launching thread (re)compiles would go with one compiled graph per shape",
+    "allocator": "the idle while the launching thread is in allocator calls (cudaFree/cudaMalloc), and after a "
+    "cudaFree drained the device queue, would go without them",
+    "first_call": "the idle during first calls with a new input shape (library planning, autotuning, module loads) "
+    "would go with a few fixed shapes",
+    "python_gc": "the idle during garbage collection on the launching thread would go",
+    "input_pipeline": "the idle while the launching thread prepares or loads input (until the host-to-device copy "
+    "it launches) would go if the input were ready",
+    "optimizer_loop": "the idle inside a per-parameter optimizer step (its host loop) would go with one fused "
+    "kernel per step",
+    "python_work": "the idle while the launching thread runs host code between kernels would go if that code "
+    "left the step",
+    UNEXPLAINED: "the device idle inside steps that no cause explains (measured)",
+}
+"""How each cause's saving is obtained (all measured: the idle the cause explains, per step)."""
+
+
+def _titles(row: pd.Series, gpu: str, idle: str, meta) -> tuple[str, str]:
+    """A cause's title (what, and its one fix) and advice."""
+    cuda = advice.platform(meta) == advice.CUDA
+    where = f" at {row['where']}" if row["where"] and not row["where"].startswith("(") else ""
+    ops = f" ({row['ops']})" if row["ops"] else ""
+    cause = row["cause"]
+    if cause == "compile":
+        return (
+            f"(Re)compilation inside the step leaves the {gpu} idle {idle}/step{where}: compile once with "
+            "torch._dynamo.mark_dynamic on the changing dimension",
+            "The launching thread compiles (Dynamo/Inductor/Triton) while the device waits. Mark the changing "
+            "dimension dynamic (torch._dynamo.mark_dynamic) or pad inputs to a few fixed shapes so each graph "
+            "compiles once, before the loop.",
+        )
+    if cause == "allocator":
+        if row["empty_cache"]:
+            return (
+                f"torch.cuda.empty_cache() in the step leaves the {gpu} idle {idle}/step "
+                f"(cudaFree/cudaMalloc on the host"
+                f"{where}): remove empty_cache() from the loop",
+                "empty_cache() hands every cached block back with cudaFree, which waits for the device; the next "
+                "allocations call cudaMalloc again. Remove it from the training loop (call it once, outside, if "
+                "another process needs the memory).",
+            )
+        return (
+            f"Allocator calls (cudaMalloc/cudaFree{ops}) leave the {gpu} idle {idle}/step: "
+            "keep allocation sizes stable "
+            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
+            "The caching allocator misses and calls the driver, which blocks the host (cudaFree also waits for the "
+            "device). Keep tensor sizes stable across steps, preallocate buffers, and set "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+        )
+    if cause == "first_call":
+        return (
+            f"First calls with new input shapes stall the {gpu} {idle}/step{ops}: "
+            "pad or bucket the shapes to a few sizes",
+            "Each new shape makes cuDNN/cuBLAS plan (or autotune, or load a kernel) on the host before the first "
+            "launch. Pad or bucket sequence lengths and batch sizes to a few fixed sizes (or mark the dimension "
+            "dynamic when compiling), so every shape's plan is made once, in warm-up.",
+        )
+    if cause == "python_gc":
+        return (
+            f"Python garbage collection in the step leaves the {gpu} idle {idle}/step{where}: "
+            "do not call gc.collect() in the loop",
+            "The launching thread runs the garbage collector while the device waits. Remove gc.collect() from the "
+            "step; for automatic collections, gc.freeze() after setup (or gc.disable() and collect between "
+            "epochs).",
+        )
+    if cause == "input_pipeline":
+        return (
+            f"Input preparation on the training thread leaves the {gpu} idle {idle}/step{where}: "
+            "load batches in DataLoader "
+            "workers with pin_memory=True",
+            "The thread that launches the step prepares its input before the host-to-device copy, so the device "
+            "waits. Move that work into a Dataset served by DataLoader workers (num_workers > 0, "
+            "persistent_workers=True, prefetch_factor), with pin_memory=True and non_blocking copies.",
+        )
+    if cause == "optimizer_loop":
+        name = row["optimizer"] or "the optimizer"
+        fused = "fused=True" if cuda else "foreach=True (or torch_npu's NpuFused optimizers)"
+        return (
+            f"Per-parameter optimizer loop ({name}) leaves the {gpu} idle {idle}/step: create it with {fused}",
+            f"{name}.step() updates one parameter at a time (no foreach/fused op), launching a handful of tiny "
+            f"kernels per parameter from the host. Create {name}(..., {fused}) (or foreach=True) so each step runs "
+            "a few multi-tensor kernels.",
+        )
+    if cause == "python_work":
+        return (
+            f"Host code between kernels leaves the {gpu} idle {idle}/step{where}{ops}: "
+            "move it out of the step or compile it",
+            "The launching thread runs host code (Python, op dispatch) while the device has nothing queued. Move "
+            f"that work out of the step, or {advice.FEWER_LAUNCHES[advice.platform(meta)]} so the host runs ahead.",
+        )
+    return (
+        f"{gpu} idle {idle}/step inside steps (cause not identified)",
+        "No host activity of the launching thread explains this idle (the profiler recorded nothing there, or it "
+        "lies where the step's work is not recorded). Profile with with_stack=True to see the host's Python.",
+    )
+
+
+def idle_findings(health: Part, context: Context) -> list[Finding]:
+    """One finding per rank and cause the cause table names (not queued work, not those of ``OWN_FINDINGS``)."""
+    out = []
+    gpu = accelerator(context)
+    judged = set(health.computing)
+    for _, row in health.causes.iterrows():
+        rank, cause = int(row["rank"]), row["cause"]
+        if rank not in judged or cause in OWN_FINDINGS or cause == QUEUED:
+            continue
+        idle = humanize.duration(row["idle_ns"] / max(context.steps, 1))
+        title, text = _titles(row, gpu, idle, context.meta)
+        rank_text = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
+        out.append(
+            fnd.make(
+                ANALYZER,
+                "idle" if cause == UNEXPLAINED else cause,
+                title.replace(f" the {gpu} ", f" the {gpu}{rank_text} ", 1) if rank_text else title,
+                text,
+                context.step,
+                concerns_ns=int(row["idle_ns"]),
+                saving_ns=int(row["idle_ns"]),
+                basis=fnd.Basis.MEASURED,
+                model=MODELS[cause],
+                claims=health.cause_claims(rank, cause),
+                where={"rank": rank, "place": row["where"], "ops": row["ops"]},
+                evidence={"cause": cause, "gaps": int(row["gaps"]), "explained_share": explained_share(health, rank)},
+            )
+        )
+    return out
+
+
+def explained(health: Part, rank: int, cause: str) -> int:
+    """The idle (ns, total) a cause explains on a rank."""
+    rows = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == cause)]
+    return int(rows["idle_ns"].sum())
+
+
+def explained_share(health: Part, rank: int | None = None) -> float:
+    """The share of the idle inside steps (of a rank, or of all) that a cause explains (queued work included: the
+    host did not make the device wait)."""
+    causes = health.causes if rank is None else health.causes[health.causes["rank"] == rank]
+    total = int(causes["idle_ns"].sum())
+    return 1 - int(causes.loc[causes["cause"] == UNEXPLAINED, "idle_ns"].sum()) / total if total else 1.0
