@@ -107,6 +107,7 @@ class Plan:
     active: int = 4
     pre_steps: int = 2
     with_modules: bool = False
+    with_stack: bool = True
 
     @property
     def steps(self) -> int:
@@ -138,7 +139,7 @@ def _profiler(plan: Plan, done: dict) -> profile:
         on_trace_ready=lambda p: _export(p, plan, done),
         record_shapes=True,
         profile_memory=True,
-        with_stack=True,
+        with_stack=plan.with_stack,
         with_flops=True,
         with_modules=plan.with_modules,
     )
@@ -249,4 +250,25 @@ def graph_launches(trace_gz: Path) -> dict:
     return {
         "kernels_per_cudaGraphLaunch_in_trace": [kernels.get(c, 0) for c in launches],
         "graph_id_arg_keys_on_kernels": sorted(graph_keys),
+    }
+
+
+def time_unprofiled(step_fn: Callable[[int], object], device: torch.device, steps: int = 8, pre: int = 2) -> dict:
+    """The same loop without the profiler: CUDA events around each step's body, after pre unprofiled warm-ups."""
+    for i in range(pre):
+        step_fn(-100 - i)
+    sync(device)
+    clock, host = StepClock(device), []
+    for i in range(steps):
+        t = time.perf_counter()
+        clock.start()
+        step_fn(1000 + i)
+        clock.end()
+        host.append(round((time.perf_counter() - t) * 1e3, 4))
+    body = clock.body_ms()
+    return {
+        "unprofiled_step_ms_cuda_events": body,
+        "unprofiled_step_ms_median": median(body),
+        "unprofiled_step_host_wall_ms": host,
+        "unprofiled_step_host_wall_ms_median": median(host),
     }
