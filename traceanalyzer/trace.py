@@ -12,7 +12,18 @@ from collections.abc import Callable, Iterable, Sequence
 import pandas as pd
 
 from traceanalyzer import loading, notebook
-from traceanalyzer.analyzers import all_findings, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
+from traceanalyzer.analyzers import (
+    all_findings,
+    distributed,
+    fusion,
+    gemm,
+    health,
+    hotspots,
+    inference,
+    ledger,
+    memory,
+    steps,
+)
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import remember
@@ -107,6 +118,12 @@ class Trace(TraceData):
     def gemm(self) -> pd.DataFrame:
         """Achieved throughput per GEMM op and dtype against the device's dense peak."""
         return gemm.gemm_throughput(self)
+
+    def inference(self) -> inference.InferenceAnalysis:
+        """Inference views: per iteration (phase, shapes, time per token, GB/s and TFLOP/s against the device), per
+        phase (TTFT, TPOT p50/p90/max, tokens/s, MBU, MFU), per request, kernel time per phase; ``reason`` when the
+        trace holds no generation."""
+        return inference.analyze(self)
 
     def device_busy(self) -> pd.DataFrame:
         """Per rank and device: busy share, gaps, large gaps (> 100 µs), largest gap."""

@@ -180,6 +180,44 @@ MATMUL_OP = re.compile(
 NORMALISATION = re.compile(r"norm|softmax", re.I)
 """Op and kernel names of normalisations (layer/batch/RMS norm, softmax)."""
 
+# ---------------------------------------------------------------- inference
+
+ENGINE_STEP = re.compile(
+    r"^execute_(?P<tokens>\d+)_context_(?P<context>\d+)\(sq(?P<context_sq>\d+)sk(?P<context_sk>\d+)[^)]*\)"
+    r"_generation_(?P<generation>\d+)\(sq(?P<generation_sq>\d+)sk(?P<generation_sk>\d+)[^)]*\)"
+    r"|^step\[(?P<mode>EXTEND|PREFILL|DECODE|MIXED|IDLE)\s+bs=(?P<bs>\d+)(?:\s+toks=(?P<toks>\d+))?\]"
+)
+"""Serving engines' annotations of one forward: vLLM's ``execute_<tokens>_context_<n>(sq..sk..)_generation_<n>(..)``
+(sequences in prefill and in decode, their query and key lengths) and SGLang's ``step[EXTEND bs=15 toks=15360]``."""
+
+PHASE_MARKER = re.compile(
+    r"(?<![A-Za-z])(?:(?P<prefill>prefill|prompt_phase|context_phase)|(?P<decode>decode|decoding|generation_phase))"
+    r"(?![A-Za-z])",
+    re.I,
+)
+"""User and engine ``record_function`` names that say a range is a prefill or a decode step (``prefill``,
+``decode_step_3``, ``vllm: decode``; not ``Decoder``)."""
+
+TOKEN_EMBEDDING = frozenset({"aten::embedding", "aten::embedding_renorm_"})
+"""CPU ops that look tokens up in an embedding table: one per forward on the model's vocabulary (the largest table)."""
+
+ATTENTION_OPS = frozenset(
+    {
+        "aten::scaled_dot_product_attention",
+        "aten::_scaled_dot_product_flash_attention",
+        "aten::_scaled_dot_product_efficient_attention",
+        "aten::_scaled_dot_product_cudnn_attention",
+        "aten::_scaled_dot_product_attention_math",
+    }
+)
+"""CPU ops of scaled-dot-product attention; inputs query ``[B, H, Sq, D]``, key and value ``[B, Hkv, Skv, D]``."""
+
+UNFUSED_ATTENTION_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax"})
+"""Innermost CPU ops of attention written out (scores = Q·Kᵀ, softmax, · V) where no fused attention op ran."""
+
+FORWARD_REPEAT = re.compile(r"^Torch-Compiled Region|^(cuda|hip)GraphLaunch|^CompiledFunction$")
+"""Host events that stand for one whole forward when its ops are not recorded (a compiled or graph-replayed model)."""
+
 # ---------------------------------------------------------------- dtypes
 
 DTYPES: dict[str, tuple[str, int]] = {

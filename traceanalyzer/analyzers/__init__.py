@@ -14,14 +14,25 @@ from __future__ import annotations
 
 import warnings
 
-from traceanalyzer.analyzers import ascend, distributed, fusion, gemm, health, hotspots, ledger, memory, steps
+from traceanalyzer.analyzers import (
+    ascend,
+    distributed,
+    fusion,
+    gemm,
+    health,
+    hotspots,
+    inference,
+    ledger,
+    memory,
+    steps,
+)
 from traceanalyzer.findings import Finding, rank
 from traceanalyzer.jobdata import Failed, JobData
 from traceanalyzer.options import Options
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import TraceData
 
-MODULES = (steps, hotspots, gemm, health, distributed, fusion, memory, ascend)
+MODULES = (steps, hotspots, gemm, health, distributed, fusion, memory, ascend, inference)
 """Analyzer modules, in report order (the ledger comes first and always)."""
 SUMMARIZED = (ledger, *MODULES)
 """Modules whose parts a rank's summary carries."""

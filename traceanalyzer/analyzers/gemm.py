@@ -77,10 +77,10 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
     tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()
-    shapes = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: _geometry(GEMM_OPS.get(name, ""), dims))
+    shapes = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: geometry(GEMM_OPS.get(name, ""), dims))
     shape = np.array(list(shapes), dtype=np.int64).reshape(-1, 5)
     dtype = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _dtype(types))
-    elem = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: _elem_bytes(types)).astype(float)
+    elem = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: elem_bytes(types)).astype(float)
     on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
     batch, m, n, k, extra = shape.T
     frame = pd.DataFrame(
@@ -168,7 +168,7 @@ def _against_peak(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
 NO_GEOMETRY = (0, 0, 0, 0, 0)
 
 
-def _geometry(rule: str, dims_text: str) -> tuple[int, int, int, int, int]:
+def geometry(rule: str, dims_text: str) -> tuple[int, int, int, int, int]:
     """(batch, m, n, k, extra elements read such as a bias) from the recorded input shapes; zeros when they are
     missing or unexpected."""
     try:
@@ -202,7 +202,7 @@ def _dtype(types_text: str) -> str:
     return dtype_key(first) if first else "unknown"
 
 
-def _elem_bytes(types_text: str) -> int:
+def elem_bytes(types_text: str) -> int:
     """The element size of an op's first recorded input type (0 when unknown: its bytes are then not counted)."""
     return dtype_bytes(_first_type(types_text))
 

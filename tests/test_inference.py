@@ -1,0 +1,81 @@
+"""Inference views on real traces: phases found by the engines' markers, by the forward's shapes, or not at all
+(training), with the numbers a user reads checked against the shapes and times the trace records."""
+
+from __future__ import annotations
+
+import pytest
+
+import traceanalyzer as ta
+from tests.conftest import REPO, load_shared, same_findings, same_section, shared_path
+from traceanalyzer import perrank
+from traceanalyzer.analyzers import inference
+from traceanalyzer.options import Options
+
+ENGINES = ("public", "torch", "tracelens", "inference")
+QWEN = ("public", "torch", "tracelens", "h100", "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
+
+
+def _engine(*parts: str) -> ta.Trace:
+    return load_shared(*ENGINES, *parts)
+
+
+def test_engine_markers_give_phase_batch_and_kv_length():
+    decode = _engine("sglang_decode", "sglang_Qwen3-8B_decode.json.gz").inference()
+    row = decode.timeline.iloc[0]
+    assert len(decode.timeline) == 1 and (row["phase"], row["rule"], row["batch"], row["kv_len"]) == (
+        "decode",
+        "marker",
+        32,
+        32785,
+    )  # step[DECODE bs=32] inside execute_32_context_0(...)_generation_32(sq32sk32785...)
+    extend = _engine("sglang_prefilldecode", "sglang_Qwen3-8B_prefilldecode.json.gz").inference().timeline.iloc[0]
+    assert (extend["phase"], extend["batch"], extend["tokens"]) == ("prefill", 15, 15360)  # step[EXTEND bs=15 ...]
+    mixed = _engine("vllm_prefilldecode_piecewise", "graph_execution.json.gz").inference().timeline.iloc[0]
+    assert (mixed["phase"], mixed["batch"], mixed["tokens"], mixed["kv_len"]) == ("mixed", 46, 8192, 34489)
+
+
+def test_a_forward_of_a_batch_of_prompts_is_one_prefill_by_its_shapes():
+    analysis = load_shared(*QWEN).inference()
+    row = analysis.timeline.iloc[0]
+    assert len(analysis.timeline) == 1
+    assert (row["phase"], row["rule"], row["batch"], row["tokens"], row["context_len"]) == (
+        "prefill",
+        "shapes",
+        16,
+        16 * 559,
+        559,
+    )
+    # K and V of 24 layers, 16 sequences x 16 heads x 559 positions x 64, bf16
+    assert analysis.kv["kv_cache_bytes"] == 24 * 2 * 16 * 16 * 559 * 64 * 2
+    assert analysis.kv["kv_bytes_per_token"] == 24 * 2 * 16 * 64 * 2
+    assert analysis.phases.set_index("phase").loc["prefill", "judged_against"] == "compute"
+    forward = inference.phases.iterations(load_shared(*QWEN)).iloc[0]
+    span = forward["device_end_ns"] - forward["device_start_ns"]  # the prefill's device span, first to last kernel
+    assert row["tflops"] == pytest.approx(row["flops"] / span / 1e3) and 0 < row["peak_share"] < 1
+    assert row["peak_share"] == pytest.approx(row["tflops"] / 989.0)  # H100 SXM dense bf16
+
+
+def test_the_report_has_an_inference_section_with_its_ledger():
+    report = load_shared(*QWEN).report()
+    facts = {f["id"]: f for f in report["sections"]["inference"]["facts"]}
+    assert facts["rule"]["value"].startswith("shapes (the token-embedding input")
+    assert facts["ttft_ns"]["unit"] == "ns" and facts["prefill_mfu"]["estimated"]
+    tables = {t["id"] for t in report["sections"]["inference"]["tables"]}
+    assert tables == {"phases", "requests", "iterations", "phase_hotspots"}
+
+
+def test_a_training_trace_has_no_inference_section_and_says_why(gpt_train):
+    assert "inference" not in gpt_train.report()["sections"]
+    assert gpt_train.inference().reason.startswith("a training trace (it has a backward pass)")
+
+
+def test_a_lone_graph_replay_is_not_taken_for_a_generation():
+    trace = ta.load(REPO / "sample_traces" / "cuda_graph" / "cuda_graph.json.gz")
+    assert trace.inference().timeline.empty and trace.inference().reason.startswith("no forward pass found")
+
+
+def test_rank_by_rank_equals_joined():
+    path = shared_path(*QWEN)
+    job, joined = perrank.load_job(path), load_shared(*QWEN)
+    same_section(inference, job, joined, Options())
+    same_findings(inference.job_findings(job), inference.findings(joined))

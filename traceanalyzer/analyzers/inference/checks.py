@@ -1,0 +1,164 @@
+"""Findings that fit inference, each with its saving per token or per request: decode waiting on kernel launches,
+host syncs in every token, stalls at new KV lengths, prefill attention without a fused kernel, and how many more
+tokens the KV cache can hold.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.analyzers.inference.metrics import LAUNCH_BOUND_BUSY
+from traceanalyzer.analyzers.inference.phases import DECODE, PREFILL
+from traceanalyzer.findings import Basis, Finding, StepTime, make
+
+STALL_FACTOR = 2.0
+"""A decode iteration whose time per token is more than this many times the median stalls."""
+SYNCED_SHARE = 0.5
+"""Host syncs are per token when at least this share of decode iterations has one."""
+
+ANALYZER = "inference"
+
+
+def findings(line: pd.DataFrame, phases: pd.DataFrame, kv: dict, step: StepTime) -> list[Finding]:
+    """Every inference check's finding on a timeline (``metrics.timeline``), its phase table and KV facts."""
+    decode = line[(line["phase"] == DECODE) & line["token_ns"].notna()]
+    found = [
+        _launch_bound(decode, step),
+        _per_token_syncs(decode, step),
+        _new_length_stalls(decode, step),
+        _unfused_prefill_attention(line, step),
+        _kv_headroom(kv, step),
+    ]
+    return [f for f in found if f is not None]
+
+
+def _launch_bound(decode: pd.DataFrame, step: StepTime) -> Finding | None:
+    """Decode whose device idles most of each token: the host's launches set the pace."""
+    token, busy = decode["token_ns"].sum(), decode["device_busy_ns"].sum()
+    if not len(decode) or token <= 0 or busy / token >= LAUNCH_BOUND_BUSY:
+        return None
+    saving = token - busy
+    per_token = saving / len(decode)
+    return make(
+        ANALYZER,
+        "decode_launch_bound",
+        f"Decode is launch-bound: the device is busy {busy / token:.0%} of each token "
+        f"({np.median(decode['device_busy_ns']) / 1e3:,.0f} µs of {np.median(decode['token_ns']) / 1e3:,.0f} µs "
+        f"TPOT, median)",
+        "Each decode step launches every kernel of the model from Python; at batch 1 the kernels are shorter than "
+        "their launches. Capture the decode step in a CUDA graph: torch.compile(model, mode='reduce-overhead') "
+        "with a static KV cache (HF: cache_implementation='static'), or an engine that replays graphs (vLLM, "
+        f"SGLang). Saving up to {per_token / 1e3:,.0f} µs per token (TPOT down to the device time).",
+        step,
+        concerns_ns=int(token),
+        saving_ns=int(saving),
+        basis=Basis.MODELLED,
+        model="decode at its device busy time per token (graph replay removes the launch gaps)",
+        where={"phase": DECODE},
+        evidence={
+            "decode_iterations": len(decode),
+            "busy_share": float(busy / token),
+            "saving_ns_per_token": float(per_token),
+        },
+    )
+
+
+def _per_token_syncs(decode: pd.DataFrame, step: StepTime) -> Finding | None:
+    """Host syncs in most decode iterations (stopping criteria, ``.item()`` in sampling)."""
+    synced = decode[decode["syncs"] > 0]
+    if not len(decode) or len(synced) < SYNCED_SHARE * len(decode):
+        return None
+    idle = synced["sync_idle_ns"].sum()
+    per_token = idle / len(decode)
+    return make(
+        ANALYZER,
+        "per_token_syncs",
+        f"{np.median(synced['syncs']):.0f} host sync(s) in every decode token ({len(synced)} of {len(decode)} "
+        f"tokens), the device idle {per_token / 1e3:,.0f} µs per token after them",
+        "The host waits for the device every token (a stopping criterion or `.item()` / `.cpu()` in sampling), so "
+        "the next token's kernels cannot be queued ahead. Keep the check on the device (e.g. HF's stopping criteria "
+        "on tensors, `torch.where` instead of `if tensor:`), or check every N tokens. Saving "
+        f"{per_token / 1e3:,.0f} µs per token (the idle after the syncs).",
+        step,
+        concerns_ns=int(idle),
+        saving_ns=int(idle),
+        basis=Basis.MEASURED,
+        where={"phase": DECODE},
+        evidence={"synced_tokens": len(synced), "saving_ns_per_token": float(per_token)},
+    )
+
+
+def _new_length_stalls(decode: pd.DataFrame, step: StepTime) -> Finding | None:
+    """Decode tokens far slower than the median, each at a KV length not seen before (a new plan or compile)."""
+    if len(decode) < 4:
+        return None
+    median = decode["token_ns"].median()
+    slow = decode[decode["token_ns"] > STALL_FACTOR * median]
+    first_seen = ~decode.duplicated(["rank", "kv_len"]) & (decode["kv_len"] > 0)
+    stalls = slow[first_seen.reindex(slow.index, fill_value=False)]
+    if not len(stalls):
+        return None
+    excess = (stalls["token_ns"] - median).sum()
+    return make(
+        ANALYZER,
+        "new_kv_length_stalls",
+        f"{len(stalls)} decode token(s) stall at a KV length seen for the first time "
+        f"({stalls['token_ns'].median() / 1e3:,.0f} µs against a median TPOT of {median / 1e3:,.0f} µs)",
+        "Attention sees a new key length each token (a dynamic cache), and a first call per shape builds a new plan "
+        "or recompiles (cuDNN SDPA, torch.compile without dynamic shapes). Use a static cache "
+        "(cache_implementation='static'), pad the KV length to buckets, or compile with dynamic=True. Saving "
+        f"{excess / max(len(decode), 1) / 1e3:,.0f} µs per token on average.",
+        step,
+        concerns_ns=int(stalls["token_ns"].sum()),
+        saving_ns=int(excess),
+        basis=Basis.MEASURED,
+        where={"phase": DECODE},
+        evidence={"stalls": len(stalls), "kv_lens": [int(v) for v in stalls["kv_len"].head(10)]},
+    )
+
+
+def _unfused_prefill_attention(line: pd.DataFrame, step: StepTime) -> Finding | None:
+    """Prefill whose attention runs as separate GEMMs and softmax (no fused attention kernel)."""
+    prefill = line[line["phase"] == PREFILL]
+    unfused = int(prefill["unfused_attention_ns"].sum())
+    if not unfused:
+        return None
+    requests = max(len(prefill), 1)
+    saving = unfused / 2  # a fused kernel reads Q, K, V once instead of writing and reading the scores
+    return make(
+        ANALYZER,
+        "prefill_attention_unfused",
+        f"Prefill attention runs unfused: {unfused / requests / 1e6:,.2f} ms per request in separate score GEMMs "
+        "and softmax",
+        "Use scaled_dot_product_attention (HF: attn_implementation='sdpa' or 'flash_attention_2'): a fused kernel "
+        f"never writes the scores to memory. Saving about {saving / requests / 1e6:,.2f} ms per request.",
+        step,
+        concerns_ns=int(unfused),
+        saving_ns=int(saving),
+        basis=Basis.MODELLED,
+        model="a fused attention kernel at half the time of the unfused score GEMMs and softmax",
+        where={"phase": PREFILL},
+        evidence={"unfused_ns": int(unfused)},
+    )
+
+
+def _kv_headroom(kv: dict, step: StepTime) -> Finding | None:
+    """How many more tokens the KV cache can grow before the device's memory is full (no saving: a fact)."""
+    headroom = kv.get("headroom_tokens")
+    if headroom is None or kv.get("kv_bytes_per_token", 0) <= 0:
+        return None
+    return make(
+        ANALYZER,
+        "kv_headroom",
+        f"KV cache: {kv['kv_bytes_per_token'] / 1024:,.0f} KiB per token; {headroom:,.0f} more tokens fit before the "
+        f"device's memory is full (peak allocated {kv['peak_allocated_bytes'] / 2**30:,.1f} GiB of "
+        f"{kv['device_memory_bytes'] / 2**30:,.0f} GiB)",
+        "The headroom is how long the contexts of this batch can grow, or how many more sequences of this length "
+        "fit, before the allocator runs out; a larger batch is the cheapest way to more tokens/s in "
+        "bandwidth-bound decode.",
+        step,
+        concerns_ns=0,
+        where={"phase": DECODE},
+        evidence=dict(kv),
+    )
