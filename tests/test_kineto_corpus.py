@@ -14,7 +14,7 @@ import pytest
 import traceanalyzer as ta
 from tests.conftest import H200, LEGACY_2021, PUBLIC_TORCH, SHARED, facts, load_shared
 from traceanalyzer.cli import main
-from traceanalyzer.renderers import text
+from traceanalyzer.renderers import digest, text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
 
 NOT_TRACES = {
@@ -68,6 +68,7 @@ def test_every_kineto_trace_loads_via_cli_and_api(path, tmp_path, capsys):
     _assert_launch_links(ev)
     if not trace.meta.rank_known:
         assert trace.meta.ranks == [0] and report["trace"]["rank_known"] is False
+    assert digest.tokens(trace.digest()) <= digest.DEFAULT_BUDGET  # the agents' digest fits every real trace
 
 
 def _assert_launch_links(ev) -> None:

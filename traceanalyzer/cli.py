@@ -22,6 +22,7 @@ from traceanalyzer import __version__, cluster, lazy, outputs
 from traceanalyzer.errors import TraceError
 from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE_KINDS
+from traceanalyzer.tokens import CHARS_PER_TOKEN, DIGEST_BUDGET, LEAST_DIGEST_BUDGET
 
 if TYPE_CHECKING:
     from traceanalyzer.classify import Rule
@@ -83,6 +84,13 @@ def report_parser() -> argparse.ArgumentParser:
         "with a scheduler; HTML without figures)",
     )
     _output_options(p, "report", FORMATS)
+    p.add_argument(
+        "--budget",
+        type=positive,
+        default=DIGEST_BUDGET,
+        metavar="TOKENS",
+        help=f"tokens --format digest fits in, counted as characters/{CHARS_PER_TOKEN} (default {DIGEST_BUDGET:,})",
+    )
     _display_options(p)
     return p
 
@@ -245,6 +253,7 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 def _report(args: argparse.Namespace) -> int:
     _check_options(args, args.paths)
+    budget = _budget(args.budget)
     per_rank = _per_rank(args)
     named = ", ".join(args.paths)
     rules = tuple(classify.Rule(p) for p in args.comm_pattern)
@@ -255,7 +264,15 @@ def _report(args: argparse.Namespace) -> int:
     no_figures = per_rank and args.format == "html"
     figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
     _warn([str(w.message) for w in caught] + loaded.meta.warnings + (figures if no_figures else []))
-    return _write(render(report, args.format, display(args), None if per_rank else loaded), args.output)
+    text = render(report, args.format, display(args), None if per_rank else loaded, budget)
+    return _write(text, args.output)
+
+
+def _budget(tokens: int) -> int:
+    """The digest's budget; one under the least a digest needs is bad input."""
+    if tokens < LEAST_DIGEST_BUDGET:
+        raise TraceError("--budget", f"a digest needs at least {LEAST_DIGEST_BUDGET} tokens, not {tokens}")
+    return tokens
 
 
 def _trace_report(args: argparse.Namespace, rules: tuple[Rule, ...]):

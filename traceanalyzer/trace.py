@@ -29,6 +29,7 @@ from traceanalyzer.findings import Finding
 from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.progress import Progress
+from traceanalyzer.renderers import digest as digest_renderer
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.report import Report, build
 from traceanalyzer.section import Section
@@ -158,6 +159,13 @@ class Trace(TraceData):
     def report(self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None) -> dict:
         """The whole report as plain data (the JSON the CLI writes); ``kind`` filters the kernel hotspot table."""
         return json_renderer.data(self.build_report(top, step, rank, kind))
+
+    def digest(
+        self, budget_tokens: int = digest_renderer.DEFAULT_BUDGET, step: int | None = None, rank: int | None = None
+    ) -> str:
+        """The report as a digest for a coding agent in ``budget_tokens`` tokens (counted as
+        ``traceanalyzer.renderers.digest.tokens``): trace, ledger, step, pushed findings, hotspots, sections by id."""
+        return digest_renderer.render(self.build_report(step=step, rank=rank), budget_tokens)
 
 
 def load(
