@@ -30,7 +30,8 @@ class Refused(Exception):
 class Allowed:
     """The files and folders the page may open by path (resolved, so links and '..' cannot leave them)."""
 
-    def __init__(self, paths: Iterable[str | os.PathLike] = ()) -> None:
+    def __init__(self, paths: Iterable[str | os.PathLike] = (), refused: str = REFUSED) -> None:
+        self.refused = refused  # the one answer for every refusal (the MCP server names its own --allow)
         self.files: set[Path] = set()
         self.folders: set[Path] = set()
         for path in paths:
@@ -47,21 +48,21 @@ class Allowed:
             raise Refused("enter the path of a trace file or run folder")
         real = Path(os.path.realpath(os.path.expanduser(text.strip())))
         if not self._covers(real):
-            raise Refused(REFUSED)
+            raise Refused(self.refused)
         try:
             if real.is_dir():
-                bounded_scan(real)
+                bounded_scan(real, self.refused)
             elif not os.access(real, os.R_OK) or not real.is_file():
-                raise Refused(REFUSED)
+                raise Refused(self.refused)
         except OSError as e:
-            raise Refused(REFUSED) from e
+            raise Refused(self.refused) from e
         return real
 
     def _covers(self, real: Path) -> bool:
         return real in self.files or any(real == d or real.is_relative_to(d) for d in self.folders)
 
 
-def bounded_scan(folder: Path) -> int:
+def bounded_scan(folder: Path, refused: str = REFUSED) -> int:
     """Count the entries of a folder tree; Refused if it is deeper, larger or slower to list than the scan limits."""
     deadline = time.monotonic() + SCAN_S
     pending, seen = [(folder, 0)], 0
@@ -71,10 +72,10 @@ def bounded_scan(folder: Path) -> int:
             for entry in entries:
                 seen += 1
                 if seen > SCAN_ENTRIES or time.monotonic() > deadline:
-                    raise Refused(f"{REFUSED}; a folder to open must hold under {SCAN_ENTRIES:,} entries")
+                    raise Refused(f"{refused}; a folder to open must hold under {SCAN_ENTRIES:,} entries")
                 if entry.is_dir(follow_symlinks=False):
                     if depth + 1 > SCAN_DEPTH:
-                        raise Refused(f"{REFUSED}; a folder to open must be at most {SCAN_DEPTH} levels deep")
+                        raise Refused(f"{refused}; a folder to open must be at most {SCAN_DEPTH} levels deep")
                     pending.append((Path(entry.path), depth + 1))
     return seen
 
