@@ -36,12 +36,15 @@ LAYERS = (
     ("traceanalyzer.renderers",),
     ("traceanalyzer.trace", "traceanalyzer.perrank"),
     ("traceanalyzer.comparison",),
-    ("traceanalyzer.cli", "traceanalyzer.dashboards", "traceanalyzer"),
+    ("traceanalyzer.cli", "traceanalyzer.dashboards", "traceanalyzer.agent", "traceanalyzer"),
 )  # fmt: skip
 """From the bottom up: a module may import its own layer's modules and those below, never those above."""
 
 ON_DEMAND = {
-    "traceanalyzer.cli": {"traceanalyzer.dashboards.cli"},  # Dash (~0.4 s) only for `traceanalyze dashboard`
+    "traceanalyzer.cli": {
+        "traceanalyzer.dashboards.cli",  # Dash (~0.4 s) only for `traceanalyze dashboard`
+        "traceanalyzer.agent.cli",  # the optional mcp SDK only for `traceanalyze mcp`
+    },
     "traceanalyzer.dashboards.cli": {"traceanalyzer.dashboards.app", "werkzeug.serving"},
     "traceanalyzer.cluster": {"distributed"},  # the optional Dask extra, only with --scheduler
     "traceanalyzer.footprint": {"psutil"},  # only where /proc/meminfo is missing

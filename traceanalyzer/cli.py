@@ -55,6 +55,7 @@ def report_parser() -> argparse.ArgumentParser:
         "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
         "'traceanalyze compare BASELINE CANDIDATE' compares two runs; "
         "'traceanalyze dashboard PATH' opens the interactive dashboard; "
+        "'traceanalyze mcp [--allow DIR]' serves coding agents over MCP; "
         "'traceanalyze cache info|clear' shows or empties the cache of parsed traces; "
         "'traceanalyze export PATH --to parquet|csv|perfetto -o OUT' writes the tables or an annotated trace.",
     )
@@ -221,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from traceanalyzer.dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
+    if argv and argv[0] == "mcp":
+        return _mcp(argv[1:])
     if argv and argv[0] == "cache":
         return guarded(lambda: _cache(cache_parser().parse_args(argv[1:])))
     if argv and argv[0] == "export":
@@ -231,6 +234,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return guarded(lambda: _compare(args), debug=args.debug)
     args = report_parser().parse_args(argv)
     return guarded(lambda: _report(args), debug=args.debug)
+
+
+def _mcp(argv: list[str]) -> int:
+    """``traceanalyze mcp``: the MCP server, with the optional SDK loaded only here."""
+    try:
+        from traceanalyzer.agent.cli import main as mcp_main
+    except ImportError as e:
+        print(f"traceanalyze: error: mcp needs pip install 'traceanalyzer[mcp]' ({e})", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return mcp_main(argv)
 
 
 def guarded(run: Callable[[], int], debug: bool = False) -> int:
