@@ -3,11 +3,16 @@
 - **host span**: the step marker (``ProfilerStep#N``) from its start to its end.
 - **device span**: from the first to the last device work launched in the step (work launched before the recorded
   window, or outside every step, belongs to no step).
-- **step time** (``step_ns``): the step as the device experiences it, from the start of its work (its device
-  start; its host start where it has no device work) to the start of the next step's, so in steady state it equals
-  CUDA-event timing of the loop body. The last step of a rank, and a step whose next iteration was not recorded (a
-  profiler schedule that skips steps), lasts its host span or until its device work ends, whichever is later (the
-  next step's work would have started as far into its host span as this one's did).
+- **step time** (``step_ns``): the step as the device experiences it (what a CUDA event recorded at the top of the
+  loop body measures), from where the device reaches the step to where it reaches the next one. The device reaches
+  a step at its host start (the marker's start: a stall before the first launch, such as loading the batch, is this
+  step's), or later where it is still busy with earlier work (the previous step's device work, or work of no step
+  launched before this one): then at that work's end, or at the step's first device work if that comes first. For
+  the first recorded step the earlier work may be unrecorded: where its first device work waited in the queue
+  (``QUEUED_NS`` after its launch call returned), the device was busy until then. The last step of a rank, and a
+  step whose next iteration was not recorded (a profiler schedule that skips steps), ends where its own device work
+  ends or where its host work ends, whichever is later; its host work ends at the marker's end, or at the end of the
+  last host event the marker holds where that comes first (a step never extends past what the trace recorded).
 - **bound**: ``device`` when the device is the limit (its work ends well after the host has finished the step, or
   it is busy nearly all the step), else ``host`` (the device waits for the host to launch work); empty when the run
   recorded no device work at all (a memory snapshot, a CPU-only trace): nothing says which side waited.
@@ -25,7 +30,7 @@ from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, NO_ROW, Kind, TraceMeta, category_text
+from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, TraceMeta, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
@@ -38,6 +43,8 @@ DEVICE_BOUND_LAG = 0.05
 """A step is device-bound when its device work ends more than this share of the step after its marker ends..."""
 DEVICE_BOUND_BUSY = 0.9
 """... or its device is busy at least this share of the step."""
+QUEUED_NS = 100_000
+"""A step's first device work that starts this long after its launch call returned waited for earlier work."""
 NOT_RECORDED = ""
 """The bound of a step of a run that recorded no device work."""
 
@@ -77,7 +84,50 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     markers = markers.assign(end=markers["ts"] + markers["dur"])
     host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
     table = pd.concat([host.reset_index(), _device_columns(device, host.index)], axis=1)
+    table["before_ns"] = _work_before(events, table)
+    table["queued_ns"] = _first_queue_delay(events, device, host.index)
+    table["held_end_ns"] = _host_work_ends(events, host.index)
     return _periods(table)
+
+
+def _work_before(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """Per step of ``table``: the latest end of busy device work of no step that started before the step's host
+    start on its rank (work launched before the window or between steps), NO_ROW where there is none."""
+    outside = events.loc[events["kind"].isin(BUSY) & (events["step"] == NO_ROW), ["rank", "ts", "dur"]]
+    out = np.full(len(table), NO_ROW, dtype=np.int64)
+    for rank, work in outside.groupby("rank", observed=True):
+        work = work.sort_values("ts", kind="stable")
+        reach = np.maximum.accumulate((work["ts"] + work["dur"]).to_numpy())
+        mine = (table["rank"] == rank).to_numpy()
+        at = np.searchsorted(work["ts"].to_numpy(), table.loc[mine, "host_start_ns"].to_numpy(), side="left")
+        out[mine] = np.where(at > 0, reach[np.maximum(at - 1, 0)], NO_ROW)
+    return out
+
+
+def _first_queue_delay(events: pd.DataFrame, device: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
+    """Per (rank, step) of ``steps``: how long its first busy device work waited after its launch call returned (the
+    device was still busy with earlier work), 0 where it has no device work or no recorded launch."""
+    busy = device[device["kind"].isin(BUSY)]
+    first = busy.loc[busy.groupby(["rank", "step"], observed=True)["ts"].idxmin()]
+    launch = events["launch"].reindex(first.index).to_numpy()
+    calls = events[["ts", "dur"]].reindex(launch)
+    launched = (calls["ts"] + calls["dur"]).to_numpy(dtype="float64")
+    delay = pd.Series(np.where(launch != NO_ROW, first["ts"].to_numpy() - launched, 0), dtype="float64")
+    where = steps.get_indexer(pd.MultiIndex.from_arrays([first["rank"].to_numpy(), first["step"].to_numpy()]))
+    out = np.zeros(len(steps), dtype=np.int64)
+    out[where] = np.nan_to_num(delay.to_numpy(), nan=0.0).clip(min=0).astype(np.int64)
+    return out
+
+
+def _host_work_ends(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
+    """Per (rank, step) of ``steps``: where its last host work (an op, frame, annotation or runtime call, not the
+    marker) ends, NO_ROW where the marker holds none."""
+    held = events.loc[
+        events["kind"].isin([k.value for k in HOST_KINDS if k is not Kind.STEP]) & (events["step"] != NO_ROW),
+        ["rank", "step", "ts", "dur"],
+    ]
+    ends = (held["ts"] + held["dur"]).groupby([held["rank"], held["step"]], observed=True).max()
+    return ends.reindex(steps, fill_value=NO_ROW).to_numpy(np.int64)
 
 
 def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
@@ -124,12 +174,10 @@ def _busy_per_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray, groups: 
 def _periods(table: pd.DataFrame) -> pd.DataFrame:
     """Step start, step time and bound from the host and device spans (see the module's contract)."""
     has_device = table["device_start_ns"] != NO_ROW
-    start = np.where(has_device, table["device_start_ns"], table["host_start_ns"])
-    host_ns = table["host_end_ns"] - table["host_start_ns"]
-    last_end = np.maximum(start + host_ns, np.where(has_device, table["device_end_ns"], 0))
-    nxt = pd.Series(start, index=table.index).groupby(table["rank"]).shift(-1)
+    start = _starts(table, has_device)
     follows = table.groupby("rank")["step"].shift(-1) == table["step"] + 1  # the next iteration was recorded too
-    end = np.where(follows & (nxt > start), nxt, last_end)
+    nxt = pd.Series(start, index=table.index).groupby(table["rank"]).shift(-1)
+    end = np.where(follows & (nxt > start), nxt, _own_ends(table, has_device))
     table["start_ns"] = start.astype(np.int64)
     table["step_ns"] = (end - start).astype(np.int64)
     table["host_ns"] = table["host_end_ns"] - table["host_start_ns"]
@@ -140,6 +188,23 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     device_bound = (lag > DEVICE_BOUND_LAG * table["step_ns"]) | (busy_share >= DEVICE_BOUND_BUSY)
     table["bound"] = np.where(has_device & device_bound, "device", "host") if has_device.any() else NOT_RECORDED
     return table[list(STEP_COLUMNS)].astype({c: "int64" for c in STEP_COLUMNS if c != "bound"})
+
+
+def _starts(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
+    """Where the device reaches each step: its host start, or the end of earlier work it is still busy with."""
+    earlier = (table.groupby("rank")["step"].shift(1) == table["step"] - 1).to_numpy()
+    previous_end = table.groupby("rank")["device_end_ns"].shift(1).fillna(NO_ROW).to_numpy(np.int64)
+    queued = table["queued_ns"].to_numpy() > QUEUED_NS  # the first work waited for earlier work, maybe unrecorded
+    ready = np.where(earlier, previous_end, np.where(queued, table["device_start_ns"], NO_ROW))
+    reached = np.maximum(table["host_start_ns"].to_numpy(), np.maximum(ready, table["before_ns"].to_numpy()))
+    return np.where(has_device, np.minimum(table["device_start_ns"], reached), table["host_start_ns"])
+
+
+def _own_ends(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
+    """Where each step's own work ends: its device work or its host work (marker, or last host event it holds)."""
+    held = table["held_end_ns"].to_numpy()
+    host_end = np.where(held != NO_ROW, np.minimum(table["host_end_ns"], held), table["host_end_ns"])
+    return np.maximum(host_end, np.where(has_device, table["device_end_ns"], 0))
 
 
 def step_spans(trace: TraceData) -> pd.DataFrame:
