@@ -5,8 +5,10 @@ only; a changed source, a truncated or corrupt entry is found out and rebuilt; -
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import os
 import shutil
+import struct
 
 import pandas as pd
 import pandas.testing as pdt
@@ -120,7 +122,7 @@ def test_changed_file_is_parsed_again(cache_dir, tmp_path):
 
 
 def test_same_size_and_mtime_but_other_bytes_is_stale(cache_dir, tmp_path, builds):
-    """A copy that kept size and mtime (cp -p of an edited file) is told apart by the hash of head and tail."""
+    """A copy that kept size and mtime (cp -p of an edited file) is told apart by the hash of its content."""
     trace = _copy(FUSED, tmp_path)
     ta.load(trace)
     stat = trace.stat()
@@ -150,6 +152,9 @@ def test_damaged_entry_is_rebuilt(cache_dir, builds, damage):
     entry.path.write_bytes(bytes(data))
     rebuilt = ta.load(FUSED)
     assert builds["n"] == 3, "the damaged entry was not used"
+    (said,) = rebuilt.meta.warnings
+    assert said.startswith(f"{entry.path}: the cache entry of {FUSED} could not be read"), said
+    rebuilt.meta.warnings = []
     assert_same(cold, rebuilt)
     assert_same(cold, ta.load(FUSED))
     assert builds["n"] == 3, "and was written again, whole"
@@ -245,3 +250,59 @@ def test_ascend_database_given_alone_is_judged_by_the_files_beside_it_only(cache
     (folder / "beside.txt").write_text("beside")
     ta.load(folder / db.name)
     assert builds["n"] == 2, "a file beside it does"
+
+
+def test_an_edit_in_the_middle_with_size_and_mtime_kept_is_parsed_again(cache_dir, tmp_path):
+    """rsync -t / cp -p of a trace edited in the middle: the whole content is hashed, so the old tables are not
+    served."""
+    trace = tmp_path / "trace.json"
+    raw = gzip.decompress(FUSED.read_bytes())
+    trace.write_bytes(raw)
+    ta.load(trace)
+    kernel = raw.index(b'"cat": "kernel"', len(raw) // 2)
+    at = raw.index(b'"name": "', kernel) + len(b'"name": "')
+    stat = trace.stat()
+    trace.write_bytes(raw[:at] + b"QQQQ" + raw[at + 4 :])
+    os.utime(trace, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert trace.stat().st_size == stat.st_size
+    assert any(str(n).startswith("QQQQ") for n in ta.load(trace).events["name"].cat.categories)
+
+
+UNREADABLE = {
+    "a header length beyond the file": lambda p: p.write_bytes(p.read_bytes()[:8] + struct.pack("<Q", 1 << 62)),
+    "a FIFO": lambda p: p.unlink() or os.mkfifo(p),
+    "a folder": lambda p: p.unlink() or p.mkdir(),
+}
+
+
+@pytest.mark.parametrize("damage", UNREADABLE.values(), ids=UNREADABLE.keys())
+def test_an_unreadable_entry_is_removed_with_a_warning_and_cache_clear_works(cache_dir, capsys, damage):
+    assert _cli(capsys, FUSED)[0] == 0
+    (entry,) = cache.entries()
+    damage(entry.path)
+    assert _cli(capsys, "cache", "info")[0] == 0
+    assert main([str(FUSED), "--format", "json", "-o", os.devnull]) == 0
+    err = capsys.readouterr().err
+    assert f"{entry.path}: the cache entry of {FUSED} could not be read" in err, err
+    assert _cli(capsys, "cache", "clear")[0] == 0
+    assert cache.entries() == []
+
+
+@pytest.mark.parametrize("where", ["a file", "relative"])
+def test_a_cache_folder_that_cannot_be_used_means_no_cache_with_one_warning(tmp_path, monkeypatch, capsys, where):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "1")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    if where == "a file":
+        (tmp_path / "xdg").write_text("not a folder")
+        monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    else:
+        monkeypatch.setenv("XDG_CACHE_HOME", "relative-cache")
+    assert main([str(FUSED), "--format", "json", "-o", "r.json"]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "cache folder" in line]
+    if where == "a file":
+        assert len(warned) == 1 and "parsed without it" in warned[0], warned
+    else:
+        assert warned == [] and not (tmp_path / "relative-cache").exists()
+        assert cache.folder() == tmp_path / "home" / ".cache" / "traceanalyzer"
+        assert len(cache.entries()) == 1

@@ -2,14 +2,16 @@
 again is read in a fraction of its parse time.
 
 An entry is one file ``<key>.tacache`` in the cache folder (``folder``: ``TRACEANALYZER_CACHE_DIR``, else
-``$XDG_CACHE_HOME/traceanalyzer``, else the platform's user cache folder), never beside the user's files: a header
-(JSON: what the entry was built from and the trace's meta) followed by the tables as zstd-compressed Arrow IPC
-files, each with its SHA-1. The key is the source's resolved path and what decides its tables (``PARSER_VERSION``, a
-digest of the code that builds them, library versions, classification rules); the header holds the source's identity
-(size, mtime and a hash of the head and tail of each file), so an entry of a file that changed since is found stale
-and rebuilt, and a truncated or corrupt one fails its size or digest check and is rebuilt. Entries are written to a
-temporary file and renamed into place, and the least recently used are evicted beyond ``TRACEANALYZER_CACHE_SIZE``
-(default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the cache off.
+``$XDG_CACHE_HOME/traceanalyzer`` (an absolute one: a relative one is ignored, as the XDG spec says), else the
+platform's user cache folder), never beside the user's files: a header (JSON: what the entry was built from and the
+trace's meta) followed by the tables as zstd-compressed Arrow IPC files, each with its SHA-1. The key is the
+source's resolved path and what decides its tables (``PARSER_VERSION``, a digest of the code that builds them,
+library versions, classification rules); the header holds the source's identity (size, mtime and a SHA-1 of the
+whole content of each file), so an entry of a file that changed since, even with its size and mtime kept (``cp -p``,
+``rsync -t``), is found stale and rebuilt, and a truncated or corrupt one fails its size or digest check and is
+removed, with a warning, and rebuilt. A cache folder that cannot be used (a file, unwritable, inside an input) means
+no cache, with one warning. Entries are written to a temporary file and renamed into place, and the least recently
+used are evicted beyond ``TRACEANALYZER_CACHE_SIZE`` (default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import functools
 import hashlib
 import json
 import os
+import shutil
+import stat
 import struct
 import tempfile
 from collections.abc import Iterable
@@ -43,28 +47,44 @@ DEFAULT_SIZE = 5 << 30
 _MAGIC = b"TACACHE1"
 _HEAD = struct.Struct("<8sQ20s")  # magic, header length, SHA-1 of the header
 _SUFFIX = ".tacache"
-_HASHED_BYTES = 1 << 20
-_HASHED_BYTES_IN_FOLDER = 1 << 16
+_HASH_CHUNK = 1 << 20
 _HASHED_FILES = 256
+_READ_BESIDE = (".db", ".csv", ".json", ".json.gz", ".db-wal")
+"""Files beside an Ascend file given on its own that the parser may read (hashed; the others by size and mtime)."""
 pa = lazy.Module("pyarrow")  # only where an entry is read or written (pandas 3 may import it anyway)
 
 Tables = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 
 
 def folder() -> Path:
-    """The cache folder: ``TRACEANALYZER_CACHE_DIR``, else ``$XDG_CACHE_HOME/traceanalyzer`` (on every OS), else the
-    platform's user cache folder (``~/.cache/traceanalyzer`` on Linux, ``~/Library/Caches/traceanalyzer`` on macOS,
-    ``%LOCALAPPDATA%\\traceanalyzer\\Cache`` on Windows)."""
+    """The cache folder: ``TRACEANALYZER_CACHE_DIR``, else ``$XDG_CACHE_HOME/traceanalyzer`` (on every OS; a relative
+    one is ignored, as the XDG spec says), else the platform's user cache folder (``~/.cache/traceanalyzer`` on
+    Linux, ``~/Library/Caches/traceanalyzer`` on macOS, ``%LOCALAPPDATA%\\traceanalyzer\\Cache`` on Windows)."""
     if os.environ.get("TRACEANALYZER_CACHE_DIR"):
         return Path(os.environ["TRACEANALYZER_CACHE_DIR"])
-    if os.environ.get("XDG_CACHE_HOME"):
+    if os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")):
         return Path(os.environ["XDG_CACHE_HOME"]) / "traceanalyzer"
-    return Path(platformdirs.user_cache_dir("traceanalyzer", appauthor=False))
+    platform = Path(platformdirs.user_cache_dir("traceanalyzer", appauthor=False))
+    return platform if platform.is_absolute() else Path.home() / ".cache" / "traceanalyzer"  # (a relative XDG one)
 
 
 def _unreadable() -> tuple[type[Exception], ...]:
     """What reading a damaged entry raises (evaluated only when an exception is being matched)."""
-    return (OSError, ValueError, KeyError, TypeError, struct.error, pa.ArrowException)
+    return (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, pa.ArrowException, MemoryError)
+
+
+def unusable() -> str:
+    """Why the cache folder cannot hold entries ('' when it can): made here if missing."""
+    here = folder()
+    try:
+        here.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        return f"cannot be made ({e.strerror or e})"
+    if not here.is_dir():
+        return "is not a folder"
+    if not os.access(here, os.W_OK | os.X_OK):
+        return "cannot be written to"
+    return ""
 
 
 def enabled(asked: bool | None = None) -> bool:
@@ -126,43 +146,57 @@ class Slot:
         return [str(PARSER_VERSION), self.code, pd.__version__, pa.__version__]
 
 
-def fingerprint(source: Path, deep: bool = True) -> list:
+def fingerprint(source: Path, deep: bool = True, content: bool = True) -> list:
     """The identity of a file, or of every file in a folder (``deep``: and in its subfolders): name, size, mtime in
-    ns and a hash of head and tail (of the first _HASHED_FILES files of a folder; the others by size and mtime)."""
+    ns and (``content``) a SHA-1 of the whole file (not deep: of the first _HASHED_FILES files that the parser may
+    read, the others by size and mtime, for that folder may be any folder)."""
     if source.is_file():
-        return [_identity(source, source.name, _HASHED_BYTES)]
+        return [_identity(source, source.name, content)]
     files = sorted(p for p in (source.rglob("*") if deep else source.iterdir()) if p.is_file())
-    return [
-        _identity(p, str(p.relative_to(source)), _HASHED_BYTES_IN_FOLDER if i < _HASHED_FILES else 0)
-        for i, p in enumerate(files)
-    ]
+    hashed = set(files if deep else [p for p in files if p.name.endswith(_READ_BESIDE)][:_HASHED_FILES])
+    return [_identity(p, str(p.relative_to(source)), content and p in hashed) for p in files]
 
 
-def _identity(path: Path, name: str, hashed: int) -> list:
-    stat = path.stat()
-    if not hashed:
-        return [name, stat.st_size, stat.st_mtime_ns, ""]
+def unchanged(identity: list, source: Path, deep: bool = True) -> bool:
+    """Are the files of ``identity`` (a fingerprint) still there with the same size and mtime?"""
+    try:
+        now = fingerprint(source, deep, content=False)
+    except OSError:
+        return False
+    return [i[:3] for i in identity] == [n[:3] for n in now]
+
+
+def _identity(path: Path, name: str, content: bool) -> list:
+    info = path.stat()
+    if not content:
+        return [name, info.st_size, info.st_mtime_ns, ""]
     digest = hashlib.sha1()
     with open(path, "rb") as f:
-        digest.update(f.read(hashed))
-        if stat.st_size > hashed:
-            f.seek(max(hashed, stat.st_size - hashed))
-            digest.update(f.read(hashed))
-    return [name, stat.st_size, stat.st_mtime_ns, digest.hexdigest()]
+        while chunk := f.read(_HASH_CHUNK):
+            digest.update(chunk)
+    return [name, info.st_size, info.st_mtime_ns, digest.hexdigest()]
 
 
-def read(slot: Slot, identity: list) -> Tables | None:
-    """The cached tables, or None when there is no entry; a stale, truncated or corrupt entry is removed."""
+def read(slot: Slot, identity: list, damaged: list[str] | None = None) -> Tables | None:
+    """The cached tables, or None when there is no entry; a stale entry is removed, and an unreadable one (not a
+    regular file, truncated, corrupt) too, saying so in ``damaged``."""
     try:
-        data = slot.path.read_bytes()
+        info = os.stat(slot.path)
     except OSError:
         return None
+    header, tables = None, None
     try:
-        header, body = _split(data)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        header, body = _split(slot.path.read_bytes())
         current = header["identity"] == identity and header["built_with"] == slot.built_with
         tables = _tables(header, body) if current else None
-    except _unreadable():
-        tables = None
+    except _unreadable() as e:
+        if damaged is not None:
+            damaged.append(
+                f"{slot.path}: the cache entry of {slot.name} could not be read ({_one_line(e)}): removed, and the "
+                "trace parsed again"
+            )
     if tables is None:
         _remove(slot.path)
         return None
@@ -170,6 +204,11 @@ def read(slot: Slot, identity: list) -> Tables | None:
         os.utime(slot.path)  # last used, for eviction
     rename(tables[2], header["name"], slot.name)
     return tables
+
+
+def _one_line(e: BaseException) -> str:
+    text = " ".join(str(e).split())[:160]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def rename(meta: TraceMeta, old: str, new: str) -> None:
@@ -182,10 +221,15 @@ def rename(meta: TraceMeta, old: str, new: str) -> None:
 
 def _split(data: bytes) -> tuple[dict, memoryview]:
     magic, length, sha1 = _HEAD.unpack_from(data)
+    if magic != _MAGIC or length > len(data) - _HEAD.size:
+        raise ValueError("not a cache entry, or truncated")
     head = data[_HEAD.size : _HEAD.size + length]
-    if magic != _MAGIC or len(head) != length or hashlib.sha1(head).digest() != sha1:
-        raise ValueError("not a cache entry, truncated or corrupt")
-    return json.loads(head), memoryview(data)[_HEAD.size + length :]
+    if hashlib.sha1(head).digest() != sha1:
+        raise ValueError("its header is corrupt")
+    header = json.loads(head)
+    if not isinstance(header, dict):
+        raise ValueError("its header is not an object")
+    return header, memoryview(data)[_HEAD.size + length :]
 
 
 def _tables(header: dict, body: memoryview) -> Tables:
@@ -276,6 +320,9 @@ def _store(path: Path, parts: Iterable[bytes]) -> bool:
 
 
 def _remove(path: Path) -> None:
+    """Remove an entry (a folder in its place too, which only a user's hand puts there)."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
     with contextlib.suppress(OSError):
         path.unlink()
 
@@ -324,9 +371,13 @@ def entries() -> list[Entry]:
 def _source_of(path: Path) -> str:
     """The trace an entry was built from, as its header says ('?' if unreadable)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return "?"
         with open(path, "rb") as f:
             magic, length, _ = _HEAD.unpack(f.read(_HEAD.size))
-            return str(json.loads(f.read(length))["name"]) if magic == _MAGIC else "?"
+            if magic != _MAGIC or length > os.fstat(f.fileno()).st_size:
+                return "?"
+            return str(json.loads(f.read(length))["name"])
     except _unreadable():
         return "?"
 

@@ -120,9 +120,14 @@ def read_from(paths: Sequence[str | os.PathLike]) -> list[outputs.Protected]:
                 units = detect.units(Path(path))
         except TraceError:
             continue
-        sources = {detect.source_of(u)[0] for u in units}
-        found += [outputs.Protected(outputs.real(s), True) for s in sorted(sources) if s.is_dir()]
+        found += _rank_folders(units)
     return found
+
+
+def _rank_folders(units: list) -> list[outputs.Protected]:
+    """The folders the units are read with (an Ascend rank's), each with its tree."""
+    sources = {detect.source_of(u)[0] for u in units}
+    return [outputs.Protected(outputs.real(s), True) for s in sorted(sources) if s.is_dir()]
 
 
 def _plan_load(path, rules, progress, use_cache, scheduler, work=None) -> tuple[list, list, _Plan]:
@@ -135,8 +140,18 @@ def _plan_load(path, rules, progress, use_cache, scheduler, work=None) -> tuple[
     meter = progress if isinstance(progress, Progress) else Messages(progress) if progress else Progress()
     meter.status(f"reading {len(units)} trace file{'s' if len(units) != 1 else ''}")
     named = ", ".join(map(str, paths))
-    plan = _Plan(tuple(rules), cache.enabled(use_cache), meter, named, cluster.scheduler_from(scheduler), work)
+    cached = cache.enabled(use_cache) and _cache_usable(paths, units)
+    plan = _Plan(tuple(rules), cached, meter, named, cluster.scheduler_from(scheduler), work)
     return found, units, plan
+
+
+def _cache_usable(paths: list, units: list) -> bool:
+    """Can the cache folder hold entries (not a file, writable, not inside an input)? If not, one warning."""
+    inputs = outputs.protected(paths) + _rank_folders(units)
+    problem = outputs.intrusion(cache.folder(), inputs, folder=True) or cache.unusable()
+    if problem:
+        warnings.warn(f"{cache.folder()}: the cache folder {problem}: traces are parsed without it", stacklevel=3)
+    return not problem
 
 
 def _note_skipped(meta: TraceMeta, skipped: list[Skipped], analysed: int) -> None:
@@ -196,12 +211,18 @@ def _unread_rank_files(units: list) -> list[Skipped]:
 
 
 def _parse_all(units: list, plan: _Plan) -> list[Parsed | Skipped]:
-    """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached)."""
-    found = [_from_cache(u, plan.rules) if plan.cached else None for u in units]
+    """Every rank's tables: those the cache holds read here, the others parsed (and then kept, if cached); an
+    unreadable entry is said in the warnings of the rank parsed again."""
+    damaged: list[list[str]] = [[] for _ in units]
+    found = [_from_cache(u, plan.rules, d) if plan.cached else None for u, d in zip(units, damaged, strict=True)]
     missing = [u for u, t in zip(units, found, strict=True) if t is None]
     _check_memory(missing, [u for u, t in zip(units, found, strict=True) if t is not None], plan)
     parsed = iter(_parse_many(missing, plan))
-    return [t if t is not None else next(parsed) for t in found]
+    out = [t if t is not None else next(parsed) for t in found]
+    for result, notes in zip(out, damaged, strict=True):
+        if notes and not isinstance(result, Skipped):
+            result[2].warnings.extend(notes)
+    return out
 
 
 def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
@@ -309,19 +330,26 @@ def _parse_indexed(unit, index: int, rules: tuple[Rule, ...], cached: bool) -> P
 def _work_on_rank(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone: bool, work: Callable):
     """One rank loaded alone (from the cache, else parsed), its rank assigned, and handed to ``work``: its meta and
     work's result, or why it was skipped."""
-    tables = (_from_cache(unit, rules) if cached else None) or _parse_one(unit, rules, cached)
+    damaged: list[str] = []
+    tables = (_from_cache(unit, rules, damaged) if cached else None) or _parse_one(unit, rules, cached)
     if isinstance(tables, Skipped):
         return tables
+    tables[2].warnings.extend(damaged)
     if not alone:
         tables[2].ranks = [_rank_of(tables[2], index)]
     events, memory, meta = _join([tables])
     return meta, work(events, memory, meta)
 
 
-def _from_cache(unit, rules: tuple[Rule, ...]) -> Parsed | None:
-    """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry)."""
+def _from_cache(unit, rules: tuple[Rule, ...], damaged: list[str] | None = None) -> Parsed | None:
+    """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry, which
+    ``damaged`` then names)."""
     slot = _slot(unit, rules)
-    return cache.read(slot, slot.identity())
+    try:
+        identity = slot.identity()
+    except OSError:
+        return None
+    return cache.read(slot, identity, damaged)
 
 
 def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | Skipped:
@@ -334,7 +362,7 @@ def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | 
         tables = _build(unit, rules)
     except TraceError as e:
         return Skipped(e.path, e.problem)
-    if slot.identity() == identity:
+    if cache.unchanged(identity, slot.source, slot.deep):
         cache.write(slot, identity, tables)
     return tables
 

@@ -50,6 +50,11 @@ def protected(paths: Sequence[str | os.PathLike]) -> list[Protected]:
 def refusal(out: str | os.PathLike, inputs: Sequence[Protected], force: bool = False, folder: bool = False) -> str:
     """Why ``out`` may not be written ('' when it may): inside or onto an input, an existing file without
     ``force``, a missing or unwritable folder. ``folder``: the output is a folder of files."""
+    return intrusion(out, inputs, folder) or _place_problem(real(out), force, folder)
+
+
+def intrusion(out: str | os.PathLike, inputs: Sequence[Protected], folder: bool = False) -> str:
+    """Why ``out`` would write onto, into or (``folder``) beside an input ('' when it would not)."""
     given, target = Path(out), real(out)
     for source in inputs:
         if target == source.path or (given.exists() and _same_file(given, source.path)):
@@ -58,7 +63,7 @@ def refusal(out: str | os.PathLike, inputs: Sequence[Protected], force: bool = F
             return f"is inside the input {source.path} (write it elsewhere: nothing is written into an input)"
         if folder and not source.tree and target == source.path.parent:
             return f"is the folder of the input {source.path} (write it elsewhere: nothing is written beside an input)"
-    return _place_problem(target, force, folder)
+    return ""
 
 
 def _same_file(a: Path, b: Path) -> bool:
