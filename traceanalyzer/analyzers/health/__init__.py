@@ -31,6 +31,7 @@ from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.health.precision import TF32_SPEEDUP, fp32_findings, fp32_gemms
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, dynamic_shapes, shape_changes, shape_findings
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, sync_findings, sync_places, sync_stalls
+from traceanalyzer.analyzers.health.transfers import pageable_findings
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
@@ -100,6 +101,7 @@ def _findings(health: Part, context: Context) -> list[Finding]:
         idle_findings(health, context)
         + launch_findings(health, context)
         + sync_findings(health, context)
+        + pageable_findings(health, context)
         + fp32_findings(health, context)
         + shape_findings(health, context)
     )
@@ -166,6 +168,7 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
                 Per.TOTAL,
                 note=_shapes_note(context.steps),
             ),
+            Table("host_copies", "Host<->device copies inside steps", health.host_copies, Per.TOTAL),
             Table(
                 "idle_causes", "Idle inside steps by cause (the launching thread's activity)", health.causes, Per.TOTAL
             ),

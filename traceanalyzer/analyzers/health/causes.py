@@ -1,16 +1,16 @@
 """Why the device is idle: every idle interval inside a step, read from the host thread that launches the work
 ending it, split into causes (the rules and each cause's saving model: docs/diagnosis.md).
 
-1. The threads: the host thread of the runtime call that launched the device work resuming after the gap (a
-   background thread, a compile worker or the profiler's, never decides); where that call is not in the trace, the
-   rank's busiest launching thread.
+1. The threads: the host thread of the runtime call that launched the device work resuming after the gap, and the
+   thread that runs the step (a background thread, a compile worker or the profiler's, never decides); where that
+   call is not in the trace, the step's thread alone.
 2. Queued: where that call had returned before the device went idle, the work waited on the device side (a stream
    dependency, scheduling latency): the host did not make the device wait (``queued``, no finding).
-3. Painted: the parts of the gap the thread spends in calls of a cause, the first cause of ``PAINTED`` first.
-4. The rest of a gap goes to one cause by the gap: a blocking call (a sync, ``cudaFree``) ending in it drained the
-   device queue (``host_sync``, ``allocator``); a host-to-device copy resumes it (``input_pipeline``); it is short
-   (under ``LARGE_GAP_NS``: ``launch_bound``); host events of the thread cover most of it (``python_work``); else
-   ``unexplained``.
+3. Painted: the parts of the gap the threads spend in calls of a cause, the first cause of ``PAINTED`` first.
+4. The rest of a gap goes to one cause by the gap: a blocking call (a sync, ``cudaFree``, a pageable copy) ending
+   in it drained the device queue (``host_sync``, ``allocator``, ``pageable_copy``); a host-to-device copy resumes
+   it (``input_pipeline``); it is short (under ``LARGE_GAP_NS``: ``launch_bound``); host events of the threads cover
+   most of it (``python_work``); else ``unexplained``.
 """
 
 from __future__ import annotations
@@ -38,11 +38,21 @@ from traceanalyzer.vocabulary import (
     HTOD_COPY,
     LAUNCH_CALLS,
     OPTIMIZER_STEP,
+    PAGEABLE_COPY,
     SYNC_CALLS,
     VECTORIZED_OPTIMIZER_OP,
 )
 
-PAINTED = ("compile", "host_sync", "allocator", "first_call", "python_gc", "input_pipeline", "optimizer_loop")
+PAINTED = (
+    "compile",
+    "host_sync",
+    "allocator",
+    "pageable_copy",
+    "first_call",
+    "python_gc",
+    "input_pipeline",
+    "optimizer_loop",
+)
 """Causes read from the thread's own calls during a gap, in priority order (a call inside a higher one's is the
 higher one's)."""
 
@@ -88,17 +98,23 @@ class _Host:
         sync = runtime & is_one_of(names, SYNC_CALLS)
         allocator_call = runtime & is_one_of(names, ALLOCATOR_CALLS)
         empty_cache = python & name_hits(names, ALLOCATOR_FRAME)
+        pageable = _pageable_copy_calls(events)
         masks = {
             "compile": name_hits(names, COMPILE_FRAME),
             "host_sync": sync,
             "allocator": allocator_call | empty_cache,
+            "pageable_copy": pageable,
             "first_call": _first_calls(events),
             "python_gc": python & name_hits(names, GC_FRAME),
             "input_pipeline": name_hits(names, DATA_LOADING),
             "optimizer_loop": _per_parameter_optimizers(trace),
         }
         self.masks = {cause: mask[self.rows] for cause, mask in masks.items()}
-        self.blocking = {"host_sync": sync[self.rows], "allocator": allocator_call[self.rows]}
+        self.blocking = {
+            "host_sync": sync[self.rows],
+            "allocator": allocator_call[self.rows],
+            "pageable_copy": pageable[self.rows],
+        }
         self.empty_cache = empty_cache[self.rows]
         self.launch = (runtime & is_one_of(names, LAUNCH_CALLS))[self.rows]
 
@@ -107,6 +123,16 @@ def _threads(events: pd.DataFrame) -> np.ndarray:
     """Per event: one integer per (process, thread) lane."""
     pid, tid = (np.asarray(events[c].array.codes, dtype=np.int64) for c in ("pid", "tid"))
     return (pid + 1) * (int(tid.max(initial=0)) + 2) + tid + 1
+
+
+def _pageable_copy_calls(events: pd.DataFrame) -> np.ndarray:
+    """Per event: a runtime call that launched a copy to or from pageable host memory (it blocks the host)."""
+    copies = kind_rows(events, [Kind.MEMCPY.value])
+    copies = copies[name_hits(events["name"], PAGEABLE_COPY)[copies]]
+    calls = positions(events.index, events["launch"].to_numpy()[copies])
+    out = np.zeros(len(events), dtype=bool)
+    out[calls[calls >= 0]] = True
+    return out
 
 
 def _first_calls(events: pd.DataFrame) -> np.ndarray:
@@ -251,7 +277,7 @@ def _rules(host, on, gaps, htod, launch) -> tuple[np.ndarray, np.ndarray]:
     covered = intervals.covered_within(intervals.union(host.ts[on], host.end[on]), a, b)
     decided = np.zeros(len(a), dtype=bool)
     for cause, hit, row in (
-        *((c, *_drained(host, on[host.blocking[c][on]], a, b)) for c in ("host_sync", "allocator")),
+        *((c, *_drained(host, on[host.blocking[c][on]], a, b)) for c in host.blocking),
         ("input_pipeline", htod, launch),
         (LAUNCH_BOUND, b - a < LARGE_GAP_NS, launch),
         (PYTHON_WORK, covered * 2 >= b - a, launch),

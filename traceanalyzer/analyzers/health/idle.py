@@ -1,6 +1,7 @@
 """The idle findings: one per rank and cause of its idle inside steps (``causes``), each with the idle it explains
-as its measured saving and one fix, and one residual finding for the idle no cause explains. Host syncs and
-launch-bound stretches have their own modules' findings (``syncs``, ``launch``), priced here the same way."""
+as its measured saving and one fix, and one residual finding for the idle no cause explains. Host syncs,
+pageable copies and launch-bound stretches have their own modules' findings (``syncs``, ``transfers``,
+``launch``), priced the same way (``explained``)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from traceanalyzer.findings import Finding
 
 ANALYZER = "health"
 
-OWN_FINDINGS = frozenset({"host_sync", LAUNCH_BOUND})
-"""Causes whose finding another module makes (the sync and launch-bound findings), priced by ``explained``."""
+OWN_FINDINGS = frozenset({"host_sync", "pageable_copy", LAUNCH_BOUND})
+"""Causes whose finding another module makes (sync, pageable-copy and launch-bound), priced by ``explained``."""
 
 MODELS = {
     "compile": "the idle while the launching thread (re)compiles would go with one compiled graph per shape",

@@ -23,6 +23,7 @@ from traceanalyzer.analyzers.health.part import Part
 from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
+from traceanalyzer.analyzers.health.transfers import host_copies, merged_host_copies
 from traceanalyzer.analyzers.steps import step_table
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.tracedata import TraceData
@@ -46,6 +47,8 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         compile_ns=compile_ns(trace.events),
         causes=idle_causes(trace)[0],
         cause_idle=idle_causes(trace)[1],
+        host_copies=host_copies(trace)[0],
+        pageable=host_copies(trace)[1],
         stepped=[int(rank) for rank in step_table(trace)["rank"].unique()],
     )
 
@@ -68,6 +71,8 @@ def merge(parts: list[Part]) -> Part:
         compile_ns=sum(p.compile_ns for p in parts),
         causes=merged_causes([p.causes for p in parts]),
         cause_idle={key: idle for p in parts for key, idle in p.cause_idle.items()},
+        host_copies=merged_host_copies([p.host_copies for p in parts]),
+        pageable={rank: spans for p in parts for rank, spans in p.pageable.items()},
         stepped=stepped,
     )
 

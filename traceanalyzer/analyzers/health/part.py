@@ -48,6 +48,10 @@ class Part:
     """``idle_causes``: per rank and cause, the idle inside steps it explains and where."""
     cause_idle: dict[tuple[int, str], Packed]
     """Per rank and cause: the idle intervals it explains, packed."""
+    host_copies: pd.DataFrame
+    """``host_copies``: in-step host<->device copies per rank, direction and memory kind."""
+    pageable: dict[int, Packed]
+    """Per rank: the device intervals of its in-step pageable copies, packed."""
     stepped: list[int]
     """The ranks with step markers: where one has them, the in-step tables (syncs, launches, GEMMs, device time)
     of a rank without leave it out, as on the joined trace, whose rows outside every step are out of them."""

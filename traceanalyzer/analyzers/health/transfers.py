@@ -1,0 +1,153 @@
+"""Host<->device copies inside steps: per rank, direction and host memory kind (pinned or pageable), their time,
+bytes and the part no other device work overlaps; the pageable-copy finding, costed against the pinned bandwidth
+of the device (``devices.host_link``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer import devices, humanize, intervals
+from traceanalyzer import findings as fnd
+from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
+from traceanalyzer.analyzers.health.idle import explained
+from traceanalyzer.analyzers.health.part import Context, Part
+from traceanalyzer.findings import Claims, Finding
+from traceanalyzer.intervals import Packed
+from traceanalyzer.memo import remember
+from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.tables import stack
+from traceanalyzer.tracedata import TraceData
+from traceanalyzer.vocabulary import DTOH_COPY, HTOD_COPY, PAGEABLE_COPY
+
+ANALYZER = "health"
+
+COLUMNS = ["rank", "direction", "pageable", "count", "bytes", "unknown_bytes", "total_ns", "exposed_ns"]
+
+
+def host_copies(trace: TraceData) -> tuple[pd.DataFrame, dict[int, Packed]]:
+    """Per rank, direction (HtoD/DtoH) and memory kind: in-step copies, bytes (of those that say), time and the time
+    no other device work of the rank overlaps; and per rank the pageable copies' device intervals (once per
+    trace)."""
+    return remember(trace, "health.host_copies", lambda: _host_copies(trace))
+
+
+def merged_host_copies(tables: list[pd.DataFrame]) -> pd.DataFrame:
+    """``host_copies`` tables of several parts' ranks, the most copy time first (ties by rank)."""
+    table = stack(tables) if tables else pd.DataFrame(columns=COLUMNS)
+    order = ["total_ns", "rank", "direction"]
+    return table.sort_values(order, ascending=[False, True, True], kind="stable").reset_index(drop=True)
+
+
+def _host_copies(trace: TraceData) -> tuple[pd.DataFrame, dict[int, Packed]]:
+    events = trace.events
+    rows = in_step_rows(trace, kind_rows(events, [Kind.MEMCPY.value]))
+    htod, dtoh = (name_hits(events["name"], p)[rows] for p in (HTOD_COPY, DTOH_COPY))
+    rows, direction = rows[htod | dtoh], np.where(htod, "HtoD", "DtoH")[htod | dtoh]
+    frame = pd.DataFrame(
+        {
+            "rank": events["rank"].to_numpy()[rows],
+            "direction": direction,
+            "pageable": name_hits(events["name"], PAGEABLE_COPY)[rows],
+            "ts": events["ts"].to_numpy()[rows],
+            "dur": events["dur"].to_numpy()[rows],
+            "bytes": events["bytes"].to_numpy()[rows],
+        }
+    )
+    frame["exposed"] = _exposed(trace, frame)
+    frame["known"] = np.where(frame["bytes"] != NO_ROW, frame["bytes"], 0)
+    frame["unknown"] = frame["bytes"] == NO_ROW
+    table = (
+        frame.groupby(["rank", "direction", "pageable"], sort=True)
+        .agg(
+            count=("dur", "size"),
+            bytes=("known", "sum"),
+            unknown_bytes=("unknown", "sum"),
+            total_ns=("dur", "sum"),
+            exposed_ns=("exposed", "sum"),
+        )
+        .reset_index()
+    )
+    pageable = frame[frame["pageable"]]
+    spans = {
+        int(rank): intervals.pack(*intervals.union(g["ts"].to_numpy(), (g["ts"] + g["dur"]).to_numpy()))
+        for rank, g in pageable.groupby("rank")
+    }
+    return merged_host_copies([table[COLUMNS]]), spans
+
+
+def _exposed(trace: TraceData, copies: pd.DataFrame) -> np.ndarray:
+    """Per copy: its time with no other device work of its rank running (the other work: busy minus the copy)."""
+    events = trace.events
+    out = np.zeros(len(copies), dtype=np.int64)
+    work = kind_rows(events, [Kind.KERNEL.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
+    others = {
+        int(r): intervals.union(events["ts"].to_numpy()[work][m], (events["ts"] + events["dur"]).to_numpy()[work][m])
+        for r in rank_busy(trace)
+        if (m := events["rank"].to_numpy()[work] == r).any()
+    }
+    for rank in copies["rank"].unique().tolist():
+        mine = np.flatnonzero(copies["rank"].to_numpy() == rank)
+        ts, end = copies["ts"].to_numpy()[mine], (copies["ts"] + copies["dur"]).to_numpy()[mine]
+        out[mine] = (end - ts) - intervals.covered_within(others.get(int(rank), intervals.EMPTY), ts, end)
+    return out
+
+
+def pageable_findings(health: Part, context: Context) -> list[Finding]:
+    """One finding per rank with pageable copies inside steps: their time above the pinned bandwidth of the device,
+    plus the idle after the host waited for them, and the one fix (pinned memory, non_blocking)."""
+    table = health.host_copies
+    bandwidth, source = devices.host_link(context.meta)
+    out = []
+    for rank, rows in table[table["pageable"]].groupby("rank", sort=True):
+        out.append(_pageable_finding(health, context, int(rank), rows, bandwidth, source))
+    return out
+
+
+def _pageable_finding(
+    health: Part, context: Context, rank: int, rows: pd.DataFrame, bandwidth: float, source: str
+) -> Finding:
+    steps = max(context.steps, 1)
+    total, size, count = int(rows["total_ns"].sum()), int(rows["bytes"].sum()), int(rows["count"].sum())
+    pinned = int(size / bandwidth * 1e9)
+    faster = max(total - pinned, 0) if not rows["unknown_bytes"].any() else 0
+    idle = explained(health, rank, "pageable_copy")
+    directions = "/".join(rows["direction"].drop_duplicates())
+    on_rank = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
+    return fnd.make(
+        ANALYZER,
+        "pageable_copy",
+        f"Pageable {directions} copies{on_rank} take {humanize.duration(total / steps)}/step "
+        f"({count / steps:g}/step, {humanize.size(size / steps)}/step) and stall the {accelerator(context)}: copy "
+        "from pinned memory with non_blocking=True",
+        f"A copy to or from pageable memory is staged through a driver buffer at a fraction of the link's speed and "
+        f"blocks the host until it is done. Allocate the host buffer pinned (torch.empty(..., pin_memory=True), "
+        f"DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True); at {source} these copies would "
+        f"take {humanize.duration(pinned / steps)}/step, and a side stream can overlap them with compute.",
+        context.step,
+        concerns_ns=total + idle,
+        saving_ns=faster + idle,
+        basis=fnd.Basis.MODELLED,
+        model=f"the copies at the pinned bandwidth ({source}) instead of their measured time, plus the device idle "
+        "after the host waited for them (measured)",
+        claims=_claims(health, rank),
+        where={"rank": rank, "directions": directions},
+        evidence={
+            "copies": count,
+            "bytes": size,
+            "copy_ns": total,
+            "pinned_estimate_ns": pinned,
+            "idle_after_ns": idle,
+            "exposed_ns": int(rows["exposed_ns"].sum()),
+            "unknown_bytes": int(rows["unknown_bytes"].sum()),
+        },
+    )
+
+
+def _claims(health: Part, rank: int) -> Claims:
+    """A rank's pageable copies and the idle after them."""
+    packed = (health.pageable.get(rank), health.cause_idle.get((rank, "pageable_copy")))
+    parts = [p.unpacked() for p in packed if p is not None]
+    if not parts:
+        return {}
+    return {rank: intervals.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))}
