@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import json
+
+import numpy as np
 import pytest
 
 import traceanalyzer as ta
@@ -79,3 +82,62 @@ def test_rank_by_rank_equals_joined():
     job, joined = perrank.load_job(path), load_shared(*QWEN)
     same_section(inference, job, joined, Options())
     same_findings(inference.job_findings(job), inference.findings(joined))
+
+
+RECORDED = REPO / "sample_traces" / "inference"
+SCENARIOS = ("eager_dynamic", "static_compiled", "batched", "long_prefill")
+HEADS_READ = {"eager_dynamic": 4, "long_prefill": 4, "batched": 16, "static_compiled": 16}
+"""KV heads SDPA reads per scenario: HF runs GQA natively in SDPA only without an attention mask (batch 1, dynamic
+cache); with a mask (left padding, a static cache) it repeats the 4 KV heads to the 16 query heads first."""
+_TRACES: dict[str, ta.Trace] = {}
+
+
+def _recorded(name: str) -> tuple[ta.Trace, dict, dict]:
+    """A recorded generate() trace, its meta and the CUDA-event truth of the one profiled call it holds."""
+    meta = json.loads((RECORDED / f"{name}.meta.json").read_text())
+    if name not in _TRACES:
+        _TRACES[name] = ta.load(RECORDED / f"{name}.json.gz")
+    return _TRACES[name], meta, meta["profiled_traced"][0]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_recorded_generate_phases_are_counted_exactly(name):
+    trace, meta, truth = _recorded(name)
+    line = trace.inference().timeline
+    assert line["phase"].value_counts().to_dict() == {"prefill": 1, "decode": truth["new_tokens"] - 1}
+    assert (line["batch"] == meta["batch"]).all()
+    prefill = line.iloc[0]
+    assert prefill["phase"] == "prefill" and prefill["context_len"] == max(meta["prompt_lens"])  # left-padded
+    assert line["context_len"].iloc[-1] == max(meta["prompt_lens"]) + truth["new_tokens"] - 1
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_recorded_ttft_and_every_tpot_are_within_5_percent_of_cuda_events(name):
+    trace, _, truth = _recorded(name)
+    analysis = trace.inference()
+    ttft_ms = analysis.requests["ttft_ns"].iloc[0] / 1e6
+    assert ttft_ms == pytest.approx(truth["ttft_ms_cuda_events"], rel=0.05)
+    tpot_ms = analysis.timeline.loc[analysis.timeline["phase"] == "decode", "token_ns"].to_numpy() / 1e6
+    assert tpot_ms == pytest.approx(truth["tpot_ms_cuda_events"], rel=0.05)  # token by token, in order
+    decode = analysis.phases.set_index("phase").loc["decode"]
+    assert decode["token_ns_p50"] / 1e6 == pytest.approx(np.median(truth["tpot_ms_cuda_events"]), rel=0.05)
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_recorded_decode_mbu_matches_the_bytes_of_the_model_over_the_measured_tpot(name):
+    """By hand: every weight but the input embedding table (decode looks up one row of it) once per token, plus K and
+    V of every position attention reads (heads as attention is given them: HF repeats the KV heads for SDPA unless
+    it runs GQA natively), over the CUDA-event TPOT, against the H200's 4.8 TB/s."""
+    trace, meta, truth = _recorded(name)
+    cfg = meta["config"]
+    weights = meta["param_bytes"] - cfg["vocab_size"] * cfg["hidden_size"] * 2
+    analysis = trace.inference()
+    decode = analysis.timeline[analysis.timeline["phase"] == "decode"]
+    prompt, new = max(meta["prompt_lens"]), truth["new_tokens"]
+    positions = np.full(new - 1, prompt + new - 1) if meta["cache"] == "static" else prompt + np.arange(1, new)
+    head_dim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    kv_read = 2 * cfg["num_hidden_layers"] * HEADS_READ[name] * head_dim * 2 * meta["batch"] * positions
+    by_hand = (weights + kv_read) / (np.array(truth["tpot_ms_cuda_events"]) / 1e3) / 4.8e12
+    assert decode["bandwidth_share"].to_numpy() == pytest.approx(by_hand, rel=0.10)
+    assert analysis.phases.set_index("phase").loc["decode", "judged_against"] == "memory"
+    assert analysis.phases.set_index("phase").loc["prefill", "judged_against"] == "compute"

@@ -215,8 +215,9 @@ ATTENTION_OPS = frozenset(
 UNFUSED_ATTENTION_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax"})
 """Innermost CPU ops of attention written out (scores = Q·Kᵀ, softmax, · V) where no fused attention op ran."""
 
-FORWARD_REPEAT = re.compile(r"^Torch-Compiled Region|^(cuda|hip)GraphLaunch|^CompiledFunction$")
-"""Host events that stand for one whole forward when its ops are not recorded (a compiled or graph-replayed model)."""
+FORWARD_REPEAT = re.compile(r"^Torch-Compiled Region|^## Call CompiledFxGraph|^(cuda|hip)GraphLaunch|^CompiledFunction$")
+"""Host events that stand for one whole forward when its ops are not all recorded (a compiled or graph-replayed
+model); the matched prefix names the family (each compiled graph has its own hash)."""
 
 # ---------------------------------------------------------------- dtypes
 

@@ -175,11 +175,12 @@ def geometry(rule: str, dims_text: str) -> tuple[int, int, int, int, int]:
         dims = json.loads(dims_text) if dims_text else []
     except ValueError:
         return NO_GEOMETRY
-    shapes = [d for d in dims if isinstance(d, list) and len(d) >= 2]
-    if len(shapes) < 2:
+    biased = rule in ("addmm", "baddbmm")  # they record the bias (self) first; an out= variant records out last
+    operands = dims[1:3] if biased else dims[:2]
+    if len(operands) < 2 or not all(isinstance(d, list) and len(d) >= 2 for d in operands):
         return NO_GEOMETRY
-    a, b = shapes[-2], shapes[-1]  # addmm/baddbmm record the bias/input first
-    extra = int(np.prod(dims[0])) if rule in ("addmm", "baddbmm") and isinstance(dims[0], list) else 0
+    a, b = operands
+    extra = int(np.prod(dims[0])) if biased and isinstance(dims[0], list) else 0
     if rule in ("mm", "addmm") and len(a) == 2 and len(b) == 2 and a[1] == b[0]:
         return 1, a[0], b[1], a[1], extra
     if rule in ("bmm", "baddbmm") and len(a) == 3 and len(b) == 3 and a[2] == b[1]:

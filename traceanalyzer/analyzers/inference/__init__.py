@@ -32,8 +32,8 @@ HOTSPOTS_PER_PHASE = 5
 RULES = {
     phases.MARKER: "markers (engine or record_function annotations of each forward)",
     phases.SHAPES: "shapes (the token-embedding input [batch, tokens] of each eager forward)",
-    phases.STRUCTURE: "structure (a repeated compiled region or graph launch per forward; the first of a request is "
-    "its prefill)",
+    phases.STRUCTURE: "structure (a repeated compiled graph call or graph launch per forward; phase from its "
+    "attention's query length, else the first of a request is its prefill)",
 }
 """What each phase-detection rule means, as the ledger of the section states it."""
 

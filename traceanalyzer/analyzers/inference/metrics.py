@@ -1,9 +1,10 @@
 """Metrics of the iterations: time per token, TTFT and TPOT per request, and each phase against its device limit.
 
-Times are measured on the device's time line: a token is ready when the last device work of its iteration ends, so
-the time per output token of decode iteration i is the end of its device work minus the end of iteration i-1's, and
-the time to first token is the end of the prefill's device work minus the request's start (its profiler step's, the
-``generate()`` call). Decode is judged against HBM bandwidth: its bytes (every weight read once, plus the KV cache
+Times are measured on the device's time line: a token is out when the host reads it, the end of the first
+device-to-host copy after the iteration's last GEMM (the logits' projection), else when its device work ends; so
+the time per output token of decode iteration i is its token's time minus iteration i-1's, and the time to first
+token is the prefill's token time minus the request's start (its profiler step's, the ``generate()`` call).
+Decode is judged against HBM bandwidth: its bytes (every weight read once, plus the KV cache
 attention read, from the recorded shapes and dtypes) over its time per token, against the device's peak (MBU).
 Prefill is judged against the tensor peak: its FLOPs (GEMMs and attention) over its device span (MFU).
 """
@@ -51,7 +52,7 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     it = iterations
     if not len(it):
         return pd.DataFrame(columns=TIMELINE_COLUMNS)
-    end = it["device_end_ns"].astype(float).where(it["device_end_ns"] > 0)
+    end = it["token_end_ns"].astype(float).where(it["token_end_ns"] > 0)
     previous = end.groupby([it["rank"], it["request"]]).shift(1)
     first = it["iteration"].to_numpy() == 0
     since = np.where(first, it["request_start_ns"].astype(float), previous)

@@ -5,7 +5,8 @@ user's annotation of each forward (vLLM's ``execute_..._context_..._generation_.
 a ``record_function("prefill")``); ``shapes``, the model's token-embedding lookup that starts each eager forward,
 whose token input ``[batch, tokens]`` says the phase (tokens > 1 at the start of a request, with an empty cache:
 prefill; 1 token per sequence: decode; tokens > 1 later: mixed, a chunked prefill); ``structure``, a host event that
-stands for one whole forward and repeats (a compiled region, a graph launch) where no op is recorded: the first
+stands for one whole forward and repeats (a compiled graph's call, a graph launch) where the lookup is not recorded:
+the attention's query ``[batch, heads, tokens, dim]`` says the phase as the lookup would, and without it the first
 forward of a request is its prefill, the rest decode. A request is a profiler step (one ``generate()`` call), or the
 whole trace without steps.
 
@@ -33,6 +34,7 @@ from traceanalyzer.vocabulary import (
     DTOH_COPY,
     ENGINE_STEP,
     FORWARD_REPEAT,
+    GEMM_KERNEL,
     GEMM_OPS,
     PHASE_MARKER,
     SYNC_CALLS,
@@ -51,7 +53,8 @@ UNKNOWN = -1
 
 COLUMNS = [
     "rank", "request", "iteration", "phase", "rule", "marker", "batch", "tokens", "context_len", "kv_len",
-    "request_start_ns", "start_ns", "end_ns", "device_start_ns", "device_end_ns", "device_busy_ns", "kernels",
+    "request_start_ns", "start_ns", "end_ns", "device_start_ns", "device_end_ns", "token_end_ns", "device_busy_ns",
+    "kernels",
     "syncs", "sync_idle_ns", "dtoh_copies", "unfused_attention_ns", "gemm_flops", "attention_flops",
     "weight_bytes", "kv_bytes", "bytes_basis", "dtype",
 ]  # fmt: skip
@@ -212,10 +215,11 @@ def _repeated(rows: pd.DataFrame, names: np.ndarray) -> pd.DataFrame:
     """Whole-forward events of the name that repeats most (at least twice), at their outermost depth."""
     if not len(rows):
         return rows
-    counts = pd.Series(names).value_counts()
+    family = np.array([FORWARD_REPEAT.match(n)[0] for n in names], dtype=object)
+    counts = pd.Series(family).value_counts()
     if counts.iloc[0] < 2:
         return rows.iloc[:0]
-    chosen = rows[names == counts.index[0]]
+    chosen = rows[family == counts.index[0]]
     return chosen[chosen["depth"] == chosen["depth"].min()]
 
 
@@ -315,6 +319,7 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame) -> None:
     at = _window_of(table, ops["ts"].to_numpy(np.int64))
     kv_len = np.full(n, UNKNOWN, dtype=np.int64)
     kv_bytes, flops = np.zeros(n), np.zeros(n)
+    queries = np.zeros((n, 2), dtype=np.int64)  # batch and query length of the first attention
     for i, dims, types in zip(at, _parsed(ops["input_dims"]), ops["input_types"].astype(str), strict=True):
         q, k, v = _shape(dims, 0), _shape(dims, 1), _shape(dims, 2)
         if i < 0 or len(q) != 4 or len(k) != 4:
@@ -322,10 +327,15 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame) -> None:
         batch, heads, sq, head_dim = q
         skv = k[2]
         kv_len[i] = max(kv_len[i], skv)
+        if not queries[i, 1]:
+            queries[i] = batch, sq
         kv_bytes[i] += (np.prod(k) + np.prod(v or k)) * elem_bytes(types)
         causal = 0.5 if sq == skv and sq > 1 else 1.0  # a prompt attends to the tokens before it
         flops[i] += 4.0 * batch * heads * sq * skv * head_dim * causal
     table["kv_len"] = np.where(table["kv_len"] == UNKNOWN, kv_len, table["kv_len"])
+    unknown = (table["tokens"] == UNKNOWN).to_numpy() & (queries[:, 1] > 0)  # no token lookup recorded (compiled)
+    table.loc[unknown, "batch"] = queries[unknown, 0]
+    table.loc[unknown, "tokens"] = queries[unknown, 0] * queries[unknown, 1]
     table["kv_bytes"], table["attention_flops"] = kv_bytes, flops
 
 
@@ -378,6 +388,8 @@ def _add_device(table: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, pd.D
     names = category_text(device["name"])[device["name"].array.codes]
     dtoh = (device["kind"] == Kind.MEMCPY.value).to_numpy() & matches(names, DTOH_COPY)
     table["dtoh_copies"] = np.bincount(_valid(at[dtoh]), minlength=n)[:n]
+    gemm = (device["kind"] == Kind.KERNEL.value).to_numpy() & matches(names, GEMM_KERNEL)
+    table["token_end_ns"] = _token_ends(table, at, start, end, gemm, dtoh)
     table["sync_idle_ns"] = _idle_after_syncs(table, ev, np.sort(start))
     table["unfused_attention_ns"] = _unfused_attention(table, ev, device, at)
     return at, device
@@ -391,6 +403,19 @@ def _unfused_attention(table: pd.DataFrame, ev: pd.DataFrame, device: pd.DataFra
     out = np.zeros(len(table), dtype=np.int64)
     np.add.at(out, at[unfused], device["dur"].to_numpy(np.int64)[unfused])
     return np.where(table["attention_flops"].to_numpy() > 0, 0, out)
+
+
+def _token_ends(
+    table: pd.DataFrame, at: np.ndarray, start: np.ndarray, end: np.ndarray, gemm: np.ndarray, dtoh: np.ndarray
+) -> np.ndarray:
+    """When each iteration's token is out: the end of its first device-to-host copy after its last GEMM (the
+    logits' projection, then the sampled ids read by the host: a streamer, ``.item()``, ``.tolist()``); without
+    one, the end of its device work."""
+    last_gemm = _reduce(np.maximum, np.where(gemm, at, -1), start, len(table))
+    copies = dtoh & (at >= 0)
+    after = copies & (start >= last_gemm[np.where(at >= 0, at, 0)]) & (last_gemm[np.where(at >= 0, at, 0)] != NO_ROW)
+    first_copy = _reduce(np.minimum, np.where(after, at, -1), end, len(table))
+    return np.where(first_copy != NO_ROW, first_copy, table["device_end_ns"].to_numpy())
 
 
 def _idle_after_syncs(table: pd.DataFrame, ev: pd.DataFrame, starts: np.ndarray) -> np.ndarray:
