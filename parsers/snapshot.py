@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers import pickles
 
 from traceanalyzer.errors import TraceError
 from traceanalyzer.humanize import size
@@ -39,8 +40,12 @@ from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
 
 SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
 """File names read as snapshots (any file that starts with a pickle's PROTO opcode is, too)."""
+ROWS_PER_BYTE = 0.25
+"""History entries, frames and blocks per byte of pickle at most (a real snapshot has one per 14 bytes)."""
 MAX_BYTES = 4 << 30
 """A (decompressed) snapshot larger than this is refused: a snapshot of 100,000 history entries is about 10 MB."""
+MAX_DEVICES = 1 << 16
+"""A segment on a device index outside [0, MAX_DEVICES) is dropped (and counted) as wrongly typed."""
 BLOCK_ROUND = 512
 """The caching allocator's smallest block and rounding (kMinBlockSize)."""
 SEGMENTS = "memory_segments"
@@ -102,7 +107,9 @@ def _head(path: Path) -> bytes:
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     """Parse one memory snapshot into (events, memory events, meta); a pickle that is not plain data, or is not a
     snapshot, is a TraceError."""
-    snap = _Snapshot.of(_document(path), path)
+    doc, size = _document(path)
+    _check_rows(doc, size, path)
+    snap = _Snapshot.of(doc, path)
     replays = [_replay(entries, snap.dump_blocks(device), device) for device, entries in snap.traces.items()]
     for rep in replays:
         rep.anchor(sum(b["size"] for b in snap.dump_blocks(rep.device).values()), snap.dump_reserved(rep.device))
@@ -125,10 +132,15 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     return events, memory, meta
 
 
-def _document(path: Path) -> object:
-    """The unpickled document, built from plain data only."""
+def _document(path: Path) -> tuple[object, int]:
+    """The unpickled document, built from plain data only, and the pickle's size in bytes."""
+    data = _bytes(path)
     try:
-        return _PlainUnpickler(io.BytesIO(_bytes(path))).load()
+        pickles.check(data)
+    except pickles.Unsafe as e:
+        raise TraceError(path, f"is refused: it holds {e}, which no memory snapshot does; nothing was built") from None
+    try:
+        return _PlainUnpickler(io.BytesIO(data)).load(), len(data)
     except _Refused as e:
         raise TraceError(
             path,
@@ -137,6 +149,41 @@ def _document(path: Path) -> object:
         ) from None
     except Exception as e:  # noqa: BLE001 -- any failure to decode untrusted bytes is bad input, not our bug
         raise TraceError(path, f"is not a readable pickle ({_one_line(e)})") from None
+
+
+def _check_rows(doc: object, size: int, path: Path) -> None:
+    """Refuse a document with more history entries, frames and blocks than ROWS_PER_BYTE allows for its pickle's
+    size: shared references can make a small pickle hold millions of them."""
+    budget = int(size * ROWS_PER_BYTE) + 10_000
+    rows = 0
+    for items in _row_lists(doc):
+        rows += len(items)
+        if rows > budget:
+            raise TraceError(
+                path,
+                f"is refused: its {size:,} bytes hold more than {budget:,} history entries, frames and blocks "
+                "(shared references repeated): not a real memory snapshot",
+            )
+
+
+def _row_lists(doc: object) -> Iterator[list]:
+    """Every list of rows the parser reads: history per device, segments, blocks, and each one's frames."""
+    if not isinstance(doc, dict):
+        return
+    for key in ("device_traces", "segments", "external_annotations"):
+        outer = doc.get(key)
+        if not isinstance(outer, list):
+            continue
+        yield outer
+        for inner in outer:
+            items = inner if key == "device_traces" else inner.get("blocks") if isinstance(inner, dict) else None
+            if not isinstance(items, list):
+                continue
+            yield items
+            for item in items:
+                frames = item.get("frames") if isinstance(item, dict) else None
+                if isinstance(frames, list):
+                    yield frames
 
 
 def _bytes(path: Path) -> bytes:
@@ -287,11 +334,14 @@ def _segment_ok(s: object) -> bool:
         return False
     if any(_int(s, k) is None for k in ("device", "address", "total_size")):
         return False
+    if not 0 <= s["device"] < MAX_DEVICES or s["total_size"] < 0:
+        return False
     s["blocks"] = [
         b
         for b in s["blocks"]
         if isinstance(b, dict)
         and _int(b, "address") is not None
+        and (_int(b, "size") or 0) >= 0
         and _int(b, "size") is not None
         and isinstance(b.get("state"), str)
     ]

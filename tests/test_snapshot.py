@@ -275,3 +275,35 @@ def test_a_folder_of_per_rank_snapshots_loads_as_ranks(tmp_path):
     tables = {table.id: table for table in t.build_report().section("memory").tables}
     assert set(tables["out_of_memory"].frame["rank"]) == {1}
     assert set(tables["segments"].frame["rank"]) == {0, 1}
+
+
+BOMBS = {
+    "a tuple a million deep as a dict key": b"\x80\x04}" + b")" + b"\x85" * 1_000_000 + b"K\x01s.",
+    "a tuple a million deep in a frozenset": b"\x80\x04(" + b")" + b"\x85" * 1_000_000 + b"\x91.",
+    "a huge memo index": b"\x80\x04K\x01r\xff\xff\xff\x7f.",
+    "shared references": pickle.dumps(
+        {"segments": [], "device_traces": [[{"action": "alloc", "addr": 1, "size": 512, "time_us": 1}] * 2000] * 2000},
+        protocol=4,
+    ),
+}
+
+
+@pytest.mark.parametrize("data", BOMBS.values(), ids=BOMBS.keys())
+def test_a_pickle_that_would_crash_or_swell_is_refused_before_it_is_built(tmp_path, capsys, data):
+    """In a child process: a crash (the C recursion of hashing a deep tuple) must show as a failed exit code."""
+    path = tmp_path / "bomb.pickle"
+    path.write_bytes(data)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from traceanalyzer.cli import main; sys.exit(main())",
+            str(path),
+            "--no-cache",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2, run.stderr[-500:]
+    (line,) = [line for line in run.stderr.splitlines() if "error" in line]
+    assert str(path) in line and "is refused" in line and "Traceback" not in run.stderr, run.stderr
