@@ -1,7 +1,7 @@
 """``traceanalyze``: the report, ``traceanalyze compare`` for two runs, ``traceanalyze dashboard`` for the Dash app.
 
 Exit codes: 0 ok, 2 bad input (one line naming the file and the problem), 1 internal error, 3 the compare gate
-failed (``--fail-on-regression``: the candidate regressed).
+failed (``--fail-on-regression``: the candidate regressed), 4 the compare gate could not tell (inconclusive).
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ PROGRESS_AFTER_S = 1.0
 EXIT_OK, EXIT_INTERNAL, EXIT_BAD_INPUT = 0, 1, 2
 EXIT_REGRESSION = 3
 """``traceanalyze compare --fail-on-regression``: the candidate regressed (see ``comparison.gate``)."""
+EXIT_INCONCLUSIVE = 4
+"""``traceanalyze compare --fail-on-regression``: the gate could not tell (too few steps, or host-bound steps whose
+time changed with the same work); ``--inconclusive pass|fail`` exits 0 or 3 instead."""
 
 
 def report_parser() -> argparse.ArgumentParser:
@@ -103,8 +106,10 @@ def compare_parser() -> argparse.ArgumentParser:
         description="Did my change make it faster, and where? Compares two runs per step: step time, device busy, "
         "time by kind, and kernels, CPU ops and launching ops by name (new, gone, faster, slower). Each path is "
         "anything 'traceanalyze' reads: a trace file, a run folder, or a folder of per-rank traces. "
-        f"With --fail-on-regression(-ms) it is a CI gate: exit {EXIT_REGRESSION} when the candidate's step time is "
-        "worse by more than the threshold(s) and beyond the step-to-step noise (0 otherwise; 2 bad input).",
+        f"With --fail-on-regression(-ms) it is a CI gate: exit {EXIT_REGRESSION} when the whole confidence interval "
+        "of the change in step time lies beyond the threshold, 0 when all of it lies within, "
+        f"{EXIT_INCONCLUSIVE} when it cannot tell (too few steps; host-bound steps whose time changed with the same "
+        "device work); 2 bad input.",
     )
     p.add_argument("baseline", metavar="BASELINE")
     p.add_argument("candidate", metavar="CANDIDATE")
@@ -114,13 +119,30 @@ def compare_parser() -> argparse.ArgumentParser:
         "--fail-on-regression",
         type=float,
         metavar="PCT",
-        help=f"exit {EXIT_REGRESSION} when the median step time is more than PCT %% slower (beyond noise)",
+        help=f"exit {EXIT_REGRESSION} when the step time is more than PCT %% slower (its whole interval beyond)",
     )
     p.add_argument(
         "--fail-on-regression-ms",
         type=float,
         metavar="MS",
         help=f"exit {EXIT_REGRESSION} when it is more than MS ms per step slower (with PCT too: both must be exceeded)",
+    )
+    p.add_argument(
+        "--confidence",
+        type=float,
+        metavar="PCT",
+        help="confidence of the gate's two-sided interval, %% (default: the gate's DEFAULT_CONFIDENCE, 99)",
+    )
+    p.add_argument(
+        "--inconclusive",
+        choices=("exit", "pass", "fail"),
+        default="exit",
+        help=f"how an inconclusive gate exits: {EXIT_INCONCLUSIVE} (exit, the default), 0 (pass) or 3 (fail)",
+    )
+    p.add_argument(
+        "--report-link",
+        metavar="URL",
+        help="with --format markdown: end the comment with a link to the full report at URL (a CI artifact)",
     )
     _cache_option(p)
     _output_options(p, "comparison", ("text", "json", "markdown"))
@@ -328,6 +350,11 @@ def _export(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     _check_options(args, [args.baseline, args.candidate])
     threshold = _threshold(args)
+    confidence = comparison.DEFAULT_CONFIDENCE if args.confidence is None else args.confidence / 100
+    if not 0.5 <= confidence < 1:
+        raise TraceError(
+            "--confidence", f"the confidence must be at least 50 and below 100 (%), not {args.confidence:g}"
+        )
     with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traces = [
@@ -336,10 +363,20 @@ def _compare(args: argparse.Namespace) -> int:
             )
             for path in (args.baseline, args.candidate)
         ]
-        data = comparison.compare(*traces, rank=args.rank).to_dict(top=args.top, threshold=threshold)
-    _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings])
-    _write(compare_renderer.render(data, args.format), args.output)
-    return EXIT_REGRESSION if data["gate"] and data["gate"]["failed"] else EXIT_OK
+        data = comparison.compare(*traces, rank=args.rank).to_dict(
+            top=args.top, threshold=threshold, confidence=confidence
+        )
+    _warn([str(w.message) for w in caught] + [w for t in traces for w in t.meta.warnings] + data["warnings"])
+    _write(compare_renderer.render(data, args.format, link=args.report_link), args.output)
+    return _gate_exit(data["gate"], args.inconclusive)
+
+
+def _gate_exit(gate: dict | None, inconclusive: str) -> int:
+    """The exit code of a gate's verdict (``EXIT_OK`` without a gate)."""
+    outcome = gate["outcome"] if gate else comparison.Outcome.PASS.value
+    if outcome == comparison.Outcome.INCONCLUSIVE.value:
+        return {"pass": EXIT_OK, "fail": EXIT_REGRESSION}.get(inconclusive, EXIT_INCONCLUSIVE)
+    return EXIT_REGRESSION if outcome == comparison.Outcome.FAIL.value else EXIT_OK
 
 
 def _threshold(args: argparse.Namespace):

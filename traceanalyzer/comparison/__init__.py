@@ -10,7 +10,10 @@ This package sits above the analyzers: it reads both traces through them and no 
 - Kernels are matched across the runs by name: exactly, then normalised, then by launching op (``matching``); CPU
   ops and launching ops exactly. Every row says which rule matched it.
 - Every change carries its noise verdict (``noise``): beyond or within the step-to-step variation, or too few steps.
-- ``Comparison.gate(threshold)`` is the verdict of the regression gate (``gate``).
+- Busy, idle and communication are measured inside the step windows, so they add up to the step time; the step
+  delta is decomposed into what changed (``contributions``).
+- Each run's devices (name, data-sheet peaks) and platform are in its facts; a warning says when they differ.
+- ``Comparison.gate(threshold, confidence)`` is the verdict of the regression gate (``gate``).
 """
 
 from __future__ import annotations
@@ -19,11 +22,11 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from traceanalyzer import notebook
+from traceanalyzer import devices, notebook
 from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.comparison import diff, findings, matching, memory, platforms, samples
+from traceanalyzer.comparison import contributions, diff, findings, matching, memory, platforms, samples
 from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
-from traceanalyzer.comparison.gate import GateVerdict, Threshold, judge
+from traceanalyzer.comparison.gate import DEFAULT_CONFIDENCE, GateVerdict, Outcome, Threshold, judge
 from traceanalyzer.comparison.noise import ALPHA, MIN_STEPS, TEST
 from traceanalyzer.comparison.platforms import CrossPlatform
 from traceanalyzer.comparison.samples import Scope
@@ -31,7 +34,17 @@ from traceanalyzer.records import records
 from traceanalyzer.report import SCHEMA_VERSION, trace_facts
 from traceanalyzer.trace import Trace
 
-__all__ = ["DIFF_COLUMNS", "SUMMARY_COLUMNS", "Comparison", "Scope", "Status", "Threshold", "compare"]
+__all__ = [
+    "DEFAULT_CONFIDENCE",
+    "DIFF_COLUMNS",
+    "SUMMARY_COLUMNS",
+    "Comparison",
+    "Outcome",
+    "Scope",
+    "Status",
+    "Threshold",
+    "compare",
+]
 
 LEVELS = (Level.KERNEL, Level.CPU_OP, Level.OP_DEVICE)
 """Hotspot levels compared by name: device kernels, CPU ops (self host time), device time per launching op."""
@@ -49,8 +62,11 @@ class Comparison:
     levels: dict[str, pd.DataFrame]
     findings: pd.DataFrame
     memory: dict
+    samples: tuple[pd.DataFrame, pd.DataFrame]  # per unit of each run: ``samples.metrics``
+    contributions: pd.DataFrame  # the step delta decomposed: ``contributions.decompose``
     platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # the runs' devices or platforms differ
 
     def __repr__(self) -> str:
         return notebook.comparison_repr(self)
@@ -62,13 +78,15 @@ class Comparison:
         """One summary row (``step_ns``, ``device_busy_ns``, ``comm_exposed_ns``, ``comm_hidden_ns``, ``idle_ns``)."""
         return self.summary.set_index("metric").loc[name]
 
-    def gate(self, threshold: Threshold) -> GateVerdict:
-        """The regression gate's verdict for a threshold."""
-        return judge(self.summary, self.levels, self.findings, threshold)
+    def gate(self, threshold: Threshold, confidence: float = DEFAULT_CONFIDENCE) -> GateVerdict:
+        """The regression gate's verdict for a threshold at a confidence (see ``gate``)."""
+        return judge(self.samples, self.contributions, threshold, confidence)
 
-    def to_dict(self, top: int | None = None, threshold: Threshold | None = None) -> dict:
+    def to_dict(
+        self, top: int | None = None, threshold: Threshold | None = None, confidence: float = DEFAULT_CONFIDENCE
+    ) -> dict:
         """Plain-data form (the JSON ``traceanalyze compare`` writes); ``top`` keeps that many rows per table;
-        ``gate`` is the verdict for ``threshold`` (None without one)."""
+        ``gate`` is the verdict for ``threshold`` at ``confidence`` (None without a threshold)."""
         return {
             "schema_version": SCHEMA_VERSION,
             "baseline": _facts(self.baseline),
@@ -76,9 +94,11 @@ class Comparison:
             "rank": self.baseline.rank,
             "per_step": self.per_step,
             "notes": self.notes,
+            "warnings": self.warnings,
             "noise": {"test": TEST, "alpha": ALPHA, "min_steps": MIN_STEPS},
-            "gate": self.gate(threshold).to_dict() if threshold else None,
+            "gate": self.gate(threshold, confidence).to_dict() if threshold else None,
             "summary": records(self.summary),
+            "contributions": records(self.contributions),
             "time_by_kind": records(self.by_kind),
             "levels": {level: records(table.head(top) if top else table) for level, table in self.levels.items()},
             "changes": {level: changes(table) for level, table in self.levels.items()},
@@ -108,7 +128,37 @@ def changes(table: pd.DataFrame) -> dict:
 
 
 def _facts(scope: Scope) -> dict:
-    return {**trace_facts(scope.trace), "compared_steps": scope.steps, "units": scope.units}
+    return {
+        **trace_facts(scope.trace),
+        "compared_steps": scope.steps,
+        "units": scope.units,
+        "hardware": _hardware(scope),
+    }
+
+
+def _hardware(scope: Scope) -> list[dict]:
+    """The run's distinct devices: name, family and data-sheet peaks (dense TFLOP/s per dtype, bytes/s)."""
+    out = []
+    for name in dict.fromkeys(d.name for d in scope.trace.meta.devices):
+        family = devices.lookup(name)
+        out.append(
+            {
+                "name": name,
+                "family": family.family if family else None,
+                "peak_tflops": dict(family.peak_tflops) if family else {},
+                "bandwidth_bytes_per_s": family.bandwidth if family else None,
+            }
+        )
+    return out
+
+
+def _warnings(scopes: list[Scope]) -> list[str]:
+    """A warning when the runs' platforms or devices differ: their times compare hardware as well as code."""
+    sides = [(s.trace.meta.platform.value, sorted({d.name for d in s.trace.meta.devices})) for s in scopes]
+    if sides[0] == sides[1]:
+        return []
+    b, c = (f"{platform} ({', '.join(names) or 'device not recorded'})" for platform, names in sides)
+    return [f"the runs ran on different hardware: baseline on {b}, candidate on {c}; times compare both"]
 
 
 def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Comparison:
@@ -118,19 +168,25 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
     scopes = [samples.scope(t, rank, per_step=not stepless) for t in runs.values()]
     units = (scopes[0].units, scopes[1].units)
     kernels = [samples.level(s, Level.KERNEL) for s in scopes]
+    ops = [samples.level(s, Level.CPU_OP) for s in scopes]
     notes = [f"no ProfilerStep markers in the {' and '.join(stepless)}: whole windows compared (per rank)"]
-    summary = diff.summary(*(samples.metrics(s) for s in scopes))
+    sides = tuple(samples.metrics(s, k, o) for s, k, o in zip(scopes, kernels, ops, strict=True))
+    summary = diff.summary(*(side[list(samples.METRICS)] for side in sides))
+    levels = {level.value: _level(scopes, level, kernels, ops, units) for level in LEVELS}
     return Comparison(
         baseline=scopes[0],
         candidate=scopes[1],
         per_step=not stepless,
         summary=summary,
         by_kind=_by_kind(kernels, units),
-        levels={level.value: _level(scopes, level, kernels, units) for level in LEVELS},
+        levels=levels,
         findings=findings.diff(baseline.findings(), candidate.findings(), units),
         memory=memory.diff(baseline, candidate, rank),
+        samples=sides,
+        contributions=contributions.decompose(levels[Level.KERNEL.value], sides),
         platforms=_cross_platform(scopes, summary),
         notes=notes if stepless else [],
+        warnings=_warnings(scopes),
     )
 
 
@@ -142,14 +198,16 @@ def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform
     return platforms.compare(scopes[0], scopes[1], (step["baseline_ns"], step["candidate_ns"]))
 
 
-def _level(scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], units: tuple[int, int]) -> pd.DataFrame:
+def _level(
+    scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], ops: list[pd.DataFrame], units: tuple[int, int]
+) -> pd.DataFrame:
     """The diff table of one level; kernels matched by the rules of ``matching``, ops by exact name."""
     if level is Level.KERNEL:
         pairs = zip(scopes, kernels, strict=True)
         ops = [samples.launching_ops(s).reindex(k["name"].unique(), fill_value="") for s, k in pairs]
         keys = matching.match(*ops)
         return diff.level_diff((kernels[0], kernels[1]), keys, units)
-    tables = [samples.level(s, level) for s in scopes]
+    tables = ops if level is Level.CPU_OP else [samples.level(s, level) for s in scopes]
     return diff.level_diff((tables[0], tables[1]), (diff.exact(*tables), diff.exact(*tables[::-1])), units)
 
 

@@ -1,25 +1,58 @@
-"""The regression gate: does the candidate's step time regress past a threshold, beyond the step-to-step noise?
+"""The regression gate: is the candidate's step time longer than the baseline's by more than a threshold, at a
+stated confidence?
 
-The candidate fails when its median step time is longer than the baseline's by more than every threshold given
-(a percentage of the baseline's, and/or milliseconds per step) and the change is beyond noise (``noise``). With
-too few steps to tell, the thresholds alone decide and the verdict says the noise was not assessed. A run compared
-with itself never fails. A failing verdict lists what got slower first: kernels, launching ops, exposed
-communication, device idle and findings that appeared, by their change per step.
+The rule, in order:
+
+1. **The step's change and its interval.** The change in step time is the Hodges–Lehmann shift of the candidate's
+   per-unit step times from the baseline's (``rankstats.shift``: the median of all pairwise differences of the
+   (rank, step) samples), with its distribution-free two-sided interval at ``confidence`` (default 99 %). The
+   threshold (a share of the baseline's median step time and/or ns per step; with both, the larger) is compared
+   with the whole interval: **fail** when all of it lies above the threshold, **pass** when all of it lies at or
+   below, **inconclusive** otherwise (the interval straddles the threshold, or the runs have too few steps for an
+   interval at that confidence: 5 a run at 99 %). When the steps are independent samples of one distribution, an
+   unchanged program fails at most (1 - confidence) / 2 of the time (0.5 % at 99 %), and so does one that
+   regressed by exactly the threshold. ``detectable`` is the interval's reach below the estimate: a change smaller
+   than that cannot be told from noise with these steps.
+2. **What the code controls, for host-bound steps.** Within-run samples cannot see how much a host-bound step varies
+   from process to process (the same program in separate processes: medians 15–22 ms). When most compared steps of
+   either run are host-bound (the step model's ``bound``), the gate also judges the work per step by the same rule
+   and the same threshold as a share: device work (device time of the kernels, copies and sets launched in the
+   step, summed; collectives left out, their time includes waiting for peers) and CPU ops (their count). Work
+   beyond the threshold **fails** the gate, even when the step time did not change (the work fills the idle of a
+   host-bound step until it no longer can). A step time that is not a pass (beyond the threshold, or straddling
+   it) with that work unchanged is **inconclusive** ("host-bound, device work unchanged": the host side or the
+   environment, not the code). Host time per CPU op is reported beside them, not judged.
+
+Same samples in both runs are no change and pass. ``culprits`` are the rows of the step delta's decomposition
+(``contributions``), biggest first.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 
+import numpy as np
 import pandas as pd
 
-from traceanalyzer.comparison.diff import Status
-from traceanalyzer.comparison.noise import Verdict
+from traceanalyzer import humanize
+from traceanalyzer.comparison.rankstats import min_samples, shift
 
-CULPRITS_PER_SOURCE = 3
-"""How many of the kernels, launching ops and new findings are named, each."""
+DEFAULT_CONFIDENCE = 0.99
+"""Confidence of the gate's interval unless told otherwise."""
+HOST_BOUND_SHARE = 0.5
+"""A run's steps are host-bound when more than this share of its compared steps is."""
 
-_METRIC_CULPRITS = {"comm_exposed_ns": "exposed communication", "idle_ns": "device idle"}
+WORK = {"device_work_ns": "device work", "cpu_ops": "CPU ops"}
+"""The per-unit work the gate judges for host-bound steps (``samples.WORK``) and what it is called."""
+
+
+class Outcome(str, Enum):
+    """The gate's verdict."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -36,79 +69,191 @@ class Threshold:
         )
         return " and ".join(parts) + " per step"
 
+    def limit_ns(self, baseline_ns: float) -> float:
+        """The threshold in ns per step for a baseline step time: the larger of those given (both must be exceeded)."""
+        limits = ([self.share * baseline_ns] if self.share is not None else []) + (
+            [self.ns] if self.ns is not None else []
+        )
+        return max(limits, default=0.0)
+
+
+@dataclass(frozen=True)
+class Change:
+    """One per-unit quantity's change, candidate vs baseline: the baseline's median, the shift with its interval
+    (None ends: too few units), the limit it is judged against and its outcome."""
+
+    quantity: str
+    unit: str  # "ns" or "count"
+    baseline: float
+    estimate: float
+    low: float | None
+    high: float | None
+    limit: float
+    steps: tuple[int, int]
+    outcome: Outcome
+
+    def share(self, value: float | None) -> float | None:
+        """A value of this change as a share of the baseline's median."""
+        return None if value is None or not self.baseline else value / self.baseline
+
+    @property
+    def detectable(self) -> float | None:
+        """The smallest change told from noise: the interval's reach below the estimate."""
+        return None if self.low is None else self.estimate - self.low
+
+    def to_dict(self) -> dict:
+        """Plain data, with shares of the baseline."""
+        out = {**asdict(self), "steps": list(self.steps), "outcome": self.outcome.value}
+        for key in ("estimate", "low", "high", "limit", "detectable"):
+            out[f"{key}_share"] = self.share(getattr(self, key))
+        return {**out, "detectable": self.detectable}
+
+
+def change(quantity: str, unit: str, baseline: np.ndarray, candidate: np.ndarray, limit: float, confidence: float):
+    """The change of one quantity and its outcome against ``limit`` (same unit, per unit of the runs)."""
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    steps = (len(b), len(c))
+    base = float(np.median(b)) if len(b) else 0.0
+    if not (len(b) and len(c)) or np.array_equal(np.sort(b), np.sort(c)):
+        return Change(quantity, unit, base, 0.0, None, None, limit, steps, Outcome.PASS)  # no change
+    s = shift(b, c, confidence)
+    if s.low is None:
+        outcome = Outcome.INCONCLUSIVE
+    else:
+        outcome = Outcome.FAIL if s.low > limit else Outcome.PASS if s.high <= limit else Outcome.INCONCLUSIVE
+    return Change(quantity, unit, base, s.estimate, s.low, s.high, limit, steps, outcome)
+
 
 @dataclass
 class GateVerdict:
-    """The gate's verdict on one comparison."""
+    """The gate's verdict on one comparison: outcome, the sentence that says why (after 'FAIL: ', 'pass: ' or
+    'inconclusive: '), the step's change, the work
+    judged for host-bound steps, and the culprits (the step delta's decomposition)."""
 
-    failed: bool
+    outcome: str
     reason: str
     threshold: Threshold
-    delta_ns: float
-    delta_share: float | None
-    noise: str
+    confidence: float
+    host_bound: bool
+    step: Change
+    work: list[Change] = field(default_factory=list)
+    host_time_per_op: Change | None = None
     culprits: list[dict] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        """The candidate regressed (the CLI's exit 3)."""
+        return self.outcome == Outcome.FAIL.value
 
     def to_dict(self) -> dict:
         """Plain-data form (the JSON's ``gate``)."""
-        return {**asdict(self), "threshold": asdict(self.threshold)}
+        return {
+            "outcome": self.outcome,
+            "failed": self.failed,
+            "reason": self.reason,
+            "threshold": asdict(self.threshold),
+            "confidence": self.confidence,
+            "min_steps": min_samples(self.confidence),
+            "host_bound": self.host_bound,
+            "step": self.step.to_dict(),
+            "work": [w.to_dict() for w in self.work],
+            "host_time_per_op": self.host_time_per_op.to_dict() if self.host_time_per_op else None,
+            "culprits": self.culprits,
+        }
 
 
 def judge(
-    summary: pd.DataFrame, levels: dict[str, pd.DataFrame], findings: pd.DataFrame, threshold: Threshold
+    sides: tuple[pd.DataFrame, pd.DataFrame], culprits: pd.DataFrame, threshold: Threshold, confidence: float
 ) -> GateVerdict:
-    """The verdict from a comparison's summary, level tables and findings table."""
-    step = summary.set_index("metric").loc["step_ns"]
-    delta, share = float(step["delta_ns"]), _none(step["delta_share"])
-    over = _over(delta, share, threshold)
-    noisy = step["noise"] in (Verdict.WITHIN.value, Verdict.UNCHANGED.value)
-    failed = over and not noisy
-    reason = _reason(over, noisy, step["noise"], threshold)
-    culprits = _culprits(summary, levels, findings) if delta > 0 else []
-    return GateVerdict(failed, reason, threshold, delta, share, step["noise"], culprits)
+    """The verdict from both runs' per-unit samples (``samples.metrics``) and the step delta's decomposition."""
+    b, c = sides
+    limit = threshold.limit_ns(float(np.median(b["step_ns"])) if len(b) else 0.0)
+    step = change("step time", "ns", b["step_ns"], c["step_ns"], limit, confidence)
+    host_bound = any(len(s) and s["host_bound"].mean() > HOST_BOUND_SHARE for s in sides)
+    rows = [{k: _plain(v) for k, v in row.items()} for row in culprits.to_dict("records")]
+    verdict = GateVerdict(Outcome.PASS.value, "", threshold, confidence, host_bound, step, culprits=rows)
+    if host_bound:
+        share = limit / step.baseline if step.baseline else 0.0
+        verdict.work = [_work(column, sides, share, confidence) for column in WORK]
+        verdict.host_time_per_op = change(
+            "host time per CPU op", "ns", *(_per_op(s) for s in sides), np.inf, confidence
+        )
+    verdict.outcome, verdict.reason = _decide(verdict)
+    return verdict
 
 
-def _over(delta: float, share: float | None, threshold: Threshold) -> bool:
-    """Slower by more than every threshold given."""
-    if delta <= 0:
-        return False
-    by_share = threshold.share is None or (share is not None and share > threshold.share)
-    return by_share and (threshold.ns is None or delta > threshold.ns)
+def _work(column: str, sides: tuple[pd.DataFrame, pd.DataFrame], share: float, confidence: float) -> Change:
+    b, c = (s[column].to_numpy(float) for s in sides)
+    unit = "count" if column == "cpu_ops" else "ns"
+    return change(WORK[column], unit, b, c, share * (float(np.median(b)) if len(b) else 0.0), confidence)
 
 
-def _reason(over: bool, noisy: bool, noise: str, threshold: Threshold) -> str:
-    limit = threshold.describe()
-    if not over:
-        return f"step time within {limit}"
-    if noisy:
-        return f"step time over {limit}, but within the step-to-step noise"
-    if noise == Verdict.FEW_STEPS.value:
-        return f"step time over {limit} (too few steps to assess the noise: the threshold decides)"
-    return f"step time over {limit}, beyond the step-to-step noise"
+def _per_op(side: pd.DataFrame) -> np.ndarray:
+    return (side["cpu_op_ns"] / side["cpu_ops"].where(side["cpu_ops"] > 0)).dropna().to_numpy(float)
 
 
-def _culprits(summary: pd.DataFrame, levels: dict[str, pd.DataFrame], findings: pd.DataFrame) -> list[dict]:
-    """What got slower, per step: the launching ops and kernels that slowed most, exposed communication and device
-    idle where they grew, and the findings that appeared (their estimated cost)."""
-    out = []
-    for level, what in (("op_device", "op"), ("kernel", "kernel")):
-        slower = levels[level][levels[level]["delta_ns"] > 0].head(CULPRITS_PER_SOURCE)
-        out += [
-            _culprit(what, row["label"], row["delta_ns"], row["status"], row["noise"]) for _, row in slower.iterrows()
-        ]
-    metrics = summary.set_index("metric")
-    for metric, what in _METRIC_CULPRITS.items():
-        row = metrics.loc[metric]
-        if row["delta_ns"] > 0:
-            out.append(_culprit(what, what, row["delta_ns"], Status.SLOWER.value, row["noise"]))
-    new = findings[findings["status"] == Status.NEW.value].head(CULPRITS_PER_SOURCE)
-    out += [_culprit("finding", row["title"], row["candidate_ns"], Status.NEW.value, "") for _, row in new.iterrows()]
-    return out
+def _decide(verdict: GateVerdict) -> tuple[str, str]:
+    """The outcome and its sentence (rules 1 and 2 of the module docstring)."""
+    step, limit, conf = verdict.step, verdict.threshold.describe(), f"{verdict.confidence:.0%}"
+    grown = [w for w in verdict.work if w.outcome is Outcome.FAIL]
+    if grown:
+        what = "; ".join(_sentence(w, conf) for w in grown)
+        note = {
+            Outcome.PASS: " (reported though the step time did not grow beyond it)",
+            Outcome.INCONCLUSIVE: " (the step time alone cannot tell)",
+        }.get(step.outcome, "")
+        return Outcome.FAIL.value, f"host-bound steps, their work grew: {what}, beyond {limit}{note}"
+    same_work = verdict.work and all(w.outcome is Outcome.PASS for w in verdict.work)
+    if verdict.host_bound and same_work and step.outcome is not Outcome.PASS:
+        work = ", ".join(f"{w.quantity} {_signed_share(w, w.estimate)}" for w in verdict.work)
+        return Outcome.INCONCLUSIVE.value, (
+            f"host-bound, device work unchanged ({work} per step); the step time's "
+            f"{_sentence(step, conf)} is the host side or the environment, not the code"
+        )
+    if step.outcome is Outcome.INCONCLUSIVE:
+        return Outcome.INCONCLUSIVE.value, _inconclusive(step, limit, conf, verdict.confidence)
+    if step.outcome is Outcome.FAIL:
+        return Outcome.FAIL.value, f"{_sentence(step, conf)}, all of it beyond {limit}"
+    if step.low is None:
+        return Outcome.PASS.value, f"step time unchanged (the same step times in both runs), within {limit}"
+    return Outcome.PASS.value, f"{_sentence(step, conf)}, all of it within {limit}"
 
 
-def _culprit(what: str, name: str, delta_ns: float, status: str, noise: str) -> dict:
-    return {"what": what, "name": str(name), "delta_ns": float(delta_ns), "status": status, "noise": noise}
+def _inconclusive(step: Change, limit: str, conf: str, confidence: float) -> str:
+    steps = f"{step.steps[0]} vs {step.steps[1]} steps"
+    if step.low is None:
+        return (
+            f"with {steps} changes of any size cannot be told from noise at {conf} confidence "
+            f"(it takes {min_samples(confidence)} steps a run); profile more steps"
+        )
+    return (
+        f"with {steps} changes below {_share_or_ns(step, step.detectable)} cannot be told from noise; "
+        f"profile more steps ({_sentence(step, conf)} reaches both sides of {limit})"
+    )
 
 
-def _none(value: float) -> float | None:
-    return None if pd.isna(value) else float(value)
+def _sentence(change: Change, conf: str) -> str:
+    """E.g. 'step time +15.2% (99% interval +14.8% … +15.6%)'."""
+    interval = ""
+    if change.low is not None:
+        interval = f" ({conf} interval {_signed_share(change, change.low)} … {_signed_share(change, change.high)})"
+    return f"{change.quantity} {_signed_share(change, change.estimate)}{interval}"
+
+
+def _signed_share(change: Change, value: float) -> str:
+    text = _share_or_ns(change, value)
+    return text if text.startswith("-") else "+" + text
+
+
+def _share_or_ns(change: Change, value: float) -> str:
+    share = change.share(value)
+    if share is not None:
+        return humanize.share(share)
+    return humanize.duration(value) if change.unit == "ns" else f"{value:g}"
+
+
+def _plain(value: object) -> object:
+    """numpy scalars to Python; NaN to None."""
+    if isinstance(value, float) and value != value:
+        return None
+    return value.item() if hasattr(value, "item") else value

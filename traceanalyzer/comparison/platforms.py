@@ -282,7 +282,7 @@ def _categories(work: pd.DataFrame, scope: Scope) -> pd.DataFrame:
     """Per-unit samples of every category: compute categories from the device work, communication exposed and
     idle from the step's overlap, host overhead from the runtime calls."""
     compute = work[work["category"] != "communication"].assign(name=lambda f: f["category"], kind="")
-    metrics = samples.metrics(scope)
+    metrics = samples.window(scope)
     rows = [
         pd.DataFrame({"unit": range(scope.units), "name": name, "kind": "", "total_ns": metrics[column], "count": 0})
         for name, column in STEP_CATEGORIES.items()

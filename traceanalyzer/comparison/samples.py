@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.analyzers.steps import device_busy
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW
+from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
 STEP_TIME = "step_ns"
@@ -75,7 +74,8 @@ def level(scope: Scope, of: Level) -> pd.DataFrame:
         scope.trace.hotspots(of, step=step, rank=rank)[["name", "kind", "total_ns", "count"]].assign(unit=i)
         for i, (rank, step) in enumerate(scope.keys)
     ]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["name", "kind", "total_ns", "count"])
+    empty = pd.DataFrame(columns=["name", "kind", "total_ns", "count", "unit"])
+    return pd.concat(parts, ignore_index=True) if parts else empty
 
 
 def launching_ops(scope: Scope) -> pd.Series:
@@ -90,17 +90,53 @@ def launching_ops(scope: Scope) -> pd.Series:
     return ops.reindex(pd.Index(names.unique()), fill_value="")
 
 
-def metrics(scope: Scope) -> pd.DataFrame:
-    """One row per unit, one column per entry of ``METRICS`` (ns)."""
+def metrics(scope: Scope, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """One row per unit: its ``window`` parts, the ``WORK`` (ns, counts) from the unit's device-kernel and CPU-op
+    samples (``level``), and ``host_bound`` (the step model's bound; False for a whole window)."""
+    return pd.concat([window(scope), _work(scope, kernels, ops)], axis=1)
+
+
+def window(scope: Scope) -> pd.DataFrame:
+    """One row per unit: the ``METRICS``, ``memory_exposed_ns`` and ``compute_ns`` (the union of compute kernels),
+    measured inside the unit's window (the step model's step span), so that the step time is exactly compute +
+    exposed communication + exposed copies + idle, and busy never exceeds the step."""
     overlap = scope.trace.overlap()
     key = ["rank", "step"]
     if scope.steps is None:
         overlap = overlap.groupby("rank").sum(numeric_only=True).reset_index().assign(step=None)
     units = pd.DataFrame(list(scope.keys), columns=key)
     parts = overlap.astype({"step": object}).merge(units.astype({"step": object}), on=key, how="right")
-    table = pd.DataFrame({m: parts.get(m, pd.Series(0.0, index=parts.index)) for m in METRICS[2:]}).fillna(0.0)
-    table.insert(0, "step_ns", _step_times(scope))
-    table.insert(1, "device_busy_ns", _busy(scope))
+    column = {c: parts.get(c, pd.Series(0.0, index=parts.index)).fillna(0.0).to_numpy(float) for c in _OVERLAP}
+    table = pd.DataFrame({"step_ns": _step_times(scope)})
+    table["device_busy_ns"] = column["span_ns"] - column["idle_ns"]
+    for name in ("comm_exposed_ns", "comm_hidden_ns", "idle_ns", "memory_exposed_ns"):
+        table[name] = column[name]
+    table["compute_ns"] = column["compute_only_ns"] + column["comm_hidden_ns"]
+    return table
+
+
+_OVERLAP = ("span_ns", "idle_ns", "comm_exposed_ns", "comm_hidden_ns", "memory_exposed_ns", "compute_only_ns")
+WORK = ("device_work_ns", "kernels", "cpu_ops", "cpu_op_ns")
+"""Per unit, what the code asks for: device time of the work launched in the unit (kernels, copies and sets, summed,
+not their union; collectives left out, their time includes waiting for late peers), its count, and the CPU ops it
+ran and their self host time."""
+
+
+def _work(scope: Scope, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """The ``WORK`` columns and ``host_bound`` of each unit."""
+    ops = ops.groupby("unit")[["count", "total_ns"]].sum().reindex(range(scope.units), fill_value=0)
+    work = kernels[kernels["kind"] != Kind.COMMUNICATION.value]  # a collective's time includes its peers' lateness
+    device = work.groupby("unit")[["total_ns", "count"]].sum()
+    device = device.reindex(range(scope.units), fill_value=0)
+    table = pd.DataFrame(
+        {
+            "device_work_ns": device["total_ns"].to_numpy(float),
+            "kernels": device["count"].to_numpy(float),
+            "cpu_ops": ops["count"].to_numpy(float),
+            "cpu_op_ns": ops["total_ns"].to_numpy(float),
+        }
+    )
+    table["host_bound"] = _unit_column(scope, "bound") == "host" if scope.steps is not None else False
     return table
 
 
@@ -113,13 +149,7 @@ def _step_times(scope: Scope) -> np.ndarray:
     return ends.reindex([rank for rank, _ in scope.keys]).to_numpy(dtype=float)
 
 
-def _busy(scope: Scope) -> np.ndarray:
-    if scope.steps is not None:
-        return _unit_column(scope, "device_busy_ns")
-    busy = device_busy(scope.trace.events).set_index("rank")["busy_ns"]
-    return busy.reindex([rank for rank, _ in scope.keys], fill_value=0).to_numpy(dtype=float)
-
-
 def _unit_column(scope: Scope, column: str) -> np.ndarray:
     table = rank_steps(scope.trace, scope.rank).set_index(["rank", "step"])[column]
-    return table.reindex(pd.MultiIndex.from_tuples(scope.keys)).to_numpy(dtype=float)
+    values = table.reindex(pd.MultiIndex.from_tuples(scope.keys)).to_numpy()
+    return values if values.dtype == object else values.astype(float)

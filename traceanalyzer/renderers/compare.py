@@ -1,7 +1,7 @@
 """The comparison of two runs (``Comparison.to_dict()``) as text, Markdown or JSON. Computes nothing.
 
-Text is the whole comparison; Markdown is the compact form for a pull-request comment (the gate's verdict, what
-got slower, the summary and the top changes); JSON is the full result.
+Text is the whole comparison; Markdown is the compact form for a pull-request comment (the gate's verdict line
+first, what changed the step, the summary, the top changes and a link to the full report); JSON is the full result.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from traceanalyzer.renderers.document import Block, table
 
 COMPACT_ROWS = 5
 """Rows per table in the Markdown (pull-request) form."""
+VERDICT_LABELS = {"fail": "FAIL", "pass": "pass", "inconclusive": "inconclusive"}
+"""How each gate outcome opens its verdict line."""
 
 _VALUES = ["status", "match", "baseline_ns", "candidate_ns", "delta_ns", "delta_share", "noise"]
 _COUNTS = ["baseline_count", "candidate_count"]
@@ -29,22 +31,31 @@ _SUMMARY_LABELS = {
 }
 
 
-def render(data: dict, fmt: str) -> str:
-    """The comparison in one format: 'text', 'markdown' or 'json'."""
+def render(data: dict, fmt: str, link: str | None = None) -> str:
+    """The comparison in one format: 'text', 'markdown' or 'json'; ``link``: the full report's address, linked at
+    the end of the Markdown."""
     if fmt == "json":
         return json.dumps(data)
     if fmt == "markdown":
-        return markdown.render_blocks(layout(data, compact=True))
+        return markdown.render_blocks(layout(data, compact=True, link=link))
     return text.render_blocks(layout(data))
 
 
-def layout(data: dict, compact: bool = False) -> list[Block]:
-    """All blocks of a comparison, in reading order; ``compact``: the pull-request comment."""
+def verdict_line(gate: dict) -> str:
+    """The gate's verdict in one line: 'FAIL: …', 'pass: …' or 'inconclusive: …'."""
+    return f"{VERDICT_LABELS[gate['outcome']]}: {gate['reason']}"
+
+
+def layout(data: dict, compact: bool = False, link: str | None = None) -> list[Block]:
+    """All blocks of a comparison, in reading order; ``compact``: the pull-request comment (its verdict line
+    first, then a link to the full report when ``link`` is given)."""
     per = "per step" if data["per_step"] else "per rank, whole window"
     blocks = [Block("heading", "traceanalyzer compare: baseline → candidate", level=1)]
+    if compact and data["gate"]:
+        blocks = [Block("facts", facts=[("", "**" + verdict_line(data["gate"]) + "**")])] + blocks
     blocks.append(Block("facts", facts=_runs(data) + _gate(data) + _headline(data) + _notes(data)))
-    blocks += _culprits(data)
     rows = COMPACT_ROWS if compact else None
+    blocks += _contributions(data, rows)
     blocks += _platforms(data["platforms"], per, rows)
     if not compact:
         blocks.append(table(f"Device time by kind ({per})", data["time_by_kind"], ["kind", *_VALUES, *_COUNTS]))
@@ -55,7 +66,10 @@ def layout(data: dict, compact: bool = False) -> list[Block]:
             columns = ["name", *_VALUES] + ([] if compact else _COUNTS)
             labelled = [{**row, "name": row["label"]} for row in data["levels"][level][:rows]]
             blocks.append(table(title, labelled, columns))
-    return blocks + _findings(data["findings"], rows) + _memory(data["memory"])
+    blocks += _findings(data["findings"], rows) + _memory(data["memory"])
+    if compact and link:
+        blocks.append(Block("facts", facts=[("", f"[Full comparison report]({link})")]))
+    return blocks
 
 
 def _runs(data: dict) -> list[tuple[str, str]]:
@@ -65,16 +79,62 @@ def _runs(data: dict) -> list[tuple[str, str]]:
         n = side["units"]
         return f"{n} step" + ("s" if n != 1 else "") + (" (rank, step)" if len(side["ranks"]) > 1 else "")
 
-    facts = [(role, "; ".join(data[role]["paths"])) for role in ("baseline", "candidate")]
+    facts = [
+        (role, "; ".join(data[role]["paths"]) + f" ({_hardware(data[role])})") for role in ("baseline", "candidate")
+    ]
     facts.append(("compared", f"{steps(data['baseline'])} → {steps(data['candidate'])}"))
     return facts + ([("rank", str(data["rank"]))] if data["rank"] is not None else [])
+
+
+def _hardware(side: dict) -> str:
+    """E.g. 'cuda, NVIDIA H200: 989 TFLOP/s bf16, 4.8 TB/s'."""
+    parts = []
+    for device in side["hardware"]:
+        peaks = device["peak_tflops"]
+        peak = f"{peaks['bf16']:g} TFLOP/s bf16" if "bf16" in peaks else ""
+        bandwidth = f"{device['bandwidth_bytes_per_s'] / 1e12:g} TB/s" if device["bandwidth_bytes_per_s"] else ""
+        parts.append(
+            device["name"] + (f": {', '.join(p for p in (peak, bandwidth) if p)}" if peak or bandwidth else "")
+        )
+    return f"{side['platform']}, " + ("; ".join(parts) or "device not recorded")
 
 
 def _gate(data: dict) -> list[tuple[str, str]]:
     gate = data["gate"]
     if not gate:
         return []
-    return [("gate", ("FAIL" if gate["failed"] else "pass") + f": {gate['reason']}")]
+    facts = [("gate", verdict_line(gate))]
+    step = gate["step"]
+    if step["detectable_share"] is not None:
+        facts.append(
+            (
+                "detectable",
+                f"with {step['steps'][0]} vs {step['steps'][1]} steps, changes below "
+                f"{humanize.share(step['detectable_share'])} cannot be told from noise "
+                f"({gate['confidence']:.0%} two-sided interval of the Hodges–Lehmann shift)",
+            )
+        )
+    for work in gate["work"] + ([gate["host_time_per_op"]] if gate["host_time_per_op"] else []):
+        facts.append((work["quantity"], _work(work, gate["confidence"])))
+    return facts
+
+
+def _work(work: dict, confidence: float) -> str:
+    """E.g. '16.59 ms → 16.60 ms per step (+0.1%, 99% interval -0.2% … +0.3%): pass'."""
+    value = humanize.duration if work["unit"] == "ns" else (lambda n: f"{n:,.0f}")
+    per_op = work["quantity"].startswith("host time")
+    text = f"{value(work['baseline'])} → {value(work['baseline'] + work['estimate'])}" + ("" if per_op else " per step")
+    if work["estimate_share"] is not None:
+        text += f" ({_signed_share(work['estimate_share'])}"
+        if work["low_share"] is not None:
+            low, high = _signed_share(work["low_share"]), _signed_share(work["high_share"])
+            text += f", {confidence:.0%} interval {low} … {high}"
+        text += ")"
+    return text + ("" if per_op else f": {work['outcome']}")
+
+
+def _signed_share(share: float) -> str:
+    return ("+" if share > 0 else "") + humanize.share(share)
 
 
 def _headline(data: dict) -> list[tuple[str, str]]:
@@ -103,14 +163,24 @@ def _notes(data: dict) -> list[tuple[str, str]]:
     test = f"{noise['test']}: {steps[0]} vs {steps[1]} steps, beyond noise at p ≤ {noise['alpha']:g}"
     if min(steps) < noise["min_steps"]:
         test += f" (needs {noise['min_steps']} per run: too few steps)"
-    return [("noise", test)] + [("note", n) for n in data["notes"]]
+    return [("noise", test)] + [("note", n) for n in data["notes"]] + [("warning", w) for w in data["warnings"]]
 
 
-def _culprits(data: dict) -> list[Block]:
-    gate = data["gate"]
-    if not gate or not gate["culprits"]:
+def _contributions(data: dict, rows: int | None) -> list[Block]:
+    """What changed the step: the decomposition of the mean step change, biggest first; the compact form names the
+    biggest rows and sums the others into one, so it still adds up."""
+    table_rows = [r for r in data["contributions"] if r["delta_ns"]]
+    if not table_rows:
         return []
-    return [table("What got slower (per step)", gate["culprits"], ["what", "name", "delta_ns", "status", "noise"])]
+    if rows is not None and len(table_rows) > rows:
+        rest = table_rows[rows:]
+        other = {"what": "", "name": f"{len(rest)} smaller rows", "delta_ns": sum(r["delta_ns"] for r in rest)}
+        other["change_share"] = sum(r["change_share"] or 0.0 for r in rest)
+        table_rows = [*table_rows[:rows], other]
+    total = sum(r["delta_ns"] for r in data["contributions"])
+    per = "per step, means" if data["per_step"] else "per rank, whole window"
+    title = f"What changed the step ({per}; adds up to {_signed(total)})"
+    return [table(title, table_rows, ["what", "name", "baseline_ns", "candidate_ns", "delta_ns", "change_share"])]
 
 
 def _changes(noun: str, counts: dict) -> list[tuple[str, str]]:
