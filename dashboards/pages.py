@@ -323,7 +323,8 @@ def _memory_chart(view: View, timeline: pd.DataFrame, peaks: pd.DataFrame):
 
 
 COMPARE_HINT = (
-    "Pick two loaded traces (open a second one above); picking one trace on both sides compares it with itself."
+    "Pick the baseline and the candidate among the loaded traces (open a second one above); picking one trace on "
+    "both sides compares it with itself."
 )
 GATE_HINT = (
     "Enter a threshold to see the verdict of the CI gate (traceanalyze compare BASELINE CANDIDATE "
@@ -334,12 +335,11 @@ MATCHED = ("match", "label", "baseline_names", "candidate_names")
 
 
 def compare(views: dict[str, View], key: str, query: dict[str, str]) -> list:
-    """Pickers for two loaded traces (the one selected on the left, another on the right) and the gate's threshold;
-    the comparison fills in below. A lone trace is not compared with itself unless the user picks it on both sides."""
+    """Pickers for two loaded traces (the one selected as the baseline; the candidate only as the user picks it, in
+    the page or the URL: no pair is compared unasked) and the gate's threshold; the comparison fills in below."""
     options = [{"label": v.label, "value": k} for k, v in views.items()]
-    others = [k for k in views if k != key]
     left = state.choice(query, "left", list(views), key)
-    right = state.choice(query, "right", list(views), others[0] if others else None)
+    right = state.choice(query, "right", list(views), None)
     return [
         html.H2(f"Compare · {views[key].label}", className="page-title"),
         html.Div(
@@ -412,9 +412,9 @@ def _gate(gate: dict | None, limit: object) -> html.Div:
     if gate is None:
         return html.P(GATE_HINT, id="cmp-gate", className="note")
     return html.Div(
-        [html.B(f"Gate: {'FAIL' if gate['failed'] else 'pass'}"), f" — {gate['reason']}"],
+        [html.B(f"Gate: {compare_renderer.VERDICT_LABELS[gate['outcome']]}"), f" — {gate['reason']}"],
         id="cmp-gate",
-        className="callout" if gate["failed"] else "callout callout-pass",
+        className="callout callout-pass" if gate["outcome"] == comparing.Outcome.PASS.value else "callout",
     )
 
 
