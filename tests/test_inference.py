@@ -141,3 +141,24 @@ def test_recorded_decode_mbu_matches_the_bytes_of_the_model_over_the_measured_tp
     assert decode["bandwidth_share"].to_numpy() == pytest.approx(by_hand, rel=0.10)
     assert analysis.phases.set_index("phase").loc["decode", "judged_against"] == "memory"
     assert analysis.phases.set_index("phase").loc["prefill", "judged_against"] == "compute"
+
+
+@pytest.mark.parametrize("name", ["eager_dynamic", "batched", "long_prefill"])
+def test_recorded_kv_cache_per_token_and_headroom(name):
+    """The cache's own 4 KV heads, also where HF repeats them to 16 for SDPA (batched: the expand is recorded)."""
+    trace, meta, _ = _recorded(name)
+    kv = trace.inference().kv
+    assert kv["kv_bytes_per_token"] == meta["kv_bytes_per_token"]  # 2 x 4 layers x 4 heads x 128 x bf16
+    free = trace.meta.devices[0].memory_bytes - kv["peak_allocated_bytes"]
+    assert kv["headroom_tokens"] == free // meta["kv_bytes_per_token"]
+    assert kv["peak_allocated_bytes"] <= meta["max_memory_allocated_B"]
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_recorded_batch_1_decode_is_found_launch_bound_with_a_saving_per_token(name):
+    trace, _, truth = _recorded(name)
+    found = next(f for f in trace.findings() if f.id == "inference.decode_launch_bound")
+    per_token = found.evidence["saving_ns_per_token"]
+    assert 0 < per_token < np.median(truth["tpot_ms_cuda_events"]) * 1e6  # a part of each token's time
+    assert found.claims  # the decode spans it claims: the generic launch-bound finding of the same gaps defers to it
+    assert found.severity.value == "high" or found.covered_by.startswith("Launch-bound loop")

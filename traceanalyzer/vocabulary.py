@@ -212,10 +212,15 @@ ATTENTION_OPS = frozenset(
 )
 """CPU ops of scaled-dot-product attention; inputs query ``[B, H, Sq, D]``, key and value ``[B, Hkv, Skv, D]``."""
 
+KV_REPEAT_OP = "aten::expand"
+"""The op that repeats KV heads for attention in HF's ``repeat_kv`` (an input ``[batch, kv_heads, 1, length, dim]``)."""
+
 UNFUSED_ATTENTION_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax"})
 """Innermost CPU ops of attention written out (scores = Q·Kᵀ, softmax, · V) where no fused attention op ran."""
 
-FORWARD_REPEAT = re.compile(r"^Torch-Compiled Region|^## Call CompiledFxGraph|^(cuda|hip)GraphLaunch|^CompiledFunction$")
+FORWARD_REPEAT = re.compile(
+    r"^Torch-Compiled Region|^## Call CompiledFxGraph|^(cuda|hip)GraphLaunch|^CompiledFunction$"
+)
 """Host events that stand for one whole forward when its ops are not all recorded (a compiled or graph-replayed
 model); the matched prefix names the family (each compiled graph has its own hash)."""
 

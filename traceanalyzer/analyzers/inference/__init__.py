@@ -112,15 +112,16 @@ def _analysis(part: dict, meta: TraceMeta) -> InferenceAnalysis:
 
 
 def _kv(iterations: pd.DataFrame, peaks: dict[int, int], meta: TraceMeta) -> dict:
-    """KV-cache facts: bytes per token (all layers, K and V) from the last forward with attention shapes, and the
-    tokens that still fit in the device's memory above the peak allocated."""
-    shaped = iterations[(iterations["kv_bytes"] > 0) & (iterations["bytes_basis"] == "shapes")]
+    """KV-cache facts: bytes per token (all layers, K and V, at the heads the cache stores where the trace shows
+    them repeated for attention, else as attention reads them) from the last forward with attention shapes, and
+    the tokens that still fit in the device's memory above the peak allocated."""
+    shaped = iterations[(iterations["kv_cache_bytes"] > 0) & (iterations["bytes_basis"] == "shapes")]
     shaped = shaped[(shaped["kv_len"] > 0) & (shaped["batch"] > 0)]
     if not len(shaped):
         return {}
     last = shaped.iloc[-1]
-    per_token = float(last["kv_bytes"] / (last["kv_len"] * last["batch"]))
-    facts = {"kv_bytes_per_token": per_token, "kv_cache_bytes": float(last["kv_bytes"])}
+    per_token = float(last["kv_cache_bytes"] / (last["kv_len"] * last["batch"]))
+    facts = {"kv_bytes_per_token": per_token, "kv_cache_bytes": float(last["kv_cache_bytes"])}
     memory = next((d.memory_bytes for d in meta.devices if d.memory_bytes), None)
     peak = peaks.get(int(last["rank"]))
     if memory and peak:
@@ -249,7 +250,7 @@ def _facts(analysis: InferenceAnalysis, meta: TraceMeta) -> list[Fact]:
     facts.append(Fact("bandwidth_source", "bandwidth source", devices.bandwidth(meta)[1]))
     for key, title, unit in (
         ("kv_bytes_per_token", "KV cache bytes per token (all layers)", Unit.BYTES),
-        ("kv_cache_bytes", "KV cache read by the last forward", Unit.BYTES),
+        ("kv_cache_bytes", "KV cache held at the last forward", Unit.BYTES),
         ("headroom_tokens", "tokens that still fit above the peak allocated", Unit.COUNT),
     ):
         if key in analysis.kv:

@@ -8,9 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.analyzers.inference.metrics import LAUNCH_BOUND_BUSY
 from traceanalyzer.analyzers.inference.phases import DECODE, PREFILL
-from traceanalyzer.findings import Basis, Finding, StepTime, make
+from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 
 STALL_FACTOR = 2.0
 """A decode iteration whose time per token is more than this many times the median stalls."""
@@ -55,6 +56,7 @@ def _launch_bound(decode: pd.DataFrame, step: StepTime) -> Finding | None:
         saving_ns=int(saving),
         basis=Basis.MODELLED,
         model="decode at its device busy time per token (graph replay removes the launch gaps)",
+        claims=_spans(decode),
         where={"phase": DECODE},
         evidence={
             "decode_iterations": len(decode),
@@ -62,6 +64,15 @@ def _launch_bound(decode: pd.DataFrame, step: StepTime) -> Finding | None:
             "saving_ns_per_token": float(per_token),
         },
     )
+
+
+def _spans(rows: pd.DataFrame) -> Claims:
+    """The device-time spans of some iterations' tokens (from the previous token to theirs), per rank."""
+    out: Claims = {}
+    for rank, of_rank in rows.groupby("rank"):
+        end = of_rank["token_end_ns"].to_numpy(np.int64)
+        out[int(rank)] = intervals.union(end - of_rank["token_ns"].to_numpy(np.int64), end)
+    return out
 
 
 def _per_token_syncs(decode: pd.DataFrame, step: StepTime) -> Finding | None:

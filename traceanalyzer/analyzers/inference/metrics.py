@@ -22,9 +22,9 @@ LAUNCH_BOUND_BUSY = 0.5
 """A phase whose device is busy less than this share of its time per token waits on the host: launch-bound."""
 
 TIMELINE_COLUMNS = [
-    "rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len", "token_ns",
-    "host_ns", "device_busy_ns", "busy_share", "syncs", "sync_idle_ns", "unfused_attention_ns", "bytes", "gbps",
-    "bandwidth_share", "flops", "tflops", "peak_share",
+    "rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len", "token_end_ns",
+    "token_ns", "host_ns", "device_busy_ns", "busy_share", "syncs", "sync_idle_ns", "unfused_attention_ns", "bytes",
+    "gbps", "bandwidth_share", "flops", "tflops", "peak_share",
 ]  # fmt: skip
 """Per iteration: ``token_ns`` the time from the previous token (from the request's start for its first), the host
 window ``host_ns``, the device's busy time and its share of ``token_ns``, bytes moved and the achieved GB/s and
@@ -58,7 +58,7 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     since = np.where(first, it["request_start_ns"].astype(float), previous)
     token_ns = end - since
     out = it[["rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len"]].copy()
-    out["token_ns"] = token_ns
+    out["token_end_ns"], out["token_ns"] = end, token_ns
     out["host_ns"] = it["end_ns"] - it["start_ns"]
     out["device_busy_ns"] = it["device_busy_ns"]
     out["busy_share"] = (it["device_busy_ns"] / token_ns).clip(upper=1.0)

@@ -36,6 +36,7 @@ from traceanalyzer.vocabulary import (
     FORWARD_REPEAT,
     GEMM_KERNEL,
     GEMM_OPS,
+    KV_REPEAT_OP,
     PHASE_MARKER,
     SYNC_CALLS,
     TOKEN_EMBEDDING,
@@ -56,7 +57,7 @@ COLUMNS = [
     "request_start_ns", "start_ns", "end_ns", "device_start_ns", "device_end_ns", "token_end_ns", "device_busy_ns",
     "kernels",
     "syncs", "sync_idle_ns", "dtoh_copies", "unfused_attention_ns", "gemm_flops", "attention_flops",
-    "weight_bytes", "kv_bytes", "bytes_basis", "dtype",
+    "weight_bytes", "kv_bytes", "kv_cache_bytes", "bytes_basis", "dtype",
 ]  # fmt: skip
 """One row per iteration: ``tokens`` the query tokens of the forward (all sequences), ``context_len`` the tokens per
 sequence after it, ``kv_len`` the key length attention read (a static cache reads its whole buffer); times in ns on
@@ -306,19 +307,33 @@ def _add_ops(table: pd.DataFrame, ev: pd.DataFrame) -> None:
             continue
         table.at[i, "tokens"] = int(np.prod(ids))
         table.at[i, "batch"] = ids[0] if len(ids) == 2 else UNKNOWN
-    _add_attention(table, ops[ops["name"].isin(list(ATTENTION_OPS))])
+    stored = _stored_kv_heads(table, ops[ops["name"] == KV_REPEAT_OP])
+    _add_attention(table, ops[ops["name"].isin(list(ATTENTION_OPS))], stored)
     _add_gemms(table, ops[ops["name"].isin(list(GEMM_OPS))])
     runtime = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].isin(list(SYNC_CALLS))]
     table["syncs"] = np.bincount(_valid(_window_of(table, runtime["ts"].to_numpy(np.int64))), minlength=n)[:n]
 
 
-def _add_attention(table: pd.DataFrame, ops: pd.DataFrame) -> None:
-    """KV length read, KV bytes and attention FLOPs per iteration from its outermost attention ops."""
+def _stored_kv_heads(table: pd.DataFrame, expands: pd.DataFrame) -> np.ndarray:
+    """Per iteration, the KV heads its cache stores where the trace shows them repeated for attention (HF's
+    ``repeat_kv``: an expand of ``[batch, kv_heads, 1, length, dim]``); 0 where it does not."""
+    heads = np.zeros(len(table), dtype=np.int64)
+    at = _window_of(table, expands["ts"].to_numpy(np.int64))
+    for i, dims in zip(at, _parsed(expands["input_dims"]), strict=True):
+        shape = _shape(dims, 0)
+        if i >= 0 and len(shape) == 5 and shape[2] == 1:
+            heads[i] = shape[1]
+    return heads
+
+
+def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: np.ndarray) -> None:
+    """KV length read, KV bytes read and held (the cache's own heads, where they were repeated for attention) and
+    attention FLOPs per iteration from its outermost attention ops."""
     n = len(table)
     ops = ops[~ops["parent"].isin(ops.index).to_numpy()]
     at = _window_of(table, ops["ts"].to_numpy(np.int64))
     kv_len = np.full(n, UNKNOWN, dtype=np.int64)
-    kv_bytes, flops = np.zeros(n), np.zeros(n)
+    kv_bytes, cache_bytes, flops = np.zeros(n), np.zeros(n), np.zeros(n)
     queries = np.zeros((n, 2), dtype=np.int64)  # batch and query length of the first attention
     for i, dims, types in zip(at, _parsed(ops["input_dims"]), ops["input_types"].astype(str), strict=True):
         q, k, v = _shape(dims, 0), _shape(dims, 1), _shape(dims, 2)
@@ -329,14 +344,17 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame) -> None:
         kv_len[i] = max(kv_len[i], skv)
         if not queries[i, 1]:
             queries[i] = batch, sq
-        kv_bytes[i] += (np.prod(k) + np.prod(v or k)) * elem_bytes(types)
+        read = (np.prod(k) + np.prod(v or k)) * elem_bytes(types)
+        kv_bytes[i] += read
+        repeated = 0 < stored[i] < k[1] and k[1] % stored[i] == 0
+        cache_bytes[i] += read * stored[i] / k[1] if repeated else read
         causal = 0.5 if sq == skv and sq > 1 else 1.0  # a prompt attends to the tokens before it
         flops[i] += 4.0 * batch * heads * sq * skv * head_dim * causal
     table["kv_len"] = np.where(table["kv_len"] == UNKNOWN, kv_len, table["kv_len"])
     unknown = (table["tokens"] == UNKNOWN).to_numpy() & (queries[:, 1] > 0)  # no token lookup recorded (compiled)
     table.loc[unknown, "batch"] = queries[unknown, 0]
     table.loc[unknown, "tokens"] = queries[unknown, 0] * queries[unknown, 1]
-    table["kv_bytes"], table["attention_flops"] = kv_bytes, flops
+    table["kv_bytes"], table["kv_cache_bytes"], table["attention_flops"] = kv_bytes, cache_bytes, flops
 
 
 def _add_gemms(table: pd.DataFrame, ops: pd.DataFrame) -> None:
