@@ -10,11 +10,15 @@ import sys
 from pathlib import Path
 
 import platformdirs
-import tomllib
 from traceanalyzer.parsers import columns
 
 from tests.conftest import REPO
 from traceanalyzer import cache, cli
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the test extra installs tomli
+    import tomli as tomllib
 
 SAMPLE = REPO / "sample_traces" / "unfused_ops.json.gz"
 
