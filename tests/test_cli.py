@@ -34,7 +34,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 
 
 def report_json(capsys, tmp_path: Path, *args: str) -> dict:
-    path = tmp_path / "report.json"
+    path = tmp_path / f"report{len(list(tmp_path.glob('report*.json')))}.json"  # -o refuses an existing file
     code, _, err = run(capsys, *args, "--format", "json", "-o", path)
     assert code == 0, err
     return json.loads(path.read_text())
