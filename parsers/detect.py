@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import stat
 import warnings
 import zlib
@@ -19,6 +20,8 @@ from traceanalyzer import outputs
 from traceanalyzer.errors import TraceError
 
 _KINETO_GLOBS = ("*.json", "*.json.gz", "*.pt.trace.json", "*.pt.trace.json.gz")
+ITERATION = re.compile(r"iteration_\d+")
+"""A folder of one profiled window, as torchtitan names them under ``profile_traces/``."""
 
 
 def units(path: Path) -> list[Unit]:
@@ -85,11 +88,25 @@ def _folder(path: Path) -> list[Unit]:
         for f in exported:
             warnings.warn(f"{f}: written by traceanalyze export, so not read as a trace of the run", stacklevel=2)
         if traces:
+            _one_iteration(path, traces)
             return [Unit(kineto.parse, f) for f in traces]
         snapshots = sorted(f for f in path.glob(depth + "*") if f.name.lower().endswith(snapshot.SUFFIXES))
         if any(f.is_file() for f in snapshots):
             return [Unit(snapshot.parse, f) for f in snapshots if f.is_file()]
     raise TraceError(path, "is a folder with no trace in it (looked for Kineto *.json[.gz] and Ascend *_ascend_pt)")
+
+
+def _one_iteration(path: Path, traces: list[Path]) -> None:
+    """A TraceError for a folder of several profiled iterations (torchtitan's ``profile_traces/iteration_N/``):
+    their traces are the same ranks at different times, not one job; each iteration folder is one."""
+    found = {p for f in traces for p in f.relative_to(path).parents if ITERATION.fullmatch(p.name)}
+    iterations = sorted(found, key=lambda p: (int(p.name.removeprefix("iteration_")), str(p)))
+    if len(iterations) > 1:
+        named = ", ".join(str(p) for p in iterations[:3]) + (", ..." if len(iterations) > 3 else "")
+        raise TraceError(
+            path,
+            f"holds {len(iterations)} profiled iterations ({named}): give one of them, e.g. {path / iterations[-1]}",
+        )
 
 
 def _exported(path: Path) -> bool:

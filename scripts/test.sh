@@ -13,5 +13,9 @@ if [ ${#PACKAGES[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${PACKAGES[@]}" >/dev/null
 fi
 python3 -m pip install -q -e ".[test,dashboard]"
+# torch (~200 MB even as a CPU build) only when asked: tests/test_training.py's real torch.profiler runs skip without it.
+if [ "${TRACEANALYZER_TEST_TORCH:-0}" = 1 ]; then
+  python3 -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
+fi
 # Two test processes (pytest-xdist), one per core of the CI machine; "-n 0" after the command runs them in one.
 python3 -m pytest -q -n 2 "$@"

@@ -36,7 +36,8 @@ LAYERS = (
     ("traceanalyzer.renderers",),
     ("traceanalyzer.trace", "traceanalyzer.perrank"),
     ("traceanalyzer.comparison",),
-    ("traceanalyzer.cli", "traceanalyzer.dashboards", "traceanalyzer.agent", "traceanalyzer"),
+    ("traceanalyzer.cli", "traceanalyzer.dashboards", "traceanalyzer.agent", "traceanalyzer.training",
+     "traceanalyzer"),
 )  # fmt: skip
 """From the bottom up: a module may import its own layer's modules and those below, never those above."""
 

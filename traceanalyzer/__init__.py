@@ -7,6 +7,7 @@ t.hotspots()      # kernels ranked by total time
 t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
 ta.load_job("job/").report()              # a job analysed rank by rank: only the ranks' summaries kept
+torch.profiler.profile(on_trace_ready=ta.on_trace_ready("profile_traces"))   # each window's trace and digest
 
 The names below are imported on first use (``traceanalyzer.lazy``): ``import traceanalyzer`` loads no pandas.
 """
@@ -33,6 +34,7 @@ __getattr__, __dir__ = lazy.attributes(
         "load_job": "traceanalyzer.perrank.load_job",
         "plots": "traceanalyzer.renderers.plots",
         "pretty": "traceanalyzer.notebook.pretty",
+        "on_trace_ready": "traceanalyzer.training.on_trace_ready",
     },
 )
 __all__ = [
@@ -48,6 +50,7 @@ __all__ = [
     "findings_table",
     "load",
     "load_job",
+    "on_trace_ready",
     "plots",
     "pretty",
     "__version__",
