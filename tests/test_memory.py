@@ -78,6 +78,31 @@ def test_memory_leak_finding_names_the_op_and_annotation():
     assert "64.00 MiB" in leaks[0].title
 
 
+def test_a_leak_is_pushed_with_the_steps_left_until_the_device_is_full():
+    """64 MiB a step on a 139.8 GiB H200: the report pushes it (high, not info), says when memory runs out at this
+    rate, and points to the code that keeps the tensors."""
+    trace = load_shared("h200", "memory_leak")
+    leak = next(f for f in trace.findings() if f.id == "memory.leak")
+    assert leak.pushed and leak.severity.value == "high"
+    peak = _device_peak(trace)
+    left = (peak["capacity_bytes"] - peak["peak_allocated_bytes"]) // 67_108_864
+    assert leak.evidence["steps_to_out_of_memory"] == pytest.approx(left, rel=0.02)
+    assert f"out of memory after about {leak.evidence['steps_to_out_of_memory']:,} more steps at this rate" in (
+        leak.title
+    )
+    assert "scenario_memory_leak" in leak.where["stack"] and "scenario_memory_leak" in leak.advice
+
+
+def test_a_temporary_that_sets_the_peak_is_pushed_with_the_headroom_left():
+    trace = load_shared("h200", "memory_peak")
+    found = next(f for f in trace.findings() if f.id == "memory.temporaries")
+    assert found.pushed and found.severity.value == "medium"
+    peak = _device_peak(trace)
+    left = ta.pretty(pd.DataFrame({"bytes": [peak["capacity_bytes"] - peak["peak_allocated_bytes"]]}))["bytes"][0]
+    assert f"{left} of" in found.title and "left" in found.title
+    assert found.where["stack"] and found.evidence["capacity_bytes"] == peak["capacity_bytes"]
+
+
 def test_gpt_train_peak_in_log_softmax_backward_and_flat_baseline(gpt_train):
     m = gpt_train.memory()
     peak = _device_peak(gpt_train)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import re
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import pytest
 
 import traceanalyzer as ta
 from tests.conftest import REPO
-from traceanalyzer import cli
-from traceanalyzer.renderers import document, text
+from traceanalyzer import cli, renderers
+from traceanalyzer.renderers import document, markdown, text
+from traceanalyzer.renderers import html as html_renderer
 from traceanalyzer.renderers.document import Display
 
 SAMPLES = REPO / "sample_traces"
@@ -125,3 +127,35 @@ def test_compare_text_fits_and_names_stay_on_one_line(capsys):
     rows = list(itertools.takewhile(lambda row: status.search(row), lines[rule + 1 :]))
     after = lines[rule + 1 + len(rows)]
     assert len(rows) == 15 and (not after.strip() or "baseline" in after)  # no name folded onto a second line
+
+
+@pytest.fixture(scope="module")
+def fsdp_report():
+    return ta.load(SAMPLES / "fsdp").build_report()
+
+
+def test_a_cut_saving_says_why_in_every_presenter(fsdp_report):
+    """On the FSDP sample the first findings use the step's budget of rank 0: each finding cut after them names
+    them by place, in the JSON, the text, the markdown, the HTML and the notebook views alike."""
+    findings = fsdp_report.findings
+    budget = [f for f in findings if f.cut.startswith("the step's budget is used by #")]
+    assert budget, [f.cut for f in findings]
+    for f in budget:
+        assert f.evidence["saving_before_step_budget_ns_per_step"] > f.saving_ns
+        taken = [findings[int(n) - 1] for n in re.findall(r"#(\d+)", f.cut)]
+        assert all(t.pushed and t.saving_ns > 0 for t in taken)
+    first = budget[0]
+    shown = {
+        "json": json.loads(renderers.render(fsdp_report, "json"))["findings"][findings.index(first)]["cut"],
+        "text": text.render(fsdp_report, Display(width=400)),
+        "markdown": markdown.render(fsdp_report),
+        "html": html_renderer.render(fsdp_report).replace("&#x27;", "'"),
+        "notebook": repr(first) + ta.findings_table(findings).to_string(),
+    }
+    assert all(first.cut in page for page in shown.values()), [k for k, v in shown.items() if first.cut not in v]
+
+
+def test_every_finding_is_a_share_of_the_median_step_the_summary_shows(fsdp_report):
+    summary = {f.id: f.value for f in fsdp_report.section("summary").facts}
+    whole_job = [f for f in fsdp_report.findings if "rank" not in f.where]
+    assert whole_job and all(f.step_ns == int(summary["step_ns"]) for f in whole_job)

@@ -4,7 +4,11 @@ A finding states, **per step**, the time it concerns and the **estimated saving*
 was obtained (``Basis``: measured in the trace, or modelled with the model named). It may claim device intervals
 (per rank) that the saving comes from. ``rank`` orders findings by saving and pushes them so that one device
 interval is pushed by at most one finding (a later finding whose claims are mostly taken points to the earlier
-one instead) and the pushed savings together never exceed the step time (of each rank).
+one instead) and the pushed savings together never exceed the step time (of each rank); a finding whose saving was
+cut says why in ``cut``, naming the findings that took it by their place in the ranking (``#1``). Every share is of
+the median step (``StepTime``), the summary's step figure; savings are per step (total over the steps / steps). A
+finding that costs no time but states a risk (memory running out) carries that risk's severity (``risk``) and is
+pushed when it is high or medium.
 """
 
 from __future__ import annotations
@@ -48,15 +52,17 @@ class Basis(str, Enum):
 
 @dataclass(frozen=True)
 class StepTime:
-    """The step time findings are weighed against: the total over the steps analysed and how many there were."""
+    """The step time findings are weighed against: the total over the steps analysed, how many there were, and
+    their median step (the summary's step figure; 0 where unknown)."""
 
     total_ns: int
     steps: int
+    median_ns: int = 0
 
     @property
     def per_step_ns(self) -> int:
-        """Mean step time (ns)."""
-        return self.total_ns // max(self.steps, 1)
+        """The step a finding is a share of: the median step time (ns), the mean where no median is known."""
+        return self.median_ns or self.total_ns // max(self.steps, 1)
 
 
 @dataclass
@@ -78,6 +84,8 @@ class Finding:
     severity: Severity = Severity.INFO
     pushed: bool = False
     covered_by: str = ""
+    cut: str = ""
+    risk: Severity = Severity.INFO
     claims: Claims = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self) -> str:
@@ -108,6 +116,7 @@ class Finding:
             "basis": self.basis.value,
             "model": self.model,
             "covered_by": self.covered_by,
+            "cut": self.cut,
             "where": self.where,
             "evidence": self.evidence,
         }
@@ -162,46 +171,75 @@ def severity_of(step_share: float, basis: Basis = Basis.MODELLED) -> Severity:
 def rank(findings: list[Finding]) -> list[Finding]:
     """Findings by saving, pushed ones first; overlapping claims and the step-time budget applied (see module)."""
     ordered = sorted(findings, key=lambda f: (-f.saving_ns, -f.concerns_ns, f.id, f.title))
-    claimed: dict[int, list[tuple[Intervals, str]]] = {}
+    claimed: dict[int, list[tuple[Intervals, Finding]]] = {}
     spent: dict[object, int] = {}  # per rank; None: findings of the whole job, which count against every rank
+    spenders: dict[object, list[Finding]] = {}
+    cuts: dict[int, tuple[str, list[Finding]]] = {}  # per finding (by id): why its saving was cut, and by whom
     for f in ordered:
         key = f.where.get("rank")
         taken, by = _taken(f.claims, claimed)
         if taken >= COVERED and by:
-            f.covered_by = by
+            f.covered_by = by.title
             f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
             f.saving_ns = 0
+            cuts[id(f)] = ("counted under {}", [by])
         elif taken > 0:
             f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
             f.saving_ns = int(f.saving_ns * (1 - taken))
+            cuts[id(f)] = (f"{taken:.0%} of its time counted under {{}}", [by])
         ranks = max((v for k, v in spent.items() if k is not None), default=0) if key is None else spent.get(key, 0)
         left = max(f.step_ns - spent.get(None, 0) - ranks, 0)
         if f.saving_ns > left:
             f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns
             f.saving_ns = left
-        f.severity = severity_of(f.step_share, f.basis) if not f.covered_by else Severity.INFO
+            users = [u for k, us in spenders.items() if k is None or key is None or k == key for u in us]
+            cuts[id(f)] = ("the step's budget is used by {}", users)
+        f.severity = _stronger(severity_of(f.step_share, f.basis), f.risk) if not f.covered_by else Severity.INFO
         f.pushed = f.severity in (Severity.HIGH, Severity.MEDIUM)
         if f.pushed:
             spent[key] = spent.get(key, 0) + f.saving_ns
+            if f.saving_ns:
+                spenders.setdefault(key, []).append(f)
             for r, ivs in f.claims.items():
-                claimed.setdefault(r, []).append((ivs, f.title))
-    order = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2, Severity.INFO: 3}
-    return sorted(ordered, key=lambda f: (order[f.severity], -f.saving_ns, -f.concerns_ns))
+                claimed.setdefault(r, []).append((ivs, f))
+    ranked = sorted(ordered, key=lambda f: (_ORDER[f.severity], -f.saving_ns, -f.concerns_ns))
+    place = {id(f): n for n, f in enumerate(ranked, 1)}
+    for f in ranked:
+        if id(f) in cuts:
+            why, by = cuts[id(f)]
+            f.cut = why.format(_places(sorted(place[id(b)] for b in by)))
+    return ranked
 
 
-def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, str]]]) -> tuple[float, str]:
+_ORDER = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2, Severity.INFO: 3}
+
+
+def _stronger(a: Severity, b: Severity) -> Severity:
+    """The more severe of two severities."""
+    return a if _ORDER[a] <= _ORDER[b] else b
+
+
+def _places(numbers: list[int]) -> str:
+    """Places in the ranking as words: '#1', '#1 and #2', '#1, #2 and #4'."""
+    names = [f"#{n}" for n in numbers] or ["the findings above"]
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, Finding]]]) -> tuple[float, Finding | None]:
     """The share of a finding's claimed time that pushed findings already claim, and the one claiming most."""
     total = sum(intervals.length(ivs) for ivs in claims.values())
     if not total:
-        return 0.0, ""
-    overlap: dict[str, int] = {}
+        return 0.0, None
+    overlap: dict[int, int] = {}
+    owners: dict[int, Finding] = {}
     for r, ivs in claims.items():
-        for other, title in claimed.get(r, []):
-            overlap[title] = overlap.get(title, 0) + intervals.overlap_length(ivs, other)
-    if not overlap:
-        return 0.0, ""
+        for other, owner in claimed.get(r, []):
+            overlap[id(owner)] = overlap.get(id(owner), 0) + intervals.overlap_length(ivs, other)
+            owners[id(owner)] = owner
+    if not overlap or not sum(overlap.values()):
+        return 0.0, None
     by = max(overlap, key=overlap.get)
-    return min(sum(overlap.values()) / total, 1.0), by
+    return min(sum(overlap.values()) / total, 1.0), owners[by]
 
 
 def claims_of(events: pd.DataFrame) -> Claims:

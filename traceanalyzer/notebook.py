@@ -28,6 +28,7 @@ _FINDING_COLUMNS = (
     "basis",
     "analyzer",
     "covered_by",
+    "cut",
     "advice",
 )
 
@@ -47,7 +48,8 @@ def pretty(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def findings_table(findings: Iterable) -> pd.DataFrame:
-    """Findings as one row each: severity, title, saving and concerned time per step (ns), share, basis, advice."""
+    """Findings as one row each: severity, title, saving and concerned time per step (ns), share of the median
+    step, basis, what covers or cut its saving, advice."""
     rows = [
         {
             "severity": f.severity.value,
@@ -58,6 +60,7 @@ def findings_table(findings: Iterable) -> pd.DataFrame:
             "basis": f.basis.value,
             "analyzer": f.analyzer,
             "covered_by": f.covered_by,
+            "cut": f.cut,
             "advice": f.advice,
         }
         for f in findings
@@ -82,7 +85,8 @@ def finding_html(f) -> str:
 def _worth(f) -> str:
     if f.basis.value == "not estimated":
         return f"concerns {humanize.duration(f.concerns_ns)}/step, saving not estimated"
-    return f"saves {humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the step)"
+    cut = f"; cut: {f.cut}" if f.cut else ""
+    return f"saves {humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the median step{cut})"
 
 
 def findings_html(findings: list) -> str:

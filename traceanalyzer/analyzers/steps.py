@@ -237,7 +237,7 @@ def _step_time(table: pd.DataFrame, meta: TraceMeta, rank: int | None) -> StepTi
     if rank is not None:
         table = table[table["rank"] == rank]
     if len(table):
-        return StepTime(int(table["step_ns"].sum()), len(table))
+        return StepTime(int(table["step_ns"].sum()), len(table), int(table["step_ns"].median()))
     ranks = 1 if rank is not None else max(len(meta.ranks), 1)
     return StepTime(int(meta.span_ns) * ranks, ranks)
 

@@ -53,14 +53,16 @@ DEFAULT_TEMPORARY_ADVICE = (
     "never allocated at once"
 )
 
-SEVERITY = {
+RISK = {
     "leak": Severity.HIGH,
     "capacity": Severity.HIGH,
     "temporaries": Severity.MEDIUM,
     "activations": Severity.LOW,
-    "fragmentation": Severity.LOW,
+    "fragmentation": Severity.MEDIUM,
 }
-"""Memory findings cost no time, so their severity follows the risk of running out of memory, not step share."""
+"""Memory findings cost no time, so their severity follows the risk of running out of memory, not step share: each
+rule fires only where the risk is real (a leak that fills the device, a temporary or an unused reserve that sets
+the peak), so high and medium ones are pushed (``Finding.risk``)."""
 
 
 def findings(trace: TraceData) -> list[Finding]:
@@ -97,7 +99,19 @@ def _pool(table: pd.DataFrame, key: pd.Series) -> pd.DataFrame:
 
 
 def _finding(kind: str, title: str, advice: str, step: StepTime, **details: object) -> Finding:
-    return replace(make("memory", kind, title, advice, step, concerns_ns=0, **details), severity=SEVERITY[kind])
+    return replace(make("memory", kind, title, advice, step, concerns_ns=0, **details), risk=RISK[kind])
+
+
+def _headroom(capacity: float, used: float) -> str:
+    """The device memory left beside ``used`` bytes, in words ('' where the device's capacity is unknown)."""
+    if not capacity > 0:
+        return ""
+    return f"{size(max(capacity - used, 0))} of {size(capacity)} left"
+
+
+def _code(stack: object) -> str:
+    """' (code: <stack>)' for a recorded Python stack, else ''."""
+    return f" (code: {stack})" if isinstance(stack, str) and stack else ""
 
 
 def _where(peak: pd.Series) -> dict:
@@ -119,13 +133,16 @@ def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list
     text = " ".join(large["op_name"].astype(str) + " " + large["path"].astype(str))
     advice = next((a for pattern, a in TEMPORARY_ADVICE if pattern.search(text)), DEFAULT_TEMPORARY_ADVICE)
     fp32 = " (fp32 inputs)" if first["fp32_inputs"] else ""
+    headroom = _headroom(peak["capacity_bytes"], peak["peak_allocated_bytes"])
     title = (
-        f"{len(large)} large temporar{'y' if len(large) == 1 else 'ies'} hold {size(held)} of the "
-        f"{size(peak['peak_allocated_bytes'])} peak on device {peak['device']}: {first['op_name']} in {first['path']}"
+        f"{len(large)} large temporar{'y' if len(large) == 1 else 'ies'} set the "
+        f"{size(peak['peak_allocated_bytes'])} peak on device {peak['device']} ({size(held)} of it"
+        + (f"; {headroom}" if headroom else "")
+        + f"): {first['op_name']} in {first['path']}"
     )
     advice = (
         f"At the peak ({peak['path']}) {len(large)} block(s) of this step each hold ≥{LARGE_BLOCK_SHARE:.0%} of it, "
-        f"the largest {size(first['bytes'])} from {first['op_name']}"
+        f"the largest {size(first['bytes'])} from {first['op_name']}{_code(first['stack'])}"
         + (" (fp32 inputs)" if fp32 else "")
         + f": {advice}."
     )
@@ -136,8 +153,14 @@ def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list
             title,
             advice,
             step_ns,
-            where=_where(peak) | {"op": first["op_name"], "path": first["path"], "module": first["module"]},
-            evidence={"peak_bytes": int(peak["peak_allocated_bytes"]), "held_bytes": held, "blocks": records(blocks)},
+            where=_where(peak)
+            | {"op": first["op_name"], "path": first["path"], "module": first["module"], "stack": first["stack"]},
+            evidence={
+                "peak_bytes": int(peak["peak_allocated_bytes"]),
+                "held_bytes": held,
+                "capacity_bytes": _bytes(peak["capacity_bytes"]),
+                "blocks": records(blocks),
+            },
         )
     ]
 
@@ -184,17 +207,23 @@ def _fragmentation(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
     unused = reserved - allocated
     if not unused >= max(UNUSED_RESERVED_MIN_BYTES, UNUSED_RESERVED_SHARE * reserved):
         return []
+    headroom = _headroom(peak["capacity_bytes"], reserved)
     return [
         _finding(
             "fragmentation",
-            f"Reserved memory peaks at {size(reserved)} on device {peak['device']}, {size(unused)} above the "
-            f"{size(allocated)} allocated peak",
-            f"The caching allocator holds {unused / reserved:.0%} of its reserve unused at the peak (fragmentation "
-            "from blocks of changing sizes): set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (Ascend: "
+            f"Fragmentation: {size(unused)} reserved but unallocated at the {size(allocated)} peak on device "
+            f"{peak['device']} (reserve {size(reserved)}" + (f"; {headroom}" if headroom else "") + ")",
+            f"The caching allocator holds {unused / reserved:.0%} of its reserve unused at the peak ({peak['path']}"
+            f"{_code(peak['stack'])}: fragmentation from blocks of changing sizes), memory no other allocation can "
+            "use: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (Ascend: "
             "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True), and avoid torch.cuda.empty_cache() inside the loop.",
             step_ns,
-            where=_where(peak),
-            evidence={"peak_reserved_bytes": int(reserved), "peak_allocated_bytes": int(allocated)},
+            where=_where(peak) | {"path": peak["path"], "stack": peak["stack"]},
+            evidence={
+                "peak_reserved_bytes": int(reserved),
+                "peak_allocated_bytes": int(allocated),
+                "capacity_bytes": _bytes(peak["capacity_bytes"]),
+            },
         )
     ]
 
@@ -219,9 +248,12 @@ def _capacity_finding(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
 def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, step_ns: StepTime) -> Finding:
     growth = leak["growth_per_step_bytes"]
     recurring = unfreed[unfreed["steps"] >= 2].head(TOP_HOLDERS)
+    headroom = peak["capacity_bytes"].iloc[0] - peak["peak_allocated_bytes"].iloc[0] if len(peak) else np.nan
+    steps_left = int(headroom // growth) if headroom > 0 else None
     title = (
         f"Memory leak on device {leak['device']}: allocated memory grows {size(growth)} per step over "
         f"{leak['steps']} steps (r² {leak['r2']:.2f})"
+        + (f"; out of memory after about {steps_left:,} more steps at this rate" if steps_left is not None else "")
     )
     cause = (
         "something keeps a reference to a tensor made every step: a list or dict that appends outputs or losses "
@@ -230,17 +262,16 @@ def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, st
     )
     if len(recurring):
         top = recurring.iloc[0]
-        code = f" (code: {top['stack']})" if top["stack"] else ""
         cause = (
             f"{top['blocks']} blocks of {size(top['per_step_bytes'])} per step allocated by {top['op_name']} at "
-            f"{top['path']}{code} are never freed: {cause}"
+            f"{top['path']}{_code(top['stack'])} are never freed: {cause}"
         )
-    headroom = peak["capacity_bytes"].iloc[0] - peak["peak_allocated_bytes"].iloc[0] if len(peak) else np.nan
-    if headroom > 0:
-        cause += f"; at this rate the device is full in about {int(headroom // growth):,} more steps"
+    if steps_left is not None:
+        cause += f"; at this rate the device's {size(headroom)} of headroom is gone in about {steps_left:,} more steps"
     where = {"rank": int(leak["rank"]), "device": int(leak["device"])}
     if len(recurring):
-        where |= {"op": recurring.iloc[0]["op_name"], "path": recurring.iloc[0]["path"]}
+        top = recurring.iloc[0]
+        where |= {"op": top["op_name"], "path": top["path"], "stack": top["stack"]}
     return _finding(
         "leak",
         title,
@@ -250,6 +281,13 @@ def _leak_finding(leak: pd.Series, unfreed: pd.DataFrame, peak: pd.DataFrame, st
         evidence={
             "growth_per_step_bytes": float(growth),
             "r2": float(leak["r2"]),
+            "steps_to_out_of_memory": steps_left,
+            "headroom_bytes": _bytes(headroom),
             "unfreed": records(recurring[["op_name", "path", "blocks", "unfreed_bytes"]]),
         },
     )
+
+
+def _bytes(value: float) -> int | None:
+    """A byte count for the JSON report, None where unknown (NaN)."""
+    return int(value) if value == value else None
