@@ -1,0 +1,116 @@
+"""What a user meets first: start-up of the package and the command, a small report end to end, and the load of a
+large trace, each in fresh processes, against the last recorded figures (``bench/startup_last.json``).
+
+    python3 bench/bench_startup.py --runs 5                 # prints each figure and its ratio to the last recorded
+    python3 bench/bench_startup.py --runs 5 --record        # and records these as the new last figures
+
+Wall seconds are the median of the runs, measured around the whole process (start-ups, the small report) or inside
+it around ``ta.load(path, cache=False)`` (the load, imports excluded; its MB/s is JSON bytes over that time); CPU
+seconds count the process and its threads; peak RSS is the process's ``ru_maxrss`` (largest of the runs). The budget
+(issue #26): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s, the load 500 MB/s of
+JSON, a report's peak RSS 1.3x the JSON. On a shared machine read the CPU column and the ratios.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BIG = REPO.parent / "shared" / "traces" / "h200" / "big" / "big.json.gz"
+SMALL = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
+LAST = Path(__file__).with_name("startup_last.json")
+COMMAND = [str(Path(sys.executable).with_name("traceanalyze"))]
+
+STARTS = {
+    "import traceanalyzer": [sys.executable, "-c", "import traceanalyzer"],
+    "traceanalyze --version": [*COMMAND, "--version"],
+    "traceanalyze --help": [*COMMAND, "--help"],
+    "report of a 1.3 MB trace (gpu_bound)": [*COMMAND, str(SMALL), "--no-cache"],
+}
+
+_IN_PROCESS = """
+import json, resource, sys, time
+if sys.argv[2] == "without pyarrow":
+    sys.modules["pyarrow"] = None  # as if not installed: pandas 3 then neither imports it nor backs str with it
+import traceanalyzer as ta, traceanalyzer.trace
+wall, cpu = time.perf_counter(), time.process_time()
+t = ta.load(sys.argv[1], cache=False)
+load = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
+load["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+t.build_report()
+load["report_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(json.dumps(load))
+"""
+
+
+def whole(argv: list[str]) -> dict:
+    """One run of a command as a whole process: wall and CPU seconds, peak RSS."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall = time.perf_counter()
+    subprocess.run(argv, check=True, capture_output=True, cwd=REPO, env=os.environ | {"TRACEANALYZER_CACHE": "0"})
+    wall = time.perf_counter() - wall
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu, "peak_mb": after.ru_maxrss / 1024}
+
+
+def load(path: Path, variant: str) -> dict:
+    """One load and report of ``path`` in a fresh process (figures from inside it), pyarrow importable or not."""
+    argv = [sys.executable, "-c", _IN_PROCESS, str(path), variant]
+    done = subprocess.run(argv, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def json_size(path: Path) -> int:
+    """Bytes of JSON in a gzip file, counted a block at a time (a child's ru_maxrss starts from this process's)."""
+    with gzip.open(path) as f:
+        return sum(len(block) for block in iter(lambda: f.read(1 << 20), b""))
+
+
+def summary(runs: list[dict]) -> dict:
+    """Median times, largest peaks."""
+    return {k: (max if "peak" in k else statistics.median)(r[k] for r in runs) for k in runs[0]}
+
+
+def main() -> None:
+    """Measure, print against the last recorded figures, and record if asked."""
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--record", action="store_true", help=f"write the figures to {LAST.name}")
+    p.add_argument("--no-big", action="store_true", help="leave out the load of big (172 MB)")
+    p.add_argument("--without-pyarrow", action="store_true", help="also load big with pyarrow kept out of the process")
+    args = p.parse_args()
+    figures = {}
+    for name, argv in STARTS.items():
+        whole(argv)  # warm-up: the page cache and .pyc files
+        figures[name] = summary([whole(argv) for _ in range(args.runs)])
+    variants = ("", "without pyarrow") if args.without_pyarrow else ("",)
+    json_mb = json_size(BIG) / 1e6 if BIG.exists() and not args.no_big else 0
+    for variant in variants if json_mb else ():
+        big = summary([load(BIG, variant) for _ in range(args.runs)])
+        big |= {"mb_per_s": json_mb / big["wall_s"], "report_peak_x_json": big["report_peak_mb"] / json_mb}
+        figures[f"load of big (cache=False), then its report {variant}".strip()] = big
+    last = json.loads(LAST.read_text())["figures"] if LAST.exists() else {}
+    for name, row in figures.items():
+        was = last.get(name, {})
+        cells = [f"{k} {v:.3f}" + (f" ({v / was[k]:.2f}x last)" if was.get(k) else "") for k, v in row.items()]
+        print(f"{name}: " + ", ".join(cells))
+    if args.record:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO)
+        load_avg = os.getloadavg()[0]
+        LAST.write_text(
+            json.dumps({"commit": commit.stdout.strip(), "load_average": load_avg, "figures": figures}, indent=1) + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
