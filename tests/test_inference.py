@@ -162,3 +162,18 @@ def test_recorded_batch_1_decode_is_found_launch_bound_with_a_saving_per_token(n
     assert 0 < per_token < np.median(truth["tpot_ms_cuda_events"]) * 1e6  # a part of each token's time
     assert found.claims  # the decode spans it claims: the generic launch-bound finding of the same gaps defers to it
     assert found.severity.value == "high" or found.covered_by.startswith("Launch-bound loop")
+
+
+def test_compare_states_ttft_and_tpot_per_phase():
+    """The static cache with torch.compile against eager decode: TPOT more than halves, beyond token-to-token noise."""
+    eager, compiled = _recorded("eager_dynamic")[0], _recorded("static_compiled")[0]
+    rows = {r["metric"]: r for r in ta.compare(eager, compiled).to_dict()["inference"]}
+    assert set(rows) == {"ttft_ns", "tpot_p50_ns", "tpot_p90_ns"}
+    tpot = rows["tpot_p50_ns"]
+    decode = [
+        a.phases.set_index("phase").loc["decode", "token_ns_p50"] for a in (eager.inference(), compiled.inference())
+    ]
+    assert (tpot["baseline_ns"], tpot["candidate_ns"]) == pytest.approx(decode)
+    assert tpot["delta_share"] < -0.5 and tpot["noise"] == "beyond noise" and tpot["baseline_samples"] == 31
+    assert rows["ttft_ns"]["baseline_ns"] == eager.inference().requests["ttft_ns"].iloc[0]
+    assert ta.compare(eager, eager).to_dict()["inference"][1]["noise"] == "no change"

@@ -24,7 +24,8 @@ import pandas as pd
 
 from traceanalyzer import devices, notebook
 from traceanalyzer.analyzers.hotspots import Level
-from traceanalyzer.comparison import contributions, diff, findings, matching, memory, platforms, samples
+from traceanalyzer.analyzers.inference import InferenceAnalysis
+from traceanalyzer.comparison import contributions, diff, findings, inference, matching, memory, platforms, samples
 from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
 from traceanalyzer.comparison.gate import DEFAULT_CONFIDENCE, GateVerdict, Outcome, Threshold, judge
 from traceanalyzer.comparison.noise import ALPHA, MIN_STEPS, TEST
@@ -65,6 +66,7 @@ class Comparison:
     samples: tuple[pd.DataFrame, pd.DataFrame]  # per unit of each run: ``samples.metrics``
     contributions: pd.DataFrame  # the step delta decomposed: ``contributions.decompose``
     platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
+    inference: pd.DataFrame | None = None  # TTFT and TPOT per phase, when both runs are generation: ``inference``
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # the runs' devices or platforms differ
 
@@ -105,6 +107,7 @@ class Comparison:
             "findings": records(self.findings.head(top) if top else self.findings),
             "memory": self.memory,
             "platforms": _platforms(self.platforms, top),
+            "inference": records(self.inference) if self.inference is not None else [],
         }
 
 
@@ -185,9 +188,15 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
         samples=sides,
         contributions=contributions.decompose(levels[Level.KERNEL.value], sides),
         platforms=_cross_platform(scopes, summary),
+        inference=inference.rows(*(_generation(s) for s in scopes)),
         notes=notes if stepless else [],
         warnings=_warnings(scopes),
     )
+
+
+def _generation(scope: Scope) -> InferenceAnalysis:
+    """The inference views of a run's compared rank (all ranks without one)."""
+    return (scope.trace.scoped(rank=scope.rank) if scope.rank is not None else scope.trace).inference()
 
 
 def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform | None:

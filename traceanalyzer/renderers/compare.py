@@ -53,7 +53,8 @@ def layout(data: dict, compact: bool = False, link: str | None = None) -> list[B
     blocks = [Block("heading", "traceanalyzer compare: baseline → candidate", level=1)]
     if compact and data["gate"]:
         blocks = [Block("facts", facts=[("", "**" + verdict_line(data["gate"]) + "**")])] + blocks
-    blocks.append(Block("facts", facts=_runs(data) + _gate(data) + _headline(data) + _notes(data)))
+    headline = _runs(data) + _gate(data) + _headline(data) + _generation(data) + _notes(data)
+    blocks.append(Block("facts", facts=headline))
     rows = COMPACT_ROWS if compact else None
     blocks += _contributions(data, rows)
     blocks += _platforms(data["platforms"], per, rows)
@@ -147,14 +148,31 @@ def _headline(data: dict) -> list[tuple[str, str]]:
     ]
 
 
-def _before_after(row: dict, steps: tuple[int, int]) -> str:
+_GENERATION_LABELS = {
+    "ttft_ns": ("time to first token", "requests"),
+    "tpot_p50_ns": ("time per output token, p50", "tokens"),
+    "tpot_p90_ns": ("time per output token, p90", "tokens"),
+}
+
+
+def _generation(data: dict) -> list[tuple[str, str]]:
+    """TTFT and TPOT before → after, when both runs are generation; their noise counted in requests or tokens."""
+    out = []
+    for row in data.get("inference") or []:
+        label, samples = _GENERATION_LABELS[row["metric"]]
+        text = _before_after(row, (row["baseline_samples"], row["candidate_samples"]), samples)
+        out.append((label, text))
+    return out
+
+
+def _before_after(row: dict, steps: tuple[int, int], samples: str = "steps") -> str:
     change = _signed(row["delta_ns"])
     if row["delta_share"] is not None:
         change += f", {'+' if row['delta_share'] > 0 else ''}{humanize.share(row['delta_share'])}"
     noise = row["noise"]
     if row["p_value"] is not None:
         noise += f", p = {row['p_value']:.2g}"
-    noise += f", {steps[0]} vs {steps[1]} steps"
+    noise += f", {steps[0]} vs {steps[1]} {samples}"
     return f"{humanize.duration(row['baseline_ns'])} → {humanize.duration(row['candidate_ns'])} ({change}; {noise})"
 
 
