@@ -12,19 +12,21 @@ from collections.abc import Sequence
 from traceanalyzer.dashboards.access import LOOPBACK_NAMES, Allowed, host_names
 from traceanalyzer.dashboards.store import Store
 
+from traceanalyzer import arguments
+
 INSTALL = 'pip install "dash>=2.14"'
 
 
 def parser() -> argparse.ArgumentParser:
     """Arguments of the dashboard command."""
-    p = argparse.ArgumentParser(
+    p = arguments.Parser(
         prog="traceanalyze dashboard",
         description="Interactive dashboard. Each PATH (a trace file, a run folder, or a folder of per-rank traces) "
         "becomes one entry of the trace picker; more can be opened from the page.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, default=8050, help="port (default 8050)")
+    p.add_argument("--port", type=arguments.port, default=8050, help="port (default 8050)")
     p.add_argument(
         "--allow",
         action="append",

@@ -18,7 +18,7 @@ from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, wo
 
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import MAX_DEVICE_INDEX, MAX_RANKS, NO_ROW, Device, Kind, Platform, TraceMeta
 from traceanalyzer.vocabulary import dtype_bytes
 
 _EXACT_TS_FROM = 2**43
@@ -338,7 +338,7 @@ def _memory_frame(cols: _Columns) -> pd.DataFrame:
 def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -> TraceMeta:
     h = _Header(header, path)
     dist = h.table(header, "distributedInfo")
-    rank = h.integer(dist, "rank", None, low=0, where="distributedInfo.")
+    rank = h.integer(dist, "rank", None, low=0, where="distributedInfo.", high=MAX_RANKS - 1)
     ends = events["ts"].to_numpy() + events["dur"].to_numpy()
     meta = TraceMeta(
         platform=Platform.CPU,
@@ -346,7 +346,7 @@ def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -
         format_version=h.text(header, "schemaVersion"),
         paths=[str(path)],
         ranks=[rank or 0],
-        world_size=h.integer(dist, "world_size", 1, low=1, where="distributedInfo."),
+        world_size=h.integer(dist, "world_size", 1, low=1, where="distributedInfo.", high=MAX_RANKS),
         rank_known=rank is not None,
         devices=h.devices(),
         base_time_ns=h.integer(header, "baseTimeNanoseconds", 0, low=0),
@@ -397,14 +397,16 @@ class _Header:
         self._wrong(key, value, "an object", "none")
         return {}
 
-    def integer(self, owner: dict, key: str, default: int | None, low: int, where: str = "") -> int | None:
-        """``owner[key]`` as an int of at least ``low`` (from an int, a number or a numeric string)."""
+    def integer(
+        self, owner: dict, key: str, default: int | None, low: int, where: str = "", high: int = (1 << 63) - 1
+    ) -> int | None:
+        """``owner[key]`` as an int in [``low``, ``high``] (from an int, a number or a numeric string)."""
         if key not in owner or owner[key] is None:
             return default
         value = _as_int(owner[key])
-        if value is None or value < low:
+        if value is None or not low <= value <= high:
             shown = "none" if default is None else default
-            self._wrong(where + key, owner[key], f"a whole number >= {low}", shown)
+            self._wrong(where + key, owner[key], f"a whole number in [{low:,}, {high:,}]", shown)
             return default
         return value
 
@@ -443,7 +445,7 @@ class _Header:
             memory = _as_int(props.get("totalGlobalMem"))
             out.append(
                 Device(
-                    index=self.integer(props, "id", i, low=0, where=f"deviceProperties[{i}]."),
+                    index=self.integer(props, "id", i, low=0, where=f"deviceProperties[{i}].", high=MAX_DEVICE_INDEX),
                     name=name if isinstance(name, str) else str(name),
                     memory_bytes=memory if memory and memory > 0 else None,
                     properties=props,

@@ -56,7 +56,7 @@ LANE = ("memory snapshot", "python")
 """pid and tid of the host lane that holds the annotations and the allocation stacks."""
 
 _STEP_NAME = re.compile(r"^ProfilerStep#\d+$")
-_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d{1,6})(?!\d)", re.IGNORECASE)  # below schema.MAX_RANKS
 _READ_CHUNK = 16 << 20
 _LIMIT = 1 << 52
 """Addresses, sizes and µs times of a real snapshot are far below this (epoch µs ~1.8e15); larger is not a snapshot."""

@@ -25,7 +25,7 @@ LAYERS = (
      "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices", "traceanalyzer.options",
      "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
      "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout", "traceanalyzer.outputs",
-     "traceanalyzer.tokens"),
+     "traceanalyzer.tokens", "traceanalyzer.arguments"),
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",

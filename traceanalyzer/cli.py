@@ -18,8 +18,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceanalyzer import __version__, cluster, lazy, outputs
-from traceanalyzer.errors import TraceError
+from traceanalyzer import __version__, arguments, cluster, lazy, outputs
+from traceanalyzer.errors import AnalyzerFailed, TraceError
+from traceanalyzer.humanize import printable
 from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.tokens import CHARS_PER_TOKEN, DIGEST_BUDGET, LEAST_DIGEST_BUDGET
@@ -52,7 +53,7 @@ time changed with the same work); ``--inconclusive pass|fail`` exits 0 or 3 inst
 
 def report_parser() -> argparse.ArgumentParser:
     """Arguments of the report command."""
-    p = argparse.ArgumentParser(
+    p = arguments.Parser(
         prog="traceanalyze",
         description="Where the time goes in a PyTorch (Kineto) or Ascend profiler trace. "
         "PATH is a trace file (.json/.json.gz), a run folder, or a folder of per-rank traces. "
@@ -88,6 +89,7 @@ def report_parser() -> argparse.ArgumentParser:
         "with a scheduler; HTML without figures)",
     )
     _output_options(p, "report", FORMATS)
+    _keep_going_option(p)
     p.add_argument(
         "--budget",
         type=positive,
@@ -101,7 +103,7 @@ def report_parser() -> argparse.ArgumentParser:
 
 def compare_parser() -> argparse.ArgumentParser:
     """Arguments of the compare command."""
-    p = argparse.ArgumentParser(
+    p = arguments.Parser(
         prog="traceanalyze compare",
         description="Did my change make it faster, and where? Compares two runs per step: step time, device busy, "
         "time by kind, and kernels, CPU ops and launching ops by name (new, gone, faster, slower). Each path is "
@@ -151,7 +153,7 @@ def compare_parser() -> argparse.ArgumentParser:
 
 def export_parser() -> argparse.ArgumentParser:
     """Arguments of the export command."""
-    p = argparse.ArgumentParser(
+    p = arguments.Parser(
         prog="traceanalyze export",
         description="Write a trace's tables for other tools: 'parquet' or 'csv' into a folder (the event table, "
         "the memory table, every section's tables and a README.md of their columns), or 'perfetto': the trace's "
@@ -161,6 +163,7 @@ def export_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", choices=export.TARGETS, required=True)
     p.add_argument("-o", "--output", required=True, help="the folder (parquet, csv) or the file (perfetto) to write")
     _force_option(p)
+    _keep_going_option(p)
     p.add_argument("--top", type=positive, default=15, help="rows per hotspot table (default 15)")
     p.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
     _cache_option(p)
@@ -180,7 +183,7 @@ def positive(text: str) -> int:
 
 def cache_parser() -> argparse.ArgumentParser:
     """Arguments of the cache command."""
-    p = argparse.ArgumentParser(
+    p = arguments.Parser(
         prog="traceanalyze cache",
         description="Parsed traces are kept in the user's cache folder (TRACEANALYZER_CACHE_DIR, else "
         "$XDG_CACHE_HOME/traceanalyzer, else the platform's: ~/.cache/traceanalyzer on Linux) so that opening one "
@@ -210,7 +213,7 @@ def _display_options(p: argparse.ArgumentParser) -> None:
     """--width, --wide and --full: how the text report is laid out."""
     p.add_argument(
         "--width",
-        type=positive,
+        type=arguments.columns,
         help="columns of the text report (default: the terminal's width, 100 when piped or written to a file)",
     )
     p.add_argument("--wide", action="store_true", help="show names in full (default: cut in the middle to fit)")
@@ -273,7 +276,7 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
     try:
         return run()
     except TraceError as e:
-        print(f"traceanalyze: error: {e}", file=sys.stderr)
+        print(f"traceanalyze: error: {printable(str(e), one_line=True)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
@@ -281,7 +284,9 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
         if debug:
             raise
         print(
-            f"traceanalyze: internal error: {type(e).__name__}: {e} (rerun with --debug for details)", file=sys.stderr
+            f"traceanalyze: internal error: {type(e).__name__}: {printable(str(e), one_line=True)} (rerun with --debug "
+            "for details)",
+            file=sys.stderr,
         )
         return EXIT_INTERNAL
 
@@ -299,6 +304,8 @@ def _report(args: argparse.Namespace) -> int:
     no_figures = per_rank and args.format == "html"
     figures = ["the HTML report of a job analysed rank by rank has no figures (they are drawn from the joined tables)"]
     _warn([str(w.message) for w in caught] + loaded.meta.warnings + (figures if no_figures else []))
+    if _analyzer_failed(caught, args.keep_going):
+        return EXIT_INTERNAL
     text = render(report, args.format, display(args), None if per_rank else loaded, budget)
     return _write(text, args.output)
 
@@ -344,7 +351,8 @@ def _export(args: argparse.Namespace) -> int:
         )
         written = export.write(trace, args.to, Path(args.output), top=args.top)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
-    return _write(f"wrote {written}\n", None)
+    _write(f"wrote {written}\n", None)
+    return EXIT_INTERNAL if _analyzer_failed(caught, args.keep_going) else EXIT_OK
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -412,17 +420,40 @@ def _check_options(args: argparse.Namespace, inputs: list[str]) -> None:
         outputs.check(args.output, loading.read_from(inputs), args.force)
 
 
+def _analyzer_failed(caught: list[warnings.WarningMessage], keep_going: bool) -> bool:
+    """Did an analyzer fail (our bug)? Said in one line unless ``--keep-going`` (the ledger names the section)."""
+    failed = [str(w.message) for w in caught if issubclass(w.category, AnalyzerFailed)]
+    if failed and not keep_going:
+        print(
+            f"traceanalyze: internal error: {failed[0]}: rerun with --keep-going for the report without it "
+            "(the ledger names what is missing), --debug for details",
+            file=sys.stderr,
+        )
+    return bool(failed) and not keep_going
+
+
+def _keep_going_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="when an analyzer fails (our bug), write the report without its section (named in the ledger) and "
+        "exit 0 (default: exit 1)",
+    )
+
+
 def _warn(messages: list[str]) -> None:
     for message in messages:
-        print(f"traceanalyze: warning: {message}", file=sys.stderr)
+        print(f"traceanalyze: warning: {printable(message, one_line=True)}", file=sys.stderr)
 
 
 def _write(text: str, output: str | None) -> int:
+    """Write to -o (through the output guard) or stdout; a file name's undecodable bytes as escapes."""
+    data = text.encode("utf-8", "backslashreplace")
     if output:
         with outputs.replacing(output) as f:
-            f.write(text.encode("utf-8"))
+            f.write(data)
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(data.decode("utf-8"))
     return EXIT_OK
 
 
@@ -444,7 +475,7 @@ class Progress:
     def _tick(self) -> None:
         if not self._done.wait(self.after_s):
             self._shown = True
-            print(f"traceanalyze: {self.what} …", file=sys.stderr, flush=True)
+            print(f"traceanalyze: {printable(self.what, one_line=True)} …", file=sys.stderr, flush=True)
 
     def __exit__(self, *exc: object) -> None:
         self._done.set()

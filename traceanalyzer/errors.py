@@ -10,3 +10,8 @@ class TraceError(Exception):
         super().__init__(f"{path}: {problem}")
         self.path = str(path)
         self.problem = problem
+
+
+class AnalyzerFailed(UserWarning):
+    """An analyzer raised (our bug): its section or findings are missing. The command line exits 1 on it unless
+    ``--keep-going``."""

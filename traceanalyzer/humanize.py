@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from numbers import Number
 
 NS_PER_MS = 1_000_000
@@ -17,6 +18,35 @@ def duration(ns: float | None) -> str:
         if abs(ns) >= scale:
             return f"{ns / scale:,.2f} {unit}"
     return f"{ns:,.0f} ns"
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL_OR_BREAK = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str, one_line: bool = False) -> str:
+    """Text safe to show on a terminal: control characters (ANSI escapes, and with ``one_line`` line breaks) and
+    undecodable bytes of a file name shown as escapes (``\\x1b``, ``\\n``, ``\\udcff``) instead of acting."""
+    pattern = _CONTROL_OR_BREAK if one_line else _CONTROL
+    return pattern.sub(lambda m: m.group().encode("unicode_escape", "backslashreplace").decode("ascii"), text)
+
+
+def ranges(runs: list[tuple[int, int]], shown: int = 20) -> str:
+    """Runs of whole numbers (first, last) as text (``0, 2–7, 9``): the first ``shown``, then how many in all."""
+    parts = [str(a) if a == b else f"{a}–{b}" for a, b in runs[:shown]]
+    if len(runs) > shown:
+        parts.append(f"… ({sum(b - a + 1 for a, b in runs):,} in all)")
+    return ", ".join(parts)
+
+
+def missing_runs(upto: int, present: list[int]) -> list[tuple[int, int]]:
+    """The runs (first, last) of [0, ``upto``) missing from ``present``; never sized by ``upto``."""
+    out, start = [], 0
+    for n in sorted({n for n in present if 0 <= n < upto}) + [upto]:
+        if n > start:
+            out.append((start, n - 1))
+        start = n + 1
+    return out
 
 
 def size(n: float | None) -> str:

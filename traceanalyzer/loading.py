@@ -33,7 +33,7 @@ from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.tracedata import TraceData
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
-_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d+)", re.IGNORECASE)
+_RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d{1,6})(?!\d)", re.IGNORECASE)  # below schema.MAX_RANKS
 _DIGITS = re.compile(r"\d+")
 _LINKS = ("parent", "launch", "op", "top_op", "caller")
 

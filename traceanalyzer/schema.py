@@ -19,6 +19,11 @@ pd = lazy.Module("pandas")
 
 NO_ROW = -1
 """The value of a link column, or of ``device``/``stream``/``step``, where there is none."""
+MAX_RANKS = 1 << 20
+"""A job has at most this many ranks: a world size or rank beyond it read from a file is a wrong value (warned,
+not used), so nothing is sized by it."""
+MAX_DEVICE_INDEX = (1 << 15) - 1
+"""The largest device index kept (int32 columns); a larger one read from a file is a wrong value."""
 
 
 class Kind(str, Enum):

@@ -239,7 +239,7 @@ def unit_bytes(header: str) -> int:
 
 def device_of(text: str) -> int:
     """Device index from 'NPU:0', 'NPU 1', '0' ...; NO_ROW when none."""
-    m = re.search(r"(\d+)\s*$", str(text))
+    m = re.search(r"(?<![0-9])(\d{1,5})\s*$", str(text))  # below schema.MAX_DEVICE_INDEX
     return int(m.group(1)) if m else NO_ROW
 
 

@@ -9,10 +9,12 @@ from pathlib import Path
 
 from traceanalyzer.parsers.ascend.outputs import READABLE, output
 
+from traceanalyzer import humanize
+
 METADATA_FILE = "profiler_metadata.json"
-_INFO_RANK = re.compile(r"^profiler_info_(\d+)\.json$")
+_INFO_RANK = re.compile(r"^profiler_info_(\d{1,6})\.json$")  # below schema.MAX_RANKS
 _RUN_DIRS = ("*_ascend_pt", "*_ascend_ms")
-_DB_RANK = re.compile(r"_(\d+)\.db$")
+_DB_RANK = re.compile(r"_(\d{1,6})\.db$")  # below schema.MAX_RANKS
 _MISSING_RANK = frozenset({"", "N/A", "NA", "None", "4294967295"})
 
 
@@ -112,9 +114,9 @@ def missing_ranks(run_dir: Path | None, own_rank: int | None, size: int) -> list
     if not readable or own_rank != min(readable):
         return []
     out = []
-    absent = [r for r in range(size) if r not in found]
+    absent = humanize.missing_runs(size, list(found))
     if absent:
-        shown = ", ".join(map(str, absent))
+        shown = humanize.ranges(absent)
         out.append(f"{run_dir.parent}: the job has {size} ranks, but ranks {shown} have no rank folder here")
     for r in sorted(set(found) - set(readable)):
         out.append(f"{found[r]}: rank {r} has no readable output (looked for {READABLE}); not loaded")

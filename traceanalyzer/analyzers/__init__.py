@@ -26,10 +26,11 @@ from traceanalyzer.analyzers import (
     memory,
     steps,
 )
+from traceanalyzer.errors import AnalyzerFailed
 from traceanalyzer.findings import Finding, rank
 from traceanalyzer.jobdata import Failed, JobData
 from traceanalyzer.options import Options
-from traceanalyzer.section import Section
+from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
 
 MODULES = (steps, hotspots, gemm, health, distributed, fusion, memory, ascend, inference)
@@ -50,8 +51,9 @@ def all_findings(trace: TraceData) -> list[Finding]:
 
 def sections(trace: TraceData, options: Options) -> list[Section]:
     """The ledger, then the section of every analyzer that has something to say about this trace."""
-    found = _each(MODULES, lambda m: m.section(trace, options))
-    return [ledger.section(trace, options), *(s for s in found if s is not None)]
+    failed: list[str] = []
+    found = _each(MODULES, lambda m: m.section(trace, options), failed)
+    return [_marked(ledger.section(trace, options), failed), *(s for s in found if s is not None)]
 
 
 def summarize(trace: TraceData, options: Options) -> dict[str, object]:
@@ -75,8 +77,16 @@ def all_job_findings(job: JobData) -> list[Finding]:
 
 def job_sections(job: JobData, options: Options) -> list[Section]:
     """The ledger, then every analyzer's section, from the ranks' parts (as ``sections`` of the joined trace)."""
-    found = _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)))
-    return [ledger.job_section(job, options), *(s for s in found if s is not None)]
+    failed: list[str] = []
+    found = _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)), failed)
+    return [_marked(ledger.job_section(job, options), failed), *(s for s in found if s is not None)]
+
+
+def _marked(led: Section, failed: list[str]) -> Section:
+    """The ledger with the sections whose analyzer failed named as missing."""
+    if failed:
+        led.facts.append(Fact("missing_sections", "sections missing (their analyzer failed)", ", ".join(failed)))
+    return led
 
 
 class _PartFailed(Exception):
@@ -96,14 +106,16 @@ def _with(function: str) -> list:
     return [m for m in MODULES if hasattr(m, function)]
 
 
-def _each(modules, call) -> list:
-    """``call(module)`` for every module; an analyzer that fails is a warning, so that one analyzer's bug does not
-    hide the others' results."""
+def _each(modules, call, failed: list[str] | None = None) -> list:
+    """``call(module)`` for every module; an analyzer that fails is an AnalyzerFailed warning (its part name added
+    to ``failed``), so that one analyzer's bug does not hide the others' results."""
     out = []
     for module in modules:
         try:
             out.append(call(module))
         except Exception as e:
             problem = str(e) if isinstance(e, _PartFailed) else f"{type(e).__name__}: {e}"
-            warnings.warn(f"analyzer {module.__name__} failed: {problem}", stacklevel=3)
+            warnings.warn(f"analyzer {module.__name__} failed: {problem}", AnalyzerFailed, stacklevel=3)
+            if failed is not None:
+                failed.append(part_name(module))
     return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import humanize
 from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
@@ -45,13 +46,13 @@ def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame,
     """The ledger from the facts of what was loaded, its steps and the parts of its ranks."""
     device_ns = sum(p["device_ns"] for p in parts)
     outside = stack([p["outside"] for p in parts])
-    missing = sorted(set(range(meta.world_size)) - set(ranks))
+    missing = humanize.ranges(humanize.missing_runs(meta.world_size, ranks))
     facts = [
         Fact("scope", "scope", scope),
         Fact("window_ns", "recorded window", int(meta.span_ns), Unit.NS, Per.TOTAL),
         Fact("steps", "steps analysed", _steps_text(steps)),
         Fact("ranks", "ranks analysed (of the world size)", _ranks_text(meta)),
-        Fact("missing_ranks", "ranks not in the trace", ", ".join(map(str, missing)) or "none"),
+        Fact("missing_ranks", "ranks not in the trace", missing or "none"),
         Fact("device_ns", "device time", device_ns, Unit.NS, Per.TOTAL),
         Fact(
             "outside_steps_ns",

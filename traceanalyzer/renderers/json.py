@@ -26,4 +26,18 @@ def render(report: Report) -> str:
 def dumps(plain: dict) -> str:
     """Pretty JSON text of plain data (numpy scalars and integer keys allowed)."""
     options = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
-    return orjson.dumps(plain, option=options).decode()
+    try:
+        return orjson.dumps(plain, option=options).decode()
+    except TypeError:  # a file name's undecodable bytes (surrogates), which JSON cannot hold: as escapes
+        return orjson.dumps(_decodable(plain), option=options).decode()
+
+
+def _decodable(value: object) -> object:
+    """Plain data with every string's surrogates as backslash escapes."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, dict):
+        return {_decodable(k): _decodable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_decodable(v) for v in value]
+    return value

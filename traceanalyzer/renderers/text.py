@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import re
+from dataclasses import replace
 
 from rich import box
 from rich.console import Console, Group, RenderableType
@@ -16,6 +17,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
+from traceanalyzer.humanize import printable
 from traceanalyzer.renderers.document import Block, Display, layout, shorten_columns
 from traceanalyzer.report import Report
 
@@ -47,8 +49,20 @@ def render_blocks(blocks: list[Block], display: Display = Display()) -> str:  # 
         markup=False,
     )
     for block in blocks:
-        console.print(_block(block, display))
+        console.print(_block(_printable(block), display))
     return "\n".join(line.rstrip() for line in console.file.getvalue().splitlines()) + "\n"
+
+
+def _printable(b: Block) -> Block:
+    """The block with control characters in its text (ANSI escapes in a kernel's name) shown, not acted on."""
+    return replace(
+        b,
+        title=printable(b.title),
+        facts=[(printable(k), printable(v)) for k, v in b.facts],
+        headers=[printable(h) for h in b.headers],
+        rows=[[printable(c) for c in row] for row in b.rows],
+        items=[(printable(head), [printable(line) for line in lines]) for head, lines in b.items],
+    )
 
 
 def _block(b: Block, display: Display) -> RenderableType:

@@ -1,0 +1,120 @@
+"""Every refusal is one line and exit 2 (usage mistakes too); a file name's control characters and undecodable
+bytes are shown as escapes; numbers read from a file never size the work; an analyzer that fails is exit 1 unless
+--keep-going, which names the missing section in the ledger."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+
+import pytest
+from traceanalyzer.dashboards import cli as dashboard_cli
+
+from tests.conftest import REPO
+from traceanalyzer import analyzers, cli, humanize
+from traceanalyzer.analyzers import hotspots
+
+SAMPLE = REPO / "sample_traces" / "sync_stalls.json.gz"
+
+
+@pytest.fixture(autouse=True)
+def _no_cache(monkeypatch):
+    monkeypatch.setenv("TRACEANALYZER_CACHE", "0")
+
+
+def _error_lines(err: str) -> list[str]:
+    return [line for line in err.splitlines() if "error" in line]
+
+
+USAGE = {
+    "a width of a billion columns": [str(SAMPLE), "--width", "1000000000"],
+    "an unknown option": [str(SAMPLE), "--bogus"],
+    "no path": [],
+}
+
+
+@pytest.mark.parametrize("argv", USAGE.values(), ids=USAGE.keys())
+def test_a_usage_mistake_is_one_line_and_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.splitlines()) == 1 and captured.err.startswith("traceanalyze: error:"), captured.err
+
+
+@pytest.mark.parametrize("port", ["-1", "99999", "0"])
+def test_a_dashboard_port_out_of_range_is_one_line_and_exit_2(capsys, port):
+    with pytest.raises(SystemExit) as stop:
+        dashboard_cli.main(["--port", port])
+    assert stop.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "port" in line and "Traceback" not in line, line
+
+
+def test_a_file_name_that_is_not_utf8_is_read_and_shown_with_escapes(tmp_path, capsys):
+    path = os.path.join(os.fsencode(tmp_path), b"tr\xff\xfece.json.gz")
+    shutil.copy(SAMPLE, path)
+    for fmt in ("json", "html", "text"):
+        out = tmp_path / f"report.{fmt}"
+        assert cli.main([os.fsdecode(path), "--format", fmt, "-o", str(out)]) == 0, capsys.readouterr().err
+        assert "tr\\udcff\\udcfece.json.gz" in out.read_text(encoding="utf-8").replace("\\\\", "\\")
+
+
+def test_a_file_name_with_a_newline_and_an_escape_is_one_error_line(tmp_path, capsys):
+    path = tmp_path / "bad\n\x1b[31mname.json"
+    path.write_text("not a trace")
+    assert cli.main([str(path)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "bad\\n\\x1b[31mname.json" in line and "\x1b" not in line, line
+
+
+def test_control_characters_in_names_do_not_reach_the_terminal(tmp_path, capsys):
+    doc = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    for event in doc["traceEvents"]:
+        if event.get("cat") == "kernel":
+            event["name"] = "\x1b]0;owned\x07\x1b[2J" + event["name"]
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main([str(path), "--full"]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\\x1b]0;owned" in out
+
+
+def test_a_world_size_of_a_billion_does_not_size_the_report(tmp_path, capsys):
+    doc = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    doc["distributedInfo"] = {"rank": 0, "world_size": 10**9, "backend": "nccl"}
+    path = tmp_path / "trace.json"
+    path.write_text(json.dumps(doc))
+    out = tmp_path / "r.json"
+    assert cli.main([str(path), "--format", "json", "-o", str(out)]) == 0
+    assert "world_size is 1000000000, not a whole number in [1, 1,048,576]" in capsys.readouterr().err
+    assert out.stat().st_size < 2 * SAMPLE.stat().st_size * 10
+
+
+@pytest.mark.parametrize("keep_going", [False, True])
+def test_an_analyzer_that_fails_is_exit_1_unless_keep_going(tmp_path, capsys, monkeypatch, keep_going):
+    def broken(trace, options):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(hotspots, "section", broken)
+    out = tmp_path / "r.json"
+    argv = [str(SAMPLE), "--format", "json", "-o", str(out)] + (["--keep-going"] if keep_going else [])
+    code = cli.main(argv)
+    err = capsys.readouterr().err
+    if not keep_going:
+        assert code == 1 and not out.exists()
+        assert "internal error: analyzer traceanalyzer.analyzers.hotspots failed: RuntimeError: boom" in err, err
+        return
+    assert code == 0, err
+    ledger = json.loads(out.read_text())["sections"]["ledger"]
+    facts = {f["id"]: f["value"] for f in ledger["facts"]}
+    assert facts["missing_sections"] == analyzers.part_name(hotspots)
+
+
+def test_missing_ranks_are_ranges_not_a_list_of_every_rank():
+    runs = humanize.missing_runs(10**9, [0, 5])
+    assert runs == [(1, 4), (6, 10**9 - 1)]
+    assert humanize.ranges(runs) == f"1–4, 6–{10**9 - 1}"
+    assert humanize.ranges([(i * 2, i * 2) for i in range(50)], shown=3).endswith("… (50 in all)")
