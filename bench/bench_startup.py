@@ -72,7 +72,7 @@ def load(path: Path, variant: str) -> dict:
 
 def json_size(path: Path) -> int:
     """Bytes of JSON in a gzip file, counted a block at a time (a child's ru_maxrss starts from this process's)."""
-    with gzip.open(path) as f:
+    with gzip.open(path) if path.suffix == ".gz" else path.open("rb") as f:
         return sum(len(block) for block in iter(lambda: f.read(1 << 20), b""))
 
 
@@ -86,19 +86,21 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--record", action="store_true", help=f"write the figures to {LAST.name}")
+    p.add_argument("--no-starts", action="store_true", help="leave out the start-ups and the small report")
     p.add_argument("--no-big", action="store_true", help="leave out the load of big (172 MB)")
+    p.add_argument("--big", type=Path, default=BIG, help="the large trace to load (default: h200/big)")
     p.add_argument("--without-pyarrow", action="store_true", help="also load big with pyarrow kept out of the process")
     args = p.parse_args()
     figures = {}
-    for name, argv in STARTS.items():
+    for name, argv in {} if args.no_starts else STARTS.items():
         whole(argv)  # warm-up: the page cache and .pyc files
         figures[name] = summary([whole(argv) for _ in range(args.runs)])
     variants = ("", "without pyarrow") if args.without_pyarrow else ("",)
-    json_mb = json_size(BIG) / 1e6 if BIG.exists() and not args.no_big else 0
+    json_mb = json_size(args.big) / 1e6 if args.big.exists() and not args.no_big else 0
     for variant in variants if json_mb else ():
-        big = summary([load(BIG, variant) for _ in range(args.runs)])
+        big = summary([load(args.big, variant) for _ in range(args.runs)])
         big |= {"mb_per_s": json_mb / big["wall_s"], "report_peak_x_json": big["report_peak_mb"] / json_mb}
-        figures[f"load of big (cache=False), then its report {variant}".strip()] = big
+        figures[f"load of {args.big.name} (cache=False), then its report {variant}".strip()] = big
     last = json.loads(LAST.read_text())["figures"] if LAST.exists() else {}
     for name, row in figures.items():
         was = last.get(name, {})
