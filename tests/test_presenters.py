@@ -113,7 +113,7 @@ def test_version_top_and_choices(capsys):
     }
     (help_text,) = helps  # the same on every run: choices in a fixed order
     assert "{communication,kernel,memcpy,memset,sync}" in help_text
-    assert "{text,json,markdown,html}" in help_text
+    assert "{text,json,markdown,html,digest}" in help_text
 
 
 def test_compare_text_fits_and_names_stay_on_one_line(capsys):
