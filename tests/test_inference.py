@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO, load_shared, same_findings, same_section, shared_path
+from tests.conftest import JOBS, REPO, load_shared, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import inference
 from traceanalyzer.options import Options
+from traceanalyzer.renderers import html as html_renderer
 
 ENGINES = ("public", "torch", "tracelens", "inference")
 QWEN = ("public", "torch", "tracelens", "h100", "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
@@ -177,3 +178,16 @@ def test_compare_states_ttft_and_tpot_per_phase():
     assert tpot["delta_share"] < -0.5 and tpot["noise"] == "beyond noise" and tpot["baseline_samples"] == 31
     assert rows["ttft_ns"]["baseline_ns"] == eager.inference().requests["ttft_ns"].iloc[0]
     assert ta.compare(eager, eager).to_dict()["inference"][1]["noise"] == "no change"
+
+
+@pytest.mark.parametrize("job", ["ascend_pp2_4rank", "ascend_level1_2rank"])
+def test_ascend_training_samples_say_why_they_have_no_inference_section(job):
+    """The Ascend samples are training steps (MindSpeed Qwen3, MindStudio Insight test data): no generation."""
+    trace = load_shared(*JOBS[job])
+    assert trace.meta.platform.value == "ascend" and "inference" not in trace.report()["sections"]
+    assert trace.inference().reason.startswith("a training trace (it has a backward pass)")
+
+
+def test_the_html_report_shows_the_inference_section():
+    html = html_renderer.render(_recorded("batched")[0].build_report())
+    assert "Inference: prefill and decode" in html and "time per output token, p50" in html
