@@ -78,13 +78,6 @@ def test_a_lone_graph_replay_is_not_taken_for_a_generation():
     assert trace.inference().timeline.empty and trace.inference().reason.startswith("no forward pass found")
 
 
-def test_rank_by_rank_equals_joined():
-    path = shared_path(*QWEN)
-    job, joined = perrank.load_job(path), load_shared(*QWEN)
-    same_section(inference, job, joined, Options())
-    same_findings(inference.job_findings(job), inference.findings(joined))
-
-
 RECORDED = REPO / "sample_traces" / "inference"
 SCENARIOS = ("eager_dynamic", "static_compiled", "batched", "long_prefill")
 HEADS_READ = {"eager_dynamic": 4, "long_prefill": 4, "batched": 16, "static_compiled": 16}
@@ -191,3 +184,14 @@ def test_ascend_training_samples_say_why_they_have_no_inference_section(job):
 def test_the_html_report_shows_the_inference_section():
     html = html_renderer.render(_recorded("batched")[0].build_report())
     assert "Inference: prefill and decode" in html and "time per output token, p50" in html
+
+
+@pytest.mark.parametrize("name", ["qwen_h100", "batched", "static_compiled"])
+def test_rank_by_rank_equals_joined(name):
+    if name == "qwen_h100":
+        path, joined = shared_path(*QWEN), load_shared(*QWEN)
+    else:
+        path, joined = RECORDED / f"{name}.json.gz", _recorded(name)[0]
+    job = perrank.load_job(path)
+    same_section(inference, job, joined, Options())
+    same_findings(inference.job_findings(job), inference.findings(joined))

@@ -25,7 +25,7 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.gemm import elem_bytes, geometry
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text, per_pair
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
@@ -358,24 +358,31 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: np.ndarray) -
 
 
 def _add_gemms(table: pd.DataFrame, ops: pd.DataFrame) -> None:
-    """GEMM FLOPs, weight bytes (the second operand of mm/addmm, read once per forward) and the dtype per iteration."""
+    """GEMM FLOPs, weight bytes (the second operand of mm/addmm, read once per forward) and the dtype per iteration
+    (that of its largest GEMM); shapes and types parsed once per distinct text."""
     n = len(table)
     at = _window_of(table, ops["ts"].to_numpy(np.int64))
-    flops, weights, largest = np.zeros(n), np.zeros(n), np.zeros(n)
+    names, dims, types = ops["name"], ops["input_dims"], ops["input_types"]
+    rules = np.array([GEMM_OPS.get(t, "") for t in category_text(names)], dtype=object)[names.array.codes]
+    shape = per_pair(
+        names.array.codes, category_text(names), dims.array.codes, category_text(dims),
+        lambda name, text: geometry(GEMM_OPS.get(name, ""), text),
+    )  # fmt: skip
+    batch, m, nn, k, _ = np.array(list(shape), dtype=float).reshape(-1, 5).T
+    typed = per_pair(types.array.codes, category_text(types), types.array.codes, category_text(types),
+                     lambda text, _: (elem_bytes(text), _first_dtype(text)))  # fmt: skip
+    elem = np.array([t[0] for t in typed], dtype=float)
+    work = 2.0 * batch * m * nn * k
+    weight = np.where(np.isin(rules, ["mm", "addmm"]), k * nn * elem, 0.0)
+    inside = at >= 0
+    flops, weights = np.zeros(n), np.zeros(n)
+    np.add.at(flops, at[inside], work[inside])
+    np.add.at(weights, at[inside], weight[inside])
     dtype = np.full(n, "", dtype=object)
-    names = category_text(ops["name"])[ops["name"].array.codes]
-    for i, name, dims, types in zip(
-        at, names, ops["input_dims"].astype(str), ops["input_types"].astype(str), strict=True
-    ):
-        if i < 0:
-            continue
-        rule = GEMM_OPS[name]
-        batch, m, nn, k, _ = geometry(rule, dims)
-        work = 2.0 * batch * m * nn * k
-        flops[i] += work
-        weights[i] += k * nn * elem_bytes(types) if rule in ("mm", "addmm") else 0
-        if work > largest[i]:  # the forward's dtype: that of its largest GEMM
-            largest[i], dtype[i] = work, _first_dtype(types)
+    if inside.any():
+        frame = pd.DataFrame({"at": at[inside], "work": work[inside], "dtype": [t[1] for t in typed[inside]]})
+        largest = frame.loc[frame.groupby("at")["work"].idxmax()]
+        dtype[largest["at"].to_numpy()] = largest["dtype"].to_numpy()
     table["gemm_flops"], table["weight_bytes"], table["dtype"] = flops, weights, dtype
 
 
