@@ -97,3 +97,23 @@ def test_a_sleeping_straggler_is_not_called_data_loading():
     assert straggler and straggler[0].evidence["cause"] != "data_loading"
     causes = {f.id for f in health.findings(trace) if f.evidence.get("cause")}
     assert causes and "health.input_pipeline" not in causes
+
+
+def test_the_late_rank_and_its_own_idle_are_one_finding(metas):
+    """Rank 1's loading makes it late and idles its GPU: one cause, pushed once. Its idle is per step of its own
+    steps (not every rank's): within 5 % of the meta's next(loader) time; the late-rank finding counts under it."""
+    findings = ta.load(SAMPLE).findings()
+    pushed = [f for f in findings if f.pushed]
+    assert [f.id for f in pushed] == ["health.input_pipeline"] and pushed[0].where["rank"] == 1
+    loading = np.mean(metas[1]["next_batch_ms_traced_steps"])
+    assert pushed[0].saving_ns / 1e6 == pytest.approx(loading, rel=0.05)
+    late = next(f for f in findings if f.id == "distributed.late_rank")
+    assert not late.pushed and late.covered_by == pushed[0].title and late.cut == "counted under #1"
+
+
+def test_under_rank_0_the_late_rank_finding_says_its_waiting_peer_is_out_of_scope():
+    fsdp = ta.load(REPO / "sample_traces" / "fsdp")
+    late = next(f for f in fsdp.scoped(rank=0).findings() if f.id == "distributed.late_rank")
+    assert "Rank 1, which waits for it, is outside this report's --rank scope" in late.advice
+    whole = next(f for f in fsdp.findings() if f.id == "distributed.late_rank")
+    assert (late.saving_ns, late.step_ns) == (whole.saving_ns, whole.step_ns)

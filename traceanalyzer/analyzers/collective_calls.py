@@ -426,7 +426,7 @@ NOT_RECORDED = "not_recorded"
 """The cause of a late arrival on a rank whose compute and host work are not in the trace."""
 LATE_COLUMNS = [
     "match", "step", "collective", "group", "late_rank", "caused_wait_ns", "window_ns", "late_compute_ns", "cause",
-    "detail",
+    "detail", "late_start_ns",
 ]  # fmt: skip
 _HOST_WORK = [Kind.ANNOTATION.value, Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value]
 _DEVICE_BUSY = [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value]
@@ -464,6 +464,7 @@ def late_arrivals(table: pd.DataFrame, activity: Callable[[int], RankActivity]) 
     frame["late_compute_ns"] = [c[0] for c in causes]
     frame["cause"] = [c[1] for c in causes]
     frame["detail"] = [c[2] for c in causes]
+    frame["late_start_ns"] = frame["late_start"]  # on the late rank's own time base: where its window ends
     return frame.reset_index()[LATE_COLUMNS]
 
 

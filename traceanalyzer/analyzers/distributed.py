@@ -189,6 +189,7 @@ class _JobView:
     computing: set[int]
     step_time: Callable[[int], StepTime]
     job_step_time: Callable[[int], StepTime]
+    activity: Callable[[int], collective_calls.RankActivity]
 
 
 def _trace_view(trace: TraceData) -> _JobView:
@@ -210,6 +211,7 @@ def _view_of_trace(trace: TraceData) -> _JobView:
         computing=attribution.computing_ranks(trace),
         step_time=lambda rank: step_time(trace, rank),
         job_step_time=lambda rank: step_time(base, rank),
+        activity=lambda rank: _activity(base, rank),
     )
 
 
@@ -222,12 +224,17 @@ def _job_calls(trace: TraceData) -> pd.DataFrame:
 @per_trace
 def _job_late(trace: TraceData) -> pd.DataFrame:
     """The job's late arrivals (each asks what the late rank was doing: computed once per trace)."""
-    calls = _job_calls(trace)
-    events = trace.events
-    return collective_calls.late_arrivals(
-        calls,
-        lambda rank: collective_calls.rank_activity(events[events["rank"] == rank], calls[calls["rank"] == rank]),
-    )
+    return collective_calls.late_arrivals(_job_calls(trace), lambda rank: _activity(trace, rank))
+
+
+def _activity(trace: TraceData, rank: int) -> collective_calls.RankActivity:
+    """What one rank of a whole trace did (``RankActivity``), computed once per trace and rank."""
+    return remember(trace, f"distributed.activity.{rank}", lambda: _rank_activity(trace, rank))
+
+
+def _rank_activity(trace: TraceData, rank: int) -> collective_calls.RankActivity:
+    events, calls = trace.events, _job_calls(trace)
+    return collective_calls.rank_activity(events[events["rank"] == rank], calls[calls["rank"] == rank])
 
 
 def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
@@ -271,6 +278,7 @@ def _view_of_job(job: JobData) -> _JobView:
         computing={rank for rank, p in zip(ranks, parts, strict=True) if p["computing"]},
         step_time=lambda rank: steps.job_step_time(job, rank),
         job_step_time=lambda rank: steps.job_step_time(job, rank, whole=True),
+        activity=activity.__getitem__,
     )
 
 
@@ -379,6 +387,12 @@ _ADVICE_BANDWIDTH = (
     "(NCCL_DEBUG=INFO; the kernel name shows e.g. RING_LL), that NVLink/NVLS is used (not PCIe or sockets), "
     "and that the collective is not sharing the link with other traffic."
 )
+_ADVICE_ABSENT = (
+    "The collectives wait for a peer after every rank in the trace arrived (their own waiting tasks, such as HCCL "
+    "Notify Wait): a rank whose trace was not loaded, or a peer whose device was still busy. Load the traces of "
+    "every rank of the group (their folder) to see which rank is late and why; the wait goes when it arrives with "
+    "the others."
+)
 _ADVICE_LATE = {
     "compute": "It has more device work before the collective than its peers: balance the work per rank "
     "(uneven batch or sequence lengths, uneven pipeline or expert partitions) or check that GPU for throttling.",
@@ -410,6 +424,7 @@ def _findings(view: _JobView) -> list[Finding]:
         _exposed(view, calls, "allreduce", GRADIENT_PHASES),
         _exposed(view, calls, "allgather", PREFETCH_PHASES),
         _straggler(view),
+        _waiting_for_absent(view, calls),
         pipeline.finding_of(_pipeline_bubble(view), calls, view.computing, view.step_time),
         _small_messages(view, calls),
         _low_bandwidth(view, calls),
@@ -455,6 +470,39 @@ def _exposed(view: _JobView, calls: pd.DataFrame, collective: str, phases: tuple
     )  # fmt: skip
 
 
+def _absent_wait(calls: pd.DataFrame) -> pd.Series:
+    """Per call: exposed time spent waiting inside the collective beyond its wait for the loaded peers (a wait for
+    ranks the trace does not hold: the collective's own waiting tasks, HCCL Notify Wait, say)."""
+    beyond = calls["task_wait_ns"].fillna(0) - calls["wait_ns"].fillna(0)
+    return np.fmin(beyond.clip(lower=0), calls["exposed_ns"].astype(float))
+
+
+def _waiting_for_absent(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+    """Exposed communication that waits for ranks not in the trace, on the rank that waits most: measured, its
+    saving the wait (it goes when the late rank arrives with the others); None without such waiting."""
+    wait = _absent_wait(calls)
+    if not wait.sum():
+        return None
+    by_rank = wait.groupby(calls["rank"]).sum()
+    rank = int(by_rank.idxmax())
+    ours = calls[calls["rank"] == rank]
+    steps = max(ours["step"].nunique(), 1)
+    per_step = by_rank[rank] / steps
+    step = view.step_time(rank)
+    title = (
+        f"Exposed communication on rank {rank}: {per_step / 1e6:.2f} ms per step "
+        f"({per_step / max(step.per_step_ns, 1):.0%} of the step) waiting inside its collectives after every loaded "
+        "rank arrived"
+    )
+    return make(
+        ANALYZER, "absent_wait", title, _ADVICE_ABSENT, step,
+        concerns_ns=int(ours["exposed_ns"].sum()), saving_ns=int(by_rank[rank]), basis=Basis.MEASURED,
+        model="the exposed wait inside the collectives beyond the loaded peers' arrival would go if every rank "
+        "arrived together", where={"rank": rank},
+        evidence={"exposed_ns_per_step": int(ours["exposed_ns"].sum() / steps), "calls": len(ours)},
+    )  # fmt: skip
+
+
 def _explained_late(view: _JobView) -> pd.DataFrame:
     """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged),
     of a rank that makes its peers wait at least ``LATE_RANK_MIN_SHARE`` of their step time (less is jitter)."""
@@ -474,7 +522,9 @@ def _explained_late(view: _JobView) -> pd.DataFrame:
 
 def _straggler(view: _JobView) -> Finding | None:
     """The late rank: the one whose explained late arrivals made its peers wait longest, with the main cause and
-    host range, weighed against the step time of the rank that waited most; None without one."""
+    host range, weighed against the step time of the rank that waited most (of the whole job where that rank is out
+    of the view's scope, which the advice says); it claims the late rank's own device idle in its late windows, so
+    that idle's cause is one finding with it; None without one."""
     late = _explained_late(view)
     if not len(late):
         return None
@@ -484,20 +534,33 @@ def _straggler(view: _JobView) -> Finding | None:
     by_cause = ours.groupby("cause")["caused_wait_ns"].sum()
     cause = str(by_cause.idxmax())
     detail = str(ours[ours["cause"] == cause].groupby("detail")["caused_wait_ns"].sum().idxmax())
-    calls = _collectives(view)
-    waited = calls[calls["match"].isin(ours["match"]) & (calls["rank"] != rank)]
+    waited = view.job_calls[view.job_calls["match"].isin(ours["match"]) & (view.job_calls["rank"] != rank)]
     waits = waited.groupby("rank")["wait_ns"].sum()
     victim = int(waits.idxmax()) if len(waits) else rank
+    outside = view.scope.rank is not None and victim != view.scope.rank
     advice = f"Rank {rank} arrives last at its collectives; the others wait. " + _ADVICE_LATE[cause].format(
         detail=detail
     )
+    if outside:
+        advice += (
+            f" (Rank {victim}, which waits for it, is outside this report's --rank scope; its wait is the saving.)"
+        )
     return make(
         ANALYZER, "late_rank", f"Rank {rank} is the late rank ({cause}{': ' + detail if detail else ''})", advice,
-        view.step_time(victim), concerns_ns=int(caused[rank]), saving_ns=int(caused[rank]), basis=Basis.MEASURED,
+        view.job_step_time(victim) if outside else view.step_time(victim), concerns_ns=int(caused[rank]),
+        saving_ns=int(caused[rank]), basis=Basis.MEASURED,
         model="the peers' waiting for the late rank would go if it arrived with them",
+        claims={rank: _idle_in_windows(view.activity(rank), ours)},
         where={"rank": rank},
         evidence={"cause": cause, "detail": detail, "calls_waited_for": len(ours), "most_waiting_rank": victim},
     )  # fmt: skip
+
+
+def _idle_in_windows(activity: collective_calls.RankActivity, late: pd.DataFrame) -> intervals.Intervals:
+    """The late rank's device idle in the windows it arrived late by (from the first peer's arrival to its own)."""
+    ends = late["late_start_ns"].to_numpy(dtype=np.int64)
+    windows = intervals.union(ends - late["window_ns"].to_numpy(dtype=np.int64), ends)
+    return intervals.subtract(windows, activity.busy)
 
 
 def _small_messages(view: _JobView, calls: pd.DataFrame) -> Finding | None:
@@ -625,7 +688,8 @@ def _cross_rank(view: _JobView, tables: list[Table], top: int) -> list[Fact]:
         tables.append(Table("pipeline_bubble", "Pipeline bubble per rank and step", table, Per.STEP))
         facts += [_pipeline_fact(k, v) for k, v in pipeline.facts(table, calls, view.computing).items()]
     if len(late):
-        tables.append(Table("late_arrivals", "Late arrivals", late.head(top).drop(columns="match")))
+        shown = late.head(top).drop(columns=["match", "late_start_ns"])
+        tables.append(Table("late_arrivals", "Late arrivals", shown))
     explained = _explained_late(view)
     if len(explained):
         caused = explained.groupby("late_rank")["caused_wait_ns"].sum()

@@ -77,12 +77,14 @@ def _job_health(job: JobData) -> Part:
 
 def _context(trace: TraceData) -> Context:
     """A joined trace's facts, step time and number of distinct steps."""
-    return Context(trace.meta, steps.step_time(trace), steps_count(trace))
+    by_rank = {rank: steps.step_time(trace, rank) for rank in trace.meta.ranks}
+    return Context(trace.meta, steps.step_time(trace), steps_count(trace), by_rank)
 
 
 def _job_context(job: JobData) -> Context:
     """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
-    return Context(job.meta, steps.job_step_time(job), steps_in(steps.job_step_table(job)))
+    by_rank = {rank: steps.job_step_time(job, rank) for rank in job.meta.ranks}
+    return Context(job.meta, steps.job_step_time(job), steps_in(steps.job_step_table(job)), by_rank)
 
 
 def findings(trace: TraceData) -> list[Finding]:

@@ -136,7 +136,7 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
                 "idle" if cause == UNEXPLAINED else cause,
                 title.replace(f" the {gpu} ", f" the {gpu}{rank_text} ", 1) if rank_text else title,
                 text,
-                context.step,
+                context.step_of(rank),
                 concerns_ns=int(row["idle_ns"]),
                 saving_ns=int(row["idle_ns"]),
                 basis=fnd.Basis.MEASURED,

@@ -169,7 +169,7 @@ def _launch_finding(health: Part, context: Context, rank: int, idle: int) -> Fin
         "launch_bound",
         title,
         text + advice.CAPTURE_LOOP[advice.platform(context.meta)],
-        context.step,
+        context.step_of(rank),
         concerns_ns=idle,
         saving_ns=idle,
         basis=fnd.Basis.MEASURED,

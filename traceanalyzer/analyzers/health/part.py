@@ -7,7 +7,7 @@ the ``GAPS_KEPT`` largest per device; nothing holds a row per event.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -69,8 +69,14 @@ class Part:
 @dataclass(frozen=True)
 class Context:
     """What the health findings are weighed and worded against: the job's facts (``meta``, as a trace's), its step
-    time and its number of distinct steps."""
+    time, its number of distinct steps, and each rank's own step time (a finding about one rank is a share of its
+    steps, averaged over its steps alone)."""
 
     meta: TraceMeta
     step: StepTime
     steps: int
+    by_rank: dict[int, StepTime] = field(default_factory=dict)
+
+    def step_of(self, rank: int) -> StepTime:
+        """The step time of one rank (the job's where the rank has none of its own)."""
+        return self.by_rank.get(rank, self.step)

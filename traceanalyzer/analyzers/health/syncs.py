@@ -153,7 +153,7 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
             f"{total / steps:g} host syncs per step{per_rank} leave the {accelerator(context)}{on_rank} idle "
             f"{humanize.duration(idle / max(context.steps, 1))}/step (most at {where}): {fix}",
             _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler),
-            context.step,
+            context.step_of(rank),
             concerns_ns=int(places.loc[places["rank"] == rank, "sync_ns"].sum()),
             saving_ns=idle,
             basis=fnd.Basis.MEASURED,

@@ -124,7 +124,7 @@ def _pageable_finding(
         f"blocks the host until it is done. Allocate the host buffer pinned (torch.empty(..., pin_memory=True), "
         f"DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True); at {source} these copies would "
         f"take {humanize.duration(pinned / steps)}/step, and a side stream can overlap them with compute.",
-        context.step,
+        context.step_of(rank),
         concerns_ns=total + idle,
         saving_ns=faster + idle,
         basis=fnd.Basis.MODELLED,
