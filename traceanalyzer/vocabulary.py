@@ -32,12 +32,16 @@ SYNC_CALLS = frozenset(
         "hipStreamSynchronize",
         "hipDeviceSynchronize",
         "hipEventSynchronize",
-        "aclrtSynchronizeStream",
-        "aclrtSynchronizeDevice",
-        "aclrtSynchronizeEvent",
+        *(
+            prefix + call + timeout
+            for prefix in ("", "AscendCL@")
+            for call in ("aclrtSynchronizeStream", "aclrtSynchronizeDevice", "aclrtSynchronizeEvent")
+            for timeout in ("", "WithTimeout")
+        ),
     }
 )
-"""Runtime calls that block the host until device work finishes (stream-to-stream waits are not host stalls)."""
+"""Runtime calls that block the host until device work finishes (stream-to-stream waits are not host stalls); the
+CANN calls as torch_npu's traces name them too (``AscendCL@aclrtSynchronizeStreamWithTimeout`` under ``.item()``)."""
 
 LAUNCH_CALLS = frozenset(
     {
