@@ -112,3 +112,24 @@ def test_device_work_outside_the_window_is_in_no_step_and_the_ledger_says_so():
     ) == outside["device_ns"].sum()
     spans = trace.overlap()
     assert (spans["span_ns"].groupby(spans["rank"]).sum() <= trace.steps().groupby("rank")["step_ns"].sum()).all()
+
+
+PUBLIC_INFERENCE = [
+    "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz",
+    "gaunernst_bert-small-uncased__1016001.json.gz",
+    "Falconsai_nsfw_image_detection__1016002.json.gz",
+]
+"""Public H100 inference traces whose last ProfilerStep outlasts every other event (by 12.2, 0.4 and 0.2 ms)."""
+
+
+@pytest.mark.parametrize("name", PUBLIC_INFERENCE, ids=PUBLIC_INFERENCE)
+def test_no_step_and_no_finding_reaches_past_the_trace(name):
+    trace = ta.load(shared_path("public", "torch", "tracelens", "h100", name))
+    ev = trace.events
+    held = ev[ev["kind"] != "step"]
+    first, last = int(held["ts"].min()), int((held["ts"] + held["dur"]).max())
+    steps = trace.steps()
+    assert (steps["start_ns"] + steps["step_ns"] <= last).all()
+    for finding in trace.findings():
+        for starts, ends in finding.claims.values():
+            assert not len(starts) or (starts.min() >= first and ends.max() <= last), finding.title

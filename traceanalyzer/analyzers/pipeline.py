@@ -69,7 +69,9 @@ def is_p2p(calls: pd.DataFrame) -> np.ndarray:
 
 def peer_pairs(calls: pd.DataFrame) -> set[tuple[int, int]]:
     """Pairs of ranks (low, high) that exchange matched point-to-point calls in every step they communicate in: they
-    are in different pipeline stages (a send/recv now and then, outside a schedule, does not make a pipeline)."""
+    are in different pipeline stages (a send/recv now and then, outside a schedule, does not make a pipeline).
+    Calls of no step (launched before the window, as when it starts mid-pipeline) decide nothing."""
+    calls = calls[(calls["step"] != NO_ROW).to_numpy()]
     p2p = calls[is_p2p(calls) & (calls["match"] != NO_ROW).to_numpy()]
     seen: dict[tuple[int, int], set] = {}
     for steps, ranks in zip(p2p.groupby("match")["step"].unique(), p2p.groupby("match")["rank"].unique(), strict=True):
@@ -78,6 +80,12 @@ def peer_pairs(calls: pd.DataFrame) -> set[tuple[int, int]]:
             seen.setdefault(pair, set()).update(int(s) for s in steps)
     active = {int(rank): {int(s) for s in steps} for rank, steps in calls.groupby("rank")["step"].unique().items()}
     return {pair for pair, steps in seen.items() if steps >= active[pair[0]] | active[pair[1]]}
+
+
+def _in_steps(calls: pd.DataFrame) -> pd.DataFrame:
+    """The calls of a step (all calls where none has a step: a trace without step markers)."""
+    stepped = (calls["step"] != NO_ROW).to_numpy()
+    return calls[stepped] if stepped.any() else calls
 
 
 def cross_stage(calls: pd.DataFrame, pairs: set[tuple[int, int]]) -> np.ndarray:
@@ -99,10 +107,11 @@ def _spans(ranks, pairs: set[tuple[int, int]]) -> bool:
 def bubble(calls: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     """Per rank and step of a pipeline (from its collective calls and the overlap breakdown's step spans):
     point-to-point time, cross-stage waits, the bubble and its share of the step."""
-    p2p = is_p2p(calls)
     pairs = peer_pairs(calls)
     if not pairs:
         return pd.DataFrame(columns=TABLE_COLUMNS)
+    calls = _in_steps(calls)
+    p2p = is_p2p(calls)
     exposed = calls["exposed_ns"].astype(float)
     p2p_wait = (exposed - calls["transfer_ns"].fillna(0)).clip(lower=0).where(p2p, 0.0)
     stage_wait = np.fmin(calls["wait_ns"].fillna(0), exposed).where(cross_stage(calls, pairs), 0.0)
