@@ -143,6 +143,11 @@ def _reply(answer: Callable[[], dict]) -> CallToolResult:
     data["answer_tokens"] = 0
     while data["answer_tokens"] != answers.size(data):  # its own digits count: settles in a step or two
         data["answer_tokens"] = answers.size(data)
+    if data["answer_tokens"] > data["budget_tokens"]:
+        raise ToolError(
+            f"the answer would take {data['answer_tokens']:,} tokens, over its budget of {data['budget_tokens']:,}: "
+            "ask for one step or rank, a table of a section, or fewer rows"
+        )
     return CallToolResult(content=[TextContent(type="text", text=answers.dumps(data))], structured_content=data)
 
 

@@ -236,6 +236,7 @@ def compare_traces(
     data = compare(runs[0].trace, runs[1].trace, rank=rank).to_dict(top=COMPARE_TOP, threshold=threshold)
     rows = [{"level": level, **row} for level, table in data["levels"].items() for row in table]
     rows = [{k: v for k, v in r.items() if k not in ("baseline_names", "candidate_names", "label")} for r in rows]
+    rows += [{"level": "finding", **row} for row in data["findings"]]
     head = {
         "tool": "compare",
         "scope": {"base": runs[0].handle, "candidate": runs[1].handle, "rank": rank},
@@ -245,7 +246,7 @@ def compare_traces(
         "gate": data["gate"],
         "summary": data["summary"],
         "changes": {level: {k: v for k, v in c.items() if k != "matched"} for level, c in data["changes"].items()},
-        "findings": data["findings"],
+        "rows_are": f"the {COMPARE_TOP} largest changes per level (kernel, cpu_op, op_device), then of findings",
     }
     head = answers.cut_texts(head)[0]
     return paged(head, rows, page)
