@@ -5,7 +5,8 @@ in torchtitan's layout and its digest beside it, and can fail the run on the reg
 torchtitan's trace handler uses, so either tool reads the other's folders) and ``rank<R>_digest.md``, the digest of
 that rank's trace. With ``fail_on_regression`` (a percentage) and/or ``fail_on_regression_ms``, each window is
 compared with ``baseline`` (a trace file or folder; by default the first window this handler wrote) and a regression
-past the thresholds and beyond the step-to-step noise raises ``Regression``, which ends the training loop. torch is
+past the thresholds at the gate's confidence (``traceanalyzer.comparison.gate``: profile at least 5 steps a window)
+raises ``Regression``, which ends the training loop. torch is
 not imported here: the handler is given the profiler, and asks ``torch.distributed`` for the rank only where the
 training script has started it.
 """
@@ -53,7 +54,7 @@ class TraceReady:
         gate = self._gate(trace)
         if gate is not None:
             verdict, against = gate
-            lines.append(f"Gate against {against}: {'FAILED' if verdict.failed else 'passed'}: {verdict.reason}")
+            lines.append(f"Gate against {against}: {verdict.outcome}: {verdict.reason}")
         (folder / f"rank{rank}_digest.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
         if gate is not None and verdict.failed:
             raise Regression(f"{path}: {verdict.reason} (against {against}; digest in {folder})")
