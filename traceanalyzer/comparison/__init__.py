@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from traceanalyzer import devices, notebook
+from traceanalyzer.analyzers.health.causes import idle_causes
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.analyzers.inference import InferenceAnalysis
 from traceanalyzer.comparison import contributions, diff, findings, inference, matching, memory, platforms, samples
@@ -186,7 +187,7 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
         findings=findings.diff(baseline.findings(), candidate.findings(), units),
         memory=memory.diff(baseline, candidate, rank),
         samples=sides,
-        contributions=contributions.decompose(levels[Level.KERNEL.value], sides),
+        contributions=contributions.decompose(levels[Level.KERNEL.value], sides, tuple(map(_idle_by_cause, scopes))),
         platforms=_cross_platform(scopes, summary),
         inference=inference.rows(*(_generation(s) for s in scopes)),
         notes=notes if stepless else [],
@@ -197,6 +198,16 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
 def _generation(scope: Scope) -> InferenceAnalysis:
     """The inference views of a run's compared rank (all ranks without one)."""
     return (scope.trace.scoped(rank=scope.rank) if scope.rank is not None else scope.trace).inference()
+
+
+def _idle_by_cause(scope: Scope) -> pd.Series:
+    """The run's device idle inside steps per unit by cause (``health.causes``), ns; empty for whole windows."""
+    if scope.steps is None or not scope.units:
+        return pd.Series(dtype=float)
+    table = idle_causes(scope.trace)[0]
+    if scope.rank is not None:
+        table = table[table["rank"] == scope.rank]
+    return table.groupby("cause", sort=False)["idle_ns"].sum().astype(float) / scope.units
 
 
 def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform | None:

@@ -4,8 +4,10 @@ Inside each unit's window (the step model's step span) the step time is exactly 
 kernels) + exposed communication + exposed copies and sets + device idle (``distributed.overlap``). The compute
 part is split further by the kernels' device time per step, matched across the runs as the kernel table matches
 them (``matching``); what their sum does not explain is its own row: kernels running at once (on several streams)
-or past their step's window. The deltas of the means per unit add up to the change of the mean step time; what is
-left (step time outside the device breakdown: a whole window's host-only start or end) is the named residual.
+or past their step's window. Device idle is split by its cause as the health analyzer finds it from the launching
+thread (``health.causes``: host syncs, allocator calls, input loading, launch-bound stretches, host code, ...); the
+idle it does not cover is its own row. The deltas of the means per unit add up to the change of the mean step time;
+what is left (step time outside the device breakdown: a whole window's host-only start or end) is the residual.
 The gate's change is a median-based shift, so it may differ from this mean by the step-to-step variation.
 """
 
@@ -23,12 +25,16 @@ CONTRIBUTION_COLUMNS = ["what", "name", "baseline_ns", "candidate_ns", "delta_ns
 _PARTS = (
     ("communication", "exposed communication", "comm_exposed_ns"),
     ("copies", "exposed memory copies and sets", "memory_exposed_ns"),
-    ("idle", "device idle (the device waiting: host overhead, syncs, input)", "idle_ns"),
 )
+IDLE_REST = "device idle the causes do not cover"
+"""The idle row left when the causes' idle is taken out (their steps and the step windows differ slightly)."""
 
 
-def decompose(kernels: pd.DataFrame, sides: tuple[pd.DataFrame, pd.DataFrame]) -> pd.DataFrame:
-    """The rows of the decomposition from the kernel diff table and both runs' per-unit samples, biggest first."""
+def decompose(
+    kernels: pd.DataFrame, sides: tuple[pd.DataFrame, pd.DataFrame], idle: tuple[pd.Series, pd.Series]
+) -> pd.DataFrame:
+    """The rows of the decomposition from the kernel diff table, both runs' per-unit samples and their idle per
+    unit by cause (cause → ns), biggest first."""
     b, c = (s.mean(numeric_only=True) if len(s) else pd.Series(dtype=float) for s in sides)
     compute = kernels[kernels["kind"] == Kind.KERNEL.value]
     named, others = compute.iloc[:KERNEL_ROWS], compute.iloc[KERNEL_ROWS:]
@@ -45,7 +51,15 @@ def decompose(kernels: pd.DataFrame, sides: tuple[pd.DataFrame, pd.DataFrame]) -
         )
     )
     rows += [(what, name, b.get(col, 0.0), c.get(col, 0.0)) for what, name, col in _PARTS]
-    parts = ["compute_ns", *(col for *_, col in _PARTS)]
+    causes = idle[0].index.union(idle[1].index, sort=False)
+    by_cause = [s.reindex(causes, fill_value=0.0) for s in idle]
+    rows += [
+        ("idle", f"device idle: {cause.replace('_', ' ')}", by_cause[0][cause], by_cause[1][cause]) for cause in causes
+    ]
+    rows.append(
+        ("idle", IDLE_REST, b.get("idle_ns", 0.0) - by_cause[0].sum(), c.get("idle_ns", 0.0) - by_cause[1].sum())
+    )
+    parts = ["compute_ns", "idle_ns", *(col for *_, col in _PARTS)]
     rows.append(
         (
             "residual",
@@ -54,6 +68,7 @@ def decompose(kernels: pd.DataFrame, sides: tuple[pd.DataFrame, pd.DataFrame]) -
         )
     )
     table = pd.DataFrame(rows, columns=CONTRIBUTION_COLUMNS[:4]).astype({"baseline_ns": float, "candidate_ns": float})
+    table[["baseline_ns", "candidate_ns"]] = table[["baseline_ns", "candidate_ns"]].round(1)  # float noise off
     table["delta_ns"] = table["candidate_ns"] - table["baseline_ns"]
     total = c.get("step_ns", 0.0) - b.get("step_ns", 0.0)
     table["change_share"] = table["delta_ns"] / total if total else float("nan")

@@ -106,7 +106,8 @@ class Change:
         out = {**asdict(self), "steps": list(self.steps), "outcome": self.outcome.value}
         for key in ("estimate", "low", "high", "limit", "detectable"):
             out[f"{key}_share"] = self.share(getattr(self, key))
-        return {**out, "detectable": self.detectable}
+        out = {**out, "detectable": self.detectable}
+        return {k: None if isinstance(v, float) and not np.isfinite(v) else v for k, v in out.items()}  # no limit
 
 
 def change(quantity: str, unit: str, baseline: np.ndarray, candidate: np.ndarray, limit: float, confidence: float):
@@ -207,8 +208,8 @@ def _decide(verdict: GateVerdict) -> tuple[str, str]:
     if verdict.host_bound and same_work and step.outcome is not Outcome.PASS:
         work = ", ".join(f"{w.quantity} {_signed_share(w, w.estimate)}" for w in verdict.work)
         return Outcome.INCONCLUSIVE.value, (
-            f"host-bound, device work unchanged ({work} per step); the step time's "
-            f"{_sentence(step, conf)} is the host side or the environment, not the code"
+            f"host-bound, device work unchanged ({work} per step): {_sentence(step, conf)} is the host side or "
+            "the environment, not the code"
         )
     if step.outcome is Outcome.INCONCLUSIVE:
         return Outcome.INCONCLUSIVE.value, _inconclusive(step, limit, conf, verdict.confidence)
