@@ -332,7 +332,8 @@ def test_gate_with_3_steps_a_run_is_inconclusive_at_99_percent(capsys):
 
 def test_gate_fails_on_the_work_a_host_bound_step_added_and_names_it_first(capsys):
     """At 90 % (3 steps a run suffice) the host-bound unfused steps fail on their device work (+171 %) and CPU ops
-    (+40 %); what changed the step (+9.99 ms per step, means) opens with masked_fill's kernel (new, 2.86 ms per step) and adds up."""
+    (+40 %); what changed the step (+9.99 ms per step, means) opens with masked_fill's kernel (new, 2.86 ms per
+    step)."""
     code, out, _ = gate(capsys, FUSED_SAMPLE, SAMPLE, "--fail-on-regression", "10", "--confidence", "90")
     assert code == 3
     head = flat(out.split("Device time by kind")[0])
@@ -445,6 +446,9 @@ def test_compare_json_has_every_documented_key(capsys, tmp_path):
         assert_typed(data["changes"][level], documented("`compare.changes`"), f"compare.changes.{level}")
     for row in data["findings"]:
         assert_typed(row, documented("`compare.findings`"), "compare.findings")
+    for row in data["contributions"]:
+        assert_typed(row, documented("`compare.contributions`"), "compare.contributions")
+    assert_typed(data["gate"]["step"], documented("`compare.gate` change"), "compare.gate.step")
 
 
 def test_compare_text_report_says_before_after_and_what_changed(capsys):
