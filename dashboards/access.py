@@ -9,6 +9,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import psutil
+
 REFUSED = (
     "not a readable trace inside the folders this dashboard may open (traceanalyze dashboard --allow DIR adds one)"
 )
@@ -81,15 +83,27 @@ def bounded_scan(folder: Path, refused: str = REFUSED) -> int:
 
 
 def host_names(bound: str) -> set[str]:
-    """Host header names accepted for a server bound to this address (loopback; a wildcard adds this machine's)."""
+    """Host header names accepted for a server bound to this address (loopback; a wildcard adds this machine's
+    names and the addresses of all its interfaces)."""
     names = {bound.strip("[]").lower(), *LOOPBACK_NAMES}
-    if bound in WILDCARD_ADDRESSES:
+    if bound.strip("[]") in WILDCARD_ADDRESSES:
         machine = socket.gethostname().lower()
-        names |= {machine, socket.getfqdn().lower(), *_addresses(machine)}
+        names |= {machine, socket.getfqdn().lower(), *_resolved(machine), *interface_addresses()}
     return names - {""}
 
 
-def _addresses(name: str) -> list[str]:
+def interface_addresses() -> set[str]:
+    """The IPv4 and IPv6 addresses of this machine's network interfaces (IPv6 without its %zone), lower-case."""
+    families = {socket.AF_INET, socket.AF_INET6}
+    return {
+        a.address.split("%", 1)[0].lower()
+        for addresses in psutil.net_if_addrs().values()
+        for a in addresses
+        if a.family in families
+    }
+
+
+def _resolved(name: str) -> list[str]:
     try:
         return socket.gethostbyname_ex(name)[2]
     except OSError:

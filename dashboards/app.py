@@ -6,6 +6,7 @@ import base64
 import binascii
 import re
 import tempfile
+import uuid
 from pathlib import Path
 
 import dash
@@ -41,11 +42,45 @@ def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
     )
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
     app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))
-    app.layout = _layout()
+    app.layout = _layout  # called per page load: each browser page gets its own session id
     _loading_callbacks(app, store)
     _poll_callbacks(app, store)
     _page_callbacks(app, store)
+    headers = security_headers(app.csp_hashes())  # after every callback: their inline scripts are hashed
+    app.server.after_request(lambda response: _with_headers(response, headers))
     return app
+
+
+def security_headers(script_hashes: list[str]) -> dict[str, str]:
+    """The headers of every response: no framing, no sniffing, and a CSP under which only the app's own files and
+    the hashed inline scripts Dash writes (its renderer, the clientside callbacks) run."""
+    csp = {
+        "default-src": "'self'",
+        "script-src": " ".join(["'self'", *script_hashes]),
+        "style-src": STYLE_SRC,
+        "img-src": "'self' data: blob:",
+        "connect-src": "'self'",
+        "object-src": "'none'",
+        "base-uri": "'none'",
+        "form-action": "'self'",
+        "frame-ancestors": "'none'",
+    }
+    return {
+        "X-Frame-Options": "DENY",
+        "X-Content-Type-Options": "nosniff",
+        "Referrer-Policy": "no-referrer",
+        "Content-Security-Policy": "; ".join(f"{k} {v}" for k, v in csp.items()),
+    }
+
+
+STYLE_SRC = "'self' 'unsafe-inline'"
+"""Where styles may come from: Dash's components (dcc, its renderer, Plotly, React) write <style> elements and
+style attributes at run time, unhashable; a style cannot run code, so scripts stay strict."""
+
+
+def _with_headers(response: flask.Response, headers: dict[str, str]) -> flask.Response:
+    response.headers.update(headers)
+    return response
 
 
 def _check_host(hosts: set[str]) -> None:
@@ -55,6 +90,7 @@ def _check_host(hosts: set[str]) -> None:
 
 
 def _layout() -> html.Div:
+    """The page frame, with a fresh id of this browser page's session (its failed opens are its own)."""
     nav = [
         dcc.Link(title, href=path, id=f"nav-{title.lower()}", className="nav") for path, title in pages.PAGES.items()
     ]
@@ -79,6 +115,7 @@ def _layout() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="url", refresh=False),
+            dcc.Store(id="session", data=uuid.uuid4().hex),
             dcc.Store(id="scrolled"),
             dcc.Interval(id="poll", interval=POLL_MS),
             html.Div(
@@ -114,14 +151,15 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         Output("poll", "disabled", allow_duplicate=True),
         Input("open-btn", "n_clicks"),
         State("open-path", "value"),
+        State("session", "data"),
         prevent_initial_call=True,
     )
-    def open_path(clicks, path):
+    def open_path(clicks, path, session):
         if not clicks:
             return no_update, no_update
         if not path or not path.strip():
             return "enter the path of a trace file or run folder", no_update
-        store.open_requested(path)
+        store.open_requested(path, owner=session)
         return "", False
 
     @app.callback(
@@ -129,26 +167,28 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         Output("poll", "disabled", allow_duplicate=True),
         Input("upload", "contents"),
         State("upload", "filename"),
+        State("session", "data"),
         prevent_initial_call=True,
     )
-    def upload(contents, filename):
+    def upload(contents, filename, session):
         try:
             path = save_upload(contents, filename)
         except ValueError as e:
             return str(e), no_update
-        store.open([str(path)], label=f"{Path(path).name} (uploaded)")
+        store.open([str(path)], label=f"{path.name} (uploaded)", owner=session, temporary=path.parent)
         return f"opening uploaded {Path(path).name} …", False
 
     @app.callback(
         Output("load-status", "children", allow_duplicate=True),
         Input({"dismiss": ALL}, "n_clicks"),
+        State("session", "data"),
         prevent_initial_call=True,
     )
-    def dismiss(clicks):
+    def dismiss(clicks, session):
         if not any(clicks):
             return no_update
         store.dismiss(dash.ctx.triggered_id["dismiss"])
-        return [_status_line(j) for j in store.jobs() if j.state != "ready"]
+        return [_status_line(j) for j in store.pending(session)]
 
 
 def _poll_callbacks(app: dash.Dash, store: Store) -> None:
@@ -163,11 +203,12 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
         State("trace", "options"),
         State("trace", "value"),
         State("url", "search"),
+        State("session", "data"),
     )
-    def poll(_n, options, value, search):
+    def poll(_n, options, value, search, session):
         idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
         ready = [{"label": j.label, "value": j.key} for j in store.ready()]
-        status = [_status_line(j) for j in store.jobs() if j.state != "ready"]
+        status = [_status_line(j) for j in store.pending(session)]
         if ready == (options or []):
             return status, no_update, no_update, idle
         keys = [o["value"] for o in ready]

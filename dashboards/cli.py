@@ -66,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.host not in LOOPBACK_NAMES:
         print(
             f"traceanalyze: warning: serving on {args.host}: anyone who can reach this machine can read the traces "
-            "and open the allowed files by path",
+            "and open the allowed files by path; the page answers only when reached by one of these names: "
+            + ", ".join(sorted(host_names(args.host))),
             file=sys.stderr,
         )
     try:

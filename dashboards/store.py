@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import shutil
 import sys
 import threading
 import time
@@ -15,6 +16,11 @@ from traceanalyzer.dashboards.views import View
 from traceanalyzer import comparison
 from traceanalyzer.errors import TraceError
 from traceanalyzer.trace import load
+
+MESSAGE_CHARS = 400
+"""A job's label or message is cut to this many characters (a typed path or an error can be megabytes)."""
+FAILED_KEPT = 10
+"""Failed opens kept per browser session: an older one goes when a newer one fails."""
 
 
 @dataclass
@@ -30,6 +36,8 @@ class Job:
     finished: float | None = None
     view: View | None = None
     guarded: bool = False  # opened by path from the page: its errors say nothing of the file (REFUSED)
+    owner: str | None = None  # the browser session that opened it (None: the command line); its errors are its own
+    temporary: Path | None = None  # a folder of ours (an upload's) removed once the trace is read
 
     def elapsed_s(self) -> float:
         """Seconds spent so far (or in total, once finished)."""
@@ -46,29 +54,41 @@ class Store:
         self._keys = itertools.count(1)
         self._comparisons: dict[tuple[str, str], comparison.Comparison] = {}
 
-    def open(self, paths: list[str], label: str | None = None, wait: bool = False, guarded: bool = False) -> str:
-        """Start loading paths (one trace, ranks side by side); returns the job key at once unless wait."""
-        job = self._add(label or " + ".join(Path(p).name or p for p in paths), paths, guarded)
+    def open(
+        self,
+        paths: list[str],
+        label: str | None = None,
+        wait: bool = False,
+        guarded: bool = False,
+        owner: str | None = None,
+        temporary: Path | None = None,
+    ) -> str:
+        """Start loading paths (one trace, ranks side by side) for a browser session (owner) or for everyone (None);
+        temporary, a folder removed once they are read; returns the job key at once unless wait."""
+        job = self._add(label or " + ".join(Path(p).name or p for p in paths), paths, guarded, owner)
+        job.temporary = temporary
         thread = threading.Thread(target=self._load, args=(job,), daemon=True)
         thread.start()
         if wait:
             thread.join()
         return job.key
 
-    def open_requested(self, text: str | None) -> str:
-        """Open a path typed into the page, if the allowed set covers it; a refused one becomes a failed job at once."""
+    def open_requested(self, text: str | None, owner: str | None = None) -> str:
+        """Open a path typed into the page of a browser session, if the allowed set covers it; a refused one becomes
+        a failed job of that session at once."""
         try:
             path = self.allowed.check(text)
         except Refused as e:
-            job = self._add(text.strip() if text else "(no path)", [], guarded=True)
-            job.state, job.message, job.finished = "error", str(e), time.monotonic()
+            job = self._add(text.strip() if text else "(no path)", [], True, owner)
+            job.finished = time.monotonic()
+            self._fail(job, str(e))
             return job.key
-        return self.open([str(path)], label=text.strip(), guarded=True)
+        return self.open([str(path)], label=text.strip(), guarded=True, owner=owner)
 
-    def _add(self, label: str, paths: list[str], guarded: bool) -> Job:
+    def _add(self, label: str, paths: list[str], guarded: bool, owner: str | None) -> Job:
         with self._lock:
             key = f"t{next(self._keys)}"
-            self._jobs[key] = Job(key, label, list(paths), guarded=guarded)
+            self._jobs[key] = Job(key, cut(label), list(paths), guarded=guarded, owner=owner)
             return self._jobs[key]
 
     def dismiss(self, key: str) -> None:
@@ -91,6 +111,8 @@ class Store:
             self._failed(job, f"internal error while loading: {type(e).__name__}: {e}")
         finally:
             job.finished = time.monotonic()
+            if job.temporary is not None:
+                shutil.rmtree(job.temporary, ignore_errors=True)
         if job.state == "ready":
             self._warm(job.view)
 
@@ -103,19 +125,30 @@ class Store:
         except Exception as e:
             view.notes.append(f"precomputing the pages failed ({type(e).__name__}: {e})")
 
-    @staticmethod
-    def _failed(job: Job, message: str) -> None:
-        """A job's error: the whole message, or for a guarded job the generic one (the detail goes to the console)."""
+    def _failed(self, job: Job, message: str) -> None:
+        """A load's error: the message, or for a guarded job the generic one (the detail goes to the console)."""
         if job.guarded:
-            print(f"traceanalyze dashboard: opening {job.label} failed: {message}", file=sys.stderr)
+            print(f"traceanalyze dashboard: opening {job.label} failed: {cut(message)}", file=sys.stderr)
         for path in job.paths:  # the line names the job already (an upload's temp path is the server's business)
             message = message.replace(f"{path}: ", "")
-        job.state, job.message = "error", REFUSED if job.guarded else message
+        self._fail(job, REFUSED if job.guarded else message)
+
+    def _fail(self, job: Job, shown: str) -> None:
+        """Mark a job failed with the message shown (cut); its session keeps only its last FAILED_KEPT failures."""
+        job.state, job.message = "error", cut(shown)
+        with self._lock:
+            failed = [j.key for j in self._jobs.values() if j.state == "error" and j.owner == job.owner]
+            for key in failed[:-FAILED_KEPT]:
+                del self._jobs[key]
 
     def jobs(self) -> list[Job]:
         """All jobs, in the order they were opened."""
         with self._lock:
             return list(self._jobs.values())
+
+    def pending(self, owner: str | None) -> list[Job]:
+        """The loads and failures a browser session sees: its own and the command line's."""
+        return [j for j in self.jobs() if j.state != "ready" and j.owner in (None, owner)]
 
     def ready(self) -> list[Job]:
         """Jobs whose trace is loaded."""
@@ -143,3 +176,8 @@ class Store:
     def busy(self) -> bool:
         """Whether any load is still running."""
         return any(j.state == "loading" for j in self.jobs())
+
+
+def cut(text: str, limit: int = MESSAGE_CHARS) -> str:
+    """text, or its first limit characters and an ellipsis saying how much was cut."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text) - limit:,} more characters)"
