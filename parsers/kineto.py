@@ -1,6 +1,7 @@
 """torch.profiler (Kineto) Chrome-trace JSON → the common event and memory tables.
 
 Reads every vintage seen in the wild: 2021 legacy categories (``Operator``/``Runtime``/``Kernel``),
+hardware counters (``counters``: counter tracks, CUPTI range-profiler ranges) into ``TraceMeta.extra``,
 2022 ``async_cpu_to_gpu`` flows, ``ac2g`` flows, µs floats with ns digits (integer ns without float
 damage), ``baseTimeNanoseconds``, ROCm, MTIA and CPU-only traces. Runtime↔device links come from
 the ``correlation`` arg, which every generation writes on both sides.
@@ -13,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers import counters
 from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
 from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, worker_count
 
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import MAX_DEVICE_INDEX, MAX_RANKS, NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import COUNTERS, MAX_DEVICE_INDEX, MAX_RANKS, NO_ROW, Device, Kind, Platform, TraceMeta
 from traceanalyzer.vocabulary import dtype_bytes
 
 _EXACT_TS_FROM = 2**43
@@ -101,6 +103,7 @@ class _Chunk:
     mem_strings: dict[str, Coded]
     skipped: int
     negative: int
+    counters: int
 
 
 def _chunk_columns(cols: Columns) -> _Chunk:
@@ -130,6 +133,7 @@ def _chunk_columns(cols: Columns) -> _Chunk:
         {key: _subset(v[key], mem_keep) for key in _MEMORY_STRINGS},
         int((work & ~complete).sum() + (memory & ~mem_complete).sum()),
         int((dur < 0).sum()),
+        int((texts_in(v["ph"], {"C"}) | (ph & texts_in(v["cat"], {counters.RANGE_CATEGORY}))).sum()),
     )
 
 
@@ -155,6 +159,7 @@ class _Columns:
         self.mem_parts: dict[str, list[np.ndarray]] = {}
         self.skipped = sum(c.skipped for c in chunks)
         self.negative = sum(c.negative for c in chunks)
+        self.counters = sum(c.counters for c in chunks)
         for c in chunks:
             _append(self.parts, c.numbers | {k: self.strings[k].merge(v) for k, v in c.strings.items()})
             _append(self.mem_parts, c.mem_numbers | {k: self.mem_strings[k].merge(v) for k, v in c.mem_strings.items()})
@@ -192,6 +197,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     meta = _meta(path, stream.header, events, stream.warnings + _data_warnings(path, adjusted))
     for reason, count in adjusted.items():
         meta.adjust(reason, count)
+    if cols.counters:
+        meta.extra[COUNTERS] = counters.read(path)
     return events, memory, meta
 
 

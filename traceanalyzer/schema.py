@@ -115,6 +115,22 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
 )
 
 
+COUNTER_COLUMNS: tuple[Column, ...] = (
+    Column("ts", "int64", "sample time, or start of the interval the value covers, ns"),
+    Column("dur", "int64", "the interval the value covers, ns (0 for a sample at an instant)"),
+    Column("device", "int32", "device index, NO_ROW where the source does not say"),
+    Column("name", "category", "counter or metric name (aic_mac_ratio, sm__throughput..., a counter track)"),
+    Column("value", "float64", "the counter's value, in its unit"),
+    Column("unit", "category", "ratio (0..1), percent, ns, cycles, or '' where the source does not say"),
+    Column("source", "category", "what recorded it (kernel_details PMU, Kineto counter track, CUPTI range profiler)"),
+    Column("kernel", "category", "the kernel the value was measured over, where the source names it, else ''"),
+)
+"""Hardware counter samples (a rank's ``TraceMeta.extra[COUNTERS]``): per-kernel PMU values over the kernel's
+interval, or samples of a counter track at an instant."""
+COUNTERS = "counters"
+"""The key of a rank's counter table in ``TraceMeta.extra``."""
+
+
 def column_names(columns: tuple[Column, ...]) -> list[str]:
     """Names of the given columns, in order."""
     return [c.name for c in columns]

@@ -15,11 +15,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
-from traceanalyzer.parsers.ascend import job, summaries
+from traceanalyzer.parsers.ascend import job, pmu, summaries
 from traceanalyzer.parsers.ascend.sqlite import connect
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import COUNTER_COLUMNS, COUNTERS, NO_ROW, Kind, conform
 
 REQUIRED = ("STRING_IDS", "TASK")
 API_QUEUE = 50002
@@ -38,6 +38,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         read = _Optional(path, warnings, con, strings, tables)
         parts = [_tasks(con, strings, tables)] + [read(f) for f in (_comm_ops, _cann, _pytorch, _steps, _overlap)]
         records = read(_memory_records)
+        pmu_rows = read(_pmu)
         snapshots, blocks, modules = _memory(records), read(_blocks, records), read(_modules)
         db_metadata = _metadata(con, tables)
     events = pd.concat([p for p in parts if len(p)], ignore_index=True)
@@ -55,6 +56,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     meta.extra.update(found)
+    if len(pmu_rows):
+        meta.extra[COUNTERS] = pmu_rows
     return events, c.block_memory(events, blocks, snapshots), meta
 
 
@@ -386,6 +389,34 @@ def _overlap(con: sqlite3.Connection, strings: dict[int, str], tables: set[str])
             "device": _ints(t["deviceId"]),
         }
     )
+
+
+def _pmu(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:
+    """TASK_PMU_INFO: one counter row per compute task and PMU metric (times in ns, as the database's; ratios,
+    cycles as written), over the task's interval."""
+    if not {"TASK_PMU_INFO", "COMPUTE_TASK_INFO"} <= tables:
+        return conform(pd.DataFrame(columns=[col.name for col in COUNTER_COLUMNS]), COUNTER_COLUMNS)
+    t = _sql(
+        con,
+        "select t.startNs, t.endNs, t.deviceId, k.name as kname, p.name as metric, p.value from TASK_PMU_INFO p "
+        "join TASK t on t.globalTaskId = p.globalTaskId join COMPUTE_TASK_INFO k on k.globalTaskId = p.globalTaskId",
+    )
+    metric = _names(t["metric"], strings)
+    units = [pmu.unit_of(m)[1] or ("ns" if m.endswith("_time") else "") for m in metric]
+    frame = pd.DataFrame(
+        {
+            "ts": _ints(t["startNs"]),
+            "dur": _durations(t["startNs"], t["endNs"]),
+            "device": _ints(t["deviceId"]),
+            "name": metric,
+            "value": pd.to_numeric(t["value"], errors="coerce").to_numpy(dtype=float),
+            "unit": units,
+            "source": pmu.DB_SOURCE,
+            "kernel": _names(t["kname"], strings),
+        }
+    )
+    frame = frame[(frame["ts"] != NO_ROW) & (frame["dur"] != c.BAD_NS) & frame["value"].notna()]
+    return conform(frame.reset_index(drop=True), COUNTER_COLUMNS)
 
 
 def _memory_records(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:

@@ -16,6 +16,7 @@ import warnings
 
 from traceanalyzer.analyzers import (
     ascend,
+    counters,
     distributed,
     fusion,
     gemm,
@@ -33,7 +34,7 @@ from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
 
-MODULES = (steps, hotspots, gemm, health, distributed, fusion, memory, ascend, inference)
+MODULES = (steps, hotspots, gemm, counters, health, distributed, fusion, memory, ascend, inference)
 """Analyzer modules, in report order (the ledger comes first and always)."""
 SUMMARIZED = (ledger, *MODULES)
 """Modules whose parts a rank's summary carries."""

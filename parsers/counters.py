@@ -1,0 +1,110 @@
+"""Hardware counters of a Kineto (torch.profiler) trace → counter rows (``schema.COUNTER_COLUMNS``).
+
+Two shapes are read, both Chrome trace events of the file's ``traceEvents``:
+
+- counter tracks, ``"ph": "C"``: ``{"name", "pid", "ts", "args": {series: number, ...}}`` (the trace event format's
+  counter event); one sample per numeric series at the instant ``ts``, named ``name.series`` (``name`` where the
+  series is the track's only one and has its name);
+- CUPTI range-profiler ranges, ``"ph": "X"`` with ``"cat": "cuda_profiler_range"`` (Kineto's
+  ``CUDA_PROFILER_RANGE`` activity, as in HTA's cupti_profiler sample): one range per kernel, its metrics as args
+  (``smsp__sass_thread_inst_executed_op_ffma_pred_on.sum``: a value over the range's interval).
+
+They are read in a second pass over the file, only when the first pass counted such events (``wanted``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pandas as pd
+from traceanalyzer.parsers.jsonstream import read_all
+
+from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import COUNTER_COLUMNS, NO_ROW, conform
+
+RANGE_CATEGORY = "cuda_profiler_range"
+TRACK_SOURCE = "Kineto counter track"
+RANGE_SOURCE = "CUPTI range profiler"
+_RANGE_KEYS = frozenset({"device", "stream", "correlation", "External id", "external id"})
+"""Args of a range that identify it, not metrics."""
+
+
+def unit_of(metric: str) -> str:
+    """The unit a CUPTI / Perfworks metric name says (``.pct``, ``pct_of_peak``: percent; ``.ratio``: ratio;
+    ``bytes``: bytes; ``cycles``), '' where it says none."""
+    lower = metric.lower()
+    if "pct" in lower or lower.endswith("percent"):
+        return "percent"
+    if lower.endswith(".ratio") or lower.endswith("_ratio"):
+        return "ratio"
+    if "bytes" in lower:
+        return "bytes"
+    if "cycles" in lower:
+        return "cycles"
+    return ""
+
+
+def read(path: Path) -> pd.DataFrame:
+    """The counter rows of the trace at ``path``, in time order."""
+    try:
+        data = orjson.loads(read_all(path))
+    except orjson.JSONDecodeError as e:
+        raise TraceError(path, f"is not readable JSON ({e})") from None
+    events = data.get("traceEvents", []) if isinstance(data, dict) else data
+    rows = [row for ev in events if isinstance(ev, dict) for row in _rows(ev)]
+    columns = [c.name for c in COUNTER_COLUMNS]
+    table = pd.DataFrame(rows, columns=columns).sort_values("ts", kind="stable").reset_index(drop=True)
+    return conform(table, COUNTER_COLUMNS)
+
+
+def _rows(ev: dict) -> list[tuple]:
+    """The counter rows of one event (none for any other event)."""
+    ph, args = ev.get("ph"), ev.get("args")
+    if not isinstance(args, dict):
+        return []
+    if ph == "C":
+        ts = _ns(ev.get("ts"))
+        track = str(ev.get("name", ""))
+        series = [(k, v) for k, v in args.items() if _number(v)]
+        return [
+            (
+                ts,
+                0,
+                NO_ROW,
+                track if (k == track and len(series) == 1) else f"{track}.{k}",
+                float(v),
+                "",
+                TRACK_SOURCE,
+                "",
+            )
+            for k, v in series
+            if ts is not None
+        ]
+    if ph == "X" and ev.get("cat") == RANGE_CATEGORY:
+        ts, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
+        device = args.get("device")
+        device = int(device) if isinstance(device, int) and not isinstance(device, bool) else NO_ROW
+        return [
+            (ts, dur or 0, device, str(k), float(v), unit_of(str(k)), RANGE_SOURCE, str(ev.get("name", "")))
+            for k, v in args.items()
+            if k not in _RANGE_KEYS and _number(v) and ts is not None
+        ]
+    return []
+
+
+def _number(value) -> bool:
+    """Is the value a finite JSON number (not a bool)?"""
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _ns(value) -> int | None:
+    """A µs number as ns: integer µs exactly, a fraction rounded to the ns (as the event reader's float path)."""
+    if not _number(value) or abs(value) >= 9.2e15:
+        return None
+    if isinstance(value, int):
+        return value * 1000
+    whole = math.floor(value)
+    return int(whole) * 1000 + int(np.rint((value - whole) * 1000))

@@ -1,0 +1,140 @@
+"""Hardware counters: read from each source, counted in the ledger, attributed to kernels and steps, and the hot
+kernels' efficiency marked measured or modelled.
+
+References are the files themselves, read here independently of the parsers: kernel_details.csv's PMU columns
+(Ascend, msinsight level1/level0), the CUPTI range-profiler args of HTA's cupti_profiler sample (A100). No public
+Kineto trace has counter tracks (``"ph": "C"``): those tests use a fixture derived from our own recording
+(sample_traces/gpu_bound) with counter events added at the kernels' times, documented as derived.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import math
+import sqlite3
+import warnings
+
+import pytest
+from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
+
+import traceanalyzer as ta
+from tests.conftest import REPO, facts, load_shared, rows, shared_path
+from traceanalyzer.analyzers import counters
+
+LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+CUPTI = ("public", "torch", "hta", "cupti_profiler", "benchmark_result_924719_1679055439_trace.json.gz")
+PMU_HEADERS = ("aic_", "aiv_", "aicore_time", "cube_utilization", "memory_bound")
+
+
+def _kernel_details(level: str) -> list[dict]:
+    folder = shared_path(*LEVEL1[:-2], level, "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+    with open(folder / "kernel_details.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _numeric(text: str) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return False
+
+
+def test_ascend_pmu_columns_are_counted_in_the_ledger():
+    report = load_shared(*LEVEL1).report()
+    cells = sum(_numeric(v) for row in _kernel_details("level1") for k, v in row.items() if k.startswith(PMU_HEADERS))
+    assert cells > 4000
+    assert facts(report, "ledger")["counter_samples"] == facts(report, "counters")["counter_samples"] == cells
+
+
+def test_ascend_hot_matmul_efficiency_is_measured_from_its_pmu_columns():
+    """A MatMul's cube (MAC) busy share is the duration-weighted mean of its aic_mac_ratio cells."""
+    table = {r["kernel"]: r for r in rows(load_shared(*LEVEL1).report(), "counters", "efficiency")}
+    name = next(k for k in table if "MatMul" in k)
+    mine = [r for r in _kernel_details("level1") if r["Name"] == name]
+    weights = [float(r["Duration(us)"]) for r in mine]
+    mac = sum(float(r["aic_mac_ratio"]) * w for r, w in zip(mine, weights, strict=True)) / sum(weights)
+    cube = sum(float(r["cube_utilization(%)"]) * w for r, w in zip(mine, weights, strict=True)) / sum(weights)
+    assert table[name]["basis"] == "measured: kernel_details PMU"
+    assert table[name]["mac_busy_share"] == pytest.approx(mac, rel=1e-6)
+    assert table[name]["cube_utilization_share"] == pytest.approx(cube / 100, rel=1e-6)
+    assert 0 < mac < 1 and table[name]["memory_bound"] > 0
+
+
+def test_without_counters_the_ledger_says_0_and_there_is_no_counter_section():
+    """Level 0 records no PMU columns: no counters, ledger says 0, the section is left out (and no analyzer fails)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = load_shared(*LEVEL1[:-2], "level0", "rank0_ascend_pt").report()
+    assert facts(report, "ledger")["counter_samples"] == 0
+    assert "counters" not in report["sections"]
+
+
+def test_cupti_range_profiler_metrics_are_read_and_attributed_to_their_kernels():
+    path = shared_path(*CUPTI)
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    ranges = [e for e in events if e.get("cat") == "cuda_profiler_range"]
+    metrics = [(e["name"], k, v) for e in ranges for k, v in e["args"].items() if isinstance(v, int | float)]
+    assert len(ranges) == 77 and len(metrics) == 693
+    report = load_shared(*CUPTI).report()
+    assert facts(report, "ledger")["counter_samples"] == 693
+    per_kernel = counters.counter_rows(load_shared(*CUPTI))
+    ffma = "smsp__sass_thread_inst_executed_op_ffma_pred_on.sum"
+    name, _, _ = next(m for m in metrics if m[1] == ffma and m[2] > 0)
+    expected = [v for n, k, v in metrics if n == name and k == ffma]
+    got = per_kernel[(per_kernel["kernel"] == name) & (per_kernel["name"] == ffma)]["value"]
+    assert sorted(got) == sorted(expected)
+
+
+def _with_counter_track(tmp_path) -> tuple:
+    """Derived fixture: our gpu_bound recording with a counter track added, one sample in the middle of each of
+    its first 20 kernels (value = the kernel's position) and one sample outside every kernel."""
+    source = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    kernels = sorted((e for e in data["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
+                     key=lambda e: e["ts"])[:20]  # fmt: skip
+    samples = [{"ph": "C", "name": "sm_active", "pid": kernels[0]["pid"], "ts": k["ts"] + k["dur"] / 2,
+                "args": {"pct": float(i)}} for i, k in enumerate(kernels)]  # fmt: skip
+    first = min(e["ts"] for e in data["traceEvents"] if isinstance(e.get("ts"), int | float))
+    samples.append({"ph": "C", "name": "sm_active", "pid": 0, "ts": first - 1, "args": {"pct": 99.0}})
+    data["traceEvents"] += samples
+    path = tmp_path / "gpu_bound_with_counters.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return path, kernels
+
+
+def test_kineto_counter_track_is_read_counted_and_attributed_to_the_running_kernel(tmp_path):
+    path, kernels = _with_counter_track(tmp_path)
+    trace = ta.load(path)
+    assert facts(trace.report(), "ledger")["counter_samples"] == 21
+    attributed = counters.counter_rows(trace).sort_values("ts")
+    assert list(attributed["name"].astype(str).unique()) == ["sm_active.pct"]
+    inside = attributed[attributed["value"] < 99]
+    assert list(inside["kernel"]) == [k["name"] for k in kernels]
+    assert attributed[attributed["value"] == 99]["kernel"].tolist() == [""]  # before every kernel: none
+    efficiency = {r["kernel"]: r["basis"] for r in rows(trace.report(), "counters", "efficiency")}
+    sampled = {k["name"] for k in kernels}
+    assert {b for k, b in efficiency.items() if k in sampled} == {"measured: Kineto counter track"}
+    assert {b for k, b in efficiency.items() if k not in sampled} == {counters.MODELLED}
+
+
+def test_ascend_database_pmu_table_is_read_like_the_csv_columns():
+    """The database export keeps the PMU values in TASK_PMU_INFO (metric names in STRING_IDS, times in ns): every
+    row is a counter sample, and a MatMul's MAC busy share is their duration-weighted mean."""
+    folder = shared_path("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt")
+    db = folder / "ASCEND_PROFILER_OUTPUT" / "ascend_pytorch_profiler_0.db"
+    query = (
+        "select s.value, p.value, t.endNs - t.startNs, n.value from TASK_PMU_INFO p "
+        "join STRING_IDS s on s.id = p.name join TASK t on t.globalTaskId = p.globalTaskId "
+        "join COMPUTE_TASK_INFO k on k.globalTaskId = p.globalTaskId join STRING_IDS n on n.id = k.name"
+    )
+    with sqlite3.connect(sqlite_reader.uri(db), uri=True) as con:
+        pmu = con.execute(query).fetchall()
+    report = load_shared("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt").report()
+    assert facts(report, "ledger")["counter_samples"] == len(pmu) > 5000
+    table = {r["kernel"]: r for r in rows(report, "counters", "efficiency")}
+    name = next(k for k in table if "MatMul" in k)
+    mac = [(value, dur) for metric, value, dur, kernel in pmu if kernel == name and metric == "aic_mac_ratio"]
+    assert table[name]["basis"] == "measured: TASK_PMU_INFO PMU"
+    assert table[name]["mac_busy_share"] == pytest.approx(sum(v * d for v, d in mac) / sum(d for _, d in mac))

@@ -1,0 +1,197 @@
+"""Hardware counters: each sample attributed to the kernel it was measured over and to its step, and a hardware
+efficiency view of the hot kernels that says whether their efficiency is measured (counters) or only modelled.
+
+A counter row (``schema.COUNTER_COLUMNS``) that names its kernel (Ascend PMU columns of kernel_details, CUPTI
+range-profiler ranges) belongs to that kernel; an unnamed sample at an instant (a counter track) belongs to the
+kernel running on its rank (and device, where it says) at that time, else to none. A kernel's value of a counter is
+the mean over its rows, weighted by the interval each covers (instants weigh 1); a step's likewise over the rows
+that start in the step's span. Shares (ratios, percentages) are achieved / peak as the hardware counts them: Ascend
+``aic_mac_ratio`` (cube MAC busy share), ``cube_utilization(%)``, ``aiv_vec_ratio``, ``*_mte2_ratio`` and msprof's
+``memory_bound`` = mte2 / max(mac, vec) (anchors-ascend.md §4); on CUDA the Perfworks throughputs as a share of the
+sustained peak (SM, DRAM, tensor pipe) where the trace records them.
+
+Rank by rank, the part holds additive sums (weights, weighted sums, samples per kernel, step and counter; kernel
+time and calls per name); the combining half divides and orders.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traceanalyzer.analyzers.steps import step_spans
+from traceanalyzer.jobdata import JobData
+from traceanalyzer.options import DEFAULT, Options
+from traceanalyzer.schema import COUNTER_COLUMNS, COUNTERS, NO_ROW, Kind, empty_table
+from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tables import per_rank, stack
+from traceanalyzer.tracedata import TraceData
+
+EFFICIENCY = {
+    "cube_utilization_share": (("cube_utilization", 0.01),),
+    "mac_busy_share": (("aic_mac_ratio", 1.0),),
+    "vector_busy_share": (("aiv_vec_ratio", 1.0),),
+    "mte2_busy_share": (("aic_mte2_ratio", 1.0), ("aiv_mte2_ratio", 1.0)),
+    "sm_throughput_share": (("sm__throughput.avg.pct_of_peak_sustained_elapsed", 0.01),),
+    "dram_throughput_share": (
+        ("dram__throughput.avg.pct_of_peak_sustained_elapsed", 0.01),
+        ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 0.01),
+    ),
+    "tensor_pipe_share": (
+        ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.01),
+        ("sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active", 0.01),
+    ),
+}
+"""Efficiency columns (achieved / peak, 0..1) and the counters that measure them (the highest recorded wins), with
+the factor that makes a share of each."""
+MODELLED = "modelled: no counters recorded for this kernel (the GEMM roofline is a model)"
+KEY = ["kernel", "name", "unit", "source"]
+STEP_KEY = ["rank", "step", "name", "unit"]
+
+
+def counter_rows(trace: TraceData) -> pd.DataFrame:
+    """Every rank's counter rows, with their rank, the kernel each belongs to and the step its start falls in."""
+    rows = per_rank(trace.meta, COUNTERS)
+    if not len(rows):
+        rows = empty_table(COUNTER_COLUMNS).assign(rank=pd.Series(dtype=np.int64))
+    rows = rows.assign(kernel=_kernels(trace.events, rows), step=_steps(step_spans(trace), rows))
+    return rows.assign(weight=np.where(rows["dur"] > 0, rows["dur"], 1).astype(float))
+
+
+def _kernels(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Per row: the kernel it names, else the kernel of its rank (and device) running at its time, else ''."""
+    named = rows["kernel"].astype(str).to_numpy().astype(object)
+    kernels = events[events["kind"] == Kind.KERNEL.value]
+    for rank, lane in kernels.groupby("rank", observed=True):
+        lane = lane.sort_values("ts", kind="stable")
+        starts, ends = lane["ts"].to_numpy(), (lane["ts"] + lane["dur"]).to_numpy()
+        mine = np.flatnonzero((rows["rank"].to_numpy() == rank) & (named == ""))
+        at = np.searchsorted(starts, rows["ts"].to_numpy()[mine], side="right") - 1
+        inside = (at >= 0) & (rows["ts"].to_numpy()[mine] < ends[np.maximum(at, 0)])
+        device = rows["device"].to_numpy()[mine]
+        same = (device == NO_ROW) | (device == lane["device"].to_numpy()[np.maximum(at, 0)])
+        hit = inside & same
+        named[mine[hit]] = lane["name"].astype(str).to_numpy()[at[hit]]
+    return named
+
+
+def _steps(spans: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
+    """Per row: the step whose span holds its start on its rank (NO_ROW outside every step)."""
+    out = np.full(len(rows), NO_ROW, dtype=np.int64)
+    for rank, mine in spans.groupby("rank"):
+        mine = mine.sort_values("start_ns")
+        at_rank = np.flatnonzero(rows["rank"].to_numpy() == rank)
+        ts = rows["ts"].to_numpy()[at_rank]
+        at = np.searchsorted(mine["start_ns"].to_numpy(), ts, side="right") - 1
+        inside = (at >= 0) & (ts < mine["end_ns"].to_numpy()[np.maximum(at, 0)])
+        out[at_rank[inside]] = mine["step"].to_numpy()[at[inside]]
+    return out
+
+
+def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
+    """The part of a rank (or a whole trace): weighted sums per kernel and counter, per step and counter, samples by
+    source, and device time and calls per kernel name."""
+    rows = counter_rows(trace)
+    kernels = trace.events[trace.events["kind"] == Kind.KERNEL.value]
+    g = kernels.groupby(kernels["name"].astype(str), sort=True)["dur"]
+    return {
+        "by_kernel": _sums(rows, KEY),
+        "by_step": _sums(rows[rows["step"] != NO_ROW], STEP_KEY),
+        "sources": rows.groupby(rows["source"].astype(str), sort=True).size().rename("samples").reset_index(),
+        "kernels": pd.DataFrame({"calls": g.size(), "total_ns": g.sum()}).reset_index(names="kernel"),
+    }
+
+
+def _sums(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
+    """Per key: samples, the interval weight and the weighted sum of the values (the additive half of a mean)."""
+    if not len(rows):
+        return pd.DataFrame(columns=[*key, "samples", "weight", "weighted"])
+    frame = rows.assign(**{k: rows[k].astype(str) for k in key if k not in ("rank", "step")})
+    frame = frame.assign(weighted=frame["value"] * frame["weight"])
+    table = frame.groupby(key, sort=True).agg(
+        samples=("value", "size"), weight=("weight", "sum"), weighted=("weighted", "sum")
+    )
+    return table.reset_index()
+
+
+def _means(parts: list[pd.DataFrame], key: list[str]) -> pd.DataFrame:
+    """Parts' sums added up, with each key's weighted mean value."""
+    table = stack(parts)
+    if not len(table):
+        return table.assign(value=pd.Series(dtype=float))
+    table = table.groupby(key, sort=True)[["samples", "weight", "weighted"]].sum().reset_index()
+    return table.assign(value=table["weighted"] / table["weight"].where(table["weight"] > 0))
+
+
+def efficiency(parts: list[dict], top: int) -> pd.DataFrame:
+    """The hot kernels (most device time first, ``top`` of them) with their measured efficiency (shares of the
+    peak, from their counters) and the basis: which counters measured them, or that none did (modelled)."""
+    kernels = stack([p["kernels"] for p in parts])
+    if not len(kernels):
+        return pd.DataFrame(columns=["kernel", "calls", "total_ns", "basis"])
+    hot = kernels.groupby("kernel")[["calls", "total_ns"]].sum().sort_values("total_ns", ascending=False).head(top)
+    means = _means([p["by_kernel"] for p in parts], KEY)
+    out = hot.reset_index()
+    measured = means[means["kernel"].isin(out["kernel"])]
+    for column, choices in EFFICIENCY.items():
+        out[column] = _highest(out["kernel"], measured, choices)
+    sources = measured.groupby("kernel")["source"].agg(lambda s: ", ".join(sorted(set(s))))
+    out["basis"] = ["measured: " + sources[k] if k in sources.index else MODELLED for k in out["kernel"]]
+    busiest = out[["mac_busy_share", "vector_busy_share"]].max(axis=1)
+    out["memory_bound"] = out["mte2_busy_share"] / busiest.where(busiest > 0)
+    return out.dropna(axis=1, how="all")
+
+
+def _highest(kernels: pd.Series, means: pd.DataFrame, choices: tuple) -> np.ndarray:
+    """Per kernel: the highest of its means of ``choices``' counters, each times its factor (NaN where it has none
+    of them): a cube kernel's MTE2 share is its ``aic_`` one, a vector kernel's its ``aiv_`` one (the other is 0)."""
+    found = [kernels.map(means[means["name"] == n].groupby("kernel")["value"].mean() * f) for n, f in choices]
+    return pd.concat(found, axis=1).max(axis=1).to_numpy(dtype=float)
+
+
+def findings(trace) -> list:
+    """No findings of their own: the counters measure what the other analyzers judge."""
+    return []
+
+
+def section(trace: TraceData, options: Options) -> Section | None:
+    """The counters section (None when no rank recorded counters)."""
+    return _section([summarize(trace)], options)
+
+
+def job_section(job: JobData, options: Options) -> Section | None:
+    """``section`` of a job analysed rank by rank."""
+    return _section(job.parts("counters"), options)
+
+
+def _section(parts: list[dict], options: Options) -> Section | None:
+    """Samples by source, the hot kernels' efficiency, and each counter per kernel and per step."""
+    sources = stack([p["sources"] for p in parts])
+    if not len(sources):
+        return None
+    sources = sources.groupby("source", sort=True)["samples"].sum().reset_index()
+    per_kernel = _means([p["by_kernel"] for p in parts], KEY).sort_values(["weight"], ascending=False)
+    per_step = _means([p["by_step"] for p in parts], STEP_KEY)
+    count = int(sources["samples"].sum())
+    return Section(
+        "counters",
+        "Hardware counters: efficiency of the hot kernels",
+        facts=[Fact("counter_samples", "counter samples read", count, Unit.COUNT, Per.TOTAL)],
+        tables=[
+            Table("efficiency", "Hardware efficiency of hot kernels (achieved / peak)", efficiency(parts, options.top)),
+            Table("sources", "Counter samples by source", sources, Per.TOTAL, units={"samples": Unit.COUNT}),
+            Table(
+                "per_kernel",
+                "Counters per kernel (mean over its intervals)",
+                per_kernel[["kernel", "name", "unit", "source", "samples", "value"]].head(options.top),
+                units={"samples": Unit.COUNT},
+            ),
+            Table(
+                "per_step",
+                "Counters per step (mean over the step)",
+                per_step[["rank", "step", "name", "unit", "samples", "value"]].head(options.top),
+                Per.STEP,
+                units={"samples": Unit.COUNT},
+            ),
+        ],
+    )
