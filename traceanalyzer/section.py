@@ -28,6 +28,7 @@ class Unit(str, Enum):
     BYTES = "bytes"
     SHARE = "share"  # a fraction in [0, 1]
     COUNT = "count"
+    ID = "id"  # a number that names something (a step number, rank, device): no unit, no thousands separator
     NUMBER = "number"
     TFLOPS = "TFLOP/s"
     GBPS = "GB/s"
@@ -43,8 +44,14 @@ class Per(str, Enum):
     NONE = ""  # not a time or size that accumulates (a count of ranks, a share, a name)
 
 
+IDENTIFIER_COLUMNS = frozenset({"step", "rank", "device", "late_rank"})
+"""Columns whose numbers name a step, rank or device (identifiers, not amounts)."""
+
+
 def column_unit(name: str) -> Unit:
     """The unit a column's name says, for columns whose table does not declare one."""
+    if name in IDENTIFIER_COLUMNS:
+        return Unit.ID
     if name.endswith("_ns") or "_ns_" in name:
         return Unit.NS
     if name.endswith("share"):

@@ -13,9 +13,9 @@ from traceanalyzer import humanize
 from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import NO_ROW, TraceMeta, codes_at
+from traceanalyzer.schema import COUNTERS, NO_ROW, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import stack
+from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
@@ -39,6 +39,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
         "linked_ns": int(work.loc[work["op"] != NO_ROW, "dur"].sum()),
         "replayed_ns": int(graph_replayed(trace)["dur"].sum()),
         "outside": outside_steps(trace),
+        "counter_samples": len(per_rank(trace.meta, COUNTERS)),
     }
 
 
@@ -68,9 +69,24 @@ def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame,
             _share(parts, "replayed_ns", device_ns),
             Unit.SHARE,
         ),
+        Fact(
+            "counter_samples",
+            "hardware counter samples read (see the counters section)",
+            sum(p.get("counter_samples", 0) for p in parts),
+            Unit.COUNT,
+            Per.TOTAL,
+        ),
         Fact("warnings", "warnings", len(meta.warnings), Unit.COUNT),
     ]
-    tables = [Table("adjustments", "Events dropped or values clipped by the parser", _adjustments(meta), Per.TOTAL)]
+    tables = [
+        Table(
+            "adjustments",
+            "Events dropped or values clipped by the parser",
+            _adjustments(meta),
+            Per.TOTAL,
+            units={"events": Unit.COUNT},
+        )
+    ]
     if len(outside):
         tables.append(Table("outside_steps", "Device work outside steps, per rank", outside, Per.TOTAL))
     return Section("ledger", "What was analysed", facts=facts, tables=tables)
@@ -103,11 +119,13 @@ def _share(parts: list[dict], key: str, total: int) -> float:
 
 
 def _steps_text(steps: pd.DataFrame) -> str:
-    """The steps analysed, from a step table: how many and which (first–last when more than two), or none."""
+    """The steps analysed, from a step table: how many, and which by their step numbers (first–last when more than
+    two), or none: ``1 (step 50)``, ``2 (steps 6, 7)``, ``9 (steps 1–9)``."""
     if not len(steps):
         return "none (no step markers: the whole window is analysed as one)"
-    numbers = sorted(steps["step"].unique())
-    return f"{len(numbers)} ({numbers[0]}–{numbers[-1]})" if len(numbers) > 2 else ", ".join(map(str, numbers))
+    numbers = sorted(int(n) for n in steps["step"].unique())
+    which = f"{numbers[0]}–{numbers[-1]}" if len(numbers) > 2 else ", ".join(map(str, numbers))
+    return f"{len(numbers)} ({'step' if len(numbers) == 1 else 'steps'} {which})"
 
 
 def _adjustments(meta: TraceMeta) -> pd.DataFrame:

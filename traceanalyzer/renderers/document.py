@@ -110,6 +110,8 @@ def cell(value: object, unit: Unit) -> str:
         return "–"
     if not isinstance(value, Number) or isinstance(value, bool) or unit is Unit.TEXT:
         return str(value)
+    if unit is Unit.ID:
+        return str(int(value)) if float(value).is_integer() else str(value)
     if unit is Unit.NS:
         return humanize.duration(value)
     if unit in (Unit.BYTES, Unit.BYTES_PER_STEP):
