@@ -422,3 +422,65 @@ def test_ascend_host_syncs_count_like_cuda_ones():
     in_steps = int((calls["step"] >= 0).sum())
     report = rank0.report()
     assert in_steps > 0 and facts(report, "health")["host_syncs"] == in_steps
+
+
+def test_single_step_ledger_names_the_step_and_labels_counts_and_identifiers():
+    """A one-step trace's ledger says '1 (step 50)', not '50' (which reads as 50 steps); step and rank columns are
+    identifiers, the adjustment counts are counts."""
+    report = _text("level1", "rank0").report()
+    assert facts(report, "ledger")["steps"] == "1 (step 50)"
+    ledger = report["sections"]["ledger"]
+    assert next(f for f in ledger["facts"] if f["id"] == "warnings")["unit"] == "count"
+    adjustments = next(t for t in ledger["tables"] if t["id"] == "adjustments")
+    assert {c["name"]: c["unit"] for c in adjustments["columns"]}["events"] == "count"
+    overlap = next(t for t in report["sections"]["ascend"]["tables"] if t["id"] == "overlap")
+    units = {c["name"]: c["unit"] for c in overlap["columns"]}
+    assert units["step"] == units["rank"] == "id" and units["computing_ns"] == "ns"
+
+
+def test_communication_json_start_times_are_exact_to_the_ns():
+    """communication.json writes starts as µs decimals (1764246877150725.0, ...877227008.8): read from their digits,
+    not through a float64 (whose step at 1.8e18 ns is 256 ns)."""
+    trace = load_shared(*QWEN)
+    folder = shared_path(*QWEN, "rank_1_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+    text = (folder / "communication.json").read_text()
+    written = dict(
+        re.findall(r'"(hcom_\w+)@\d+": \{"Communication Time Info": \{"Start Timestamp\(us\)": ([\d.]+)', text)
+    )
+    assert len(written) == 15
+    ev = trace.events[(trace.events["rank"] == 1) & (trace.events["kind"] == Kind.COMMUNICATION.value)]
+    got = dict(zip(ev["name"].astype(str), ev["ts"], strict=True))
+    for name, us in written.items():
+        whole, _, frac = us.partition(".")
+        assert got[name] == int(whole) * 1000 + int((frac + "000")[:3]), name
+    assert any(int(float(us) * 1000) != got[n] for n, us in written.items())  # a float64 would have lost some
+
+
+def test_ai_cpu_tasks_are_costed_by_the_ai_core_idle_they_cause():
+    """Each AI_CPU op's time on the AI_CPU lane, and the part of it with no other task of kernel_details running
+    (the AI Core waits): computed here from the CSV's own rows; the finding's saving is that idle."""
+    path = shared_path(*ANALYZE, "advisor_backend", "compute_advice", "kernel_details.csv")
+    with open(path, newline="") as f:
+        table = list(csv.DictReader(f))
+    spans = [(float(r["Start Time(us)"]), float(r["Start Time(us)"]) + float(r["Duration(us)"]), r) for r in table]
+    expected: dict[str, list[float]] = {}
+    for start, end, row in spans:
+        if row["Accelerator Core"] == "AI_CPU":
+            others = sorted((s, e) for s, e, r in spans if r["Accelerator Core"] != "AI_CPU" and s < end and e > start)
+            covered, reach = 0.0, start
+            for s, e in others:
+                s, e = max(s, reach), min(e, end)
+                covered += max(e - s, 0)
+                reach = max(reach, e)
+            total, idle = expected.setdefault(row["Name"], [0.0, 0.0])
+            expected[row["Name"]] = [total + end - start, idle + end - start - covered]
+    trace = ta.load(path)
+    ops = ascend_analyzer.aicpu_ops(trace.events).set_index("name")
+    assert set(ops.index) == set(expected) and len(expected) >= 2
+    for name, (total_us, idle_us) in expected.items():
+        assert ops.loc[name, "total_ns"] == pytest.approx(total_us * 1e3, abs=len(table))
+        assert ops.loc[name, "exposed_ns"] == pytest.approx(idle_us * 1e3, abs=len(table))
+    assert 0 < ops["exposed_ns"].sum() < ops["total_ns"].sum()
+    finding = next(f for f in trace.findings() if f.id == "ascend.ai_cpu")
+    assert finding.basis.value == "measured"
+    assert finding.saving_ns == int(ops.loc[ops["slow"] > 0, "exposed_ns"].sum()) // finding.steps

@@ -19,6 +19,9 @@ import numpy as np
 import pytest
 from conftest import load_shared, shared_path
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
+from traceanalyzer.parsers.ascend.summaries import HCCL_MATRIX
+
+from traceanalyzer.tables import per_rank
 
 MS = 1_000_000
 SAMPLES = [("pytorch_text", "level1"), ("pytorch_text", "level2"), ("pytorch_db", "level1"), ("pytorch_db", "level2")]
@@ -190,3 +193,28 @@ def test_referee_ops_msprof_calls_idle_waited_for_a_late_peer():
     assert len(rows) == 14
     assert max(rows) / MS == pytest.approx(158.0, abs=0.1)
     assert sum(rows) / MS == pytest.approx(648.8, abs=0.1)
+
+
+def test_qwen_links_by_peer_are_communication_matrix_totals():
+    """Every link of every op type's step total in each rank's communication_matrix.json is a row of the Ascend
+    section's link table, with the file's transport, bytes, transit time and bandwidth."""
+    report = load_shared(*QWEN).report()
+    table = next(t for t in report["sections"]["ascend"]["tables"] if t["id"] == "hccl_matrix")
+    assert table["columns"][0]["name"] == "rank"
+    ours = per_rank(load_shared(*QWEN).meta, HCCL_MATRIX)
+    expected = []
+    for rank in range(4):
+        folder = shared_path(*QWEN, f"rank_{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+        for step in json.loads((folder / "communication_matrix.json").read_text()).values():
+            for ops in step.values():
+                for key, links in ops.items():
+                    kind, group = key.split("@")
+                    if kind.endswith("-total"):
+                        expected += [(rank, kind[:-6], group, link, v) for link, v in links.items()]
+    assert len(ours) == len(expected) > 20
+    for rank, op_type, group, link, v in expected:
+        mine = (ours["rank"] == rank) & (ours["op_type"] == op_type) & (ours["group"] == group)
+        (row,) = [r for _, r in ours[mine & (ours["link"] == link)].iterrows()]
+        assert row["transport"] == v["Transport Type"]
+        assert row["bytes"] == round(v["Transit Size(MB)"] * 1e6)
+        assert row["bandwidth_gbps"] == v["Bandwidth(GB/s)"]

@@ -125,6 +125,45 @@ def link_stats(folder: Path, warnings: c.Notes) -> pd.DataFrame | None:
     return table.fillna({"ts": NO_ROW, "transit_ns": NO_ROW}).astype({"ts": np.int64, "transit_ns": np.int64})
 
 
+MATRIX_FILE = "communication_matrix.json"
+_MATRIX_TOTAL = "-total"
+"""communication_matrix.json keeps, per op type and group, the top1/middle/bottom1-3 ops and their ``-total``."""
+
+
+def matrix_links(folder: Path, warnings: c.Notes) -> pd.DataFrame | None:
+    """Per step, op type, group and link (``src-dst`` ranks) of the folder's communication_matrix.json: the
+    transport and the step's total transit bytes, time (ns) and bandwidth (GB/s, as written) of that op type over
+    that link; None without the file."""
+    file = folder / MATRIX_FILE
+    if not file.is_file():
+        return None
+    try:
+        data = _load(file)
+    except TraceError as e:
+        warnings.append(f"{e}; msprof's per-link communication figures not read")
+        return None
+    rows = []
+    for step, kinds in _object(data).items():
+        number = _STEP.match(str(step))
+        for ops in _object(kinds).values():
+            for key, links in _object(ops).items():
+                kind, _, group = str(key).partition("@")
+                if kind.endswith(_MATRIX_TOTAL):
+                    rows += [_link(number, kind.removesuffix(_MATRIX_TOTAL), group, pair, _object(v))
+                             for pair, v in _object(links).items()]  # fmt: skip
+    columns = ["step", "op_type", "group", "link", "transport", "bytes", "transit_ns", "bandwidth_gbps"]
+    return pd.DataFrame(rows, columns=columns).fillna({"bytes": NO_ROW, "transit_ns": NO_ROW})
+
+
+def _link(step: re.Match | None, kind: str, group: str, pair: str, link: dict) -> tuple:
+    bandwidth = _number(link.get("Bandwidth(GB/s)"))
+    return (
+        int(step.group(1)) if step else NO_ROW, kind, group, pair, str(link.get("Transport Type", "")),
+        _scaled(link.get("Transit Size(MB)"), 10**6), _scaled(link.get("Transit Time(ms)"), 10**6),
+        float(bandwidth) if bandwidth is not None else np.nan,
+    )  # fmt: skip
+
+
 def _readable(folder: Path, warnings: c.Notes) -> list | None:
     """The ops of the folder's communication.json; None (with a warning if it is there but not readable) else."""
     file = folder / COMMUNICATION_FILE

@@ -21,6 +21,8 @@ HCCL_OPS = "hccl_ops"
 """msprof's per-op communication times (communication.json), ns."""
 HCCL_LINKS = "hccl_links"
 """msprof's per-op, per-transport transit size, time and bandwidth (communication.json)."""
+HCCL_MATRIX = "hccl_matrix"
+"""msprof's per-link (src-dst rank) step totals per op type (communication_matrix.json)."""
 
 
 def read(folder: Path, notes: c.Notes) -> dict:
@@ -29,6 +31,7 @@ def read(folder: Path, notes: c.Notes) -> dict:
         STEP_TRACE: step_trace.read(folder, notes),
         HCCL_OPS: communication.op_stats(folder, notes),
         HCCL_LINKS: communication.link_stats(folder, notes),
+        HCCL_MATRIX: communication.matrix_links(folder, notes),
     }
     return {key: table for key, table in found.items() if table is not None}
 

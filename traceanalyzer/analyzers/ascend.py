@@ -19,13 +19,13 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
 from traceanalyzer.analyzers.steps import job_step_time, step_time
-from traceanalyzer.findings import Claims, Finding, StepTime, make
+from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS, STEP_TRACE
-from traceanalyzer.schema import Kind, Platform, TraceMeta
+from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS, HCCL_MATRIX, STEP_TRACE
+from traceanalyzer.schema import BUSY_KINDS, Kind, Platform, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
@@ -43,6 +43,10 @@ CORE_GROUPS = {
 AI_CPU = "AI_CPU"
 AI_CPU_SLOW_NS = 20_000
 """msprof-analyze's AICPU rule flags AI_CPU tasks longer than 20 µs."""
+AI_CPU_SAVING = (
+    "an upper bound: the AI Core idle while these AI_CPU tasks ran (no other device work beside them), which "
+    "running them on the AI Core would mostly give back"
+)
 DYNAMIC_SHAPES_MIN = DYNAMIC_SHAPE_MIN
 """The dynamic-shape threshold (``health.shapes``), under the name this module used."""
 dynamic_shape_ops = shape_changes
@@ -105,18 +109,42 @@ def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
 
 
 def aicpu_totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per AI_CPU kernel name: count, total, max and tasks over 20 µs, the additive half of ``aicpu_ops``."""
+    """Per AI_CPU kernel name: count, total (time on the AI_CPU lane), max, tasks over 20 µs and ``exposed_ns``
+    (the AI Core idle it causes: its tasks' time with no other device work running on the rank), the additive half
+    of ``aicpu_ops``."""
     ops = events[(events["kind"] == Kind.KERNEL.value) & (events["core"] == AI_CPU)]
-    g = ops.assign(slow=ops["dur"] > AI_CPU_SLOW_NS).groupby(ops["name"].astype(str))
+    ops = ops.assign(slow=ops["dur"] > AI_CPU_SLOW_NS, exposed=ops["dur"] - _covered_by_other_work(events, ops))
+    g = ops.groupby(ops["name"].astype(str))
     table = pd.DataFrame(
-        {"count": g.size(), "total_ns": g["dur"].sum(), "max_ns": g["dur"].max(), "slow": g["slow"].sum()}
+        {
+            "count": g.size(),
+            "total_ns": g["dur"].sum(),
+            "max_ns": g["dur"].max(),
+            "slow": g["slow"].sum(),
+            "exposed_ns": g["exposed"].sum(),
+        }
     )
     return table.reset_index(names="name")
 
 
+def _covered_by_other_work(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
+    """Per AI_CPU task: how much of it other device work of its rank (AI Core and vector kernels, communication,
+    copies) runs beside."""
+    other = events[events["kind"].isin([k.value for k in BUSY_KINDS]) & (events["core"] != AI_CPU)]
+    out = np.zeros(len(ops), dtype=np.int64)
+    for rank, mine in other.groupby("rank", observed=True):
+        at = np.flatnonzero(ops["rank"].to_numpy() == rank)
+        if len(at):
+            busy = intervals.union(mine["ts"].to_numpy(), (mine["ts"] + mine["dur"]).to_numpy())
+            start = ops["ts"].to_numpy()[at]
+            out[at] = intervals.covered_within(busy, start, start + ops["dur"].to_numpy()[at])
+    return out
+
+
 def _aicpu_table(totals: list[pd.DataFrame]) -> pd.DataFrame:
     """``aicpu_totals`` of several parts added up, largest total first."""
-    table = _added(totals, ["name"], {"count": "sum", "total_ns": "sum", "max_ns": "max", "slow": "sum"})
+    how = {"count": "sum", "total_ns": "sum", "max_ns": "max", "slow": "sum", "exposed_ns": "sum"}
+    table = _added(totals, ["name"], how)
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
 
 
@@ -214,6 +242,7 @@ def _part(trace: TraceData) -> dict:
         "overlap": overlap(trace),
         "step_trace": step_traces(trace.meta),
         "hccl_links": per_rank(trace.meta, HCCL_LINKS),
+        "hccl_matrix": per_rank(trace.meta, HCCL_MATRIX),
     }
 
 
@@ -252,9 +281,16 @@ def _aicpu_finding(parts: list[dict], step: StepTime) -> list[Finding]:
             "or move them off the hot path.",
             step,
             concerns_ns=int(slow["total_ns"].sum()),
+            saving_ns=int(slow["exposed_ns"].sum()),
+            basis=Basis.MEASURED,
+            model=AI_CPU_SAVING,
             claims=_claims([p["ai_cpu_work"] for p in parts], set(slow["name"])),
             where={"ops": slow["name"].head(10).tolist()},
-            evidence={"tasks_over_20us": int(slow["slow"].sum()), "ai_cpu_ns": int(ops["total_ns"].sum())},
+            evidence={
+                "tasks_over_20us": int(slow["slow"].sum()),
+                "ai_cpu_ns": int(ops["total_ns"].sum()),
+                "ai_core_idle_ns": int(ops["exposed_ns"].sum()),
+            },
         )
     ]
 
@@ -293,12 +329,27 @@ def _links(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return table.drop(columns=["ts"]).sort_values(["bytes", "rank"], ascending=[False, True]).reset_index(drop=True)
 
 
+def _matrix(parts: list[pd.DataFrame]) -> pd.DataFrame:
+    """msprof's per-link step totals of the ranks, links between ranks first (on-chip LOCAL copies last), most bytes
+    first."""
+    table = stack(parts)
+    if not len(table):
+        return pd.DataFrame(columns=["rank", "step", "op_type", "link", "transport", "bytes", "bandwidth_gbps"])
+    order = table.assign(local=table["transport"] == "LOCAL")
+    order = order.sort_values(["local", "bytes", "rank"], ascending=[True, False, True])
+    return order.drop(columns=["local"]).reset_index(drop=True)
+
+
 def _section(parts: list[dict], extra: dict, options: Options) -> Section:
     """The section from the parts of the ranks (or the one part of a joined trace) and the trace's extra facts."""
     cores = _core_shares([p["cores"] for p in parts])
     by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
     share = dict(zip(cores["core_group"], cores["share"], strict=True))
     facts = [Fact("profiler_level", "profiler level", extra.get("profiler_level", ""))]
+    aicpu = _aicpu_table([p["ai_cpu"] for p in parts])
+    facts.append(
+        Fact("ai_core_idle_ns", "AI Core idle during AI_CPU tasks", int(aicpu["exposed_ns"].sum()), Unit.NS, Per.TOTAL)
+    )
     for group in ("cube", "vector", "ai_cpu", "communication"):
         facts.append(
             Fact(f"{group}_ns", f"{group.replace('_', ' ')} time", int(by_group.get(group, 0)), Unit.NS, Per.TOTAL)
@@ -320,11 +371,17 @@ def _section(parts: list[dict], extra: dict, options: Options) -> Section:
                 stack([p["step_trace"] for p in parts]),
                 Per.STEP,
             ),
-            Table("ai_cpu_ops", "AI_CPU ops", _aicpu_table([p["ai_cpu"] for p in parts]).head(options.top), Per.TOTAL),
+            Table("ai_cpu_ops", "AI_CPU ops", aicpu.head(options.top), Per.TOTAL),
             Table(
                 "hccl_links",
                 "HCCL transfers per op and link (msprof's communication.json)",
                 _links([p["hccl_links"] for p in parts]).head(options.top),
+            ),
+            Table(
+                "hccl_matrix",
+                "HCCL links (src-dst: ranks in the group) per op type, msprof's communication_matrix.json step totals",
+                _matrix([p.get("hccl_matrix", pd.DataFrame()) for p in parts]).head(options.top),
+                Per.STEP,
             ),
         ],
     )
