@@ -20,7 +20,7 @@ import pytest
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
 import traceanalyzer as ta
-from tests.conftest import REPO, facts, load_shared, rows, shared_path
+from tests.conftest import REPO, facts, job_pair, load_shared, rows, same_section, shared_path
 from traceanalyzer.analyzers import counters
 
 LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
@@ -138,3 +138,10 @@ def test_ascend_database_pmu_table_is_read_like_the_csv_columns():
     mac = [(value, dur) for metric, value, dur, kernel in pmu if kernel == name and metric == "aic_mac_ratio"]
     assert table[name]["basis"] == "measured: TASK_PMU_INFO PMU"
     assert table[name]["mac_busy_share"] == pytest.approx(sum(v * d for v, d in mac) / sum(d for _, d in mac))
+
+
+@pytest.mark.parametrize("name", ["ascend_pp2_4rank", "ascend_level1_2rank"])
+def test_a_job_analysed_rank_by_rank_has_the_joined_counters_section(name):
+    job, joined = job_pair(name)
+    section = same_section(counters, job, joined)
+    assert section is not None and section["facts"][0]["value"] > 0

@@ -95,7 +95,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
     kernels = trace.events[trace.events["kind"] == Kind.KERNEL.value]
     g = kernels.groupby(kernels["name"].astype(str), sort=True)["dur"]
     return {
-        "by_kernel": _sums(rows, KEY),
+        "by_kernel": _sums(rows, ["rank", *KEY]),
         "by_step": _sums(rows[rows["step"] != NO_ROW], STEP_KEY),
         "sources": rows.groupby(rows["source"].astype(str), sort=True).size().rename("samples").reset_index(),
         "kernels": pd.DataFrame({"calls": g.size(), "total_ns": g.sum()}).reset_index(names="kernel"),
@@ -115,11 +115,13 @@ def _sums(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
 
 
 def _means(parts: list[pd.DataFrame], key: list[str]) -> pd.DataFrame:
-    """Parts' sums added up, with each key's weighted mean value."""
+    """Parts' sums (per rank, ranks in order) added up, with each key's weighted mean value: the same sums in the
+    same order whether the parts are a joined trace's or its ranks'."""
     table = stack(parts)
     if not len(table):
         return table.assign(value=pd.Series(dtype=float))
-    table = table.groupby(key, sort=True)[["samples", "weight", "weighted"]].sum().reset_index()
+    table = table.sort_values("rank", kind="stable").groupby(key, sort=True)[["samples", "weight", "weighted"]].sum()
+    table = table.reset_index()
     return table.assign(value=table["weighted"] / table["weight"].where(table["weight"] > 0))
 
 
