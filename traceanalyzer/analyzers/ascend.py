@@ -176,6 +176,7 @@ MSPROF_COLUMNS = {
 """The overlap breakdown's columns under msprof's StepTraceTime names."""
 BASIS_EVENTS = "events"
 BASIS_STEP_TRACE = "step_trace_time.csv (no kernels recorded)"
+BASIS_PREPARING = "events; preparing: step_trace_time.csv (no host step start recorded)"
 """Where a rank's overlap row comes from: our computation over its events, or msprof's own per-step figures for a
 rank whose kernels the profiler did not write (its communication ops alone are events)."""
 
@@ -190,20 +191,29 @@ def overlap(trace: TraceData) -> pd.DataFrame:
     lanes = [c for c in distributed.LANES.values() if c in table]
     table = table[["rank", "step", *MSPROF_COLUMNS, *lanes]].rename(columns=MSPROF_COLUMNS)
     table["basis"] = BASIS_EVENTS
-    kernels = set(trace.events.loc[trace.events["kind"] == Kind.KERNEL.value, "rank"].unique())
-    return _from_step_trace(table, step_traces(trace.meta), kernels)
+    ev = trace.events
+    kernels = set(ev.loc[ev["kind"] == Kind.KERNEL.value, "rank"].unique())
+    host = set(ev.loc[ev["kind"].isin([Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value]), "rank"].unique())
+    return _from_step_trace(table, step_traces(trace.meta), kernels, host)
 
 
-def _from_step_trace(table: pd.DataFrame, figures: pd.DataFrame, kernel_ranks: set) -> pd.DataFrame:
-    """The rows of ranks without kernels replaced by msprof's figures of their step, where the rank has them."""
+def _from_step_trace(table: pd.DataFrame, figures: pd.DataFrame, kernel_ranks: set, host_ranks: set) -> pd.DataFrame:
+    """The rows of ranks without kernels replaced by msprof's figures of their step, and the preparing time of
+    ranks without host events (their steps start at their first device work: no framework step start to measure
+    from) taken from them, where the rank has them."""
     if not len(figures):
         return table
     theirs = figures.assign(e2e_ns=figures["stage_ns"] + figures["bubble_ns"]).set_index(["rank", "step"])
     key = pd.MultiIndex.from_frame(table[["rank", "step"]])
-    use = ~table["rank"].isin(kernel_ranks).to_numpy() & key.isin(theirs.index)
+    known = key.isin(theirs.index)
+    use = ~table["rank"].isin(kernel_ranks).to_numpy() & known
     for column in set(MSPROF_COLUMNS.values()) & set(theirs.columns):
         table.loc[use, column] = theirs[column].reindex(key[use]).to_numpy()
     table.loc[use, "basis"] = BASIS_STEP_TRACE
+    hostless = ~use & ~table["rank"].isin(host_ranks).to_numpy() & known
+    if "preparing_ns" in theirs and hostless.any():
+        table.loc[hostless, "preparing_ns"] = theirs["preparing_ns"].reindex(key[hostless]).to_numpy()
+        table.loc[hostless, "basis"] = BASIS_PREPARING
     return table
 
 
