@@ -18,6 +18,9 @@ from traceanalyzer.analyzers import roofline
 from traceanalyzer.analyzers.inference.phases import DECODE, MIXED, PREFILL, UNKNOWN
 from traceanalyzer.schema import TraceMeta
 
+COUNTS = ("batch", "tokens", "context_len", "kv_len")
+"""Per-iteration counts, missing (NaN) where the trace does not show them."""
+
 LAUNCH_BOUND_BUSY = 0.5
 """A phase whose device is busy less than this share of its time per token waits on the host: launch-bound."""
 
@@ -57,7 +60,9 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     first = it["iteration"].to_numpy() == 0
     since = np.where(first, it["request_start_ns"].astype(float), previous)
     token_ns = end - since
-    out = it[["rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len"]].copy()
+    out = it[["rank", "request", "iteration", "phase", "rule"]].copy()
+    for count in COUNTS:  # a count the trace does not show is missing, not -1
+        out[count] = it[count].where(it[count] != UNKNOWN).astype(float)
     out["token_end_ns"], out["token_ns"] = end, token_ns
     out["host_ns"] = it["end_ns"] - it["start_ns"]
     out["device_busy_ns"] = it["device_busy_ns"]
@@ -117,7 +122,7 @@ def requests(line: pd.DataFrame) -> pd.DataFrame:
         prefill = rows_of[rows_of["phase"] != DECODE]
         leading = prefill[prefill["iteration"] == np.arange(len(prefill))]  # the prompt's forwards, before decode
         decode = rows_of[rows_of["phase"] == DECODE]
-        batch = int(rows_of["batch"].max())
+        batch = int(rows_of["batch"].max()) if rows_of["batch"].notna().any() else UNKNOWN
         tpot = decode["token_ns"].dropna()
         total = rows_of["token_ns"].sum()
         outputs = (batch if batch > 0 else 1) * len(rows_of)
@@ -126,8 +131,8 @@ def requests(line: pd.DataFrame) -> pd.DataFrame:
             {
                 "rank": rank,
                 "request": request,
-                "batch": batch,
-                "prompt_len": int(context.iloc[-1]) if len(context) else UNKNOWN,
+                "batch": batch if batch > 0 else np.nan,
+                "prompt_len": float(context.iloc[-1]) if len(context) else np.nan,
                 "ttft_ns": float(leading["token_ns"].sum()) if len(leading) else np.nan,
                 "decode_tokens": int(len(decode) * (batch if batch > 0 else 1)),
                 "tpot_ns_p50": _quantile(tpot, 0.5),
