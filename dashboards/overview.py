@@ -34,6 +34,7 @@ FINDING_PAGE = {
     "fusion": "/fusion",
     "memory": "/memory",
     "ascend": "/ascend",
+    "inference": "/inference",
 }
 """Which page shows the evidence of an analyzer's findings."""
 

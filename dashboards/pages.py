@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 from dash import dcc, html
-from traceanalyzer.dashboards import analyses, charts, state, tables, timeline_page
+from traceanalyzer.dashboards import analyses, charts, inference_page, state, tables, timeline_page
 from traceanalyzer.dashboards.blocks import (
     PER,
     dropdown,
@@ -36,6 +36,7 @@ PAGES = {
     "/fusion": "Fusion",
     "/memory": "Memory",
     "/ascend": "Ascend",
+    "/inference": "Inference",
     "/compare": "Compare",
 }
 """URL path → page title, in menu order."""
@@ -485,4 +486,5 @@ _BUILDERS = {
     "/fusion": fusion,
     "/memory": memory,
     "/ascend": analyses.ascend,
+    "/inference": inference_page.inference,
 }
