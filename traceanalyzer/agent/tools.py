@@ -237,16 +237,19 @@ def compare_traces(
     rows = [{"level": level, **row} for level, table in data["levels"].items() for row in table]
     rows = [{k: v for k, v in r.items() if k not in ("baseline_names", "candidate_names", "label")} for r in rows]
     rows += [{"level": "finding", **row} for row in data["findings"]]
+    gate = dict(data["gate"] or {})
+    rows = [{"level": "culprit", **row} for row in gate.pop("culprits", [])] + rows
     head = {
         "tool": "compare",
         "scope": {"base": runs[0].handle, "candidate": runs[1].handle, "rank": rank},
         "unit": "ns per step (medians per (rank, step) in summary; totals / steps in rows); *_share: fraction",
         "per_step": data["per_step"],
         "notes": data["notes"],
-        "gate": data["gate"],
+        "gate": gate or None,
         "summary": data["summary"],
         "changes": {level: {k: v for k, v in c.items() if k != "matched"} for level, c in data["changes"].items()},
-        "rows_are": f"the {COMPARE_TOP} largest changes per level (kernel, cpu_op, op_device), then of findings",
+        "rows_are": f"the gate's culprits (what grew, biggest first), then the {COMPARE_TOP} largest changes per level "
+        "(kernel, cpu_op, op_device) and of findings",
     }
     head = answers.cut_texts(head)[0]
     return paged(head, rows, page)
