@@ -6,21 +6,17 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.colors import qualitative
-from traceanalyzer.dashboards.names import LABEL_CHARS, middle, shortened
+from traceanalyzer.dashboards.names import shortened
 
 from traceanalyzer import humanize
 from traceanalyzer.humanize import NS_PER_MS
-from traceanalyzer.renderers import figures
+from traceanalyzer.renderers import figures, palette
 from traceanalyzer.renderers.timeline import CATEGORY
 
-KIND_COLOURS = {"memset": "#98df8a"}
-"""Kinds that share their timeline category's colour with another kind: a lighter shade here, so each bar's kind
-reads from its colour (memcpy keeps the category's green)."""
 BAR_TOP = 20
 BAR_PX = 22
 BAR_LABEL_CHARS = 36
-"""Bar labels are the table's short names, or cut to this where those are longer than LABEL_CHARS (the chart
-shares its row with the selection's details and its bars need the room); the bar's number tells them apart."""
+"""Bar labels are names cut to about this (the chart shares its row with the selection's details), kept distinct."""
 LEGEND_ABOVE = {"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0}
 LEGEND_BELOW = {"orientation": "h", "y": -0.1, "yanchor": "top", "x": 0}
 """Legends of a full-width chart (above: the tool bar sits at its right) and of a narrow one (below its axis)."""
@@ -33,8 +29,7 @@ def hotspot_bars(table: pd.DataFrame, per: str = "total over the selection") -> 
     top = table.head(BAR_TOP).iloc[::-1]
     names = [str(n) for n in top["name"]]
     kinds = [str(k) for k in top["kind"]] if "kind" in top else ["" for _ in names]
-    cut = zip(shortened(names), names, strict=True)
-    short = [s if len(s) <= LABEL_CHARS else middle(n, BAR_LABEL_CHARS) for s, n in cut]
+    short = shortened(names, BAR_LABEL_CHARS)
     labels = [f"{i}. {figures.text(s)}" for i, s in zip(range(len(top), 0, -1), short, strict=True)]
     fig = go.Figure()
     for kind in dict.fromkeys(kinds):
@@ -57,7 +52,7 @@ def _bars(rows: pd.DataFrame, labels: list[str], kind: str) -> go.Bar:
         f"{figures.text(n)}<br>{humanize.duration(t)} · {humanize.share(s)} of the total"
         for n, t, s in zip(rows["name"], rows["total_ns"], rows["share"], strict=True)
     ]
-    colour = KIND_COLOURS.get(kind) or figures.COLOURS.get(CATEGORY.get(kind, ""), figures.COLOURS["compute"])
+    colour = palette.KIND.get(kind) or palette.CATEGORY.get(CATEGORY.get(kind, ""), palette.CATEGORY["compute"])
     return go.Bar(
         x=rows["total_ns"] / NS_PER_MS,
         y=labels,
@@ -92,7 +87,7 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
                 name=legend,
                 x=labels,
                 y=steps[column] / NS_PER_MS,
-                marker_color=figures.COLOURS[colour],
+                marker_color=palette.CATEGORY[colour],
                 customdata=hover,
                 hovertemplate=f"{legend}: %{{y:.2f}} ms<br>%{{customdata}}<extra>%{{x}}</extra>",
             )
@@ -135,7 +130,7 @@ def outline(segments: pd.DataFrame, name: str) -> go.Scattergl:
         y=y,
         mode="lines",
         name=name,
-        line={"width": figures.LANE_PX * 0.95, "color": "#ffd400"},
+        line={"width": figures.LANE_PX * 0.95, "color": palette.SELECTED},
         hoverinfo="skip",
         connectgaps=False,
     )

@@ -22,22 +22,33 @@ def middle(name: str, limit: int = LABEL_CHARS) -> str:
 
 
 def shortened(names: Sequence[str], limit: int = LABEL_CHARS) -> list[str]:
-    """Each name cut in the middle; names whose cuts look alike also show where they differ (else in full)."""
+    """Each name cut in the middle; names whose cuts look alike also show each place where they differ from the
+    others (so the cuts stay distinct), and the few that still collide are shown in full."""
     out = [middle(n, limit) for n in names]
-    groups: dict[str, set[str]] = defaultdict(set)
+    for _ in range(2):  # a name's windows can make it collide anew with another's: once more settles it
+        groups: dict[str, set[str]] = defaultdict(set)
+        for name, short in zip(names, out, strict=True):
+            groups[short].add(name)
+        out = [
+            _with_differences(n, groups[s] - {n}, limit) if len(groups[s]) > 1 else s
+            for n, s in zip(names, out, strict=True)
+        ]
+    groups = defaultdict(set)
     for name, short in zip(names, out, strict=True):
         groups[short].add(name)
-    for i, name in enumerate(names):
-        alike = groups[out[i]] - {name}
-        if alike:
-            out[i] = _with_difference(name, alike, limit)
-    return out if len(set(out)) == len(set(names)) else list(names)
+    return [n if len(groups[s]) > 1 else s for n, s in zip(names, out, strict=True)]
 
 
-def _with_difference(name: str, alike: set[str], limit: int) -> str:
-    """name cut in the middle around the first place where it differs from the names it looks like."""
-    at = max(len(os.path.commonprefix([name, other])) for other in alike)
+def _with_differences(name: str, alike: set[str], limit: int) -> str:
+    """name cut to its start, a window around each place where it first differs from one of the names it looks
+    like, and its end."""
     head, tail = limit // 3, limit // 4
-    if at <= head + CONTEXT or at >= len(name) - tail - CONTEXT:
-        return name
-    return f"{name[:head]}{ELLIPSIS}{name[at - CONTEXT : at + CONTEXT]}{ELLIPSIS}{name[-tail:]}"
+    places = sorted({len(os.path.commonprefix([name, other])) for other in alike})
+    kept = [(0, head), *[(max(p - CONTEXT, 0), p + CONTEXT) for p in places], (max(len(name) - tail, 0), len(name))]
+    merged: list[list[int]] = []
+    for lo, hi in kept:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return ELLIPSIS.join(name[lo:hi] for lo, hi in merged)

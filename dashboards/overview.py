@@ -7,12 +7,18 @@ import numpy as np
 from dash import dcc, html
 from traceanalyzer.dashboards import charts, state
 from traceanalyzer.dashboards.blocks import fact_pair, facts_list, labelled
+from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.schema import BUSY_KINDS
+
+TITLE_CHARS = 160
+HOVER_CHARS = 1_000
+"""A finding's title is cut to TITLE_CHARS in the table (its hover and the advice to HOVER_CHARS): a name in a
+title can be megabytes."""
 
 HEADLINE = (
     ("summary", "steps"),
@@ -165,4 +171,5 @@ def _finding_cells(f: Finding) -> list:
         saving, share, basis = "–", "–", f"not estimated (concerns {humanize.duration(f.concerns_ns)}/step)"
     else:
         saving, share, basis = humanize.duration(f.saving_ns), humanize.share(f.step_share), f.basis.value
-    return [f.severity.value, f.title, saving, share, html.Span(basis, title=f.model), f.advice]
+    title = html.Span(middle(f.title, TITLE_CHARS), title=middle(f.title, HOVER_CHARS))
+    return [f.severity.value, title, saving, share, html.Span(basis, title=f.model), middle(f.advice, HOVER_CHARS)]

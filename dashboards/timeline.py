@@ -14,7 +14,7 @@ import pandas as pd
 from traceanalyzer.dashboards.names import middle
 
 from traceanalyzer import humanize
-from traceanalyzer.renderers.timeline import laid_out, lane_rows
+from traceanalyzer.renderers.timeline import device_lanes, laid_out, lane_rows
 from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
 
 LEVEL_CHOICES = (4, 8, 16, 64)
@@ -61,7 +61,7 @@ def step_lanes(
     host = mine[host_mask]
     return pd.concat(
         [
-            lane_rows(device, "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)),
+            lane_rows(device, device_lanes(device)),
             lane_rows(steps, "thread " + steps["tid"].astype(str) + " · Step"),
             lane_rows(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
         ],

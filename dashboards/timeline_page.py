@@ -16,12 +16,13 @@ from dash import Input, Output, Patch, State, dcc, html, no_update
 from traceanalyzer.dashboards import charts, state
 from traceanalyzer.dashboards import timeline as timeline_lanes
 from traceanalyzer.dashboards.blocks import dropdown, unavailable
+from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
 from traceanalyzer.humanize import NS_PER_MS
-from traceanalyzer.renderers import figures, perfetto
+from traceanalyzer.renderers import figures, palette, perfetto
 
 WIDTH_PX = 1_200
 """The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
@@ -30,6 +31,8 @@ LOADING_DELAY_MS = 300
 MARGIN = 0.25
 """A finding shown in place is zoomed to with this share of its length either side."""
 ALL = "all"
+SELECTED_CHARS = 120
+"""The clicked bar's name in the Selected line is cut to this many characters."""
 """The rank picker's choice that stacks every rank on one time axis."""
 
 
@@ -212,7 +215,9 @@ def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame, stacked:
     note += "; zoom in to split them)." if merged > len(seg) else ")."
     counts = found["what"].value_counts()
     if len(counts):
-        shown = ", ".join(f"{n} {what}{'s' if n > 1 else ''} ({MARK_NAMES[what]})" for what, n in counts.items())
+        shown = ", ".join(
+            f"{n} {what}{'s' if n > 1 else ''} ({palette.MARK_NAMES[what]})" for what, n in counts.items()
+        )
         lane = "each rank's findings lane and bands over its lanes" if stacked else "the findings lane and bands"
         each = " per rank" if stacked else ""
         note += f" Findings drawn ({lane}; the longest {timeline_lanes.MAX_MARKS} of a kind{each}): "
@@ -238,7 +243,7 @@ def finding_bars(found: pd.DataFrame, span: int, origin: int, stacked: bool = Fa
                 "orientation": "h",
                 "width": figures.BAR_WIDTH,
                 "name": what,
-                "marker": {"color": MARK_COLOURS[what], "line": {"width": 0}},
+                "marker": {"color": palette.MARK[what], "line": {"width": 0}},
                 "customdata": [[f"{s + origin}-{e + origin}", -1] for s, e in zip(start, end, strict=True)],
                 "hovertext": [figures.text(label) for label in mine["label"]],
                 "hovertemplate": "%{hovertext}<br>click: show it in place<extra>finding</extra>",
@@ -260,9 +265,9 @@ def _shade(mark, place: tuple[int, int] | None, spans: dict[int, tuple[float, fl
         "name": f"{mark.what}: {figures.text(mark.label)}",
     }
     if mark.end_ns == mark.start_ns:
-        return {**shape, "type": "line", "line": {"color": MARK_COLOURS[mark.what], "width": 2, "dash": "dot"}}
+        return {**shape, "type": "line", "line": {"color": palette.MARK[mark.what], "width": 2, "dash": "dot"}}
     edge = {"width": 2, "color": "#000"} if at else {"width": 0}
-    return {**shape, "type": "rect", "fillcolor": MARK_COLOURS[mark.what], "opacity": 0.18, "line": edge}
+    return {**shape, "type": "rect", "fillcolor": palette.MARK[mark.what], "opacity": 0.18, "line": edge}
 
 
 def boundary_shapes(bounds: pd.DataFrame, spans: dict[int, tuple[float, float]] | None = None) -> list[dict]:
@@ -295,22 +300,6 @@ def _span(spans: dict[int, tuple[float, float]] | None, rank: int) -> dict:
     if spans and rank in spans:
         return {"yref": "y", "y0": spans[rank][0], "y1": spans[rank][1]}
     return {"yref": "paper", "y0": 0, "y1": 1}
-
-
-MARK_COLOURS = {
-    "idle gap": "#ff7f0e",
-    "host sync": "#d62728",
-    "exposed collective": "#9467bd",
-    "fusion chain": "#17becf",
-    "memory peak": "#000000",
-}
-MARK_NAMES = {
-    "idle gap": "orange",
-    "host sync": "red",
-    "exposed collective": "purple",
-    "fusion chain": "cyan",
-    "memory peak": "black dotted line",
-}
 
 
 def _place(focus: str | None, origin: int) -> tuple[int, int] | None:
@@ -385,7 +374,7 @@ def flow_annotations(
         }
         for p in pairs.itertuples()
     ]
-    name = figures.text(view.trace.events.at[row, "name"], 120)
+    name = middle(str(view.trace.events.at[row, "name"]), SELECTED_CHARS)  # Dash escapes it (once)
     merged = f" (and {count - 1} more events merged into its bar)" if count > 1 else ""
     if not arrows and not hidden:
         return [], f"Selected: {name}{merged}: no launch → kernel link (not a launch, and no device work)."

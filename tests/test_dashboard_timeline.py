@@ -302,3 +302,16 @@ def test_marks_are_the_analyzers_evidence_inside_the_step(view):
     drawn = marks[marks["what"] == "exposed collective"]
     longest = (exposed["dur_ns"].max()) / 1e6
     assert len(drawn) and (drawn["end_ns"] - drawn["start_ns"]).max() / 1e6 <= longest + 1e-6
+
+
+def test_ascend_lanes_name_what_has_no_stream_instead_of_the_sentinel():
+    from tests.conftest import load_shared
+
+    trace = load_shared("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+    events = trace.events
+    rank, step = int(events["rank"].iloc[0]), int(sorted(trace.steps_recorded())[0])
+    lanes = timeline.step_lanes(events, timeline.host_levels(events), rank, step)
+    names = set(lanes["lane"])
+    assert not [n for n in names if "-1" in n], names
+    assert "device 0 · communication" in names or "device · communication" in names, names
+    assert any(n.startswith("device 0 · stream ") for n in names), names

@@ -10,20 +10,8 @@ import plotly.graph_objects as go
 
 from traceanalyzer import humanize
 from traceanalyzer.humanize import NS_PER_MS
+from traceanalyzer.renderers import palette
 from traceanalyzer.renderers.timeline import CATEGORY
-
-COLOURS = {
-    "compute": "#1f77b4",
-    "communication": "#d62728",
-    "memory copy/set": "#2ca02c",
-    "sync/wait": "#ff7f0e",
-    "cpu op": "#9467bd",
-    "python": "#8c564b",
-    "annotation/step": "#7f7f7f",
-    "runtime call": "#e377c2",
-    "other": "#bcbd22",
-}
-"""Colour of each timeline category (communication red, compute blue)."""
 
 BAR_TOP = 20
 LANE_PX = 26
@@ -69,7 +57,7 @@ def hotspot_bars(table: pd.DataFrame) -> go.Figure:
                 f"{text(n)}<br>{humanize.duration(t)} · {humanize.share(s)}" for n, t, s in _cols(top, "total_ns")
             ],
             hoverinfo="text",
-            marker_color=COLOURS["compute"],
+            marker_color=palette.CATEGORY["compute"],
         )
     )
     fig.update_layout(height=140 + 22 * len(top), margin={"l": 10, "r": 10, "t": 30, "b": 40}, xaxis_title="total (ms)")
@@ -89,9 +77,17 @@ def step_bars(steps: list[dict]) -> go.Figure:
     labels = [f"rank {r} · step {s}" for r, s in zip(frame["rank"], frame["step"], strict=True)]
     fig = go.Figure(
         [
-            go.Bar(name="step time", x=labels, y=frame["step_ns"] / NS_PER_MS, marker_color=COLOURS["annotation/step"]),
             go.Bar(
-                name="device busy", x=labels, y=frame["device_busy_ns"] / NS_PER_MS, marker_color=COLOURS["compute"]
+                name="step time",
+                x=labels,
+                y=frame["step_ns"] / NS_PER_MS,
+                marker_color=palette.CATEGORY["annotation/step"],
+            ),
+            go.Bar(
+                name="device busy",
+                x=labels,
+                y=frame["device_busy_ns"] / NS_PER_MS,
+                marker_color=palette.CATEGORY["compute"],
             ),
         ]
     )
@@ -225,7 +221,7 @@ def _gantt_trace(category: str, seg: pd.DataFrame) -> dict:
         "orientation": "h",
         "width": BAR_WIDTH,
         "name": category,
-        "marker": {"color": COLOURS.get(category, COLOURS["other"]), "line": {"width": 0}},
+        "marker": {"color": palette.CATEGORY.get(category, palette.CATEGORY["other"]), "line": {"width": 0}},
         # lists: Dash passes a clicked point's customdata only from plain lists
         "customdata": np.c_[seg["count"].to_numpy(np.int64), seg["row"].to_numpy(np.int64)].tolist(),
         "hovertext": [text(name, 120) for name in seg["name"]],
@@ -277,7 +273,10 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
     for _, peak in pools.iterrows():
         mine = timeline[(timeline["rank"] == peak["rank"]) & (timeline["device"] == peak["device"])]
         pool = f"rank {peak['rank']} device {peak['device']}"
-        for col, colour in (("allocated", COLOURS["compute"]), ("reserved", COLOURS["annotation/step"])):
+        for col, colour in (
+            ("allocated", palette.CATEGORY["compute"]),
+            ("reserved", palette.CATEGORY["annotation/step"]),
+        ):
             ok = envelope(mine[mine[col].notna()], col)
             if len(ok):
                 x, y = (ok["ts"] - t0) / NS_PER_MS, ok[col] / GIB
@@ -287,7 +286,7 @@ def memory_lines(timeline: pd.DataFrame, peaks: pd.DataFrame) -> go.Figure:
                 x=[(peak["peak_ts"] - t0) / NS_PER_MS],
                 y=[peak["peak_allocated_bytes"] / GIB],
                 mode="markers+text",
-                marker={"size": 12, "color": COLOURS["communication"], "symbol": "x"},
+                marker={"size": 12, "color": palette.CATEGORY["communication"], "symbol": "x"},
                 text=[f"peak {humanize.size(peak['peak_allocated_bytes'])}"],
                 textposition="top center",
                 name=f"{pool} peak",

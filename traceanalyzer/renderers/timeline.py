@@ -77,8 +77,16 @@ def lane_rows(rows: pd.DataFrame, lane: pd.Series) -> pd.DataFrame:
 
 
 def _device_lanes(device: pd.DataFrame) -> pd.DataFrame:
-    lane = "device " + device["device"].astype(str) + " · stream " + device["stream"].astype(str)
-    return lane_rows(device, lane)
+    return lane_rows(device, device_lanes(device))
+
+
+def device_lanes(device: pd.DataFrame) -> pd.Series:
+    """Each device event's lane: "device D · stream S"; where the trace names no stream or device (the -1 of the
+    event table, e.g. Ascend's HCCL and overlap rows) its kind takes the stream's place and the device is left out."""
+    known = device["device"] >= 0
+    where = ("device " + device["device"].astype(str)).where(known, "device")
+    stream = ("stream " + device["stream"].astype(str)).where(device["stream"] >= 0, device["kind"].astype(str))
+    return where + " · " + stream
 
 
 def _host_lanes(host: pd.DataFrame) -> pd.DataFrame:
