@@ -90,10 +90,16 @@ def _ascend() -> list[Path]:
     ]
 
 
+COLLECTIONS = ("memory_snapshot", "pairs", "gate", "inference")
+"""Sample folders that hold separate runs, not the ranks of one job: their traces are cases of their own (the gate's
+repeats are covered by tests/test_gate_calibration.py)."""
+
+
 def _samples() -> list[Path]:
-    runs = [p for p in SAMPLES.iterdir() if p.is_dir() and p.name != "memory_snapshot"]
+    runs = [p for p in SAMPLES.iterdir() if p.is_dir() and p.name not in COLLECTIONS]
     snapshots = [p for p in (SAMPLES / "memory_snapshot").iterdir() if p.name.endswith((".pickle", ".json.gz"))]
-    return sorted(runs + list(SAMPLES.glob("*.json.gz")) + snapshots)
+    separate = sorted(SAMPLES.glob("inference/*.json.gz")) + sorted(SAMPLES.glob("pairs/*/problem.json.gz"))
+    return sorted(runs + list(SAMPLES.glob("*.json.gz")) + snapshots + separate)
 
 
 def _name(path: Path) -> str:

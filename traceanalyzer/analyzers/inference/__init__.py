@@ -169,6 +169,7 @@ TIMELINE_UNITS = {
     "kv_len": Unit.COUNT,
     "syncs": Unit.COUNT,
     "bytes": Unit.BYTES,
+    "rates_dropped": Unit.TEXT,
 }
 PHASE_UNITS = {
     "iterations": Unit.COUNT,
@@ -247,6 +248,17 @@ def _facts(analysis: InferenceAnalysis, meta: TraceMeta) -> list[Fact]:
             Fact("prefill_mfu", "prefill: MFU, share of the dense peak (p50)", prefill["peak_share_p50"], Unit.SHARE,
                  estimated=True),
         ]  # fmt: skip
+    dropped = int(line["rates_dropped"].sum())
+    if dropped:
+        facts.append(
+            Fact(
+                "rates_dropped",
+                "iterations whose rates would exceed the device's peak (their device work is not all in the trace): "
+                "rates left out",
+                dropped,
+                Unit.COUNT,
+            )
+        )
     facts.append(Fact("bandwidth_source", "bandwidth source", devices.bandwidth(meta)[1]))
     for key, title, unit in (
         ("kv_bytes_per_token", "KV cache bytes per token (all layers)", Unit.BYTES),

@@ -27,12 +27,13 @@ LAUNCH_BOUND_BUSY = 0.5
 TIMELINE_COLUMNS = [
     "rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len", "token_end_ns",
     "token_ns", "host_ns", "device_busy_ns", "busy_share", "syncs", "sync_idle_ns", "unfused_attention_ns", "bytes",
-    "gbps", "bandwidth_share", "flops", "tflops", "peak_share",
+    "gbps", "bandwidth_share", "flops", "tflops", "peak_share", "rates_dropped",
 ]  # fmt: skip
 """Per iteration: ``token_ns`` the time from the previous token (from the request's start for its first), the host
 window ``host_ns``, the device's busy time and its share of ``token_ns``, bytes moved and the achieved GB/s and
 share of HBM peak (decode), FLOPs and achieved TFLOP/s over the device span and share of the dtype's peak
-(prefill and mixed)."""
+(prefill and mixed). ``rates_dropped``: the rates would exceed the device's peak, so the iteration's device work is
+not all in the trace (a graph replayed out of sight, say); its rates are left out rather than shown impossible."""
 
 PHASE_COLUMNS = [
     "phase", "iterations", "tokens", "token_ns_p50", "token_ns_p90", "token_ns_max", "tokens_per_s", "host_ns_p50",
@@ -78,6 +79,9 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     out["tflops"] = out["flops"].where(out["flops"] > 0) / span / 1e3
     peaks = np.array([roofline.roof(meta, d).peak_tflops if d else np.nan for d in it["dtype"]], dtype=float)
     out["peak_share"] = out["tflops"] / peaks
+    out["rates_dropped"] = (out["bandwidth_share"] > 1) | (out["peak_share"] > 1)
+    rates = ["gbps", "bandwidth_share", "tflops", "peak_share"]
+    out[rates] = out[rates].where(~out["rates_dropped"], axis=0)
     return out[TIMELINE_COLUMNS].reset_index(drop=True)
 
 
