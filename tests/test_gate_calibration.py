@@ -13,7 +13,7 @@ import pytest
 
 import traceanalyzer as ta
 from tests.conftest import REPO
-from tests.test_compare import flat, gate
+from tests.test_compare import assert_adds_up, flat, gate
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.comparison import Threshold, samples
 from traceanalyzer.comparison.gate import judge
@@ -129,3 +129,12 @@ def test_markdown_comment_on_repeats_and_regressions(capsys, program, baseline, 
         table = out.split("**What changed the step")[1]
         first_row = [line for line in table.splitlines() if line.startswith("| kernel")][0]
         assert "nvjet_sm90" in first_row  # the GEMM kernel
+
+
+@pytest.mark.parametrize(
+    "program, baseline, candidate",
+    [("device_bound", "run1", "regress15"), ("host_bound", "run1", "run2"), ("host_bound", "run1", "added_gemms")],
+)
+def test_what_changed_the_step_adds_up_on_the_repeats_and_regressions(program, baseline, candidate):
+    diff = ta.compare(*(ta.load(GATE / program / f"{run}.json.gz") for run in (baseline, candidate)))
+    assert_adds_up(diff)
