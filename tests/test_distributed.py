@@ -170,3 +170,16 @@ def test_fsdp_collectives_are_named_and_rank1_waits_in_all_gathers():
     assert gathers["dur_ns"].sum() / MS == pytest.approx(95.4, rel=0.01)
     assert gathers["wait_ns"].sum() > 0.9 * gathers["dur_ns"].sum()
     assert distributed.section(trace, Options()).fact("late_rank").value == 0
+
+
+def test_exposed_collectives_beyond_gradient_all_reduce_and_all_gather_are_a_finding():
+    """FSDP's reduce-scatters are neither a gradient all-reduce nor a prefetch all-gather: their exposed transfer on
+    rank 1 (waits for rank 0 left out) is still a measured finding, named by collective."""
+    trace = ta.load(REPO / "sample_traces" / "fsdp")
+    found = next(f for f in trace.findings() if f.id == "distributed.exposed_communication")
+    calls = trace.collectives()
+    ours = calls[(calls["rank"] == 1) & (calls["collective"] == "reduce_scatter")]
+    wait = np.fmax(ours["wait_ns"].fillna(0), ours["task_wait_ns"].fillna(0))
+    exposed = (ours["exposed_ns"] - wait).clip(lower=0).sum() / len(trace.steps().query("rank == 1"))
+    assert found.where == {"rank": 1} and "reduce_scatter" in found.title
+    assert found.basis.value == "measured" and found.saving_ns == pytest.approx(exposed, rel=0.01)

@@ -387,6 +387,12 @@ _ADVICE_BANDWIDTH = (
     "(NCCL_DEBUG=INFO; the kernel name shows e.g. RING_LL), that NVLink/NVLS is used (not PCIe or sockets), "
     "and that the collective is not sharing the link with other traffic."
 )
+_ADVICE_EXPOSED = (
+    "These collectives run while the device has no compute to hide them under. Issue them earlier and wait later "
+    "(async_op=True, or a separate stream, waiting only where the result is needed), overlap them with independent "
+    "compute (FSDP backward_prefetch / forward_prefetch, MoE all-to-all overlapped with expert compute), or send "
+    "fewer, larger messages."
+)
 _ADVICE_ABSENT = (
     "The collectives wait for a peer after every rank in the trace arrived (their own waiting tasks, such as HCCL "
     "Notify Wait): a rank whose trace was not loaded, or a peer whose device was still busy. Load the traces of "
@@ -423,6 +429,7 @@ def _findings(view: _JobView) -> list[Finding]:
     found = [
         _exposed(view, calls, "allreduce", GRADIENT_PHASES),
         _exposed(view, calls, "allgather", PREFETCH_PHASES),
+        _exposed_rest(view, calls),
         _straggler(view),
         _waiting_for_absent(view, calls),
         pipeline.finding_of(_pipeline_bubble(view), calls, view.computing, view.step_time),
@@ -470,6 +477,34 @@ def _exposed(view: _JobView, calls: pd.DataFrame, collective: str, phases: tuple
     )  # fmt: skip
 
 
+def _exposed_rest(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+    """The exposed transfer of the collectives the gradient all-reduce and all-gather findings leave out (other
+    collectives, other phases; send/recv is the pipeline bubble's), on the rank where it is most exposed; None
+    without any."""
+    named = (calls["collective"] == "allreduce") & calls["phase"].isin(GRADIENT_PHASES)
+    named |= (calls["collective"] == "allgather") & calls["phase"].isin(PREFETCH_PHASES)
+    rest = calls[~named.to_numpy() & ~pipeline.is_p2p(calls)]
+    exposed = _exposed_transfer(rest).groupby(rest["rank"]).sum()
+    if not len(exposed) or not exposed.max() > 0:
+        return None
+    rank = int(exposed.idxmax())
+    ours = rest[rest["rank"] == rank]
+    label = ours["collective"].astype(str).where(ours["collective"].astype(str) != "", ours["name"].astype(str))
+    by_label = _exposed_transfer(ours).groupby(label.to_numpy()).sum().sort_values(ascending=False)
+    step = view.step_time(rank)
+    steps = max(step.steps, 1)
+    title = (
+        f"Communication exposed on rank {rank}: {exposed[rank] / steps / 1e6:.2f} ms per step of "
+        f"{', '.join(by_label.index[:3])} not hidden under compute"
+    )
+    return make(
+        ANALYZER, "exposed_communication", title, _ADVICE_EXPOSED, step,
+        concerns_ns=int(ours["exposed_ns"].sum()), saving_ns=int(exposed[rank]), basis=Basis.MEASURED,
+        model="the exposed transfer time (waiting for peers left out) would be hidden under compute",
+        where={"rank": rank}, evidence={"exposed_ns_per_step": {str(k): int(v / steps) for k, v in by_label.items()}},
+    )  # fmt: skip
+
+
 def _absent_wait(calls: pd.DataFrame) -> pd.Series:
     """Per call: exposed time spent waiting inside the collective beyond its wait for the loaded peers (a wait for
     ranks the trace does not hold: the collective's own waiting tasks, HCCL Notify Wait, say)."""
@@ -486,9 +521,9 @@ def _waiting_for_absent(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     by_rank = wait.groupby(calls["rank"]).sum()
     rank = int(by_rank.idxmax())
     ours = calls[calls["rank"] == rank]
-    steps = max(ours["step"].nunique(), 1)
-    per_step = by_rank[rank] / steps
     step = view.step_time(rank)
+    steps = max(step.steps, 1)
+    per_step = by_rank[rank] / steps
     title = (
         f"Exposed communication on rank {rank}: {per_step / 1e6:.2f} ms per step "
         f"({per_step / max(step.per_step_ns, 1):.0%} of the step) waiting inside its collectives after every loaded "
