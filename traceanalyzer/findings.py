@@ -175,6 +175,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
     spent: dict[object, int] = {}  # per rank; None: findings of the whole job, which count against every rank
     spenders: dict[object, list[Finding]] = {}
     cuts: dict[int, tuple[str, list[Finding]]] = {}  # per finding (by id): why its saving was cut, and by whom
+    steps = {f.where["rank"]: f.step_ns for f in ordered if f.where.get("rank") is not None}  # each rank's step
     for f in ordered:
         key = f.where.get("rank")
         taken, by = _taken(f.claims, claimed)
@@ -187,8 +188,7 @@ def rank(findings: list[Finding]) -> list[Finding]:
             f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
             f.saving_ns = int(f.saving_ns * (1 - taken))
             cuts[id(f)] = (f"{taken:.0%} of its time counted under {{}}", [by])
-        ranks = max((v for k, v in spent.items() if k is not None), default=0) if key is None else spent.get(key, 0)
-        left = max(f.step_ns - spent.get(None, 0) - ranks, 0)
+        left = _left(f, spent, steps)
         if f.saving_ns > left:
             f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns
             f.saving_ns = left
@@ -209,6 +209,17 @@ def rank(findings: list[Finding]) -> list[Finding]:
             why, by = cuts[id(f)]
             f.cut = why.format(_places(sorted(place[id(b)] for b in by)))
     return ranked
+
+
+def _left(f: Finding, spent: dict[object, int], steps: dict[object, int]) -> int:
+    """What is left of the step for a finding's saving: of its rank's step, or for a finding of the whole job, of
+    every rank's (``steps``: each rank's step, as its findings state it)."""
+    key, job = f.where.get("rank"), spent.get(None, 0)
+    if key is not None:
+        return max(f.step_ns - job - spent.get(key, 0), 0)
+    ranks = max((v for k, v in spent.items() if k is not None), default=0)
+    own = [step - spent.get(rank, 0) for rank, step in steps.items()]
+    return max(min([f.step_ns - ranks, *own]) - job, 0)
 
 
 _ORDER = {Severity.HIGH: 0, Severity.MEDIUM: 1, Severity.LOW: 2, Severity.INFO: 3}
