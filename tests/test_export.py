@@ -94,7 +94,7 @@ def annotated(fsdp, tmp_path_factory) -> dict:
 
 def test_perfetto_export_is_chrome_trace_json_with_the_events(fsdp, annotated):
     events = annotated["traceEvents"]
-    assert all(e["ph"] in ("X", "M") for e in events)
+    assert all(e["ph"] in ("X", "M", "s", "f") for e in events)
     assert all(isinstance(e["pid"], int) and isinstance(e["tid"], int) for e in events)
     slices = [e for e in events if e["ph"] == "X" and e["pid"] != perfetto.FINDINGS_PID]
     assert len(slices) == len(fsdp.events) and annotated["otherData"]["subset"] == ""
@@ -105,6 +105,26 @@ def test_perfetto_export_is_chrome_trace_json_with_the_events(fsdp, annotated):
     assert written == source  # every ns survives
     names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
     assert perfetto.FINDINGS_PROCESS in names
+
+
+def test_perfetto_export_joins_each_launch_to_its_kernel_and_keeps_the_args(fsdp, annotated):
+    events = annotated["traceEvents"]
+    slices = {(e["pid"], e["tid"], e["ts"]): e for e in events if e["ph"] == "X"}
+    starts = {e["id"]: e for e in events if e["ph"] == "s"}
+    ends = {e["id"]: e for e in events if e["ph"] == "f"}
+    table = fsdp.events
+    launched = table[(table["launch"] >= 0) & table["kind"].isin(perfetto.DEVICE_KIND_NAMES)]
+    assert set(starts) == set(ends) and len(ends) == len(launched) == annotated["otherData"]["launch_flows"] > 0
+    for flow_id, end in ends.items():
+        launch = slices[(starts[flow_id]["pid"], starts[flow_id]["tid"], starts[flow_id]["ts"])]
+        work = slices[(end["pid"], end["tid"], end["ts"])]
+        assert end["bp"] == "e" and launch["cat"] == "runtime" and work["cat"] in perfetto.DEVICE_KIND_NAMES
+        assert launch["args"]["correlation"] == work["args"]["correlation"] == end["args"]["correlation"]
+    kernels = [e for e in slices.values() if e["cat"] == "kernel"]
+    assert all("stream" in k["args"] and "device" in k["args"] for k in kernels)
+    shaped = table[(table["kind"] == "cpu_op") & (table["input_dims"].astype(str) != "")]
+    written = {e["args"].get("input_dims") for e in slices.values() if e["cat"] == "cpu_op"}
+    assert len(shaped) and set(shaped["input_dims"].astype(str)) <= written
 
 
 def test_every_finding_is_on_the_findings_track_at_its_times(fsdp, annotated):

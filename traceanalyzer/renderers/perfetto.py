@@ -3,8 +3,10 @@
 Chrome-trace JSON (``X`` slices, times in µs with three decimals, so every ns digit survives) relative to the
 trace's start. The "traceanalyzer findings" process has one thread per finding and rank, with one slice per
 interval the finding claims (else one per step it concerns), named with the finding and carrying its saving and
-advice in ``args``. Traces of more than ``MAX_EVENTS`` events keep all device work and the host events of the
-shallowest call levels that fit, and say so.
+advice in ``args``. Each event keeps what the event table holds of it in ``args`` (shapes, dtypes, correlation id,
+bytes, collective, ...), and each launch joins the device work it launched by a flow (``s``/``f``). Traces of
+more than ``MAX_EVENTS`` events keep all device work and the host events of the shallowest call levels that fit,
+and say so.
 """
 
 from __future__ import annotations
@@ -19,13 +21,19 @@ import pandas as pd
 
 from traceanalyzer import humanize, outputs
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import DEVICE_KINDS
+from traceanalyzer.schema import DEVICE_KINDS, NO_ROW
 
 MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
 FINDINGS_PID = 0
 FINDINGS_PROCESS = "traceanalyzer findings"
 DEVICE_KIND_NAMES = sorted(k.value for k in DEVICE_KINDS)
+ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "step", "bytes")
+"""Integer columns written to an event's args where it has a value (not NO_ROW)."""
+TEXT_ARG_COLUMNS = ("input_dims", "input_types", "collective", "group", "core", "cat")
+"""Text columns written to an event's args where they are not empty."""
+FLOW = {"name": "launch", "cat": "launch → device"}
+"""Name and category of the launch → device work flows."""
 
 
 def write(trace, out: Path) -> str:
@@ -51,6 +59,7 @@ def document(trace) -> dict:
     lanes = _lanes(events)
     findings = finding_slices(trace, t0)
     slices = _event_slices(events, lanes, t0)
+    flows = launch_flows(events, lanes, t0)
     meta = _metadata(lanes) + _finding_threads(findings)
     other = {
         "source": "; ".join(trace.meta.paths),
@@ -59,11 +68,12 @@ def document(trace) -> dict:
         "events_in_trace": len(trace.events),
         "events_written": len(events),
         "finding_slices": len(findings),
+        "launch_flows": len(flows) // 2,
         "subset": note,
     }
     return {
         outputs.EXPORT_KEY: "perfetto",
-        "traceEvents": meta + slices + [s for s, _ in findings],
+        "traceEvents": meta + slices + flows + [s for s, _ in findings],
         "displayTimeUnit": "ns",
         "otherData": other,
     }
@@ -109,9 +119,14 @@ def _meta(kind: str, pid: int, tid: int, name: str) -> dict:
     return {"ph": "M", "name": kind, "pid": int(pid), "tid": int(tid), "args": {"name": name}}
 
 
-def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
+def _placed(events: pd.DataFrame, lanes: pd.DataFrame) -> pd.DataFrame:
+    """Each event's pid_no and tid_no (in the events' order)."""
     keys = events[["rank", "pid", "tid"]].astype({"pid": str, "tid": str})
-    placed = keys.merge(lanes, on=["rank", "pid", "tid"], how="left")
+    return keys.merge(lanes, on=["rank", "pid", "tid"], how="left")[["pid_no", "tid_no"]]
+
+
+def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
+    placed = _placed(events, lanes)
     ts = micros(events["ts"].to_numpy() - t0)
     dur = micros(events["dur"].to_numpy())
     columns = zip(
@@ -121,12 +136,59 @@ def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[di
         placed["tid_no"],
         ts,
         dur,
+        event_args(events),
         strict=True,
     )
     return [
-        {"ph": "X", "name": n, "cat": k, "pid": int(p), "tid": int(t), "ts": s, "dur": d}
-        for n, k, p, t, s, d in columns
+        {"ph": "X", "name": n, "cat": k, "pid": int(p), "tid": int(t), "ts": s, "dur": d, "args": a}
+        for n, k, p, t, s, d, a in columns
     ]
+
+
+def event_args(events: pd.DataFrame) -> list[dict]:
+    """Per event, the event table's values it has (integer columns not NO_ROW, text columns not empty)."""
+    present = [c for c in ARG_COLUMNS if c in events]
+    texts = [c for c in TEXT_ARG_COLUMNS if c in events]
+    ints = [events[c].to_numpy().tolist() for c in present]
+    strs = [events[c].astype(str).fillna("").to_numpy().tolist() for c in texts]
+    out = []
+    for i in range(len(events)):
+        args = {c: v[i] for c, v in zip(present, ints, strict=True) if v[i] != NO_ROW}
+        args.update({c: v[i] for c, v in zip(texts, strs, strict=True) if v[i] and v[i] != "nan"})
+        out.append(args)
+    return out
+
+
+def launch_flows(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
+    """A flow from each written launch to each device event it launched: an ``s`` at the launch's start on its
+    thread, an ``f`` (bound to the enclosing slice) at the device event's start; the id is the device event's row,
+    the correlation id is in args."""
+    launch = events["launch"].to_numpy()
+    mine = np.flatnonzero((launch != NO_ROW) & np.isin(launch, events.index.to_numpy()))
+    if not len(mine):
+        return []
+    placed = _placed(events, lanes).to_numpy()
+    at = events.index.get_indexer(launch[mine])
+    ts = events["ts"].to_numpy()
+    corr = events["correlation"].to_numpy()
+    labels = events.index.to_numpy()
+    out = []
+    for i, j in zip(mine.tolist(), at.tolist(), strict=True):
+        flow = {**FLOW, "id": int(labels[i]), "args": {"correlation": int(corr[i])}}
+        out.append(
+            {**flow, "ph": "s", "pid": int(placed[j, 0]), "tid": int(placed[j, 1]), "ts": micros([ts[j] - t0])[0]}
+        )
+        out.append(
+            {
+                **flow,
+                "ph": "f",
+                "bp": "e",
+                "pid": int(placed[i, 0]),
+                "tid": int(placed[i, 1]),
+                "ts": micros([ts[i] - t0])[0],
+            }
+        )
+    return out
 
 
 def micros(ns: np.ndarray) -> list[float]:
