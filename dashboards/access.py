@@ -16,6 +16,8 @@ REFUSED = (
 )
 """The one answer for a path outside the allowed set, unreadable, or not a trace: it says nothing of what is there."""
 
+MAX_PATH_CHARS = 4096
+"""A typed path longer than this (the system's PATH_MAX), or with a NUL byte, is refused as any other."""
 SCAN_DEPTH = 6
 SCAN_ENTRIES = 20_000
 SCAN_S = 3.0
@@ -48,6 +50,8 @@ class Allowed:
         """The resolved path the user typed, if the page may open it; else Refused (one message for every reason)."""
         if not text or not text.strip():
             raise Refused("enter the path of a trace file or run folder")
+        if "\x00" in text or len(text) > MAX_PATH_CHARS:
+            raise Refused(self.refused)
         real = Path(os.path.realpath(os.path.expanduser(text.strip())))
         if not self._covers(real):
             raise Refused(self.refused)

@@ -233,8 +233,13 @@ def _status_line(job) -> html.Div:
     """A job's progress, or its error with a button that dismisses it."""
     if job.state == "error":
         dismiss = html.Button("×", id={"dismiss": job.key}, title="dismiss", className="dismiss")
-        return html.Div([f"could not open {job.label}: {job.message} ", dismiss], className="error")
-    return html.Div(f"loading {job.label}: {job.message} … {job.elapsed_s():.1f} s", className="progress")
+        return html.Div([f"could not open {_shown(job.label)}: {job.message} ", dismiss], className="error")
+    return html.Div(f"loading {_shown(job.label)}: {job.message} … {job.elapsed_s():.1f} s", className="progress")
+
+
+def _shown(label: str, most: int = 200) -> str:
+    """A job's label (what the user typed) as the page shows it: cut in the middle beyond ``most`` characters."""
+    return label if len(label) <= most else f"{label[: most // 2]}…{label[-most // 2 :]}"
 
 
 def save_upload(contents: str | None, filename: str | None) -> Path:

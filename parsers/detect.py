@@ -37,11 +37,28 @@ def units(path: Path) -> list[Unit]:
     if found:
         for folder in {source_of(u)[0] for u in found} - {path}:
             _refuse_special_inside(folder)
+        if path.is_dir():
+            _refuse_kineto_beside(path, found)
         return found
     if path.is_dir():
         return _folder(path)
     _check_file(path)
     return [Unit(kineto.parse, path)]
+
+
+def _refuse_kineto_beside(path: Path, found: list[Unit]) -> None:
+    """A TraceError when a folder of Ascend ranks also holds Kineto traces outside them (two runs in one folder,
+    which would be read as one with the Kineto file dropped)."""
+    folders = {source_of(u)[0] for u in found}
+    for name in _KINETO_GLOBS:
+        for f in sorted(path.glob("**/" + name)):
+            inside = any(folder == f.parent or folder in f.parents for folder in folders)
+            if not inside and f.is_file() and not _exported(f) and is_kineto(f):
+                raise TraceError(
+                    f,
+                    f"is a Kineto trace in {path}, which holds an Ascend run too: they are not one job; give the "
+                    "Ascend run and the Kineto trace separately",
+                )
 
 
 def source_of(unit: Unit) -> tuple[Path, bool]:

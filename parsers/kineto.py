@@ -104,6 +104,7 @@ class _Chunk:
     skipped: int
     negative: int
     counters: int
+    early: int
 
 
 def _chunk_columns(cols: Columns) -> _Chunk:
@@ -113,8 +114,13 @@ def _chunk_columns(cols: Columns) -> _Chunk:
     work = ph & ~texts_in(v["cat"], _SKIPPED_CATS, str.lower)
     complete = (v["ts"] != ABSENT) & (v["dur"] != ABSENT) & (v["name"][0] >= 0)
     memory = texts_in(v["ph"], {"i"}) & texts_in(v["name"], {_MEMORY_EVENT})
-    mem_complete = (v["args"] == 1) & (v["ts"] != ABSENT)
-    keep, mem_keep = work & complete, memory & mem_complete
+    mem_complete = (
+        (v["args"] == 1) & (v["ts"] != ABSENT) & _plausible(v, ("mem_bytes", "total_allocated", "total_reserved"))
+    )
+    complete &= _plausible_device(v["device"])
+    mem_complete &= _plausible_device(v["device_id"])
+    early = (v["ts"] < 0) & (v["ts"] != ABSENT)
+    keep, mem_keep = work & complete & ~early, memory & mem_complete & ~early
     dur = v["dur"][keep]
     numbers = {
         "ts": v["ts"][keep],
@@ -134,7 +140,21 @@ def _chunk_columns(cols: Columns) -> _Chunk:
         int((work & ~complete).sum() + (memory & ~mem_complete).sum()),
         int((dur < 0).sum()),
         int((texts_in(v["ph"], {"C"}) | (ph & texts_in(v["cat"], {counters.RANGE_CATEGORY}))).sum()),
+        int(((work & complete) | (memory & mem_complete))[early].sum()),
     )
+
+
+def _plausible(v: dict, keys: tuple[str, ...]) -> np.ndarray:
+    """Rows whose byte counts (absent, or below 2**50 either way) cannot overflow a sum of int64."""
+    ok = np.ones(len(v["ts"]), dtype=bool)
+    for key in keys:
+        ok &= (v[key] == ABSENT) | (np.abs(np.where(v[key] == ABSENT, 0, v[key])) < _MAX_BYTES)
+    return ok
+
+
+def _plausible_device(device: np.ndarray) -> np.ndarray:
+    """Rows whose device index is absent or within [-1, MAX_DEVICE_INDEX] (an int32 column)."""
+    return (device == ABSENT) | ((device >= -1) & (device <= MAX_DEVICE_INDEX))
 
 
 def _subset(coded: Coded, rows: np.ndarray) -> Coded:
@@ -160,6 +180,7 @@ class _Columns:
         self.skipped = sum(c.skipped for c in chunks)
         self.negative = sum(c.negative for c in chunks)
         self.counters = sum(c.counters for c in chunks)
+        self.early = sum(c.early for c in chunks)
         for c in chunks:
             _append(self.parts, c.numbers | {k: self.strings[k].merge(v) for k, v in c.strings.items()})
             _append(self.mem_parts, c.mem_numbers | {k: self.mem_strings[k].merge(v) for k, v in c.mem_strings.items()})
@@ -187,10 +208,12 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     skipped = stream.skipped + cols.skipped
     events, memory, strays = _without_strays(_events_frame(cols), _memory_frame(cols))
     if not len(events) and not len(memory):
-        raise TraceError(path, _nothing_to_analyze(stream.events, skipped))
+        early = f"; {cols.early:,} were dropped for a negative timestamp" if cols.early else ""
+        raise TraceError(path, _nothing_to_analyze(stream.events, skipped) + early)
     adjusted = {
         _SKIPPED: skipped,
         _NEGATIVE: cols.negative,
+        _EARLY: cols.early,
         _STRAY: strays,
         _OVERLONG: _clip_overlong(events, memory),
     }
@@ -202,8 +225,13 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     return events, memory, meta
 
 
+_MAX_BYTES = 1 << 50
+"""A memory event's byte count at or beyond this (1 PiB) is not a size: the event is dropped as wrongly typed."""
+_MAX_ELEMENTS = 1 << 50
+"""A collective's element count at or beyond this is not a size (its bytes would overflow int64): unknown."""
 _SKIPPED = "events with missing or wrongly typed fields dropped"
 _NEGATIVE = "negative durations clipped to 0 ns"
+_EARLY = "events with a negative timestamp dropped"
 _STRAY = "events far outside the trace's time window dropped"
 _OVERLONG = "durations reaching far past the trace's time window clipped to its end"
 _STRAY_FACTOR = 10
@@ -265,6 +293,7 @@ def _data_warnings(path: Path, adjusted: dict[str, int]) -> list[str]:
     texts = {
         _SKIPPED: "skipped {:,} events with missing or wrongly typed fields",
         _NEGATIVE: "{:,} events have a negative duration; counted them as 0 ns",
+        _EARLY: "dropped {:,} events with a negative timestamp (a trace's times count up from a time base)",
         _STRAY: f"dropped {{:,}} events that start far outside the trace's time window (more than {_STRAY_FACTOR}x "
         "the length of the bulk of its events, and more than an hour, away from it)",
         _OVERLONG: "clipped {:,} durations that reach far past the trace's time window to the last end inside it",
@@ -292,7 +321,8 @@ def _message_bytes(v: dict, rows: np.ndarray) -> np.ndarray:
     size = sizes[codes[rows]]
     nelems = _first_present(v["in_nelems"], v["out_nelems"])[rows]
     moved = _no_row(v["bytes"][rows])
-    derived = (moved == NO_ROW) & (size > 0) & (nelems != ABSENT) & (nelems != NO_ROW)
+    moved = np.where(moved < 0, NO_ROW, moved)  # a negative size is unknown
+    derived = (moved == NO_ROW) & (size > 0) & (nelems >= 0) & (nelems < _MAX_ELEMENTS)
     return np.where(derived, nelems * size, moved)
 
 

@@ -11,6 +11,7 @@ import shutil
 
 import pytest
 from traceanalyzer.dashboards import cli as dashboard_cli
+from traceanalyzer.dashboards.access import Allowed, Refused
 
 from tests.conftest import REPO
 from traceanalyzer import analyzers, cli, humanize
@@ -118,3 +119,11 @@ def test_missing_ranks_are_ranges_not_a_list_of_every_rank():
     assert runs == [(1, 4), (6, 10**9 - 1)]
     assert humanize.ranges(runs) == f"1–4, 6–{10**9 - 1}"
     assert humanize.ranges([(i * 2, i * 2) for i in range(50)], shown=3).endswith("… (50 in all)")
+
+
+@pytest.mark.parametrize("typed", ["{tmp}/a\x00b.json", "{tmp}/" + "x" * 100_000], ids=["nul", "long"])
+def test_the_dashboard_refuses_a_nul_byte_or_an_overlong_path_like_any_other(tmp_path, typed):
+    allowed = Allowed([tmp_path])
+    with pytest.raises(Refused) as refused:
+        allowed.check(typed.format(tmp=tmp_path))
+    assert str(refused.value) == allowed.refused

@@ -36,6 +36,8 @@ Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d{1,6})(?!\d)", re.IGNORECASE)  # below schema.MAX_RANKS
 _DIGITS = re.compile(r"\d+")
 _LINKS = ("parent", "launch", "op", "top_op", "caller")
+APART_NS = 3600 * 10**9
+"""Traces loaded as one job whose windows are further apart than this (an hour) are refused: not one job."""
 
 
 def load(
@@ -73,10 +75,11 @@ def load_tables(
     if len(units) > 1:
         for index, (_, _, meta) in parsed:
             meta.ranks = [_rank_of(meta, index)]
-    _check_unique([meta for _, (_, _, meta) in parsed])
+    apart = _check_unique([meta for _, (_, _, meta) in parsed], strict=len(found) == 1)
     parsed = [tables for _, tables in sorted(parsed, key=lambda p: p[1][2].ranks[0])]
     analysed = len(parsed)
     events, memory, meta = _join(parsed)
+    meta.warnings += apart
     _note_skipped(meta, skipped, analysed)
     return events, memory, meta
 
@@ -103,8 +106,9 @@ def load_per_rank(
     skipped += [s for p, of_path in found if p.is_dir() for s in _unread_rank_files(of_path)]
     if not done:
         raise TraceError(skipped[0].path, skipped[0].problem)
-    _check_unique([meta for meta, _ in done])
+    apart = _check_unique([meta for meta, _ in done], strict=len(found) == 1)
     meta = _merge_meta(sorted((meta for meta, _ in done), key=lambda m: m.ranks[0]))
+    meta.warnings += apart
     _note_skipped(meta, skipped, len(done))
     return sorted(done, key=lambda d: d[0].ranks[0]), meta
 
@@ -404,13 +408,33 @@ def _rank_of(meta: TraceMeta, index: int) -> int:
     return int(m.group(1)) if m else index
 
 
-def _check_unique(metas: list[TraceMeta]) -> None:
-    """A TraceError for the first trace whose rank another has too."""
+def _check_unique(metas: list[TraceMeta], strict: bool = True) -> list[str]:
+    """A TraceError for the first trace whose rank another has too, or that cannot belong to one job with the
+    others (another platform, or recorded hours away from them); traces given one by one (not ``strict``) that
+    were recorded hours apart are loaded with a warning instead (the user joined them)."""
     seen: set[int] = set()
     for meta in metas:
         if meta.ranks[0] in seen:
             raise TraceError(meta.paths[0], f"has rank {meta.ranks[0]}, which another loaded trace also has")
         seen.add(meta.ranks[0])
+    first = min(metas, key=lambda m: m.start_ns)
+    said = []
+    for meta in metas:
+        if len({meta.platform, first.platform} - {schema.Platform.CPU}) > 1:  # a host-only rank may join any
+            raise TraceError(
+                meta.paths[0],
+                f"is a {meta.platform.value} trace and {first.paths[0]} a {first.platform.value} one: they are not "
+                "one job; load them separately",
+            )
+        apart = meta.start_ns - max(first.end_ns, first.start_ns)
+        if apart > APART_NS:
+            problem = (
+                f"starts {apart / 3.6e12:,.1f} h after {first.paths[0]} ends: not one job (its ranks run together)"
+            )
+            if strict:
+                raise TraceError(meta.paths[0], f"{problem}; load them separately")
+            said.append(f"{meta.paths[0]}: {problem}; joined as given, but times across them mean nothing")
+    return said
 
 
 def _join(parsed: list[Parsed]) -> Parsed:
