@@ -90,10 +90,15 @@ def record(args, name: str, dev: torch.device) -> None:
     odir.mkdir(parents=True, exist_ok=True)
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rec.is_cuda(dev) else [])
     attempts = []
-    for metrics in [*METRIC_SETS, []] if rec.is_cuda(dev) else [[]]:
+    tries = [(m, per) for m in METRIC_SETS for per in (True, False)] + [([], False)]
+    for metrics, per_kernel in tries if rec.is_cuda(dev) else [([], False)]:
         raw = Path("/tmp") / f"{name}.counters.json"
         try:
-            cfg = _ExperimentalConfig(profiler_metrics=metrics, profiler_measure_per_kernel=True) if metrics else None
+            cfg = (
+                _ExperimentalConfig(profiler_metrics=metrics, profiler_measure_per_kernel=per_kernel)
+                if metrics
+                else None
+            )
             with profile(activities=acts, record_shapes=True, experimental_config=cfg) as prof:
                 for _ in range(3):
                     step()
@@ -104,12 +109,19 @@ def record(args, name: str, dev: torch.device) -> None:
             rec.gzip_file(raw, out)
             raw.unlink()
             held = summarize(out)
-            attempts.append({"metrics": metrics, "ok": True, "counter_like_events": held["counter_like_events"]})
+            attempts.append(
+                {
+                    "metrics": metrics,
+                    "per_kernel": per_kernel,
+                    "ok": True,
+                    "counter_like_events": held["counter_like_events"],
+                }
+            )
             if held["counter_like_events"] or not metrics:
                 meta.update(profiler_metrics=metrics, trace=held, trace_file=out.name)
                 break
         except Exception as e:
-            attempts.append({"metrics": metrics, "ok": False, "error": repr(e)[:500]})
+            attempts.append({"metrics": metrics, "per_kernel": per_kernel, "ok": False, "error": repr(e)[:500]})
             traceback.print_exc()
     meta["attempts"] = attempts
     rec.write_meta(odir, name, meta)
