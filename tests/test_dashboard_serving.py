@@ -178,3 +178,33 @@ def test_an_uploads_temp_folder_is_removed_once_read(browser, app_url, tmp_path)
     saved = Path(job.paths[0])
     assert saved.parent.name.startswith("traceanalyzer-upload-") and not saved.parent.exists()
     assert store.view(job.key).report() is not None and copy.exists()
+
+
+@pytest.mark.browser
+def test_a_table_exports_its_filtered_rows_as_csv(app_url, tmp_path):
+    import csv
+
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    url, store = app_url
+    for driver in headless_chromium():
+        driver.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+        driver.get(url + "/hotspots")
+        _wait_text(driver, "#hs-table", "Export")
+        buttons = driver.find_elements(By.CSS_SELECTOR, "button.export")
+        assert len(buttons) == len(driver.find_elements(By.CSS_SELECTOR, ".dash-spreadsheet-container")), "each table"
+        shown = driver.find_element(By.CSS_SELECTOR, "#hs-table td[data-dash-column=name]").text
+        cell = driver.find_element(By.CSS_SELECTOR, "#hs-table .dash-filter[data-dash-column=name] input[type=text]")
+        cell.send_keys(shown[:12] + Keys.ENTER)
+        time.sleep(1.0)
+        driver.find_element(By.CSS_SELECTOR, "#hs-table button.export").click()
+        deadline = time.monotonic() + WAIT_S
+        while not list(tmp_path.glob("*.csv")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        (path,) = tmp_path.glob("*.csv")
+        rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
+        visible = driver.find_elements(By.CSS_SELECTOR, "#hs-table td[data-dash-column=name]")
+        assert rows and len(rows) == len(visible) and all(shown[:12] in r["name"] for r in rows)
+        logs = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+        assert not logs, logs[:3]
