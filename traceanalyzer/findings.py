@@ -8,7 +8,9 @@ one instead) and the pushed savings together never exceed the step time (of each
 cut says why in ``cut``, naming the findings that took it by their place in the ranking (``#1``). Every share is of
 the median step (``StepTime``), the summary's step figure; savings are per step (total over the steps / steps). A
 finding that costs no time but states a risk (memory running out) carries that risk's severity (``risk``) and is
-pushed when it is high or medium.
+pushed when it is high or medium. A saving that makes device work faster with the host's work unchanged
+(``Finding.device_time``) counts only down to where the step turns host-bound: the device-time savings pushed on a
+rank together never exceed its ``headroom`` (the time per step the host waits for the device).
 """
 
 from __future__ import annotations
@@ -87,6 +89,10 @@ class Finding:
     cut: str = ""
     risk: Severity = Severity.INFO
     claims: Claims = field(default_factory=dict, repr=False, compare=False)
+    device_time: bool = False
+    """The saving makes device work faster while the host's work stays (faster kernels: precision, a GEMM nearer
+    its roofline), so it stops where the host becomes the limit; a fix that also removes host work (fusion: fewer
+    launches) is not bounded so."""
 
     def __repr__(self) -> str:
         return notebook.finding_repr(self)
@@ -136,6 +142,7 @@ def make(
     claims: Claims | None = None,
     where: dict | None = None,
     evidence: dict | None = None,
+    device_time: bool = False,
 ) -> Finding:
     """A finding from totals over the steps analysed (``concerns_ns``, ``saving_ns``), stated per step."""
     n = max(step.steps, 1)
@@ -154,6 +161,7 @@ def make(
         where=where or {},
         evidence=evidence or {},
         claims=claims or {},
+        device_time=device_time,
     )
 
 
@@ -168,14 +176,16 @@ def severity_of(step_share: float, basis: Basis = Basis.MODELLED) -> Severity:
     return Severity.LOW
 
 
-def rank(findings: list[Finding]) -> list[Finding]:
-    """Findings by saving, pushed ones first; overlapping claims and the step-time budget applied (see module)."""
+def rank(findings: list[Finding], headroom: dict[int, int] | None = None) -> list[Finding]:
+    """Findings by saving, pushed ones first; overlapping claims, the step-time budget and, for device-time savings,
+    the ranks' ``headroom`` (ns per step the host waits for the device; none: unbounded) applied (see module)."""
     ordered = sorted(findings, key=lambda f: (-f.saving_ns, -f.concerns_ns, f.id, f.title))
     claimed: dict[int, list[tuple[Intervals, Finding]]] = {}
     spent: dict[object, int] = {}  # per rank; None: findings of the whole job, which count against every rank
     spenders: dict[object, list[Finding]] = {}
     cuts: dict[int, tuple[str, list[Finding]]] = {}  # per finding (by id): why its saving was cut, and by whom
     steps = {f.where["rank"]: f.step_ns for f in ordered if f.where.get("rank") is not None}  # each rank's step
+    device: dict[object, list[Finding]] = {}  # pushed device-time savings, per rank (None: the whole job's)
     for f in ordered:
         key = f.where.get("rank")
         taken, by = _taken(f.claims, claimed)
@@ -192,14 +202,17 @@ def rank(findings: list[Finding]) -> list[Finding]:
         if f.saving_ns > left:
             f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns
             f.saving_ns = left
-            users = [u for k, us in spenders.items() if k is None or key is None or k == key for u in us]
-            cuts[id(f)] = ("the step's budget is used by {}", users)
+            cuts[id(f)] = ("the step's budget is used by {}", _users(spenders, key))
+        if f.device_time and headroom is not None and _bound_by_headroom(f, key, headroom, device):
+            cuts[id(f)] = ("the step turns host-bound first (its device headroom is used by {})", _users(device, key))
         f.severity = _stronger(severity_of(f.step_share, f.basis), f.risk) if not f.covered_by else Severity.INFO
         f.pushed = f.severity in (Severity.HIGH, Severity.MEDIUM)
         if f.pushed:
             spent[key] = spent.get(key, 0) + f.saving_ns
             if f.saving_ns:
                 spenders.setdefault(key, []).append(f)
+                if f.device_time:
+                    device.setdefault(key, []).append(f)
             for r, ivs in f.claims.items():
                 claimed.setdefault(r, []).append((ivs, f))
     ranked = sorted(ordered, key=lambda f: (_ORDER[f.severity], -f.saving_ns, -f.concerns_ns))
@@ -234,6 +247,27 @@ def _places(numbers: list[int]) -> str:
     """Places in the ranking as words: '#1', '#1 and #2', '#1, #2 and #4'."""
     names = [f"#{n}" for n in numbers] or ["the findings above"]
     return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _users(spenders: dict[object, list[Finding]], key: object) -> list[Finding]:
+    """The pushed findings that spent a budget a finding of ``key`` (a rank, or None: the whole job) shares."""
+    return [u for k, us in spenders.items() if k is None or key is None or k == key for u in us]
+
+
+def _bound_by_headroom(f: Finding, key: object, headroom: dict[int, int], device: dict[object, list[Finding]]) -> bool:
+    """Cut a device-time saving to what its rank's headroom has left (a job-wide one: the smallest rank's); whether
+    it was cut."""
+    spent = {k: sum(u.saving_ns for u in us) for k, us in device.items()}
+    if key is None:
+        room = min(headroom.values(), default=f.step_ns) - max(spent.values(), default=0)
+    else:
+        room = headroom.get(key, f.step_ns) - spent.get(key, 0) - spent.get(None, 0)
+    room = max(room, 0)
+    if f.saving_ns <= room:
+        return False
+    f.evidence["saving_before_critical_path_ns_per_step"] = f.saving_ns
+    f.saving_ns = room
+    return True
 
 
 def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, Finding]]]) -> tuple[float, Finding | None]:

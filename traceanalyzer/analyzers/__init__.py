@@ -47,7 +47,8 @@ def part_name(module) -> str:
 
 def all_findings(trace: TraceData) -> list[Finding]:
     """Findings of every analyzer, ranked; an analyzer that fails is reported as a warning, not a crash."""
-    return rank([f for found in _each(_with("findings"), lambda m: m.findings(trace)) for f in found])
+    found = [f for of_module in _each(_with("findings"), lambda m: m.findings(trace)) for f in of_module]
+    return rank(found, _headroom(lambda: health.device_headroom(trace)))
 
 
 def sections(trace: TraceData, options: Options) -> list[Section]:
@@ -73,7 +74,7 @@ def summarize(trace: TraceData, options: Options) -> dict[str, object]:
 def all_job_findings(job: JobData) -> list[Finding]:
     """Findings of every analyzer from the ranks' parts, ranked as ``all_findings`` ranks them."""
     found = _each(_with("job_findings"), lambda m: _read(job, m, m.job_findings))
-    return rank([f for of_module in found for f in of_module])
+    return rank([f for of_module in found for f in of_module], _headroom(lambda: health.job_device_headroom(job)))
 
 
 def job_sections(job: JobData, options: Options) -> list[Section]:
@@ -88,6 +89,16 @@ def _marked(led: Section, failed: list[str]) -> Section:
     if failed:
         led.facts.append(Fact("missing_sections", "sections missing (their analyzer failed)", ", ".join(failed)))
     return led
+
+
+def _headroom(read) -> dict[int, int] | None:
+    """The ranks' device headroom (``health.critical``), or None (device savings unbounded) with a warning when it
+    cannot be read."""
+    try:
+        return read()
+    except Exception as e:  # the health analyzer's failure is already reported; rank the findings anyway
+        warnings.warn(f"device headroom not known ({type(e).__name__}: {e}): device savings not bounded", stacklevel=3)
+        return None
 
 
 class _PartFailed(Exception):

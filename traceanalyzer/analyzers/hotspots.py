@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import intervals
-from traceanalyzer.analyzers import advice
+from traceanalyzer.analyzers import advice, roofline
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
@@ -524,6 +524,7 @@ def _hotspot_finding(
         basis=basis,
         model=model,
         claims=claims,
+        device_time=True,
         where={"name": row["name"], "category": kind},
         evidence={
             "count": count,
@@ -536,13 +537,20 @@ def _hotspot_finding(
 
 
 def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:
-    """A GEMM's saving if it ran at ``GEMM_TARGET`` of the dense peak for its dtype (total ns), and its basis."""
+    """A GEMM's saving if it ran at ``GEMM_TARGET`` of its roofline (the device's bandwidth for a memory-bound shape,
+    its dense peak for the dtype for a compute-bound one; the peak alone where the roofline is not known), total ns,
+    and its basis."""
     if not rate or rate["peak_tflops"] != rate["peak_tflops"] or rate.get("note"):  # no rate, no peak, or suspect
         return 0, Basis.NONE, ""
-    target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
-    model = (
-        f"the GEMM at {GEMM_TARGET:.0%} of the device's dense {rate['dtype']} peak ({rate['peak_tflops']:.0f} TFLOP/s)"
-    )
+    limit = rate.get("limit_ns", float("nan"))
+    if limit == limit and limit > 0:  # the roofline's least time for these calls
+        target_ns = limit / GEMM_TARGET
+        side = "memory bandwidth" if rate.get("bound") == roofline.MEMORY else f"dense {rate['dtype']} peak"
+        model = f"the GEMM at {GEMM_TARGET:.0%} of its roofline ({rate.get('bound', '')}-bound: the device's {side})"
+    else:
+        target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
+        peak = f"dense {rate['dtype']} peak ({rate['peak_tflops']:.0f} TFLOP/s)"
+        model = f"the GEMM at {GEMM_TARGET:.0%} of the device's {peak}"
     return max(int(rate["device_ns"] - target_ns), 0), Basis.MODELLED, model
 
 

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pandas as pd
+
 from traceanalyzer.analyzers import steps
 from traceanalyzer.analyzers.attribution import steps_count, steps_in
 from traceanalyzer.analyzers.health.causes import idle_causes
+from traceanalyzer.analyzers.health.critical import headroom
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     LARGE_GAP_NS,
@@ -47,6 +50,7 @@ __all__ = [
     "TF32_SPEEDUP",
     "TINY_KERNEL_NS",
     "device_busy",
+    "device_headroom",
     "dtoh_copies",
     "dynamic_shapes",
     "findings",
@@ -54,6 +58,7 @@ __all__ = [
     "idle_causes",
     "idle_claims",
     "idle_gaps",
+    "job_device_headroom",
     "job_findings",
     "job_section",
     "launch_bound",
@@ -78,13 +83,29 @@ def _job_health(job: JobData) -> Part:
 def _context(trace: TraceData) -> Context:
     """A joined trace's facts, step time and number of distinct steps."""
     by_rank = {rank: steps.step_time(trace, rank) for rank in trace.meta.ranks}
-    return Context(trace.meta, steps.step_time(trace), steps_count(trace), by_rank)
+    return Context(trace.meta, steps.step_time(trace), steps_count(trace), by_rank, _spans(steps.step_table(trace)))
 
 
 def _job_context(job: JobData) -> Context:
     """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
     by_rank = {rank: steps.job_step_time(job, rank) for rank in job.meta.ranks}
-    return Context(job.meta, steps.job_step_time(job), steps_in(steps.job_step_table(job)), by_rank)
+    table = steps.job_step_table(job)
+    return Context(job.meta, steps.job_step_time(job), steps_in(table), by_rank, _spans(table))
+
+
+def _spans(table: pd.DataFrame) -> pd.DataFrame:
+    """Each rank's steps as ``[start_ns, end_ns)`` from a step table."""
+    return table.assign(end_ns=table["start_ns"] + table["step_ns"])[["rank", "step", "start_ns", "end_ns"]]
+
+
+def device_headroom(trace: TraceData) -> dict[int, int]:
+    """Per rank: how far its device time per step can shrink before its steps turn host-bound (``critical``)."""
+    return headroom(steps.step_table(trace), _health(trace).blocked)
+
+
+def job_device_headroom(job: JobData) -> dict[int, int]:
+    """``device_headroom`` of a job analysed rank by rank, from its ranks' parts."""
+    return headroom(steps.job_step_table(job), _job_health(job).blocked)
 
 
 def findings(trace: TraceData) -> list[Finding]:

@@ -65,6 +65,13 @@ FIRST_CALL_FACTOR = 10
 FIRST_CALL_MIN_NS = 200_000
 """... and at least this long (200 µs), and it (or its op) meets an input shape for the first time."""
 
+DRAINS = ("host_sync", "allocator", "pageable_copy")
+"""Causes of blocking calls: the device queue runs dry while the host waits in them."""
+
+LEAD_IN = 8
+"""How many short host-made gaps right before a drained gap are the blocking call's: the last few kernels before a
+sync compute the value it reads (``.isfinite().all().item()``: five elementwise and reduction kernels and a copy)."""
+
 COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer"]
 
 _HOST = (Kind.CPU_OP.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.RUNTIME.value)
@@ -222,12 +229,49 @@ def _rank_causes(trace, host, rank, gaps, found, weights) -> None:
     htod[copies] = (events["kind"].to_numpy()[resumes[copies]] == Kind.MEMCPY.value) & name_hits(
         events["name"], HTOD_COPY
     )[resumes[copies]]
+    rule = np.full(len(a), QUEUED, dtype=object)
+    culprit = np.full(len(a), NO_ROW, dtype=np.int64)
+    rests = []
     for th in np.unique(thread[~queued]).tolist():
         gi = np.flatnonzero((thread == th) & ~queued)
         on = np.flatnonzero(mine & ((host.thread == th) | (host.thread == main)))
-        _thread_causes(
-            host, on, (a[gi], b[gi]), htod[gi], np.where(launch[gi] >= 0, launch[gi], NO_ROW), rank, found, weights
-        )
+        mine_gaps = (a[gi], b[gi])
+        rest = _painted(host, on, mine_gaps, rank, found, weights)
+        rule[gi], culprit[gi] = _rules(host, on, mine_gaps, htod[gi], np.where(launch[gi] >= 0, launch[gi], NO_ROW))
+        rests.append(rest)
+    rule = _lead_ins(rule)
+    if rests:
+        _rest_causes(rank, gaps, rule, culprit, rests, found, weights)
+
+
+def _lead_ins(rule: np.ndarray) -> np.ndarray:
+    """Gaps in time order: the short host-made gaps (up to ``LEAD_IN``) right before a gap a blocking call drained
+    are that call's cause (the kernels computing the value it waits for, launched one at a time after the device
+    ran dry)."""
+    out = rule.copy()
+    run: list[int] = []
+    for i, cause in enumerate(rule.tolist()):
+        if cause == LAUNCH_BOUND:
+            run.append(i)
+            continue
+        if cause in DRAINS:
+            out[run[-LEAD_IN:]] = cause
+        run = []
+    return out
+
+
+def _rest_causes(rank, gaps, rule, culprit, rests, found, weights) -> None:
+    """Each gap's rest (the part no painted call explains) under its gap's cause."""
+    a, _ = gaps
+    starts = np.concatenate([r[0] for r in rests])
+    ends = np.concatenate([r[1] for r in rests])
+    gap = np.searchsorted(a, starts, side="right") - 1
+    left = np.bincount(gap, weights=ends - starts, minlength=len(a)).astype(np.int64)
+    for cause in np.unique(rule[gap]).tolist():
+        pieces = rule[gap] == cause
+        _add(found, rank, cause, intervals.union(starts[pieces], ends[pieces]))
+        hit = (rule == cause) & (culprit != NO_ROW) & (left > 0)
+        weights.append(_weights(rank, cause, culprit[hit], left[hit]))
 
 
 def _main_thread(host: _Host, events: pd.DataFrame, rank: int, mine: np.ndarray) -> int:
@@ -241,9 +285,8 @@ def _main_thread(host: _Host, events: pd.DataFrame, rank: int, mine: np.ndarray)
     return int(values[np.argmax(counts)]) if len(values) else -1
 
 
-def _thread_causes(host, on, gaps, htod, launch, rank, found, weights) -> None:
-    """Causes of the gaps one thread resumes: painted calls first, then each gap's rest by its rule."""
-    a, b = gaps
+def _painted(host, on, gaps, rank, found, weights) -> Intervals:
+    """The painted causes of the gaps one thread resumes (into ``found``); the rest of the gaps."""
     taken = intervals.EMPTY
     for cause in PAINTED:
         rows = on[host.masks[cause][on]]
@@ -256,17 +299,7 @@ def _thread_causes(host, on, gaps, htod, launch, rank, found, weights) -> None:
             share = intervals.covered_within(piece, host.ts[rows], host.end[rows])
             weights.append(_weights(rank, cause, host.rows[rows], share))
         taken = intervals.union(np.r_[taken[0], painted[0]], np.r_[taken[1], painted[1]])
-    rest = intervals.subtract(gaps, taken)
-    if not len(rest[0]):
-        return
-    gap = np.searchsorted(a, rest[0], side="right") - 1
-    left = np.bincount(gap, weights=rest[1] - rest[0], minlength=len(a)).astype(np.int64)
-    rule, culprit = _rules(host, on, gaps, htod, launch)
-    for cause in np.unique(rule[gap]).tolist():
-        pieces = rule[gap] == cause
-        _add(found, rank, cause, (rest[0][pieces], rest[1][pieces]))
-        hit = (rule == cause) & (culprit != NO_ROW) & (left > 0)
-        weights.append(_weights(rank, cause, culprit[hit], left[hit]))
+    return intervals.subtract(gaps, taken)
 
 
 def _rules(host, on, gaps, htod, launch) -> tuple[np.ndarray, np.ndarray]:
@@ -277,7 +310,7 @@ def _rules(host, on, gaps, htod, launch) -> tuple[np.ndarray, np.ndarray]:
     covered = intervals.covered_within(intervals.union(host.ts[on], host.end[on]), a, b)
     decided = np.zeros(len(a), dtype=bool)
     for cause, hit, row in (
-        *((c, *_drained(host, on[host.blocking[c][on]], a, b)) for c in host.blocking),
+        *((c, *_drained(host, on[host.blocking[c][on]], a, b)) for c in DRAINS),
         ("input_pipeline", htod, launch),
         (LAUNCH_BOUND, b - a < LARGE_GAP_NS, launch),
         (PYTHON_WORK, covered * 2 >= b - a, launch),

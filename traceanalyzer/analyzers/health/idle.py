@@ -37,6 +37,9 @@ MODELS = {
 }
 """How each cause's saving is obtained (all measured: the idle the cause explains, per step)."""
 
+PER_STEP = " (the median over the rank's steps of that idle in each step)"
+"""How a cause's idle becomes a figure per step: the same statistic as the summary's step time."""
+
 
 def _titles(row: pd.Series, gpu: str, idle: str, meta) -> tuple[str, str]:
     """A cause's title (what, and its one fix) and advice."""
@@ -127,7 +130,11 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
         rank, cause = int(row["rank"]), row["cause"]
         if rank not in judged or cause in OWN_FINDINGS or cause == QUEUED:
             continue
-        idle = humanize.duration(row["idle_ns"] / max(context.steps, 1))
+        claims = health.cause_claims(rank, cause)
+        per_step = context.median_per_step(claims)
+        if not per_step:  # idle in some steps only: not a per-step cost (the idle-by-cause table shows it)
+            continue
+        idle = humanize.duration(per_step)
         title, text = _titles(row, gpu, idle, context.meta)
         rank_text = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
         out.append(
@@ -137,13 +144,18 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
                 title.replace(f" the {gpu} ", f" the {gpu}{rank_text} ", 1) if rank_text else title,
                 text,
                 context.step_of(rank),
-                concerns_ns=int(row["idle_ns"]),
-                saving_ns=int(row["idle_ns"]),
+                concerns_ns=context.as_total(rank, per_step),
+                saving_ns=context.as_total(rank, per_step),
                 basis=fnd.Basis.MEASURED,
-                model=MODELS[cause],
-                claims=health.cause_claims(rank, cause),
+                model=MODELS[cause] + PER_STEP,
+                claims=claims,
                 where={"rank": rank, "place": row["where"], "ops": row["ops"]},
-                evidence={"cause": cause, "gaps": int(row["gaps"]), "explained_share": explained_share(health, rank)},
+                evidence={
+                    "cause": cause,
+                    "gaps": int(row["gaps"]),
+                    "idle_ns": int(row["idle_ns"]),
+                    "explained_share": explained_share(health, rank),
+                },
             )
         )
     return out

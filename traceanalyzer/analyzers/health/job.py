@@ -10,6 +10,7 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import attribution
 from traceanalyzer.analyzers.health.causes import idle_causes, merged_causes
+from traceanalyzer.analyzers.health.critical import blocked, merged_blocked
 from traceanalyzer.analyzers.health.gaps import (
     GAPS_KEPT,
     device_busy,
@@ -20,7 +21,7 @@ from traceanalyzer.analyzers.health.gaps import (
 )
 from traceanalyzer.analyzers.health.launch import launch_bound, merged_launches
 from traceanalyzer.analyzers.health.part import Part
-from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, merged_gemms
+from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, fp32_spans, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
 from traceanalyzer.analyzers.health.transfers import host_copies, merged_host_copies
@@ -42,6 +43,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         copies=dtoh_copies(trace),
         launches=launch_bound(trace),
         gemms=fp32_gemms(trace),
+        fp32_spans=fp32_spans(trace),
         device_ns=device_in_steps_ns(trace),
         shapes=shape_rows(trace.events),
         compile_ns=compile_ns(trace.events),
@@ -49,6 +51,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         cause_idle=idle_causes(trace)[1],
         host_copies=host_copies(trace)[0],
         pageable=host_copies(trace)[1],
+        blocked=blocked(trace),
         stepped=[int(rank) for rank in step_table(trace)["rank"].unique()],
     )
 
@@ -66,6 +69,7 @@ def merge(parts: list[Part]) -> Part:
         copies=merged_copies([p.copies for p in parts]),
         launches=merged_launches([_of(p.launches, stepped) for p in parts]),
         gemms=merged_gemms([_of(p.gemms, stepped) for p in parts]),
+        fp32_spans={r: spans for p in parts for r, spans in p.fp32_spans.items() if not stepped or r in stepped},
         device_ns={rank: ns for p in parts for rank, ns in p.device_ns.items() if not stepped or rank in stepped},
         shapes=merged_shapes([p.shapes for p in parts]),
         compile_ns=sum(p.compile_ns for p in parts),
@@ -73,6 +77,7 @@ def merge(parts: list[Part]) -> Part:
         cause_idle={key: idle for p in parts for key, idle in p.cause_idle.items()},
         host_copies=merged_host_copies([p.host_copies for p in parts]),
         pageable={rank: spans for p in parts for rank, spans in p.pageable.items()},
+        blocked=merged_blocked([p.blocked for p in parts]),
         stepped=stepped,
     )
 

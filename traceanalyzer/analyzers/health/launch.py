@@ -19,7 +19,7 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
-from traceanalyzer.analyzers.health.idle import explained
+from traceanalyzer.analyzers.health.idle import PER_STEP
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -128,19 +128,24 @@ def launch_findings(health: Part, context: Context) -> list[Finding]:
     they explain, the loop with the most tiny kernels (a launch-bound loop where one qualifies), the one fix."""
     out = []
     for rank in health.computing:
-        idle = explained(health, rank, LAUNCH_BOUND)
-        if idle:
-            out.append(_launch_finding(health, context, rank, idle))
+        if context.median_per_step(health.cause_claims(rank, LAUNCH_BOUND)):
+            out.append(_launch_finding(health, context, rank))
     return out
 
 
-def _launch_finding(health: Part, context: Context, rank: int, idle: int) -> Finding:
+def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
     table, steps = health.launches, context.steps
+    claims = health.cause_claims(rank, LAUNCH_BOUND)
+    idle = context.median_per_step(claims)
+    cause = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == LAUNCH_BOUND)].iloc[0]
     mine = table[table["rank"] == rank]
+    here = mine["annotation"].combine(mine["frame"], place_text) == cause["where"]
     hit = mine[
-        (mine["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps) & (mine["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
+        here
+        & (mine["tiny_kernels"] >= LAUNCH_BOUND_MIN_KERNELS * steps)
+        & (mine["busy_share"] < LAUNCH_BOUND_BUSY_SHARE)
     ]
-    per_step = humanize.duration(idle / max(steps, 1))
+    per_step = humanize.duration(idle)
     fix = FIX[advice.platform(context.meta)]
     gpu = accelerator(context)
     if len(hit):
@@ -160,8 +165,8 @@ def _launch_finding(health: Part, context: Context, rank: int, idle: int) -> Fin
         )
         where = {"rank": rank, "annotation": row["annotation"], "frame": row["frame"], "ops": row["top_ops"]}
     else:
-        cause = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == LAUNCH_BOUND)].iloc[0]
-        title = f"Kernel launches lag behind the {gpu}: idle {per_step}/step in short gaps the host made: {fix}"
+        where = f" (most at {cause['where']})" if cause["where"] and not cause["where"].startswith("(") else ""
+        title = f"Kernel launches lag behind the {gpu}: idle {per_step}/step in short gaps the host made{where}: {fix}"
         text = "The device runs each kernel faster than the host launches the next, so it idles between them. "
         where = {"rank": rank, "ops": cause["ops"]}
     return fnd.make(
@@ -170,12 +175,12 @@ def _launch_finding(health: Part, context: Context, rank: int, idle: int) -> Fin
         title,
         text + advice.CAPTURE_LOOP[advice.platform(context.meta)],
         context.step_of(rank),
-        concerns_ns=idle,
-        saving_ns=idle,
+        concerns_ns=context.as_total(rank, idle),
+        saving_ns=context.as_total(rank, idle),
         basis=fnd.Basis.MEASURED,
         model="the idle of the short gaps (under 100 µs) the launching thread made would go if the stretch were "
-        "one captured graph (the host time of the launches leaves the step)",
-        claims=health.cause_claims(rank, LAUNCH_BOUND),
+        "one captured graph (the host time of the launches leaves the step)" + PER_STEP,
+        claims=claims,
         where=where,
         evidence={
             "launch_places": mine.head(3).to_dict(orient="records"),

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
+from traceanalyzer import intervals
 from traceanalyzer.findings import Claims, StepTime
 from traceanalyzer.intervals import Packed
 from traceanalyzer.schema import TraceMeta
@@ -38,6 +40,8 @@ class Part:
     """``launch_bound``: tiny kernels per rank and place."""
     gemms: pd.DataFrame
     """``fp32_gemms``: fp32 SIMT GEMM kernels per rank, name and op."""
+    fp32_spans: dict[int, Packed]
+    """Per rank: the device intervals of its in-step fp32 SIMT GEMMs, packed."""
     device_ns: dict[int, int]
     """Per rank: busy device time inside steps (summed durations)."""
     shapes: pd.DataFrame
@@ -52,6 +56,8 @@ class Part:
     """``host_copies``: in-step host<->device copies per rank, direction and memory kind."""
     pageable: dict[int, Packed]
     """Per rank: the device intervals of its in-step pageable copies, packed."""
+    blocked: pd.DataFrame
+    """``critical.blocked``: per rank and step, the host's time waiting for the device."""
     stepped: list[int]
     """The ranks with step markers: where one has them, the in-step tables (syncs, launches, GEMMs, device time)
     of a rank without leave it out, as on the joined trace, whose rows outside every step are out of them."""
@@ -80,3 +86,25 @@ class Context:
     def step_of(self, rank: int) -> StepTime:
         """The step time of one rank (the job's where the rank has none of its own)."""
         return self.by_rank.get(rank, self.step)
+
+    spans: pd.DataFrame | None = None
+    """Per rank and step: its span ``[start_ns, end_ns)`` (the step table's), what a per-step median reads."""
+
+    def median_per_step(self, claims: Claims) -> int:
+        """The median over a rank's steps of the time some intervals of it take in each step (ns); the mean over
+        the steps analysed where the steps are not known."""
+        if not claims:
+            return 0
+        rank, ivs = next(iter(claims.items()))
+        spans = self.spans[self.spans["rank"] == rank] if self.spans is not None else None
+        if spans is None or not len(spans):
+            return intervals.length(ivs) // max(self.step_of(rank).steps, 1)
+        each = [
+            intervals.length(intervals.clip(ivs, lo, hi))
+            for lo, hi in zip(spans["start_ns"].tolist(), spans["end_ns"].tolist(), strict=True)
+        ]
+        return int(np.median(each))
+
+    def as_total(self, rank: int, per_step: int) -> int:
+        """A per-step figure of a rank as the total that ``findings.make`` divides by its steps (``step_of``)."""
+        return per_step * max(self.step_of(rank).steps, 1)

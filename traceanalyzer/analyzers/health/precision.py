@@ -6,12 +6,14 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
+from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits
+from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits, rank_spans
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.steps import BUSY
 from traceanalyzer.findings import Finding
-from traceanalyzer.memo import per_trace
+from traceanalyzer.intervals import Packed
+from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.schema import Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
@@ -40,6 +42,35 @@ _REDUCED_TYPE = "|".join(f'"{name}"' for name, (key, _) in DTYPES.items() if key
 def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
     events = trace.events
+    rows, op = _fp32_rows(trace)
+    frame = pd.DataFrame(
+        {
+            "rank": events["rank"].to_numpy()[rows],
+            "name": linked(events, events.index.to_numpy()[rows], "name"),
+            "op": linked(events, op, "name"),
+            "dur": events["dur"].to_numpy()[rows],
+        }
+    )
+    table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
+    table.columns = ["rank", "name", "op", "count", "total_ns"]
+    return merged_gemms([table])
+
+
+def fp32_spans(trace: TraceData) -> dict[int, Packed]:
+    """Per rank: the device intervals of its fp32 SIMT GEMM kernels inside steps, packed (what their finding
+    claims)."""
+    events = trace.events
+    rows, _ = _fp32_rows(trace)
+    return {rank: intervals.pack(*ivs) for rank, ivs in rank_spans(events, rows).items()}
+
+
+def _fp32_rows(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
+    """The in-step fp32 SIMT GEMM kernels (positions) and their ops (once per trace)."""
+    return remember(trace, "health.fp32_rows", lambda: _fp32_rows_of(trace))
+
+
+def _fp32_rows_of(trace: TraceData) -> tuple[np.ndarray, np.ndarray]:
+    events = trace.events
     kernels = in_step_rows(trace, kind_rows(events, [Kind.KERNEL.value]))
     op = events["op"].to_numpy()[kernels]
     types = pd.Series(category_text(events["input_types"])).str.lower()
@@ -49,18 +80,7 @@ def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     kernel = events["name"].iloc[kernels]
     gemm_like = name_hits(kernel, GEMM_KERNEL) & ~name_hits(kernel, TENSOR_CORE_KERNEL)
     picked = name_hits(kernel, FP32_GEMM_KERNEL) | (fp32_op & gemm_like)
-    rows = kernels[picked]
-    frame = pd.DataFrame(
-        {
-            "rank": events["rank"].to_numpy()[rows],
-            "name": linked(events, events.index.to_numpy()[rows], "name"),
-            "op": linked(events, op[picked], "name"),
-            "dur": events["dur"].to_numpy()[rows],
-        }
-    )
-    table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
-    table.columns = ["rank", "name", "op", "count", "total_ns"]
-    return merged_gemms([table])
+    return kernels[picked], op[picked]
 
 
 def merged_gemms(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -99,6 +119,8 @@ def fp32_findings(health: Part, context: Context) -> list[Finding]:
             saving_ns=int(total * (1 - 1 / TF32_SPEEDUP)),
             basis=fnd.Basis.MODELLED,
             model=f"the same GEMMs {TF32_SPEEDUP:g}× faster on TF32 tensor cores",
+            claims={rank: packed.unpacked() for rank, packed in health.fp32_spans.items()},
+            device_time=True,
             where={"ops": ops, "kernels": table["name"].head(5).tolist()},
             evidence={
                 "fp32_gemm_ns": total,

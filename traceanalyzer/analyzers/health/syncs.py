@@ -22,7 +22,7 @@ from traceanalyzer.analyzers.attribution import (
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
-from traceanalyzer.analyzers.health.idle import explained
+from traceanalyzer.analyzers.health.idle import PER_STEP
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -140,7 +140,8 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
     top = places.iloc[0]
     rank = int(top["rank"])
     total = int(places["syncs"].sum())
-    idle = explained(health, rank, "host_sync")
+    claims = health.cause_claims(rank, "host_sync")
+    idle = context.median_per_step(claims)
     scaler = bool(health.causes.loc[health.causes["cause"] == "host_sync", "grad_scaler"].any())
     per_rank = " per rank" if len(context.meta.ranks) > 1 else ""
     on_rank = f" of rank {rank}" if len(context.meta.ranks) > 1 else ""
@@ -151,15 +152,15 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
             ANALYZER,
             "sync",
             f"{total / steps:g} host syncs per step{per_rank} leave the {accelerator(context)}{on_rank} idle "
-            f"{humanize.duration(idle / max(context.steps, 1))}/step (most at {where}): {fix}",
+            f"{humanize.duration(idle)}/step (most at {where}): {fix}",
             _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler),
             context.step_of(rank),
             concerns_ns=int(places.loc[places["rank"] == rank, "sync_ns"].sum()),
-            saving_ns=idle,
+            saving_ns=context.as_total(rank, idle),
             basis=fnd.Basis.MEASURED,
-            model="the device idle of the gaps a host sync drained (from the sync to the next launch) would go "
-            "without the sync",
-            claims=health.cause_claims(rank, "host_sync"),
+            model="the device idle of the gaps a host sync drained (from the sync to the next launch) and of the "
+            "few launches just before it would go without the sync" + PER_STEP,
+            claims=claims,
             where={"rank": rank, "annotation": top["annotation"], "frame": top["frame"]},
             evidence={
                 "syncs": total,

@@ -10,7 +10,6 @@ import pandas as pd
 from traceanalyzer import devices, humanize, intervals
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
-from traceanalyzer.analyzers.health.idle import explained
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.intervals import Packed
@@ -111,7 +110,7 @@ def _pageable_finding(
     total, size, count = int(rows["total_ns"].sum()), int(rows["bytes"].sum()), int(rows["count"].sum())
     pinned = int(size / bandwidth * 1e9)
     faster = max(total - pinned, 0) if not rows["unknown_bytes"].any() else 0
-    idle = explained(health, rank, "pageable_copy")
+    idle = context.as_total(rank, context.median_per_step(health.cause_claims(rank, "pageable_copy")))
     directions = "/".join(rows["direction"].drop_duplicates())
     on_rank = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
     return fnd.make(
@@ -129,7 +128,7 @@ def _pageable_finding(
         saving_ns=faster + idle,
         basis=fnd.Basis.MODELLED,
         model=f"the copies at the pinned bandwidth ({source}) instead of their measured time, plus the device idle "
-        "after the host waited for them (measured)",
+        "after the host waited for them (measured; the median over the rank's steps)",
         claims=_claims(health, rank),
         where={"rank": rank, "directions": directions},
         evidence={

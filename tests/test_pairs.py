@@ -1,0 +1,75 @@
+"""Problem/fix pairs recorded on an H200 (sample_traces/pairs, scripts/record): each problem trace's top pushed finding
+names its planted cause with its one fix, its saving is within 0.5-2x of what the fix measured (CUDA events, the
+profiled loop's median step of the problem minus the fix's), and the fixed trace no longer pushes that cause."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import traceanalyzer as ta
+from traceanalyzer.findings import Basis
+
+PAIRS = Path(__file__).resolve().parent.parent / "sample_traces" / "pairs"
+
+CAUSES = {
+    "launch_bound": ("health.launch_bound", "CUDA graph"),
+    "optimizer_loop": ("health.optimizer_loop", "fused=True"),
+    "host_sync": ("health.sync", "keep values on the device"),
+    "input_pipeline": ("health.input_pipeline", "DataLoader workers with pin_memory=True"),
+    "allocator": ("health.allocator", "remove empty_cache()"),
+    "first_call_shapes": ("health.first_call", "pad or bucket the shapes"),
+    "pageable_copy": ("health.pageable_copy", "pinned memory with non_blocking=True"),
+    "python_gc": ("health.python_gc", "do not call gc.collect()"),
+}
+"""Pair folder → the id of the finding that names its cause, and the fix its title names."""
+
+
+def _pair(cause: str) -> tuple[Path, Path]:
+    folder = PAIRS / cause
+    if not (folder / "problem.json.gz").exists():
+        pytest.skip(f"{folder} not recorded here")
+    return folder / "problem.json.gz", folder / "fix.json.gz"
+
+
+def _measured_saving_ns(cause: str) -> float:
+    """The fix's saving per step: problem median minus fix median of the profiled loop's CUDA-event step times."""
+    median = "step_body_ms_cuda_events_median_traced"
+    problem, fix = (json.loads((PAIRS / cause / f"{v}.meta.json").read_text())[median] for v in ("problem", "fix"))
+    return (problem - fix) * 1e6
+
+
+@pytest.fixture(scope="module", params=sorted(CAUSES))
+def pair(request):
+    problem, fix = _pair(request.param)
+    return request.param, ta.load(problem), ta.load(fix)
+
+
+def test_the_top_finding_names_the_cause_and_its_fix(pair):
+    cause, problem, _ = pair
+    wanted, fix_text = CAUSES[cause]
+    top = next(f for f in problem.findings() if f.pushed)
+    assert top.id == wanted, [(f.id, f.title) for f in problem.findings()[:3]]
+    assert fix_text in top.title and top.basis is not Basis.NONE
+
+
+def test_the_saving_is_within_half_and_twice_the_measured_one(pair):
+    cause, problem, _ = pair
+    top = next(f for f in problem.findings() if f.pushed)
+    measured = _measured_saving_ns(cause)
+    assert 0.5 * measured <= top.saving_ns <= 2 * measured, (top.saving_ns / 1e6, measured / 1e6)
+
+
+def test_the_fixed_trace_no_longer_pushes_the_cause(pair):
+    cause, _, fixed = pair
+    wanted, _ = CAUSES[cause]
+    assert not [f.title for f in fixed.findings() if f.id == wanted and f.pushed]
+
+
+def test_causes_explain_most_of_the_idle(pair):
+    """At least 90 % of the idle inside steps of each problem trace has a cause (none left 'not identified')."""
+    _, problem, _ = pair
+    facts = {f.id: f.value for f in problem.build_report().section("health").facts}
+    assert facts["idle_explained_share"] >= 0.9
