@@ -83,12 +83,12 @@ class Context:
     steps: int
     by_rank: dict[int, StepTime] = field(default_factory=dict)
 
+    spans: pd.DataFrame | None = None
+    """Per rank and step: its span ``[start_ns, end_ns)`` (the step table's), what a per-step median reads."""
+
     def step_of(self, rank: int) -> StepTime:
         """The step time of one rank (the job's where the rank has none of its own)."""
         return self.by_rank.get(rank, self.step)
-
-    spans: pd.DataFrame | None = None
-    """Per rank and step: its span ``[start_ns, end_ns)`` (the step table's), what a per-step median reads."""
 
     def median_per_step(self, claims: Claims) -> int:
         """The median over a rank's steps of the time some intervals of it take in each step (ns); the mean over
