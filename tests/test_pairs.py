@@ -73,3 +73,12 @@ def test_causes_explain_most_of_the_idle(pair):
     _, problem, _ = pair
     facts = {f.id: f.value for f in problem.build_report().section("health").facts}
     assert facts["idle_explained_share"] >= 0.9
+
+
+def test_a_launch_bound_saving_says_the_profiler_inflates_it():
+    """The launch-bound loop's host time under with_stack is 2.5x the unprofiled one (meta): its finding says so."""
+    problem, _ = _pair("launch_bound")
+    top = next(f for f in ta.load(problem).findings() if f.pushed)
+    meta = json.loads((PAIRS / "launch_bound" / "problem.meta.json").read_text())
+    assert meta["step_body_ms_cuda_events_median_traced"] > 2 * meta["unprofiled_step_ms_median"]
+    assert "inflates host time" in top.advice

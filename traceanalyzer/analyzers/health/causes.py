@@ -72,7 +72,7 @@ LEAD_IN = 8
 """How many short host-made gaps right before a drained gap are the blocking call's: the last few kernels before a
 sync compute the value it reads (``.isfinite().all().item()``: five elementwise and reduction kernels and a copy)."""
 
-COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer"]
+COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer", "with_stack"]
 
 _HOST = (Kind.CPU_OP.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.RUNTIME.value)
 
@@ -354,6 +354,8 @@ def _table(trace, host, idle, weights) -> pd.DataFrame:
         op=_op_names(trace, at),
     )
     flags = _flags(trace, host)
+    python = (trace.events["kind"] == Kind.PYTHON.value).to_numpy()[host.rows]
+    stacked = set(np.unique(host.rank[python]).tolist())
     for (rank, cause), ivs in sorted(idle.items()):
         mine = explained[(explained["rank"] == rank) & (explained["cause"] == cause)]
         where = mine.groupby("where", sort=False)["idle"].sum().sort_values(ascending=False, kind="stable")
@@ -370,6 +372,7 @@ def _table(trace, host, idle, weights) -> pd.DataFrame:
                 "grad_scaler": bool(rows_of & flags["grad_scaler"]),
                 "empty_cache": bool(rows_of & flags["empty_cache"]),
                 "optimizer": _optimizer(trace, mine["row"]) if cause == "optimizer_loop" else "",
+                "with_stack": rank in stacked,
             }
         )
     return merged_causes([pd.DataFrame(rows, columns=COLUMNS)])

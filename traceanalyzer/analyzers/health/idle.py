@@ -37,6 +37,21 @@ MODELS = {
 }
 """How each cause's saving is obtained (all measured: the idle the cause explains, per step)."""
 
+PROFILED = (
+    " This idle was measured under the profiler, which records Python frames here (with_stack): it inflates host "
+    "time, often 2-3x on launch-bound loops, so the saving without the profiler is smaller."
+)
+"""Said of a host-time cause (launches, host code, optimizer loops) on a rank traced with Python frames."""
+
+HOST_TIME = frozenset({LAUNCH_BOUND, "python_work", "optimizer_loop"})
+"""Causes that are host time the profiler itself inflates."""
+
+
+def profiled_note(row: pd.Series) -> str:
+    """``PROFILED`` where a host-time cause was measured with Python frames recorded, else ''."""
+    return PROFILED if row["cause"] in HOST_TIME and row["with_stack"] else ""
+
+
 PER_STEP = " (the median over the rank's steps of that idle in each step)"
 """How a cause's idle becomes a figure per step: the same statistic as the summary's step time."""
 
@@ -136,6 +151,7 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
             continue
         idle = humanize.duration(per_step)
         title, text = _titles(row, gpu, idle, context.meta)
+        text += profiled_note(row)
         rank_text = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
         out.append(
             fnd.make(

@@ -19,7 +19,7 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
-from traceanalyzer.analyzers.health.idle import PER_STEP
+from traceanalyzer.analyzers.health.idle import PER_STEP, profiled_note
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -173,7 +173,7 @@ def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
         ANALYZER,
         "launch_bound",
         title,
-        text + advice.CAPTURE_LOOP[advice.platform(context.meta)],
+        text + advice.CAPTURE_LOOP[advice.platform(context.meta)] + profiled_note(cause),
         context.step_of(rank),
         concerns_ns=context.as_total(rank, idle),
         saving_ns=context.as_total(rank, idle),
