@@ -56,6 +56,10 @@ PER_STEP = " (the median over the rank's steps of that idle in each step)"
 """How a cause's idle becomes a figure per step: the same statistic as the summary's step time."""
 
 
+ALLOCATOR_NPU = ("aclrtFree", "aclrtMalloc", "PYTORCH_NPU_ALLOC_CONF")
+"""The allocator calls and setting an Ascend allocator finding names."""
+
+
 def _titles(row: pd.Series, gpu: str, idle: str, meta) -> tuple[str, str]:
     """A cause's title (what, and its one fix) and advice."""
     cuda = advice.platform(meta) == advice.CUDA
@@ -71,30 +75,31 @@ def _titles(row: pd.Series, gpu: str, idle: str, meta) -> tuple[str, str]:
             "compiles once, before the loop.",
         )
     if cause == "allocator":
+        free, malloc, conf = ("cudaFree", "cudaMalloc", "PYTORCH_CUDA_ALLOC_CONF") if cuda else ALLOCATOR_NPU
+        device = "cuda" if cuda else "npu"
         if row["empty_cache"]:
             return (
-                f"torch.cuda.empty_cache() in the step leaves the {gpu} idle {idle}/step "
-                f"(cudaFree/cudaMalloc on the host"
-                f"{where}): remove empty_cache() from the loop",
-                "empty_cache() hands every cached block back with cudaFree, which waits for the device; the next "
-                "allocations call cudaMalloc again. Remove it from the training loop (call it once, outside, if "
+                f"torch.{device}.empty_cache() in the step leaves the {gpu} idle {idle}/step "
+                f"({free}/{malloc} on the host{where}): remove empty_cache() from the loop",
+                f"empty_cache() hands every cached block back with {free}, which waits for the device; the next "
+                f"allocations call {malloc} again. Remove it from the training loop (call it once, outside, if "
                 "another process needs the memory).",
             )
         return (
-            f"Allocator calls (cudaMalloc/cudaFree{ops}) leave the {gpu} idle {idle}/step: "
-            "keep allocation sizes stable "
-            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)",
-            "The caching allocator misses and calls the driver, which blocks the host (cudaFree also waits for the "
-            "device). Keep tensor sizes stable across steps, preallocate buffers, and set "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True against fragmentation.",
+            f"Allocator calls ({malloc}/{free}{ops}) leave the {gpu} idle {idle}/step: keep allocation sizes stable "
+            f"({conf}=expandable_segments:True)",
+            f"The caching allocator misses and calls the driver, which blocks the host ({free} also waits for the "
+            f"device). Keep tensor sizes stable across steps, preallocate buffers, and set "
+            f"{conf}=expandable_segments:True against fragmentation.",
         )
     if cause == "first_call":
+        planner = "cuDNN/cuBLAS plan (or autotune, or load a kernel)" if cuda else "CANN compile or select its kernels"
         return (
             f"First calls with new input shapes stall the {gpu} {idle}/step{ops}: "
             "pad or bucket the shapes to a few sizes",
-            "Each new shape makes cuDNN/cuBLAS plan (or autotune, or load a kernel) on the host before the first "
-            "launch. Pad or bucket sequence lengths and batch sizes to a few fixed sizes (or mark the dimension "
-            "dynamic when compiling), so every shape's plan is made once, in warm-up.",
+            f"Each new shape makes {planner} on the host before the first launch. Pad or bucket sequence lengths "
+            "and batch sizes to a few fixed sizes (or mark the dimension dynamic when compiling), so every shape's "
+            "plan is made once, in warm-up.",
         )
     if cause == "python_gc":
         return (
