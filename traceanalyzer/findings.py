@@ -204,7 +204,9 @@ def rank(findings: list[Finding], headroom: dict[int, int] | None = None) -> lis
             f.saving_ns = left
             cuts[id(f)] = ("the step's budget is used by {}", _users(spenders, key))
         if f.device_time and headroom is not None and _bound_by_headroom(f, key, headroom, device):
-            cuts[id(f)] = ("the step turns host-bound first (its device headroom is used by {})", _users(device, key))
+            users = _users(device, key)
+            why = "the step turns host-bound first" + (" (its device headroom is used by {})" if users else "")
+            cuts[id(f)] = (why, users)
         f.severity = _stronger(severity_of(f.step_share, f.basis), f.risk) if not f.covered_by else Severity.INFO
         f.pushed = f.severity in (Severity.HIGH, Severity.MEDIUM)
         if f.pushed:
