@@ -18,6 +18,7 @@ from traceanalyzer.dashboards.views import View
 
 import traceanalyzer as ta
 from tests.conftest import artifact_folder, headless_chromium, serving, shared_path
+from traceanalyzer.renderers import perfetto
 
 WAIT_S = 30
 RANK, STEP = 1, 3
@@ -222,8 +223,11 @@ def test_perfetto_download_is_the_annotated_trace(browser, app):
     names = {e["args"]["name"] for e in doc["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
     assert "traceanalyzer findings" in names
     assert doc["otherData"]["events_written"] == len(view.trace.events)
-    slices = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "health.idle"]
-    assert slices  # the idle-gap finding's claimed intervals are on the findings track
+    claimed = {f.id for f in view.trace.findings() if f.claims}
+    track = {e["cat"] for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("pid") == perfetto.FINDINGS_PID}
+    assert claimed and claimed <= track  # each claiming finding's intervals are on the findings track
+    flows = [e for e in doc["traceEvents"] if e.get("ph") in ("s", "f")]
+    assert len(flows) == 2 * doc["otherData"]["launch_flows"] > 0  # and each launch is joined to its kernel
 
 
 @pytest.mark.browser
