@@ -11,6 +11,7 @@ from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
+from traceanalyzer.analyzers.health.causes import PAINTED
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.schema import BUSY_KINDS
@@ -44,8 +45,12 @@ FINDING_PAGE = {
 }
 """Which page shows the evidence of an analyzer's findings."""
 
+IDLE_CAUSE_FINDINGS = tuple(f"health.{c}" for c in PAINTED if c != "host_sync") + ("health.python_work",)
+"""The idle-by-cause findings whose rows are idle gaps (host syncs and launch-bound places have tables of their own)."""
+
 FINDING_ANCHOR = {
     "health.idle": "idle-gaps",
+    **dict.fromkeys(IDLE_CAUSE_FINDINGS, "idle-gaps"),
     "health.sync": "syncs",
     "health.launch_bound": "launch-bound",
     "health.fp32_gemm": "fp32-gemms",
