@@ -17,5 +17,9 @@ python3 -m pip install -q -e ".[test,dashboard]"
 if [ "${TRACEANALYZER_TEST_TORCH:-0}" = 1 ]; then
   python3 -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu
 fi
+# The habits CI keeps before the tests: lint, format, and the type checker ([tool.mypy] in pyproject.toml).
+python3 -m ruff check --quiet .
+python3 -m ruff format --check --quiet .
+python3 -m mypy
 # Two test processes (pytest-xdist), one per core of the CI machine; "-n 0" after the command runs them in one.
 python3 -m pytest -q -n 2 "$@"
