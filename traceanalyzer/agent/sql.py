@@ -23,7 +23,7 @@ TIMEOUT_S = 10.0
 """A query running longer than this is interrupted."""
 MAX_ROWS = 500
 """The most rows a query returns (its ``max_rows`` is capped to this)."""
-CONFIG = {
+CONFIG: dict[str, str | bool | int | float | list[str]] = {
     "enable_external_access": False,
     "autoinstall_known_extensions": False,
     "autoload_known_extensions": False,
