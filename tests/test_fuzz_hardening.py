@@ -46,7 +46,11 @@ _RUN = (
     "    code = main(sys.argv[1:])\n"
     "except SystemExit as e:\n"
     "    code = e.code\n"
-    "peak = max(resource.getrusage(w).ru_maxrss for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))\n"
+    # ru_maxrss survives execve, so a child of a big test worker would report the worker's peak: VmHWM is this
+    # process image's own (Linux); its children's peak as ru_maxrss
+    "own = [int(l.split()[1]) for l in open('/proc/self/status') if l.startswith('VmHWM:')]\n"
+    "own = own or [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss]\n"
+    "peak = max(own[0], resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
     "sys.stderr.write(f'\\nPEAK_KB {peak}\\n')\n"
     "sys.exit(code)\n"
 )
