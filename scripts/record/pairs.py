@@ -22,20 +22,10 @@ import recording as rec
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from step_model import train_step
 from torch.profiler import record_function
 
 Step = Callable[[int], object]
-
-
-def train_step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor) -> None:
-    """Forward (loss = mean(y.float()^2)), backward and optimizer step, annotated like tracegen."""
-    with record_function("forward"):
-        loss = model(x).float().square().mean()
-    with record_function("backward"):
-        loss.backward()
-    with record_function("optimizer_step"):
-        opt.step()
-        opt.zero_grad(set_to_none=True)
 
 
 def dtype_of(dev: torch.device) -> torch.dtype:
