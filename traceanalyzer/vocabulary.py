@@ -216,9 +216,6 @@ ATTENTION_OPS = frozenset(
 )
 """CPU ops of scaled-dot-product attention; inputs query ``[B, H, Sq, D]``, key and value ``[B, Hkv, Skv, D]``."""
 
-KV_REPEAT_OP = "aten::expand"
-"""The op that repeats KV heads for attention in HF's ``repeat_kv`` (an input ``[batch, kv_heads, 1, length, dim]``)."""
-
 UNFUSED_ATTENTION_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax"})
 """Innermost CPU ops of attention written out (scores = Q·Kᵀ, softmax, · V) where no fused attention op ran."""
 

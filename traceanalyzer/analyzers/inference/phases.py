@@ -36,7 +36,6 @@ from traceanalyzer.vocabulary import (
     FORWARD_REPEAT,
     GEMM_KERNEL,
     GEMM_OPS,
-    KV_REPEAT_OP,
     PHASE_MARKER,
     SYNC_CALLS,
     TOKEN_EMBEDDING,
@@ -307,26 +306,51 @@ def _add_ops(table: pd.DataFrame, ev: pd.DataFrame) -> None:
             continue
         table.at[i, "tokens"] = int(np.prod(ids))
         table.at[i, "batch"] = ids[0] if len(ids) == 2 else UNKNOWN
-    stored = _stored_kv_heads(table, ops[ops["name"] == KV_REPEAT_OP])
+    stored = _stored_kv_heads(table, ops)
     _add_attention(table, ops[ops["name"].isin(list(ATTENTION_OPS))], stored)
     _add_gemms(table, ops[ops["name"].isin(list(GEMM_OPS))])
     runtime = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].isin(list(SYNC_CALLS))]
     table["syncs"] = np.bincount(_valid(_window_of(table, runtime["ts"].to_numpy(np.int64))), minlength=n)[:n]
 
 
-def _stored_kv_heads(table: pd.DataFrame, expands: pd.DataFrame) -> np.ndarray:
-    """Per iteration, the KV heads its cache stores where the trace shows them repeated for attention (HF's
-    ``repeat_kv``: an expand of ``[batch, kv_heads, 1, length, dim]``); 0 where it does not."""
-    heads = np.zeros(len(table), dtype=np.int64)
-    at = _window_of(table, expands["ts"].to_numpy(np.int64))
-    for i, dims in zip(at, _parsed(expands["input_dims"]), strict=True):
-        shape = _shape(dims, 0)
-        if i >= 0 and len(shape) == 5 and shape[2] == 1:
-            heads[i] = shape[1]
-    return heads
+def _stored_kv_heads(table: pd.DataFrame, ops: pd.DataFrame) -> list[dict]:
+    """Per iteration, the head counts its ops' tensors show per (batch, length, dim): where attention is given more
+    heads at the same batch, length and dim, the fewest of these that divides them is the cache's own (HF's
+    ``repeat_kv`` expands ``[batch, kv_heads, 1, length, dim]``; a compiled graph's kernel reads the cache
+    ``[batch, kv_heads, length, dim]`` and writes the repeated heads). A 4-D tensor of a single head is left out:
+    it is a broadcast rotary table as often as a one-head cache, which shows only by its expand."""
+    dims = ops["input_dims"]
+    found = [_cache_shapes(_loads(t)) for t in category_text(dims)]
+    codes = np.asarray(dims.array.codes, dtype=np.int64)
+    has = np.array([bool(f) for f in found], dtype=bool)[codes]
+    at = _window_of(table, ops["ts"].to_numpy(np.int64)[has])
+    out: list[dict] = [{} for _ in range(len(table))]
+    for i, code in np.unique(np.stack([at, codes[has]], axis=1), axis=0) if has.any() else ():
+        for batch, heads, length, dim in found[code] if i >= 0 else ():
+            out[i].setdefault((batch, length, dim), set()).add(heads)
+    return out
 
 
-def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: np.ndarray) -> None:
+def _cache_shapes(dims) -> list[tuple[int, ...]]:
+    """The (batch, heads, length, dim) of the inputs (and of tensor lists' items) that may be a KV cache's."""
+    if not isinstance(dims, list):
+        return []
+    shapes = [d for d in dims if isinstance(d, list)]
+    shapes += [s for d in shapes for s in d if isinstance(s, list)]
+    shapes = [s for s in shapes if all(isinstance(v, int) for v in s)]
+    out = [(s[0], s[1], s[3], s[4]) for s in shapes if len(s) == 5 and s[2] == 1]
+    return out + [tuple(s) for s in shapes if len(s) == 4 and s[1] > 1]
+
+
+def _cache_heads(stored: dict, key: list[int]) -> int:
+    """The heads a cache stores for an attention key ``[batch, heads, length, dim]`` (its own heads when the trace
+    shows no fewer)."""
+    batch, heads, length, dim = key
+    fewer = [h for h in stored.get((batch, length, dim), ()) if 0 < h < heads and heads % h == 0]
+    return min(fewer, default=heads)
+
+
+def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: list[dict]) -> None:
     """KV length read, KV bytes read and held (the cache's own heads, where they were repeated for attention) and
     attention FLOPs per iteration from its outermost attention ops."""
     n = len(table)
@@ -346,8 +370,7 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: np.ndarray) -
             queries[i] = batch, sq
         read = (np.prod(k) + np.prod(v or k)) * elem_bytes(types)
         kv_bytes[i] += read
-        repeated = 0 < stored[i] < k[1] and k[1] % stored[i] == 0
-        cache_bytes[i] += read * stored[i] / k[1] if repeated else read
+        cache_bytes[i] += read * _cache_heads(stored[i], k) / k[1]
         causal = 0.5 if sq == skv and sq > 1 else 1.0  # a prompt attends to the tokens before it
         flops[i] += 4.0 * batch * heads * sq * skv * head_dim * causal
     table["kv_len"] = np.where(table["kv_len"] == UNKNOWN, kv_len, table["kv_len"])
