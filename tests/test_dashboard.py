@@ -124,22 +124,31 @@ def _open(browser, app_url, page: str, trace: str):
     _wait(browser, ".page-title", store.jobs()[list(keys).index(trace)].label)
 
 
+DROPDOWN_OPTION = ".dash-dropdown-option"  # an open dcc.Dropdown's options (a Checklist's items are role=option too)
+
+
 def _pick(browser, dropdown: str, label: str):
-    """Choose an option of a dcc.Dropdown by its visible label."""
+    """Choose an option of a dcc.Dropdown by its visible label, retrying while a redraw replaces the menu."""
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    _clickable(browser, dropdown).click()  # not while a redraw covers it
-    options = WebDriverWait(browser, WAIT_S).until(
-        lambda b: [
-            o
-            for o in b.find_elements(By.CSS_SELECTOR, "[role=option]")
-            if o.text.strip() == str(label) and o.is_displayed()
-        ]
-    )
-    options[0].click()
-    if browser.find_elements(By.CSS_SELECTOR, "[role=option]"):
+    def chosen(b) -> bool:
+        try:
+            shown = [o for o in b.find_elements(By.CSS_SELECTOR, DROPDOWN_OPTION) if o.is_displayed()]
+            if not shown:
+                _clickable(b, dropdown).click()  # not while a redraw covers it
+                return False
+            match = [o for o in shown if o.text.strip() == str(label)]
+            if match:
+                match[0].click()
+            return bool(match)
+        except WebDriverException:  # the menu was redrawn under the click: open it again
+            return False
+
+    WebDriverWait(browser, WAIT_S).until(chosen)
+    if browser.find_elements(By.CSS_SELECTOR, DROPDOWN_OPTION):
         browser.find_element(By.CSS_SELECTOR, "body").send_keys(Keys.ESCAPE)
 
 
