@@ -34,11 +34,19 @@ def _pair(cause: str) -> tuple[Path, Path]:
     return folder / "problem.json.gz", folder / "fix.json.gz"
 
 
-def _measured_saving_ns(cause: str) -> float:
-    """The fix's saving per step: problem median minus fix median of the profiled loop's CUDA-event step times."""
-    median = "step_body_ms_cuda_events_median_traced"
+def _meta_saving_ms(cause: str, median: str) -> float:
+    """Problem minus fix of one per-step median the pair's meta holds (ms)."""
     problem, fix = (json.loads((PAIRS / cause / f"{v}.meta.json").read_text())[median] for v in ("problem", "fix"))
-    return (problem - fix) * 1e6
+    return problem - fix
+
+
+def _measured_saving_ns(cause: str) -> float:
+    """The fix's saving per step: problem median minus fix median of the profiled loop's CUDA-event step times.
+
+    The profiled loop is the like-for-like referee: the trace's host times are the profiled ones, so what the
+    finding measures in it is what the fix saves under the profiler; where that exceeds the unprofiled saving
+    the finding says so (``test_a_saving_the_profiler_inflates_says_so``)."""
+    return _meta_saving_ms(cause, "step_body_ms_cuda_events_median_traced") * 1e6
 
 
 @pytest.fixture(scope="module", params=sorted(CAUSES))
@@ -75,10 +83,14 @@ def test_causes_explain_most_of_the_idle(pair):
     assert facts["idle_explained_share"] >= 0.9
 
 
-def test_a_launch_bound_saving_says_the_profiler_inflates_it():
-    """The launch-bound loop's host time under with_stack is 2.5x the unprofiled one (meta): its finding says so."""
-    problem, _ = _pair("launch_bound")
-    top = next(f for f in ta.load(problem).findings() if f.pushed)
-    meta = json.loads((PAIRS / "launch_bound" / "problem.meta.json").read_text())
-    assert meta["step_body_ms_cuda_events_median_traced"] > 2 * meta["unprofiled_step_ms_median"]
-    assert "inflates host time" in top.advice
+def test_a_saving_the_profiler_inflates_says_so(pair):
+    """Where the fix saves far less without the profiler than under it (CUDA events of both loops, meta), the
+    finding says the profiler inflates its figure; where both agree, it does not claim so."""
+    cause, problem, _ = pair
+    top = next(f for f in problem.findings() if f.pushed)
+    traced = _meta_saving_ms(cause, "step_body_ms_cuda_events_median_traced")
+    unprofiled = _meta_saving_ms(cause, "unprofiled_step_ms_median")
+    if traced > 1.5 * unprofiled:
+        assert "profiler inflates host time" in top.advice, (traced, unprofiled, top.advice)
+    elif traced < 1.1 * unprofiled:
+        assert "profiler inflates" not in top.advice, (traced, unprofiled, top.advice)

@@ -72,7 +72,9 @@ LEAD_IN = 8
 """How many short host-made gaps right before a drained gap are the blocking call's: the last few kernels before a
 sync compute the value it reads (``.isfinite().all().item()``: five elementwise and reduction kernels and a copy)."""
 
-COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer", "with_stack"]
+COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer", "recorded"]
+"""``recorded``: the host events the profiler recorded on the rank's launching threads that start inside the cause's
+idle (what its own overhead inflates: each costs the host a few µs under the profiler)."""
 
 _HOST = (Kind.CPU_OP.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.RUNTIME.value)
 
@@ -354,8 +356,6 @@ def _table(trace, host, idle, weights) -> pd.DataFrame:
         op=_op_names(trace, at),
     )
     flags = _flags(trace, host)
-    python = (trace.events["kind"] == Kind.PYTHON.value).to_numpy()[host.rows]
-    stacked = set(np.unique(host.rank[python]).tolist())
     for (rank, cause), ivs in sorted(idle.items()):
         mine = explained[(explained["rank"] == rank) & (explained["cause"] == cause)]
         where = mine.groupby("where", sort=False)["idle"].sum().sort_values(ascending=False, kind="stable")
@@ -372,10 +372,20 @@ def _table(trace, host, idle, weights) -> pd.DataFrame:
                 "grad_scaler": bool(rows_of & flags["grad_scaler"]),
                 "empty_cache": bool(rows_of & flags["empty_cache"]),
                 "optimizer": _optimizer(trace, mine["row"]) if cause == "optimizer_loop" else "",
-                "with_stack": rank in stacked,
+                "recorded": _recorded(trace, host, rank, ivs),
             }
         )
     return merged_causes([pd.DataFrame(rows, columns=COLUMNS)])
+
+
+def _recorded(trace: TraceData, host: _Host, rank: int, ivs: Intervals) -> int:
+    """How many host events of the rank's launching threads (its step thread and those that launch device work)
+    start inside some intervals."""
+    mine = host.rank == rank
+    launching = np.r_[np.unique(host.thread[mine & host.launch]), _main_thread(host, trace.events, rank, mine)]
+    ts = host.ts[mine & np.isin(host.thread, launching)]
+    at = np.searchsorted(ivs[0], ts, side="right") - 1
+    return int(((at >= 0) & (ts < ivs[1][np.maximum(at, 0)])).sum())
 
 
 def _op_names(trace: TraceData, rows: np.ndarray) -> np.ndarray:

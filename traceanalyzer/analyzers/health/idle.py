@@ -37,19 +37,29 @@ MODELS = {
 }
 """How each cause's saving is obtained (all measured: the idle the cause explains, per step)."""
 
-PROFILED = (
-    " This idle was measured under the profiler, which records Python frames here (with_stack): it inflates host "
-    "time, often 2-3x on launch-bound loops, so the saving without the profiler is smaller."
-)
-"""Said of a host-time cause (launches, host code, optimizer loops) on a rank traced with Python frames."""
-
-HOST_TIME = frozenset({LAUNCH_BOUND, "python_work", "optimizer_loop"})
-"""Causes that are host time the profiler itself inflates."""
+PROFILED_EVENTS_PER_MS = 20
+"""A cause's idle is profiler-inflated host time when the profiler recorded at least this many host events of the
+launching threads per ms of it (one per 50 µs: at the few µs each costs, a sizeable part of that idle is the profiler's;
+on our pairs the idle of a GC pause or a planning stall has under 1 per ms, a launch or optimizer loop 100 or more)."""
 
 
 def profiled_note(row: pd.Series) -> str:
-    """``PROFILED`` where a host-time cause was measured with Python frames recorded, else ''."""
-    return PROFILED if row["cause"] in HOST_TIME and row["with_stack"] else ""
+    """What the profiler inflates, said of a cause whose idle is dense with host events it recorded, else ''."""
+    if not row["idle_ns"] or row["recorded"] * 1e6 < PROFILED_EVENTS_PER_MS * row["idle_ns"]:
+        return ""
+    every = row["idle_ns"] / row["recorded"] / 1e3
+    return (
+        f" This idle was measured under the profiler, which recorded a host event every {every:.0f} µs of it on "
+        "the threads that launch the work; recording each costs the host a few µs (more with "
+        "with_stack/record_shapes), so the profiler inflates host time here (2-3x on launch-bound loops) and the "
+        "saving without the profiler is smaller."
+    )
+
+
+def cause_note(health: Part, rank: int, cause: str) -> str:
+    """``profiled_note`` of one rank's cause ('' where the cause explains none of its idle)."""
+    rows = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == cause)]
+    return profiled_note(rows.iloc[0]) if len(rows) else ""
 
 
 PER_STEP = " (the median over the rank's steps of that idle in each step)"

@@ -22,7 +22,7 @@ from traceanalyzer.analyzers.attribution import (
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
-from traceanalyzer.analyzers.health.idle import PER_STEP
+from traceanalyzer.analyzers.health.idle import PER_STEP, cause_note
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -153,7 +153,8 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
             "sync",
             f"{total / steps:g} host syncs per step{per_rank} leave the {accelerator(context)}{on_rank} idle "
             f"{humanize.duration(idle)}/step (most at {where}): {fix}",
-            _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler),
+            _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler)
+            + cause_note(health, rank, "host_sync"),
             context.step_of(rank),
             concerns_ns=int(places.loc[places["rank"] == rank, "sync_ns"].sum()),
             saving_ns=context.as_total(rank, idle),

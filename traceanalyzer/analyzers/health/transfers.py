@@ -10,6 +10,7 @@ import pandas as pd
 from traceanalyzer import devices, humanize, intervals
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
+from traceanalyzer.analyzers.health.idle import cause_note
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.intervals import Packed
@@ -122,7 +123,8 @@ def _pageable_finding(
         f"A copy to or from pageable memory is staged through a driver buffer at a fraction of the link's speed and "
         f"blocks the host until it is done. Allocate the host buffer pinned (torch.empty(..., pin_memory=True), "
         f"DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True); at {source} these copies would "
-        f"take {humanize.duration(pinned / steps)}/step, and a side stream can overlap them with compute.",
+        f"take {humanize.duration(pinned / steps)}/step, and a side stream can overlap them with compute."
+        + cause_note(health, rank, "pageable_copy"),
         context.step_of(rank),
         concerns_ns=total + idle,
         saving_ns=faster + idle,
