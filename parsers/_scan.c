@@ -44,12 +44,21 @@ typedef struct {
     Py_ssize_t len;
     int field;     /* column index, or -1 */
     Table *child;  /* keys wanted inside this key's object, or NULL */
+    int next;      /* the next entry of the same bucket + 1, 0 = none */
 } Entry;
+
+#define BUCKETS 64 /* a power of two */
 
 struct Table {
     Entry entries[MAX_KEYS];
     int count;
+    int bucket[BUCKETS]; /* the first entry of each bucket + 1, 0 = none */
 };
+
+/* A key's bucket: the keys of one object mostly differ in length or first byte. */
+static inline int bucket_of(const char *k, Py_ssize_t n) {
+    return (int)(((size_t)n * 7 + (n ? (unsigned char)k[0] : 0)) & (BUCKETS - 1));
+}
 
 typedef struct {
     const char *ptr; /* into the input, or into the arena when unescaped */
@@ -121,16 +130,38 @@ static int fail(Scan *s, const char *what) {
     return -1;
 }
 
+#if defined(_MSC_VER)
+#include <intrin.h>
+#pragma intrinsic(_BitScanForward64)
+#define LITTLE_ENDIAN_WORDS 1 /* every Windows target */
+#elif defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define LITTLE_ENDIAN_WORDS 1
+#else
+#define LITTLE_ENDIAN_WORDS 0 /* then the byte loop finds the special byte */
+#endif
+
 #define ONES 0x0101010101010101ULL
 #define HIGHS 0x8080808080808080ULL
 
-/* Whether any of 8 bytes is '"', '\\' or a control character (the classic "has byte less than" bit trick). */
-static inline int special8(const char *p) {
+/* Bit 7 of each of 8 bytes (little-endian order) that is '"', '\\' or a control character, exact from the lowest
+ * such byte up (the classic "has byte less than" bit trick: a false mark only ever sits above a true one). */
+static inline uint64_t special8(const char *p) {
     uint64_t v, q, b;
     memcpy(&v, p, 8);
     q = v ^ (ONES * '"');
     b = v ^ (ONES * '\\');
-    return (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((v - ONES * 0x20) & ~v)) & HIGHS ? 1 : 0;
+    return (((q - ONES) & ~q) | ((b - ONES) & ~b) | ((v - ONES * 0x20) & ~v)) & HIGHS;
+}
+
+/* The index of the lowest set byte mark of special8 (mask not 0). */
+static inline int first_marked(uint64_t mask) {
+#if defined(_MSC_VER)
+    unsigned long i;
+    _BitScanForward64(&i, mask);
+    return (int)(i >> 3);
+#else
+    return __builtin_ctzll(mask) >> 3;
+#endif
 }
 
 /* A string at s->p (on its opening quote): its content span and whether it has escapes. */
@@ -138,7 +169,13 @@ static int lex_string(Scan *s, const char **out, Py_ssize_t *len, int *escaped) 
     const char *p = s->p + 1;
     *escaped = 0;
     for (;;) {
-        while (s->end - p >= 8 && !special8(p)) p += 8;
+        for (; s->end - p >= 8; p += 8) {
+            uint64_t mask = special8(p);
+            if (mask) {
+                if (LITTLE_ENDIAN_WORDS) p += first_marked(mask);
+                break;
+            }
+        }
         while (p < s->end && *p != '"' && *p != '\\' && (unsigned char)*p >= 0x20) p++;
         if (p >= s->end) {
             s->p = p;
@@ -494,10 +531,18 @@ static int unescape(Scan *s, const char *src, Py_ssize_t len, const char **out, 
     return 0;
 }
 
+/* A hash of a byte string, 8 bytes a step (strings are mostly kernel and op names of tens to hundreds of bytes). */
 static uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h;
+    const uint64_t k = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = k ^ (uint64_t)n, w;
+    for (; n >= 8; p += 8, n -= 8) {
+        memcpy(&w, p, 8);
+        h = (h ^ w) * k;
+        h ^= h >> 32;
+    }
+    for (w = 0; n > 0; n--) w = (w << 8) | (unsigned char)p[n - 1];
+    h = (h ^ w) * k;
+    return h ^ (h >> 29);
 }
 
 static int interner_grow(Interner *t) {
@@ -543,11 +588,19 @@ static int32_t intern(Interner *t, const char *p, Py_ssize_t n) {
 /* ------------------------------------------------------------------ fields */
 
 static Entry *find_key(Table *t, const char *k, Py_ssize_t n) {
-    for (int i = 0; i < t->count; i++) {
-        Entry *e = &t->entries[i];
+    for (int i = t->bucket[bucket_of(k, n)]; i; i = t->entries[i - 1].next) {
+        Entry *e = &t->entries[i - 1];
         if (e->len == n && memcmp(e->key, k, n) == 0) return e;
     }
     return NULL;
+}
+
+static Entry *add_key(Table *t, const char *k, Py_ssize_t n) {
+    Entry *e = &t->entries[t->count++];
+    int *head = &t->bucket[bucket_of(k, n)];
+    *e = (Entry){k, n, -1, NULL, *head};
+    *head = t->count;
+    return e;
 }
 
 /* Read one field's value into its column's pending slot; 1 when the type is wrong for the field. */
@@ -818,8 +871,7 @@ static int add_field(Scan *s, PyObject *spec) {
                 PyErr_SetString(PyExc_ValueError, "too many keys");
                 return -1;
             }
-            e = &t->entries[t->count++];
-            *e = (Entry){k, kl, -1, NULL};
+            e = add_key(t, k, kl);
         }
         if (i == depth - 1) e->field = idx;
         if (i < depth - 1 || c->kind == K_OBJECT) {
