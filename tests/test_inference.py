@@ -9,11 +9,13 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, load_shared, same_findings, same_section, shared_path
+from tests.conftest import JOBS, REPO, job_pair, load_shared, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import inference
 from traceanalyzer.options import Options
 from traceanalyzer.renderers import html as html_renderer
+from traceanalyzer.renderers import json as json_renderer
+from traceanalyzer.renderers import text as text_renderer
 
 ENGINES = ("public", "torch", "tracelens", "inference")
 QWEN = ("public", "torch", "tracelens", "h100", "Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz")
@@ -180,11 +182,27 @@ def test_compare_states_ttft_and_tpot_per_phase():
 
 
 @pytest.mark.parametrize("job", ["ascend_pp2_4rank", "ascend_level1_2rank"])
-def test_ascend_training_samples_say_why_they_have_no_inference_section(job):
+def test_ascend_training_samples_have_no_generation(job):
     """The Ascend samples are training steps (MindSpeed Qwen3, MindStudio Insight test data): no generation."""
     trace = load_shared(*JOBS[job])
-    assert trace.meta.platform.value == "ascend" and "inference" not in trace.report()["sections"]
-    assert trace.inference().reason.startswith("a training trace (it has a backward pass)")
+    assert trace.meta.platform.value == "ascend" and trace.inference().reason.startswith(TRAINING)
+
+
+TRAINING = "a training trace (it has a backward pass)"
+
+
+def test_the_ledger_says_why_an_ascend_sample_has_no_inference_section_in_every_presenter():
+    """Joined and rank by rank, in JSON, text and HTML."""
+    ranks, trace = job_pair("ascend_level1_2rank")
+    report = trace.build_report()
+    assert "inference" not in {s.id for s in report.sections}
+    ledger = {f["id"]: f["value"] for f in json_renderer.data(report)["sections"]["ledger"]["facts"]}
+    assert ledger["inference_not_shown"].startswith(TRAINING)
+    assert f"inference section not shown {TRAINING}" in " ".join(text_renderer.render(report).split())
+    html = html_renderer.render(report)
+    assert "inference section not shown" in html and TRAINING in html
+    rank_by_rank = {f.id: f.value for f in ranks.build_report().section("ledger").facts}
+    assert rank_by_rank["inference_not_shown"] == ledger["inference_not_shown"]
 
 
 def test_the_html_report_shows_the_inference_section():

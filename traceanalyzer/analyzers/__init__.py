@@ -1,8 +1,10 @@
 """Analyzers: functions of a (scoped) ``TraceData`` that return data; none prints, none imports a presenter.
 
 Each module in ``MODULES`` may define ``findings(trace) -> list[Finding]`` and
-``section(trace, options) -> Section | None`` (``traceanalyzer.section``). ``report`` collects them: every
-section, and every finding ranked once over all analyzers (``findings.rank``), so savings add up.
+``section(trace, options) -> Section | None`` (``traceanalyzer.section``), and, where a missing section needs
+saying why, ``absence(trace) -> str`` (and ``job_absence(job)``): the ledger names it with that reason.
+``report`` collects them: every section, and every finding ranked once over all analyzers (``findings.rank``), so
+savings add up.
 
 A job analysed rank by rank (``traceanalyzer.jobdata``) goes through the same modules in two halves: each module's
 ``summarize(trace, options) -> part`` runs where a rank is loaded, on that rank alone, and its
@@ -54,8 +56,9 @@ def all_findings(trace: TraceData) -> list[Finding]:
 def sections(trace: TraceData, options: Options) -> list[Section]:
     """The ledger, then the section of every analyzer that has something to say about this trace."""
     failed: list[str] = []
-    found = _each(MODULES, lambda m: m.section(trace, options), failed)
-    return [_marked(ledger.section(trace, options), failed), *(s for s in found if s is not None)]
+    found = [s for s in _each(MODULES, lambda m: m.section(trace, options), failed) if s is not None]
+    absent = _absent(found, failed, "absence", lambda m: m.absence(trace))
+    return [_marked(ledger.section(trace, options), failed, absent), *found]
 
 
 def summarize(trace: TraceData, options: Options) -> dict[str, object]:
@@ -80,14 +83,23 @@ def all_job_findings(job: JobData) -> list[Finding]:
 def job_sections(job: JobData, options: Options) -> list[Section]:
     """The ledger, then every analyzer's section, from the ranks' parts (as ``sections`` of the joined trace)."""
     failed: list[str] = []
-    found = _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)), failed)
-    return [_marked(ledger.job_section(job, options), failed), *(s for s in found if s is not None)]
+    found = [s for s in _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)), failed) if s]
+    absent = _absent(found, failed, "job_absence", lambda m: m.job_absence(job))
+    return [_marked(ledger.job_section(job, options), failed, absent), *found]
 
 
-def _marked(led: Section, failed: list[str]) -> Section:
-    """The ledger with the sections whose analyzer failed named as missing."""
+def _absent(found: list[Section], failed: list[str], function: str, call) -> list[tuple[str, str]]:
+    """(part name, why) of each module with ``function`` whose section is not shown, its analyzer not failed."""
+    shown = {s.id for s in found} | set(failed)
+    whys = [(part_name(m), _each([m], call)) for m in _with(function) if part_name(m) not in shown]
+    return [(name, why[0]) for name, why in whys if why and why[0]]
+
+
+def _marked(led: Section, failed: list[str], absent: list[tuple[str, str]]) -> Section:
+    """The ledger with the sections whose analyzer failed named as missing, and why the absent ones are."""
     if failed:
         led.facts.append(Fact("missing_sections", "sections missing (their analyzer failed)", ", ".join(failed)))
+    led.facts += [Fact(f"{name}_not_shown", f"{name} section not shown", why) for name, why in absent]
     return led
 
 

@@ -144,6 +144,16 @@ def job_findings(job: JobData) -> list[Finding]:
     return _findings(job_analyze(job), steps.job_step_time(job))
 
 
+def absence(trace: TraceData) -> str:
+    """Why the trace has no Inference section ('' when it has one)."""
+    return analyze(trace).reason
+
+
+def job_absence(job: JobData) -> str:
+    """``absence`` of a job analysed rank by rank."""
+    return job_analyze(job).reason
+
+
 def _findings(analysis: InferenceAnalysis, step) -> list[Finding]:
     """The checks' findings of an analysis (none without iterations)."""
     if not len(analysis.timeline):
