@@ -31,8 +31,8 @@ RECORDED = [
     ("fsdp/fsdp_rank1", None),
 ]
 """Each sample with CUDA-event step times in its meta, and the bound its loop was written to have (None: mixed).
-``cuda_graph/`` is left out: its recording script is not kept and its meta does not say which step each CUDA-event
-interval belongs to; ``cuda_graph_replay/`` is the documented recording of the same kind of run."""
+``cuda_graph/`` is checked on its own (``test_cuda_graph_replays_end_each_step_where_cuda_events_say``): its events
+are recorded after each loop body, not at its top."""
 
 
 H200_RECORDED = [
@@ -87,6 +87,24 @@ def test_every_step_is_within_2_percent_of_cuda_events(name):
 @pytest.mark.parametrize("name", H200_RECORDED, ids=H200_RECORDED)
 def test_every_h200_step_is_within_2_percent_of_cuda_events(name):
     _assert_steps_match_cuda_events(*_recorded(shared_path("h200", f"{name}.json.gz").with_name(Path(name).name)))
+
+
+def test_cuda_graph_replays_end_each_step_where_cuda_events_say():
+    """``cuda_graph/`` (recorded on ``shared/tracegen``'s pattern) marks a CUDA event after each loop body, before
+    ``prof.step()``: on the device it fires when the body's work is done, so each interval runs from one step's
+    device end to the next's. Every step's device end, the replayed kernels of its ``cudaGraphLaunch`` included,
+    is where those events put it (within 2 %, last step included; the first interval starts before the window, so
+    the first step is only bounded by it). The step times are cut at the host markers instead (the steps are
+    host-bound: a stall at a step's start is that step's), so ``prof.step()`` after a body is in the body's step,
+    not in the next interval as these events count it."""
+    trace, meta = _recorded(SAMPLES / "cuda_graph" / "cuda_graph")
+    steps = trace.steps().set_index("step")
+    assert set(steps["bound"]) == {"host"} and (steps["kernels"] == 19).all()
+    ends = (steps["device_start_ns"] + steps["device_ns"]) / 1e6
+    events = meta["step_gpu_ms_cuda_events"]
+    for step in steps.index[1:]:
+        assert ends[step] - ends[step - 1] == pytest.approx(events[step], rel=0.02), f"step {step}"
+    assert steps["step_ns"].iloc[0] / 1e6 <= events[steps.index[0]] * 1.02
 
 
 @pytest.mark.parametrize(("name", "bound"), [(n, b) for n, b in RECORDED if b], ids=[n for n, b in RECORDED if b])
