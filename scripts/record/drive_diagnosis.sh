@@ -3,6 +3,8 @@
 # 27 (CUPTI counters) and 28 (generate() inference), in one command each group:
 #   WHAT="pairs gate counters" bash scripts/record/drive_diagnosis.sh      (repo root, $OUT set by the device tool)
 #   WHAT="inference" bash scripts/record/drive_diagnosis.sh
+#   WHAT="pairs2 inference2" bash scripts/record/drive_diagnosis.sh    (the second batch: side-stream copy, recompile,
+#                                                                        cuDNN per KV length, markers, eager attention)
 # Outputs go to /tmp/rec/<folder>/ and are re-packed after every scenario into $OUT/<group>.tar (pairs split in two
 # so each file stays under the tool's 16 MiB), so a timeout still returns what finished. Locally: tar -xf F -C DEST/
 set -u
@@ -16,6 +18,7 @@ R="python3 scripts/record"
 pack() {
   [ -d $W/pairs ] && (cd $W && tar -cf $OUT/pairs_a.tar $(ls -d pairs/launch_bound pairs/optimizer_loop pairs/host_sync pairs/input_pipeline 2>/dev/null) 2>/dev/null)
   [ -d $W/pairs ] && (cd $W && tar -cf $OUT/pairs_b.tar $(ls -d pairs/allocator pairs/first_call_shapes pairs/pageable_copy pairs/python_gc 2>/dev/null) 2>/dev/null)
+  [ -d $W/pairs ] && (cd $W && tar -cf $OUT/pairs_c.tar $(ls -d pairs/side_stream_copy pairs/recompile 2>/dev/null) 2>/dev/null)
   for g in gate counters inference; do [ -d $W/$g ] && tar -C $W -cf $OUT/$g.tar $g; done
   ls -lR $W > $OUT/files.txt
 }
@@ -40,6 +43,8 @@ for g in ${WHAT:-pairs gate counters}; do
       for s in host_sync pageable_copy launch_bound optimizer_loop input_pipeline allocator first_call_shapes python_gc; do
         run pair_$s 100 $R/pairs.py --scenario $s --out $W
       done ;;
+    pairs2)
+      for s in side_stream_copy recompile; do run pair_$s 150 $R/pairs.py --scenario $s --out $W; done ;;
     gate)
       for k in 1 2 3 4 5 6; do run gate_dev$k 40 $R/repeats.py --program device_bound --repeat $k --out $W; done
       for p in 5 15; do run gate_reg$p 40 $R/repeats.py --program device_bound --extra-pct $p --out $W; done
@@ -51,6 +56,8 @@ for g in ${WHAT:-pairs gate counters}; do
       for s in eager_dynamic batched long_prefill static_compiled; do
         run inf_$s 240 $R/inference.py --scenario $s --out $W
       done ;;
+    inference2)
+      for s in cudnn_kv flash_kv marked eager_attention; do run inf_$s 120 $R/inference.py --scenario $s --out $W; done ;;
   esac
 done
 echo "=== ALL DONE t=$(( $(date +%s) - T0 ))s"

@@ -14,26 +14,43 @@ Scenarios:
   static_compiled  the same with cache_implementation="static" and forward torch.compile (inductor, default mode)
   batched          4 prompts of 128 / 256 / 384 / 512 tokens, left-padded to 512, 32 new tokens each
   long_prefill     batch 1, prompt 4096, 4 new tokens
+  eager_attention  long_prefill with attn_implementation="eager" (unfused softmax(QK^T)V): the problem of a pair whose
+                   fix is long_prefill
+  cudnn_kv         eager_dynamic with SDPA held to the cuDNN backend: a cuDNN graph is planned for every new KV length
+  flash_kv         its fix: the same held to the flash / memory-efficient backends (no per-shape planning)
+  marked           eager_dynamic as a hand-written loop (one prefill forward, then one forward per token) inside
+                   record_function("prefill") and record_function("decode") ranges, as serving code marks phases
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 import traceback
 from pathlib import Path
 
 import recording as rec
 import torch
-from torch.profiler import ProfilerActivity, profile, schedule
-from transformers import LlamaConfig, LlamaForCausalLM
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.profiler import ProfilerActivity, profile, record_function, schedule
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 SCENARIOS = {
     "eager_dynamic": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False},
     "static_compiled": {"prompts": [512], "new": 32, "cache": "static", "compile": True},
     "batched": {"prompts": [128, 256, 384, 512], "new": 32, "cache": "dynamic", "compile": False},
     "long_prefill": {"prompts": [4096], "new": 4, "cache": "dynamic", "compile": False},
+    "eager_attention": {"prompts": [4096], "new": 4, "cache": "dynamic", "compile": False, "attn": "eager"},
+    "cudnn_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "cudnn"},
+    "flash_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "flash"},
+    "marked": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "marked": True},
 }
+SDPA_BACKENDS = {
+    "cudnn": [SDPBackend.CUDNN_ATTENTION],
+    "flash": [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION],
+}
+MARKERS = 'record_function("prefill") around the prompt forward, record_function("decode") around each new token'
 
 
 class TokenClock:
@@ -50,7 +67,7 @@ class TokenClock:
         self.marks.append(self.clock.mark())
 
 
-def build(tiny: bool, dev: torch.device) -> tuple[LlamaForCausalLM, dict]:
+def build(tiny: bool, dev: torch.device, attn: str = "sdpa") -> tuple[LlamaForCausalLM, dict]:
     """A random Llama (hidden 2048, 4 layers, 16 heads, 4 KV heads, vocab 32000) in bf16, and its facts."""
     cfg = LlamaConfig(
         hidden_size=64 if tiny else 2048,
@@ -66,7 +83,7 @@ def build(tiny: bool, dev: torch.device) -> tuple[LlamaForCausalLM, dict]:
     )
     torch.manual_seed(0)
     dtype = torch.bfloat16 if rec.is_cuda(dev) else torch.float32
-    model = LlamaForCausalLM(cfg).to(dev, dtype).eval()
+    model = LlamaForCausalLM._from_config(cfg, attn_implementation=attn).to(dev, dtype).eval()
     params = sum(p.numel() for p in model.parameters())
     head_dim = cfg.hidden_size // cfg.num_attention_heads
     elem = torch.finfo(dtype).bits // 8
@@ -84,6 +101,7 @@ def build(tiny: bool, dev: torch.device) -> tuple[LlamaForCausalLM, dict]:
             )
         },
         "dtype": str(dtype),
+        "attn_implementation": attn,
         "params": params,
         "param_bytes": params * elem,
         "kv_bytes_per_token": 2 * cfg.num_hidden_layers * cfg.num_key_value_heads * head_dim * elem,
@@ -103,13 +121,31 @@ def inputs(prompts: list[int], vocab: int, dev: torch.device) -> tuple[torch.Ten
     return ids.to(dev), mask.to(dev)
 
 
-def timed_generate(model, ids, mask, sc: dict, dev: torch.device) -> dict:
-    """One generate() call bracketed by CUDA events; TTFT, TPOT per token and the whole call in ms."""
-    clock = TokenClock(dev)
-    start = clock.clock.mark()
-    kw = {"cache_implementation": "static"} if sc["cache"] == "static" else {}
-    t = time.perf_counter()
-    out = model.generate(
+def marked_loop(model, ids, mask, new: int, clock: TokenClock) -> torch.Tensor:
+    """Greedy decoding by hand: a prefill forward, then one forward per token, in prefill / decode ranges."""
+    cache = DynamicCache()
+    with record_function("prefill"):
+        logits = model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True).logits
+        token = logits[:, -1:].argmax(-1)
+    clock.put(ids)
+    clock.put(token)
+    out = [ids, token]
+    for _ in range(new - 1):
+        mask = torch.cat([mask, torch.ones_like(token)], dim=1)
+        with record_function("decode"):
+            logits = model(input_ids=token, attention_mask=mask, past_key_values=cache, use_cache=True).logits
+            token = logits[:, -1:].argmax(-1)
+        clock.put(token)
+        out.append(token)
+    clock.end()
+    return torch.cat(out, dim=1)
+
+
+def generated(model, ids, mask, sc: dict, clock: TokenClock, kw: dict) -> torch.Tensor:
+    """The prompt and its new tokens, from generate() or the marked loop."""
+    if sc.get("marked"):
+        return marked_loop(model, ids, mask, sc["new"], clock)
+    return model.generate(
         input_ids=ids,
         attention_mask=mask,
         max_new_tokens=sc["new"],
@@ -119,6 +155,17 @@ def timed_generate(model, ids, mask, sc: dict, dev: torch.device) -> dict:
         pad_token_id=0,
         **kw,
     )
+
+
+def timed_generate(model, ids, mask, sc: dict, dev: torch.device) -> dict:
+    """One generate() call (or the marked loop) bracketed by CUDA events; TTFT, TPOT per token, the call, in ms."""
+    clock = TokenClock(dev)
+    start = clock.clock.mark()
+    kw = {"cache_implementation": "static"} if sc["cache"] == "static" else {}
+    backends = SDPA_BACKENDS.get(sc.get("sdpa", ""), []) if rec.is_cuda(dev) else []
+    t = time.perf_counter()
+    with sdpa_kernel(backends) if backends else contextlib.nullcontext():
+        out = generated(model, ids, mask, sc, clock, kw)
     end = clock.clock.mark()
     host_ms = (time.perf_counter() - t) * 1e3
     rec.sync(dev)
@@ -136,10 +183,14 @@ def timed_generate(model, ids, mask, sc: dict, dev: torch.device) -> dict:
 def record(args, name: str, dev: torch.device) -> None:
     """Unprofiled calls (after 2 warm-ups), then 3 profiled calls of which the last is traced."""
     sc = SCENARIOS[name]
-    model, meta = build(args.tiny, dev)
+    model, meta = build(args.tiny, dev, sc.get("attn", "sdpa"))
     prompts = [max(4, p // 32) for p in sc["prompts"]] if args.tiny else sc["prompts"]
     ids, mask = inputs(prompts, model.config.vocab_size, dev)
     meta.update(scenario=name, prompt_lens=prompts, batch=len(prompts), cache=sc["cache"])
+    if sc.get("sdpa"):
+        meta["sdpa_backends"] = [b.name for b in SDPA_BACKENDS[sc["sdpa"]]]
+    if sc.get("marked"):
+        meta["markers"] = MARKERS
     if sc["compile"]:
         t = time.time()
         model.forward = torch.compile(model.forward, fullgraph=True)

@@ -342,6 +342,80 @@ def python_gc(args, dev: torch.device, variant: str) -> tuple[Step, dict]:
     return step, meta
 
 
+# ---- side_stream_copy: a pinned copy serialised before compute; fix: prefetched on a side stream ----
+
+
+def side_stream_copy(args, dev: torch.device, variant: str) -> tuple[Step, dict]:
+    """A 256 MiB pinned fp32 batch copied each step, then GEMMs on it; fix: next batch prefetched on a side stream."""
+    rows, cols = (256, 256) if args.tiny else (8192, 8192)
+    cuda = rec.is_cuda(dev)
+    hosts = [torch.randn(rows, cols, pin_memory=cuda) for _ in range(2)]
+    w = torch.randn(cols, 64 if args.tiny else 4096, device=dev, dtype=dtype_of(dev))
+    side = torch.cuda.Stream() if cuda else None
+    ready: dict[int, torch.Tensor] = {}
+
+    def prefetch(j: int) -> None:
+        with torch.cuda.stream(side), record_function("prefetch_input"):
+            ready[j] = hosts[j % 2].to(dev, non_blocking=True)
+
+    def step(i: int) -> torch.Tensor:
+        if variant == "problem" or side is None:
+            with record_function("copy_input"):
+                x = hosts[i % 2].to(dev, non_blocking=True)
+        else:
+            if i not in ready:
+                prefetch(i)
+            torch.cuda.current_stream().wait_stream(side)
+            x = ready.pop(i)
+            x.record_stream(torch.cuda.current_stream())
+            prefetch(i + 1)
+        with record_function("compute"):
+            y = x.to(dtype_of(dev))
+            for _ in range(3):
+                y = y @ w @ w.T
+        return y
+
+    meta = {
+        "pattern": f"a {rows * cols * 4 / 2**20:.0f} MiB pinned fp32 host batch copied to the device every step "
+        "(non_blocking, on the compute stream, so the GEMMs wait for it), then 3 x (x @ w @ w.T) in bf16",
+        "fix_applied": "none"
+        if variant == "problem"
+        else "the next step's batch prefetched on a side CUDA stream while this step computes",
+        "copy_bytes_per_step": rows * cols * 4,
+    }
+    return step, meta
+
+
+# ---- recompile: torch.compile with static shapes recompiles on every new batch size; fix: dynamic=True ----
+
+
+def recompile(args, dev: torch.device, variant: str) -> tuple[Step, dict]:
+    """A compiled 8-layer MLP fed a new batch size every step: dynamic=False recompiles each time, dynamic=True once."""
+    width, layers = (64, 2) if args.tiny else (2048, 8)
+    torch.manual_seed(0)
+    torch._dynamo.config.recompile_limit = 64
+    torch._dynamo.reset()
+    model = mlp(width, layers).to(dev, dtype_of(dev))
+    compiled = torch.compile(model, dynamic=variant == "fix")
+    seen: list[int] = []
+
+    def step(i: int) -> torch.Tensor:
+        rows = seq_len(i, 1024 if not args.tiny else 64)
+        seen.append(rows)
+        with torch.no_grad():
+            return compiled(torch.randn(rows, width, device=dev, dtype=dtype_of(dev)))
+
+    meta = {
+        "pattern": f"torch.compile({layers} x (Linear({width})+GELU)) in bf16, inference, a new batch size every "
+        "step (256 + 24 k rows)",
+        "fix_applied": "none (dynamic=False: one Inductor compile per new shape)"
+        if variant == "problem"
+        else "torch.compile(dynamic=True): one dynamic-shape graph compiled before the timed steps",
+        "batch_rows_by_step_index": seen,
+    }
+    return step, meta
+
+
 SCENARIOS: dict[str, Callable[..., tuple[Step, dict]]] = {
     "launch_bound": launch_bound,
     "optimizer_loop": optimizer_loop,
@@ -351,6 +425,8 @@ SCENARIOS: dict[str, Callable[..., tuple[Step, dict]]] = {
     "first_call_shapes": first_call_shapes,
     "pageable_copy": pageable_copy,
     "python_gc": python_gc,
+    "side_stream_copy": side_stream_copy,
+    "recompile": recompile,
 }
 ACTIVE = {"launch_bound": 4, "optimizer_loop": 4}
 
