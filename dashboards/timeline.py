@@ -23,6 +23,14 @@ LEVEL_CHOICES = (4, 8, 16, 64)
 _DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
 _HOST = [k.value for k in HOST_KINDS]
 
+Steps = int | tuple[int, ...]
+"""The step(s) a timeline draws: one step, or several drawn at once (the multi-step view)."""
+
+
+def steps_of(step: Steps) -> list[int]:
+    """The steps of a Steps value, as a list."""
+    return [int(step)] if isinstance(step, int | np.integer) else [int(s) for s in step]
+
 
 def host_levels(events: pd.DataFrame) -> np.ndarray:
     """Per event row: how many of its host ancestors are neither Python frames nor step markers (its level with
@@ -43,13 +51,13 @@ def step_lanes(
     events: pd.DataFrame,
     levels: np.ndarray,
     rank: int,
-    step: int,
+    step: Steps,
     max_level: int = LEVEL_CHOICES[0],
     python: bool = False,
 ) -> pd.DataFrame:
     """Lane rows (absolute ns, with each event's row) of one (rank, step): device streams, and host threads to
     max_level levels (Python frames shown and counted when python, else collapsed)."""
-    rows = np.flatnonzero((events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy())
+    rows = np.flatnonzero((events["rank"] == rank).to_numpy() & np.isin(events["step"].to_numpy(), steps_of(step)))
     mine = events.iloc[rows]
     kinds = mine["kind"]
     device = mine[kinds.isin(_DEVICE).to_numpy()]
@@ -140,31 +148,44 @@ def bar_rows(lanes: pd.DataFrame, row: int, count: int) -> np.ndarray:
 
 
 def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[pd.DataFrame, int]:
-    """Launch → kernel pairs of some drawn events: a runtime launch's device work, or device work's launch; both
-    ends as drawn (lane, absolute start ns). Also how many pairs have an end not drawn (another step, or a host
-    level not shown)."""
-    drawn = lanes.set_index("row")
+    """Launch → kernel pairs of some events: a runtime launch's device work, or device work's launch; both ends as
+    drawn (lane, start ns on the drawn clock). A launch below the host levels shown starts at its own time on the
+    lane of its nearest drawn ancestor. Also how many pairs have an end not drawn (another step, or no ancestor
+    drawn)."""
+    drawn = lanes.drop_duplicates("row").set_index("row")
     launch = events["launch"]
+    rows = np.asarray(rows, dtype=np.int64)
     launched = events.index[launch.isin(rows).to_numpy()]  # the device work of the launches among rows
     device = rows[launch.reindex(rows).to_numpy() != NO_ROW]  # the device work among rows
     pairs = [*zip(launch.reindex(launched).to_numpy(), launched, strict=True)]
     pairs += [*zip(launch.reindex(device).to_numpy(), device, strict=True)]
-    shown = [(a, k) for a, k in pairs if a in drawn.index and k in drawn.index][:MAX_FLOWS]
+    pairs = list(dict.fromkeys((int(a), int(k)) for a, k in pairs))
+    placed = [(a, drawn_ancestor(events, drawn.index, a), k) for a, k in pairs]
+    shown = [(a, up, k) for a, up, k in placed if up != NO_ROW and k in drawn.index][:MAX_FLOWS]
+    ts = events["ts"]
     frame = pd.DataFrame(
         [
             (
-                drawn.at[a, "lane"],
-                drawn.at[a, "start_ns"],
+                drawn.at[up, "lane"],
+                drawn.at[up, "start_ns"] + int(ts.at[a]) - int(ts.at[up]),
                 drawn.at[k, "lane"],
                 drawn.at[k, "start_ns"],
                 drawn.at[k, "name"],
             )
-            for a, k in shown
+            for a, up, k in shown
         ],
         columns=FLOW_COLUMNS,
     )
-    hidden = sum(1 for a, k in pairs if a not in drawn.index or k not in drawn.index)
+    hidden = sum(1 for _, up, k in placed if up == NO_ROW or k not in drawn.index)
     return frame, hidden
+
+
+def drawn_ancestor(events: pd.DataFrame, drawn: pd.Index, row: int) -> int:
+    """row when it is drawn, else its nearest drawn host ancestor (NO_ROW when none is)."""
+    parent = events["parent"]
+    while row != NO_ROW and row not in drawn:
+        row = int(parent.at[row]) if row in parent.index else NO_ROW
+    return row
 
 
 MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]
@@ -205,14 +226,16 @@ def collective_marks(collectives: pd.DataFrame, rank: int) -> list[tuple]:
     ]
 
 
-def fusion_marks(occurrences: pd.DataFrame, events: pd.DataFrame, rank: int, step: int) -> list[tuple]:
+def fusion_marks(occurrences: pd.DataFrame, events: pd.DataFrame, rank: int, step: Steps) -> list[tuple]:
     """Marks of one rank's fusion chains in one step (fusion.occurrences): from the first to the last device work
     its ops launched (from its first op's start to its last op's end on the host where they launched none)."""
-    mine = occurrences[(occurrences["rank"] == rank) & (occurrences["step"] == step)]
+    mine = occurrences[(occurrences["rank"] == rank) & occurrences["step"].isin(steps_of(step))]
     if not len(mine):
         return []
     rows = np.flatnonzero(
-        (events["rank"] == rank).to_numpy() & (events["step"] == step).to_numpy() & events["kind"].isin(_DEVICE)
+        (events["rank"] == rank).to_numpy()
+        & np.isin(events["step"].to_numpy(), steps_of(step))
+        & events["kind"].isin(_DEVICE).to_numpy()
     )
     work = events.iloc[rows]
     device = (
@@ -282,18 +305,20 @@ def ranks_marks(per_rank: dict[int, tuple[pd.DataFrame, int]], origin: int, offs
 BOUNDARY_COLUMNS = ["at_ns", "label", "rank"]
 
 
-def boundaries(steps: pd.DataFrame, rank: int, step: int, origin: int) -> pd.DataFrame:
-    """The step's start and end as the device experiences it (the step model's window), in ns from origin."""
-    mine = steps[(steps["rank"] == rank) & (steps["step"] == step)]
+def boundaries(steps: pd.DataFrame, rank: int, step: Steps, origin: int) -> pd.DataFrame:
+    """Each step's start and end as the device experiences it (the step model's window), in ns from origin."""
+    mine = steps[(steps["rank"] == rank) & steps["step"].isin(steps_of(step))].sort_values("start_ns")
     rows = []
     for s in mine.itertuples():
         start = int(s.start_ns) - origin
-        rows.append((start, f"step {step} starts (device)", rank))
-        rows.append((start + int(s.step_ns), f"step {step} ends · {_ms(s.step_ns)}", rank))
+        rows.append((start, f"step {s.step} starts (device)", rank))
+        rows.append((start + int(s.step_ns), f"step {s.step} ends · {_ms(s.step_ns)}", rank))
     return pd.DataFrame(rows, columns=BOUNDARY_COLUMNS)
 
 
-def ranks_boundaries(steps: pd.DataFrame, ranks: list[int], step: int, origin: int, offsets: pd.Series) -> pd.DataFrame:
+def ranks_boundaries(
+    steps: pd.DataFrame, ranks: list[int], step: Steps, origin: int, offsets: pd.Series
+) -> pd.DataFrame:
     """Each rank's step start and end on the all-ranks axis (ns from origin, its times less its clock offset, as
     ranks_lanes), labelled with the rank."""
     out = pd.concat([boundaries(steps, r, step, origin + int(offsets.get(r, 0))) for r in ranks], ignore_index=True)

@@ -13,11 +13,12 @@ import orjson
 import pandas as pd
 import plotly.graph_objects as go
 from dash import Input, Output, Patch, State, dcc, html, no_update
-from traceanalyzer.dashboards import charts, state
+from traceanalyzer.dashboards import charts, slices, state, timeline_panels
 from traceanalyzer.dashboards import timeline as timeline_lanes
 from traceanalyzer.dashboards.blocks import dropdown, unavailable
 from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.store import Store
+from traceanalyzer.dashboards.timeline import Steps
 from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
@@ -96,10 +97,14 @@ def timeline(view: View, query: dict[str, str]) -> list:
         html.P(id="tl-selected", className="note"),
         dcc.Store(id="tl-focus", data=query.get("at")),
         dcc.Store(id="tl-window"),
+        dcc.Store(id="tl-picked"),
         dcc.Loading(
             dcc.Graph(id="tl-graph", config={"scrollZoom": True}),
             delay_show=LOADING_DELAY_MS,
             overlay_style={"visibility": "visible", "opacity": 0.6},  # the graph stays in place while it redraws
+        ),
+        html.Div(
+            [html.Div(id="tl-details", className="col"), html.Div(id="tl-range", className="col")], className="row"
         ),
     ]
 
@@ -109,8 +114,10 @@ TIMELINE_BASIS = (
     "axis, the clock offsets applied, as the note says). Each host thread has lanes per call level, counted in "
     "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'. The "
     "findings lane and the bands show the analyzers' evidence; the dashed lines are the step's start and end as "
-    "the device experiences it (the step model of the report). Click a runtime launch or a kernel for its "
-    "launch → kernel lines; zoom in for names inside the bars."
+    "the device experiences it (the step model of the report). Point at or click a runtime launch or a kernel for "
+    "its launch → kernel lines (a click also shows the slice's details under the chart); zoom in for names inside "
+    "the bars; pick Box Select in the chart's tool bar and drag across a time range for its totals by kind and "
+    "name, its findings and its launch → kernel lines (double-click clears it)."
 )
 PERFETTO_HELP = (
     "Downloads the whole trace with a findings track (the CLI's --perfetto file, gzipped JSON): open it at "
@@ -155,6 +162,7 @@ def timeline_figure(
         extra=finding_bars(found, span, origin, stacked),
         shapes=shapes,
     )
+    fig.update_layout(selectdirection="h")  # a box selection is a time range across every lane
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
     note = _note(seg, found, bounds, stacked)
@@ -347,15 +355,24 @@ def goto_options(view: View, rank: int | None, step: int, levels: int, python: b
 
 
 def flow_annotations(
-    view: View, rank: int | None, step: int, levels: int, python: bool, point: dict
+    view: View, rank: int | None, step: Steps, levels: int, python: bool, point: dict
 ) -> tuple[list, str]:
-    """Launch → kernel arrows for a clicked bar (customdata: events merged, first row) and a sentence saying what
-    they join."""
+    """Launch → kernel arrows for a clicked or hovered bar (customdata: events merged, first row) and a sentence
+    saying what they join."""
     count, row = (int(v) for v in point["customdata"][:2])
     lanes = view.lanes(rank, step, levels, python)
     origin = view.segments(rank, step, levels, python).attrs["origin_ns"]
     pairs, hidden = timeline_lanes.flows(lanes, view.trace.events, timeline_lanes.bar_rows(lanes, row, count))
-    arrows = [
+    name = middle(str(view.trace.events.at[row, "name"]), SELECTED_CHARS)  # Dash escapes it (once)
+    merged = f" (and {count - 1} more events merged into its bar)" if count > 1 else ""
+    if not len(pairs) and not hidden:
+        return [], f"Selected: {name}{merged}: no launch → kernel link (not a launch, and no device work)."
+    return flow_arrows(pairs, origin), f"Selected: {name}{merged}: {flows_said(pairs, hidden)}."
+
+
+def flow_arrows(pairs: pd.DataFrame, origin: int) -> list[dict]:
+    """Launch → kernel pairs (timeline.flows) as arrows from the launch to the device work, in ms from origin."""
+    return [
         {
             "x": (p.kernel_ns - origin) / NS_PER_MS,
             "y": p.kernel_lane,
@@ -374,19 +391,57 @@ def flow_annotations(
         }
         for p in pairs.itertuples()
     ]
-    name = middle(str(view.trace.events.at[row, "name"]), SELECTED_CHARS)  # Dash escapes it (once)
-    merged = f" (and {count - 1} more events merged into its bar)" if count > 1 else ""
-    if not arrows and not hidden:
-        return [], f"Selected: {name}{merged}: no launch → kernel link (not a launch, and no device work)."
-    said = f"Selected: {name}{merged}: {len(arrows)} launch → kernel line{'s' if len(arrows) != 1 else ''} drawn"
+
+
+def flows_said(pairs: pd.DataFrame, hidden: int) -> str:
+    """How many launch → kernel lines are drawn, their median delay, and how many are not (and why)."""
+    said = f"{len(pairs)} launch → kernel line{'s' if len(pairs) != 1 else ''} drawn"
     if len(pairs):
         delay = int((pairs["kernel_ns"] - pairs["launch_ns"]).median())
-        said += f" (median from launch start to kernel start {humanize.duration(delay)})"
-    if len(arrows) == timeline_lanes.MAX_FLOWS:
+        said += f" (median from launch start to kernel start {humanize.duration(delay)}; a launch below the host "
+        said += "levels shown starts on its nearest drawn caller's lane, at its own time)"
+    if len(pairs) == timeline_lanes.MAX_FLOWS:
         said += f", the first {timeline_lanes.MAX_FLOWS}"
     if hidden:
-        said += f"; {hidden} not drawn: their other end is in another step or at a host level not shown"
-    return arrows, said + "."
+        said += f"; {hidden} not drawn: their other end is in a step not shown"
+    return said
+
+
+def range_hits(view: View, rank: int | None, step: Steps, lo: int, hi: int) -> pd.DataFrame:
+    """The events of the drawn rank(s) and step(s) overlapping [lo, hi) (absolute ns on the drawn clock: each
+    rank's clock less its offset when ranks are stacked), with the time of each inside it."""
+    events = view.trace.events
+    ranks = view.ranks() if rank is None else [rank]
+    offsets = view.offsets() if rank is None else pd.Series(dtype="int64")
+    chosen = np.isin(events["step"].to_numpy(), timeline_lanes.steps_of(step))
+    frames = []
+    for r in ranks:
+        rows = events.index[chosen & (events["rank"] == r).to_numpy()].to_numpy()
+        shift = np.full(len(rows), int(offsets.get(r, 0)), dtype=np.int64)
+        frames.append(slices.in_range(events, rows, shift, lo, hi))
+    return pd.concat(frames, ignore_index=True)
+
+
+def slice_panel(view: View, rank: int | None, step: Steps, levels: int, python: bool, point: dict) -> list:
+    """The details panel of a clicked bar's first event (times on the drawn axis)."""
+    row = int(point["customdata"][1])
+    origin = view.segments(rank, step, levels, python).attrs["origin_ns"]
+    offset = int(view.offsets().get(int(view.trace.events.at[row, "rank"]), 0)) if rank is None else 0
+    return timeline_panels.details_panel(slices.details(view.trace.events, row), origin + offset)
+
+
+def range_view(
+    view: View, rank: int | None, step: Steps, levels: int, python: bool, picked: tuple[float, float]
+) -> tuple[list, list]:
+    """A selected range (ms on the axis): the launch → kernel arrows of the events inside it, and its panel."""
+    origin = view.segments(rank, step, levels, python).attrs["origin_ns"]
+    lo, hi = (int(v * NS_PER_MS) for v in picked)
+    hits = range_hits(view, rank, step, origin + lo, origin + hi)
+    lanes = view.lanes(rank, step, levels, python)
+    pairs, hidden = timeline_lanes.flows(lanes, view.trace.events, hits["row"].to_numpy())
+    panel = timeline_panels.range_panel(lo, hi, hits, view.marks(rank, step, levels, python))
+    panel.insert(2, html.P(f"Launch → kernel: {flows_said(pairs, hidden)}.", id="tl-range-flows"))
+    return flow_arrows(pairs, origin), panel
 
 
 def perfetto_file(view: View) -> bytes:
@@ -455,6 +510,8 @@ def register(app: dash.Dash, store: Store) -> None:
     # A zoom reaches the server through tl-window, set in the browser only for a zoom or a reset: the graph's own
     # relayout events (autosize when it is drawn or resized) would otherwise supersede the zoom's request.
     app.clientside_callback(ZOOM_FILTER, Output("tl-window", "data"), Input("tl-graph", "relayoutData"))
+    # A box selection reaches the server as its x range only (not the thousands of bars it selects).
+    app.clientside_callback(SELECT_FILTER, Output("tl-picked", "data"), Input("tl-graph", "selectedData"))
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
@@ -473,27 +530,71 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-graph", "figure", allow_duplicate=True),
         Output("tl-selected", "children"),
         Output("tl-goto", "value"),
+        Output("tl-details", "children"),
         Input("tl-graph", "clickData"),
-        State("tl-rank", "value"),
-        State("tl-step", "value"),
-        State("tl-levels", "value"),
-        State("tl-python", "value"),
+        *PICKS[:4],
         State("trace", "value"),
         prevent_initial_call=True,
     )
     def timeline_click(click, rank, step, levels, python, key):
         view = store.view(key)
         if view is None or not click or not click.get("points") or rank is None:
-            return no_update, no_update, no_update
+            return no_update, no_update, no_update, no_update
         point = click["points"][0]
         if figures.is_findings(point.get("y")):  # a finding's bar: show it in place
-            return no_update, f"Finding: {unescape(str(point.get('hovertext', '')))}", point["customdata"][0]
+            said = f"Finding: {unescape(str(point.get('hovertext', '')))}"
+            return no_update, said, point["customdata"][0], no_update
         if len(point.get("customdata") or []) < 2:
-            return no_update, no_update, no_update
-        arrows, said = flow_annotations(view, picked_rank(rank), int(step), int(levels), bool(python), point)
+            return no_update, no_update, no_update, no_update
+        rank, step = picked_rank(rank), int(step)
+        arrows, said = flow_annotations(view, rank, step, int(levels), bool(python), point)
         patched = Patch()
         patched["layout"]["annotations"] = arrows
-        return patched, said, no_update
+        return patched, said, no_update, slice_panel(view, rank, step, int(levels), bool(python), point)
+
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Input("tl-graph", "hoverData"),
+        *PICKS[:4],
+        State("trace", "value"),
+        State("tl-picked", "data"),
+        prevent_initial_call=True,
+    )
+    def timeline_hover(hover, rank, step, levels, python, key, selected):
+        view = store.view(key)
+        point = ((hover or {}).get("points") or [{}])[0]
+        if view is None or rank is None or len(point.get("customdata") or []) < 2 or point["customdata"][1] < 0:
+            return no_update
+        if selected:  # a range's lines stay while it is selected
+            return no_update
+        arrows, _ = flow_annotations(view, picked_rank(rank), int(step), int(levels), bool(python), point)
+        if not arrows:
+            return no_update
+        patched = Patch()
+        patched["layout"]["annotations"] = arrows
+        return patched
+
+    @app.callback(
+        Output("tl-graph", "figure", allow_duplicate=True),
+        Output("tl-range", "children"),
+        Input("tl-picked", "data"),
+        *PICKS[:4],
+        State("trace", "value"),
+        prevent_initial_call=True,
+    )
+    def timeline_select(picked, rank, step, levels, python, key):
+        view = store.view(key)
+        if view is None or rank is None:
+            return no_update, no_update
+        if not picked:  # the selection cleared
+            patched = Patch()
+            patched["layout"]["annotations"] = []
+            return patched, []
+        rank, step, levels, python = picked_rank(rank), int(step), int(levels), bool(python)
+        arrows, panel = range_view(view, rank, step, levels, python, (min(picked), max(picked)))
+        patched = Patch()
+        patched["layout"]["annotations"] = arrows
+        return patched, panel
 
     @app.callback(
         Output("tl-download", "data"),
@@ -517,6 +618,11 @@ ZOOM_FILTER = """function (relayout) {
     return window.dash_clientside.no_update;
 }"""
 """Browser side: a relayout event's x range (ms) for a zoom, 'all' for a reset, else nothing (no request)."""
+SELECT_FILTER = """function (selected) {
+    const x = selected && selected.range && selected.range.x;
+    return Array.isArray(x) && x.length === 2 ? x : null;
+}"""
+"""Browser side: a box selection's x range (ms), or null once it is cleared."""
 
 
 def zoom_window(picked: list | str | None) -> tuple[int, int] | None:

@@ -8,7 +8,7 @@ from functools import cached_property, lru_cache
 
 import numpy as np
 import pandas as pd
-from traceanalyzer.dashboards import timeline
+from traceanalyzer.dashboards import slices, timeline
 
 from traceanalyzer.analyzers import fusion, health
 from traceanalyzer.analyzers.hotspots import DEVICE, Level
@@ -29,8 +29,6 @@ OPTIONAL = {
 
 TABLE_ROWS = 500
 """Rows per section table the pages get (the CLI prints the top 15; the pages sort and filter more)."""
-STACK_DEPTH = 40
-"""Most call-stack frames shown for a selected op."""
 
 
 @dataclass
@@ -237,19 +235,9 @@ class View:
         }
 
     def _stack(self, row: int | None) -> list[dict]:
-        """Host frames enclosing an event (its launching op for device work), outermost first."""
-        if row is None:
-            return []
-        ev = self.trace.events
-        launch = int(ev.at[row, "launch"])
-        row = launch if launch != NO_ROW else row
-        frames = []
-        while row != NO_ROW and len(frames) < STACK_DEPTH:
-            frames.append(
-                {"kind": str(ev.at[row, "kind"]), "name": str(ev.at[row, "name"]), "dur_ns": int(ev.at[row, "dur"])}
-            )
-            row = int(ev.at[row, "parent"])
-        return frames[::-1]
+        """Host frames enclosing an event (its launching op for device work) up to its step marker, outermost
+        first."""
+        return [] if row is None else slices.stack(self.trace.events, row)
 
 
 def _counted(rows: pd.DataFrame, col: str, top: int = 15) -> list[dict]:

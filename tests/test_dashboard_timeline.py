@@ -38,6 +38,17 @@ const box = g.getBoundingClientRect();
 return [Math.round(box.left + x), Math.round(box.top + y)];"""
 """Script: the place in the viewport (px) of the middle of the widest bar of a named trace whose hover text starts
 with a name, scrolled into view."""
+ROW_PLACE = f"""const g = {GRAPH}, xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis;
+const t = g._fullData.find(t => t.customdata && t.customdata.some(c => c[1] === arguments[0]));
+const i = t.customdata.findIndex(c => c[1] === arguments[0]);
+const x = xa._offset + xa.d2p(t.base[i] + t.x[i] / 2), y = ya._offset + ya.d2p(t.y[i]);
+window.scrollTo(0, g.getBoundingClientRect().top + window.scrollY + y - 300);
+const box = g.getBoundingClientRect();
+return [Math.round(box.left + x), Math.round(box.top + y)];"""
+"""Script: the place in the viewport (px) of the middle of the bar whose first event is a row, scrolled into view."""
+X_PLACE = f"""const g = {GRAPH}, xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis, box = g.getBoundingClientRect();
+return [Math.round(box.left + xa._offset + xa.d2p(arguments[0])), Math.round(box.top + ya._offset + ya._length / 2)];"""
+"""Script: the place in the viewport (px) of a time (ms) on the x axis, half way down the lanes."""
 
 
 @pytest.fixture(scope="module")
@@ -319,3 +330,104 @@ def test_ascend_lanes_name_what_has_no_stream_instead_of_the_sentinel():
     assert not [n for n in names if "-1" in n], names
     assert "device 0 · communication" in names or "device · communication" in names, names
     assert any(n.startswith("device 0 · stream ") for n in names), names
+
+
+def _zoom_drawn(browser, lo_ms: float, hi_ms: float) -> None:
+    """Zoom, and wait until the server's redraw of the window is in place."""
+    _until(browser, f"const g = {GRAPH}; return g && g.data && g.data.length && (window.drawn = g.data)")
+    _zoom(browser, lo_ms, hi_ms)
+    _until(browser, f"return {GRAPH}.data !== window.drawn")  # the server's figure for the window replaced it
+    _until(browser, RANGE, lambda r: r and r[0] == pytest.approx(lo_ms) and r[1] == pytest.approx(hi_ms))
+
+
+def _pointer(browser, at: tuple[int, int], click: bool = False, drag_to: tuple[int, int] | None = None) -> None:
+    """Move the mouse to a viewport place (px), and click there or drag from there."""
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    act = ActionBuilder(browser)
+    act.pointer_action.move_to_location(*at)
+    if click:
+        act.pointer_action.click()
+    if drag_to:
+        act.pointer_action.pointer_down()
+        act.pointer_action.move_to_location((at[0] + drag_to[0]) // 2, at[1])
+        act.pointer_action.move_to_location(*drag_to)
+        act.pointer_action.pointer_up()
+    act.perform()
+
+
+WIDEST_OF = f"""const g = {GRAPH}, rows = new Set(window.deep_rows), [lo, hi] = g._fullLayout.xaxis.range;
+let best = null, width = 0;
+for (const t of g._fullData) (t.customdata || []).forEach((c, i) => {{
+  const w = Math.min(t.base[i] + t.x[i], hi) - Math.max(t.base[i], lo);
+  if (rows.has(c[1]) && w > width) {{ best = c[1]; width = w; }}
+}});
+return best;"""
+"""Script: the first row of the widest bar in view whose first row is one of window.deep_rows (null when none is)."""
+
+
+@pytest.mark.browser
+def test_a_clicked_kernel_shows_its_details_and_the_line_from_its_launch_below_the_levels_shown(browser, app, shots):
+    from traceanalyzer import humanize
+
+    url, view, key = app
+    _open(browser, url, key)
+    events = view.trace.events
+    lanes = view.lanes(RANK, STEP, 4, False)
+    origin = view.segments(RANK, STEP, 4, False).attrs["origin_ns"]
+    mine = events[(events["rank"] == RANK) & (events["step"] == STEP) & (events["kind"] == "kernel")]
+    deep = mine[(mine["launch"] >= 0) & ~mine["launch"].isin(lanes["row"])]  # launched below the 4 levels shown
+    widest = deep.loc[deep["dur"].idxmax()]
+    at = (widest["ts"] - origin) / 1e6
+    browser.execute_script("window.deep_rows = arguments[0]", [int(r) for r in deep.index])
+    _zoom_drawn(browser, at - 0.05, at + widest["dur"] / 1e6 + 0.05)
+    row = _until(browser, f"return {GRAPH}._fullLayout.xaxis.range[1] < {at + 1} && (() => {{{WIDEST_OF}}})()")
+    kernel, launch = events.loc[row], events.loc[int(events.at[row, "launch"])]
+    _pointer(browser, browser.execute_script(ROW_PLACE, row), click=True)
+    facts = _wait(browser, "#tl-details-facts", "self time").text
+    assert str(kernel["name"])[:60] in facts and f"duration\n{humanize.duration(int(kernel['dur']))}" in facts
+    assert f"self time\n{humanize.duration(int(kernel['dur']))}" in facts  # device work: its whole duration
+    args = _wait(browser, "#tl-details-args").text
+    assert f"correlation\n{kernel['correlation']}" in args and f"stream\n{kernel['stream']}" in args
+    assert str(launch["name"]) in _wait(browser, "#tl-details-link td[data-dash-column=name]").text
+    stack = _wait(browser, "#tl-details-stack").text.split("\n")
+    assert stack[0].startswith(f"step · ProfilerStep#{STEP} ") and sum("ProfilerStep" in f for f in stack) == 1
+    assert stack[-1].startswith(f"runtime · {launch['name']}") and len(stack) > 5  # from the step down to the launch
+    arrows = _until(browser, f"return {GRAPH}.layout.annotations || []")
+    mine = [a for a in arrows if a["x"] == pytest.approx((kernel["ts"] - origin) / 1e6, abs=1e-6)]
+    assert mine and mine[0]["ay"].startswith(f"thread {launch['tid']} ")  # the launch's nearest drawn caller's lane
+    assert mine[0]["ax"] == pytest.approx((launch["ts"] - origin) / 1e6, abs=1e-6)  # at the launch's own time
+    _shot(browser, shots, "timeline-details")
+
+
+@pytest.mark.browser
+def test_a_dragged_range_totals_equal_the_json_report_with_its_findings_and_flows(browser, app, shots):
+    from traceanalyzer.renderers import json as json_report
+
+    url, view, key = app
+    _open(browser, url, key)
+    end = view.segments(RANK, STEP, 4, False)["end_ns"].max() / 1e6
+    _zoom_drawn(browser, -2, end + 2)
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{dragmode: 'select'}})")
+    _pointer(browser, browser.execute_script(X_PLACE, -1), drag_to=browser.execute_script(X_PLACE, end + 1))
+    said = _wait(browser, "#tl-range-said", "events overlap").text
+    assert said.startswith("Range -1.")
+    kinds = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#tl-range-kinds tbody tr')).filter(r => r.querySelector('td'))"
+        ".map(r => [r.querySelector('td[data-dash-column=kind]').innerText,"
+        " r.querySelector('td[data-dash-column=time_ns]').innerText])"
+    )
+    shown = {kind: float(ms) for kind, ms in kinds}
+    report = json.loads(json_report.render(view.report()))
+    steps = next(t for t in report["sections"]["summary"]["tables"] if t["id"] == "steps")["rows"]
+    step = next(r for r in steps if r["rank"] == RANK and r["step"] == STEP)
+    for kind in ("kernel", "communication", "memcpy"):  # the whole step selected: its device time by kind
+        assert shown[kind] == pytest.approx(step[f"{kind}_ns"] / 1e6, abs=6e-4), (kind, shown)
+    found = _wait(browser, "#tl-range-findings").text
+    assert "idle gap" in found and "exposed collective" in found
+    lines = _wait(browser, "#tl-range-flows", "launch → kernel").text
+    assert f"{timeline.MAX_FLOWS} launch → kernel lines drawn" in lines
+    arrows = _until(browser, f"return {GRAPH}.layout.annotations || []", lambda a: len(a) == timeline.MAX_FLOWS)
+    assert all(a["y"].startswith("device") and a["ay"].startswith("thread") for a in arrows)
+    _shot(browser, shots, "timeline-range")
+    browser.execute_script(f"Plotly.relayout({GRAPH}, {{dragmode: 'zoom'}})")
