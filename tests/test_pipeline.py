@@ -10,6 +10,7 @@ import csv
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import load_shared, shared_path
 
@@ -145,3 +146,36 @@ def test_ranks_loaded_from_their_communication_alone_are_not_called_idle(job):
     """Ranks 1 and 3 have only communication.json: no compute recorded, so no idle-device finding for them."""
     idle = [f for f in job.findings() if f.analyzer == "health" and f.evidence.get("cause")]  # idle causes
     assert {f.where["rank"] for f in idle} <= {0, 2}
+
+
+def test_each_send_recv_wait_is_the_peers_compute_beyond_the_stages_own(one_pipeline):
+    """The bubble of a stage's send/recv (its wait beyond the transfer) is the time its peer computed since their
+    last exchange (its forward or backward of the micro-batch) less the time the stage itself computed since then,
+    read from each stage's own calls (clock-aligned)."""
+    calls = one_pipeline.collectives()
+    p2p = calls[pipeline.is_p2p(calls)].sort_values("aligned_start_ns")
+    start = p2p.set_index(["match", "rank"])["aligned_start_ns"]
+    end = start + p2p.set_index(["match", "rank"])["dur_ns"]
+    matches = list(dict.fromkeys(p2p["match"]))
+    assert len(matches) == 3 and set(p2p["rank"]) == {0, 2}
+    for before, now in zip(matches[:-1], matches[1:], strict=True):
+        computed = {rank: start[(now, rank)] - end[(before, rank)] for rank in (0, 2)}
+        for rank, peer in ((0, 2), (2, 0)):
+            row = p2p[(p2p["match"] == now) & (p2p["rank"] == rank)].iloc[0]
+            wait = max(row["exposed_ns"] - row["transfer_ns"], 0)
+            assert wait == pytest.approx(max(computed[peer] - computed[rank], 0), abs=1 * MS), (now, rank)
+
+
+def test_calls_before_a_window_that_starts_mid_pipeline_decide_nothing(one_pipeline):
+    """A window that starts mid-pipeline holds transfers launched before it (no launch op: no step), matched or
+    one-sided, and an unnamed grouped kernel: the stage pairs and the bubble are those of the window's own calls."""
+    calls = one_pipeline.collectives()
+    before = calls[pipeline.is_p2p(calls)].copy()
+    before["step"] = NO_ROW
+    before["start_ns"] -= 2_000 * MS
+    before["match"] = np.where(before["rank"] == 0, before["match"] + 1_000, NO_ROW)  # rank 2's peers unrecorded
+    grouped = calls[~pipeline.is_p2p(calls)].head(1).assign(step=NO_ROW, match=NO_ROW, p2p=False)
+    cut = pd.concat([before, grouped, calls], ignore_index=True).astype({"step": calls["step"].dtype})
+    assert pipeline.peer_pairs(cut) == pipeline.peer_pairs(calls) == {(0, 2)}
+    spans = one_pipeline.overlap()
+    pd.testing.assert_frame_equal(pipeline.bubble(cut, spans), pipeline.bubble(calls, spans))
