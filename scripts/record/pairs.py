@@ -428,7 +428,8 @@ SCENARIOS: dict[str, Callable[..., tuple[Step, dict]]] = {
     "side_stream_copy": side_stream_copy,
     "recompile": recompile,
 }
-ACTIVE = {"launch_bound": 4, "optimizer_loop": 4}
+ACTIVE = {"launch_bound": 4, "optimizer_loop": 4, "recompile": 3}
+NO_STACK = {"recompile"}  # with_stack over an Inductor compile writes ~2 GB of Python frames a trace
 
 
 def record_pair(args, name: str, dev: torch.device) -> None:
@@ -438,7 +439,9 @@ def record_pair(args, name: str, dev: torch.device) -> None:
     for variant in ("problem", "fix"):
         step, meta = SCENARIOS[name](args, dev, variant)
         timed[variant] = rec.time_unprofiled(step, dev, steps=4 if args.tiny else 8)
-        plan = rec.Plan(variant, odir, dev, wait=1, warmup=1, active=ACTIVE.get(name, 5))
+        plan = rec.Plan(
+            variant, odir, dev, wait=1, warmup=1, active=ACTIVE.get(name, 5), with_stack=name not in NO_STACK
+        )
         meta.update(cause=name, variant=variant, **timed[variant])
         rec.run_profiled(plan, step, meta)
         rec.write_meta(odir, variant, meta)
