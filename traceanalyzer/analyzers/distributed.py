@@ -11,6 +11,9 @@ M = union of communication, and X = union of memory copies and sets:
   and msprof's Communication(Not Overlapped).
 * Beside the parts: ``preparing`` = first compute or communication − step start, and ``device_free`` = the gaps
   of C ∪ M between its first start and last end (msprof's Preparing and Free).
+* A rank the step model measures by its profiler's figures (``steps.profiler_steps``: no kernels recorded) takes
+  its parts from them: compute only = Computing − Overlapped, hidden = Overlapped, exposed = Communication(Not
+  Overlapped), idle = Free, over the Stage; ``basis`` says so.
 
 A job analysed rank by rank gives the same section and findings from its ranks' parts (``summarize``): each rank's
 overlap rows and collective calls on their own (``collective_calls.rank_calls``) and what it did
@@ -67,7 +70,22 @@ def overlap_rows(trace: TraceData) -> list[dict]:
     """The overlap breakdown of each rank and step of the trace's scope, as rows before their shares (a rank's rows
     alone are its share of the job's: ``overlap_of`` of the ranks' rows in rank order is the job's table)."""
     spans = step_spans(trace)
-    return window_rows(trace, lambda events, rank: _windows(events, spans, rank))
+    rows = window_rows(trace, lambda events, rank: _windows(events, spans, rank))
+    return _profiled(rows, steps.profiler_steps(trace))
+
+
+def _profiled(rows: list[dict], figures: pd.DataFrame) -> list[dict]:
+    """The breakdown rows, those of ranks measured by their profiler's per-step figures set from them."""
+    theirs = {(int(f.rank), int(f.step)): f for f in figures.itertuples(index=False)}
+    for row in rows:
+        f = theirs.get((row["rank"], row["step"]))
+        row["basis"] = steps.BASIS_EVENTS if f is None else steps.BASIS_PROFILER
+        if f is not None:
+            parts = (f.computing_ns - f.overlapped_ns, f.overlapped_ns, f.communication_not_overlapped_ns, 0, f.free_ns)
+            row.update({f"{name}_ns": int(v) for name, v in zip(PARTS, parts, strict=True)})
+            row.update(span_ns=int(f.stage_ns), compute_ns=int(f.computing_ns), comm_ns=int(f.communication_ns))
+            row.update(device_free_ns=int(f.free_ns))
+    return rows
 
 
 def overlap_of(rows: list[dict]) -> pd.DataFrame:
@@ -645,7 +663,7 @@ TOP_COLUMNS = [
     "rank", "step", "collective", "group", "phase", "bytes", "dur_ns", "exposed_ns", "wait_ns", "task_wait_ns",
     "transfer_ns", "transfer_basis", "busbw_gbps", "link_bw_gbps", "late_rank",
 ]  # fmt: skip
-STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share"]
+STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share", "basis"]
 
 
 def section(trace: TraceData, options: Options) -> Section | None:

@@ -18,7 +18,7 @@ from traceanalyzer.analyzers import advice, roofline
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
-from traceanalyzer.analyzers.steps import job_step_time, step_table, step_time
+from traceanalyzer.analyzers.steps import compute_step_time, job_compute_step_time, step_table
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
@@ -345,13 +345,13 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    return _findings([_work(trace)], trace.meta, step_time(trace), gemm_throughput(trace))
+    return _findings([_work(trace)], trace.meta, compute_step_time(trace), gemm_throughput(trace))
 
 
 def job_findings(job: JobData) -> list[Finding]:
     """``findings`` of a job analysed rank by rank."""
     works = [part.work for part in job.parts("hotspots")]
-    return _findings(works, job.meta, job_step_time(job), job_throughput(job))
+    return _findings(works, job.meta, job_compute_step_time(job), job_throughput(job))
 
 
 @dataclass

@@ -17,6 +17,11 @@
   it is busy nearly all the step), else ``host`` (the device waits for the host to launch work); empty when the run
   recorded no device work at all (a memory snapshot, a CPU-only trace): nothing says which side waited.
 
+- **profiler's figures**: a rank whose compute the trace does not hold (no kernels: torch_npu kept only its
+  summaries, step_trace_time.csv and communication.json) but whose profiler wrote its own per-step figures takes
+  them (``profiler_steps``): step time msprof's Stage, device busy Stage − Free, idle Free, kernel time Computing,
+  communication Communication (``basis`` says so); its marker and device span stay those of its communication ops.
+
 Every share of step time in the product is a share of ``step_ns``.
 """
 
@@ -30,8 +35,10 @@ from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import DEFAULT, Options
+from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, TraceMeta, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.tables import per_rank
 from traceanalyzer.tracedata import TraceData
 
 DEVICE = tuple(sorted(k.value for k in DEVICE_KINDS))
@@ -47,10 +54,17 @@ QUEUED_NS = 100_000
 """A step's first device work that starts this long after its launch call returned waited for earlier work."""
 NOT_RECORDED = ""
 """The bound of a step of a run that recorded no device work."""
+BASIS_EVENTS = "events"
+BASIS_PROFILER = "profiler's step figures (step_trace_time; no kernels recorded)"
+"""Where a step row's figures come from: the rank's events, or its profiler's own per-step figures."""
+PROFILER_FIGURES = (
+    "stage_ns", "computing_ns", "communication_ns", "communication_not_overlapped_ns", "overlapped_ns", "free_ns",
+)  # fmt: skip
+"""The profiler's per-step figures a rank without recorded compute is measured by (msprof's StepTraceTime)."""
 
 STEP_COLUMNS = (
     "rank", "step", "start_ns", "step_ns", "bound", "host_start_ns", "host_ns", "device_start_ns", "device_ns",
-    "device_busy_ns", "device_idle_ns", "kernels", *(f"{k}_ns" for k in DEVICE),
+    "device_busy_ns", "device_idle_ns", "kernels", *(f"{k}_ns" for k in DEVICE), "basis",
 )  # fmt: skip
 
 
@@ -66,7 +80,7 @@ def step_table(trace: TraceData) -> pd.DataFrame:
 
 SHOWN_STEP_COLUMNS = (
     "rank", "step", "step_ns", "bound", "host_ns", "device_ns", "device_busy_ns", "device_idle_ns", "kernels",
-    "kernel_ns", "communication_ns", "memcpy_ns",
+    "kernel_ns", "communication_ns", "memcpy_ns", "basis",
 )  # fmt: skip
 """The step-table columns the report shows (absolute start times stay in ``step_table``)."""
 
@@ -79,7 +93,7 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
         (events["kind"] == Kind.STEP.value) & (events["step"] != NO_ROW), ["rank", "step", "ts", "dur"]
     ]
     if not len(markers):
-        return pd.DataFrame({c: pd.Series(dtype=object if c == "bound" else "int64") for c in STEP_COLUMNS})
+        return pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else "int64") for c in STEP_COLUMNS})
     device = events.loc[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW), ["rank", "step", "kind", "ts", "dur"]]
     markers = markers.assign(end=markers["ts"] + markers["dur"])
     host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
@@ -87,7 +101,45 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     table["before_ns"] = _work_before(events, table)
     table["queued_ns"] = _first_queue_delay(events, device, host.index)
     table["held_end_ns"] = _host_work_ends(events, host.index)
-    return _periods(table)
+    return _profiled(_periods(table), profiler_steps(trace))
+
+
+_TEXT = ("bound", "basis")
+"""The step table's text columns."""
+
+
+@per_trace
+def profiler_steps(trace: TraceData) -> pd.DataFrame:
+    """Per (rank, step) of the ranks whose events hold no kernels but whose profiler wrote its own per-step figures
+    (msprof's step_trace_time.csv / analysis.db): those figures (``PROFILER_FIGURES``, ns), by which the step model,
+    the overlap breakdown and device busy measure such a rank; empty when no rank is one."""
+    figures = per_rank(trace.meta, STEP_TRACE)
+    if not len(figures) or not set(PROFILER_FIGURES) <= set(figures.columns):
+        return pd.DataFrame(columns=["rank", "step", *PROFILER_FIGURES])
+    events = trace.events
+    computing = events.loc[events["kind"] == Kind.KERNEL.value, "rank"].unique()
+    ranks = set(np.unique(events["rank"].to_numpy()).tolist()) - set(computing.tolist())
+    figures = figures[figures["rank"].isin(ranks)]
+    complete = (figures[list(PROFILER_FIGURES)] != NO_ROW).all(axis=1)
+    return figures.loc[complete, ["rank", "step", *PROFILER_FIGURES]].astype(np.int64).reset_index(drop=True)
+
+
+def _profiled(table: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
+    """The step rows of ranks measured by their profiler's figures (``profiler_steps``) set from them."""
+    table["basis"] = BASIS_EVENTS
+    if not len(figures) or not len(table):
+        return table
+    key = pd.MultiIndex.from_frame(table[["rank", "step"]])
+    theirs = figures.set_index(["rank", "step"]).reindex(key)
+    use = theirs["stage_ns"].notna().to_numpy()
+    theirs = theirs[use].astype(np.int64)
+    table.loc[use, "step_ns"] = theirs["stage_ns"].to_numpy()
+    table.loc[use, "device_busy_ns"] = (theirs["stage_ns"] - theirs["free_ns"]).to_numpy()
+    table.loc[use, "device_idle_ns"] = theirs["free_ns"].to_numpy()
+    table.loc[use, "kernel_ns"] = theirs["computing_ns"].to_numpy()
+    table.loc[use, "communication_ns"] = theirs["communication_ns"].to_numpy()
+    table.loc[use, "basis"] = BASIS_PROFILER
+    return table
 
 
 def _work_before(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
@@ -176,7 +228,7 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     has_device = table["device_start_ns"] != NO_ROW
     start = _starts(table, has_device)
     follows = table.groupby("rank")["step"].shift(-1) == table["step"] + 1  # the next iteration was recorded too
-    nxt = pd.Series(start, index=table.index).groupby(table["rank"]).shift(-1)
+    nxt = _neighbour(table, start, 1)
     end = np.where(follows & (nxt > start), nxt, _own_ends(table, has_device))
     table["start_ns"] = start.astype(np.int64)
     table["step_ns"] = (end - start).astype(np.int64)
@@ -187,13 +239,31 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     busy_share = table["device_busy_ns"] / table["step_ns"].clip(lower=1)
     device_bound = (lag > DEVICE_BOUND_LAG * table["step_ns"]) | (busy_share >= DEVICE_BOUND_BUSY)
     table["bound"] = np.where(has_device & device_bound, "device", "host") if has_device.any() else NOT_RECORDED
-    return table[list(STEP_COLUMNS)].astype({c: "int64" for c in STEP_COLUMNS if c != "bound"})
+    columns = [c for c in STEP_COLUMNS if c != "basis"]
+    return table[columns].astype({c: "int64" for c in columns if c not in _TEXT})
+
+
+def _neighbour(table: pd.DataFrame, values, offset: int) -> np.ndarray:
+    """Each row's value ``offset`` rows on (1: the next row, -1: the previous) in the table's rank and step order,
+    NO_ROW where that row is of another rank or there is none; integers throughout (a pandas shift goes through
+    float64, which at epoch ns loses up to 256 ns)."""
+    values, rank = np.asarray(values, dtype=np.int64), table["rank"].to_numpy()
+    out = np.full(len(values), NO_ROW, dtype=np.int64)
+    k = abs(offset)
+    if k >= len(values):
+        return out
+    same = rank[k:] == rank[:-k]
+    if offset > 0:
+        out[:-k][same] = values[k:][same]
+    else:
+        out[k:][same] = values[:-k][same]
+    return out
 
 
 def _starts(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
     """Where the device reaches each step: its host start, or the end of earlier work it is still busy with."""
     earlier = (table.groupby("rank")["step"].shift(1) == table["step"] - 1).to_numpy()
-    previous_end = table.groupby("rank")["device_end_ns"].shift(1).fillna(NO_ROW).to_numpy(np.int64)
+    previous_end = _neighbour(table, table["device_end_ns"], -1)
     queued = table["queued_ns"].to_numpy() > QUEUED_NS  # the first work waited for earlier work, maybe unrecorded
     ready = np.where(earlier, previous_end, np.where(queued, table["device_start_ns"], NO_ROW))
     reached = np.maximum(table["host_start_ns"].to_numpy(), np.maximum(ready, table["before_ns"].to_numpy()))
@@ -205,6 +275,29 @@ def _own_ends(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
     held = table["held_end_ns"].to_numpy()
     host_end = np.where(held != NO_ROW, np.minimum(table["host_end_ns"], held), table["host_end_ns"])
     return np.maximum(host_end, np.where(has_device, table["device_end_ns"], 0))
+
+
+def compute_steps(table: pd.DataFrame) -> int:
+    """The (rank, step) pairs of a step table whose kernels were recorded (``with_compute``)."""
+    return len(with_compute(table))
+
+
+def with_compute(table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a step table whose kernels were recorded (what a kernel's time or count per step is averaged
+    over: a rank measured by its profiler's figures, or loaded from its communication alone, ran kernels the trace
+    does not hold); every row when none recorded kernels."""
+    recorded = table[(table["basis"] == BASIS_EVENTS) & (table["kernel_ns"] > 0)] if len(table) else table
+    return recorded if len(recorded) else table
+
+
+def compute_step_time(trace: TraceData) -> StepTime:
+    """``step_time`` over the steps whose kernels were recorded (``with_compute``): what kernel findings weigh by."""
+    return _step_time(with_compute(step_table(trace)), trace.meta, None)
+
+
+def job_compute_step_time(job: JobData) -> StepTime:
+    """``compute_step_time`` of a job analysed rank by rank."""
+    return _step_time(with_compute(job_step_table(job)), job.meta, None)
 
 
 def step_spans(trace: TraceData) -> pd.DataFrame:

@@ -22,7 +22,12 @@ from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, m
 from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
 from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, summarize
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
-from traceanalyzer.analyzers.steps import job_step_table, job_step_time, step_time
+from traceanalyzer.analyzers.steps import (
+    compute_step_time,
+    compute_steps,
+    job_compute_step_time,
+    job_step_table,
+)
 from traceanalyzer.findings import Claims, Finding, StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
@@ -221,7 +226,7 @@ def combined(trace: TraceData) -> Combined:
 
 def job_combined(job: JobData) -> Combined:
     """A job's opportunities, combined from its ranks' parts (once per job)."""
-    return remember(job, ANALYZER, lambda: combine(job.parts(ANALYZER), job.meta, len(job_step_table(job))))
+    return remember(job, ANALYZER, lambda: combine(job.parts(ANALYZER), job.meta, compute_steps(job_step_table(job))))
 
 
 @per_trace
@@ -241,12 +246,12 @@ def _replacement(pattern: str, variant: str, platform: str, compiled: bool) -> s
 
 def findings(trace: TraceData) -> list[Finding]:
     """One finding per opportunity worth at least 0.2 % of step time, its saving modelled per step."""
-    return _findings(combined(trace), step_time(trace))
+    return _findings(combined(trace), compute_step_time(trace))
 
 
 def job_findings(job: JobData) -> list[Finding]:
     """``findings`` of a job analysed rank by rank, from its ranks' parts."""
-    return _findings(job_combined(job), job_step_time(job))
+    return _findings(job_combined(job), job_compute_step_time(job))
 
 
 def _findings(combined: Combined, step: StepTime) -> list[Finding]:

@@ -130,6 +130,18 @@ def _findings(health: Part, context: Context) -> list[Finding]:
     )
 
 
+def _busy_note(busy: pd.DataFrame) -> str:
+    """What the busy table of ranks measured by their profiler's figures rests on (nothing when there are none)."""
+    ranks = sorted(busy.loc[busy["basis"] == steps.BASIS_PROFILER, "rank"].astype(int).unique().tolist())
+    if not ranks:
+        return ""
+    return (
+        f"rank(s) {', '.join(map(str, ranks))}: busy and idle are msprof's Stage − Free and Free (no kernels "
+        "recorded); where their gaps lie is not known, so they have no gap counts and their idle is not in the "
+        "idle inside steps"
+    )
+
+
 def _shapes_note(steps: int) -> str:
     """Why the dynamic-shape table can be empty: one step cannot tell changing shapes from layers of other sizes."""
     return "" if steps > 1 else f"no verdict: needs at least 2 steps, this scope has {steps}"
@@ -178,7 +190,9 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
             Fact("fp32_gemm_ns", "fp32 GEMM time", int(gemms["total_ns"].sum()), Unit.NS, Per.TOTAL),
         ],
         tables=[
-            Table("device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL),
+            Table(
+                "device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL, note=_busy_note(busy)
+            ),
             Table("largest_gaps", "Largest idle gaps", health.gaps.head(top), note=gaps_note),
             Table("sync_places", "Host syncs by place", syncs.head(top), Per.TOTAL),
             Table("dtoh_copies", "Device-to-host copies", health.copies.head(top), Per.TOTAL),

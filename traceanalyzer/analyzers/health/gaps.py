@@ -1,5 +1,9 @@
 """Device idle: busy share per device, the largest idle gaps with what the host did, and the idle inside steps
-(its causes and findings: ``causes``, ``idle``)."""
+(its causes and findings: ``causes``, ``idle``).
+
+A rank the step model measures by its profiler's per-step figures (``steps.profiler_steps``: its compute was not
+recorded, only its communication ops) is busy and idle as those figures say (Stage − Free, Free); where its gaps
+lie is not known, so it has no gap counts, no gaps listed and no idle claims (nothing to find a cause for)."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.attribution import describe, host_activity, kind_rows, rank_busy
-from traceanalyzer.analyzers.steps import BUSY, step_spans
+from traceanalyzer.analyzers.steps import BASIS_EVENTS, BASIS_PROFILER, BUSY, profiler_steps, step_spans
 from traceanalyzer.findings import Claims
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
@@ -35,9 +39,24 @@ events)."""
 @per_trace
 def device_busy(trace: TraceData) -> pd.DataFrame:
     """Per rank and device: span, busy, busy share, idle, gap counts, large gaps (> 100 µs) and the largest."""
-    rows = [_busy_row(device.rank, device.device, device.busy) for device in _devices(trace)]
+    figures = profiler_steps(trace).groupby("rank")[["stage_ns", "free_ns"]].sum()
+    rows = [
+        _busy_row(device.rank, device.device, device.busy)
+        if device.rank not in figures.index
+        else _profiled_row(device.rank, device.device, figures.loc[device.rank])
+        for device in _devices(trace)
+    ]
     columns = ["rank", "device", "span_ns", "busy_ns", "busy_share", "idle_ns", "gaps", "large_gaps"]
-    return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns"])
+    return pd.DataFrame(rows, columns=columns + ["large_gap_ns", "largest_gap_ns", "basis"])
+
+
+def _profiled_row(rank: int, device: int, figures: pd.Series) -> dict:
+    """The busy row of a rank measured by its profiler's figures: busy Stage − Free, idle Free; gaps not known."""
+    span, free = int(figures["stage_ns"]), int(figures["free_ns"])
+    unknown = {column: np.nan for column in ("gaps", "large_gaps", "large_gap_ns", "largest_gap_ns")}
+    return {"rank": rank, "device": device, "span_ns": span, "busy_ns": span - free,
+            "busy_share": (span - free) / span if span else 0.0, "idle_ns": free, **unknown,
+            "basis": BASIS_PROFILER}  # fmt: skip
 
 
 def merged_busy(tables: list[pd.DataFrame]) -> pd.DataFrame:
@@ -95,6 +114,7 @@ def _busy_row(rank: int, device: int, busy: intervals.Intervals) -> dict:
         "large_gaps": len(large),
         "large_gap_ns": int(large.sum()),
         "largest_gap_ns": int(gaps.max()) if len(gaps) else 0,
+        "basis": BASIS_EVENTS,
     }
 
 
@@ -106,7 +126,10 @@ def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
 
 def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
     frames = []
+    profiled = set(profiler_steps(trace)["rank"].tolist())
     for device in _devices(trace):
+        if device.rank in profiled:
+            continue
         starts, ends = device.busy
         gap_start, gap_end = ends[:-1], starts[1:]
         order = np.argsort(gap_start - gap_end, kind="stable")[:top]
@@ -150,7 +173,8 @@ def idle_claims(trace: TraceData) -> Claims:
 def _idle_in_spans(trace: TraceData) -> Claims:
     busy = rank_busy(trace)
     out: Claims = {}
-    for rank, mine in step_spans(trace).groupby("rank"):
+    spans = step_spans(trace)
+    for rank, mine in spans[~spans["rank"].isin(profiler_steps(trace)["rank"])].groupby("rank"):
         span = intervals.union(mine["start_ns"].to_numpy(), mine["end_ns"].to_numpy())
         out[int(rank)] = intervals.subtract(span, busy.get(int(rank), intervals.EMPTY))
     return out
