@@ -16,7 +16,8 @@ Scenarios:
   long_prefill     batch 1, prompt 4096, 4 new tokens
   eager_attention  long_prefill with attn_implementation="eager" (unfused softmax(QK^T)V): the problem of a pair whose
                    fix is long_prefill
-  cudnn_kv         eager_dynamic with SDPA held to the cuDNN backend: a cuDNN graph is planned for every new KV length
+  cudnn_kv         eager_dynamic with SDPA held to the cuDNN backend and a prompt 40 tokens longer at every call, so
+                   every call meets KV lengths never seen before: a cuDNN graph is planned for each
   flash_kv         its fix: the same held to the flash / memory-efficient backends (no per-shape planning)
   marked           eager_dynamic as a hand-written loop (one prefill forward, then one forward per token) inside
                    record_function("prefill") and record_function("decode") ranges, as serving code marks phases
@@ -42,8 +43,8 @@ SCENARIOS = {
     "batched": {"prompts": [128, 256, 384, 512], "new": 32, "cache": "dynamic", "compile": False},
     "long_prefill": {"prompts": [4096], "new": 4, "cache": "dynamic", "compile": False},
     "eager_attention": {"prompts": [4096], "new": 4, "cache": "dynamic", "compile": False, "attn": "eager"},
-    "cudnn_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "cudnn"},
-    "flash_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "flash"},
+    "cudnn_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "cudnn", "fresh": 40},
+    "flash_kv": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "sdpa": "flash", "fresh": 40},
     "marked": {"prompts": [512], "new": 32, "cache": "dynamic", "compile": False, "marked": True},
 }
 SDPA_BACKENDS = {
@@ -185,7 +186,14 @@ def record(args, name: str, dev: torch.device) -> None:
     sc = SCENARIOS[name]
     model, meta = build(args.tiny, dev, sc.get("attn", "sdpa"))
     prompts = [max(4, p // 32) for p in sc["prompts"]] if args.tiny else sc["prompts"]
-    ids, mask = inputs(prompts, model.config.vocab_size, dev)
+    calls = iter(range(1000))
+
+    def call() -> dict:
+        """One timed call; a fresh prompt length per call where the scenario asks for new KV lengths."""
+        grow = sc.get("fresh", 0) * next(calls)
+        ids, mask = inputs([p + grow for p in prompts], model.config.vocab_size, dev)
+        return {"prompt_lens": [p + grow for p in prompts], **timed_generate(model, ids, mask, sc, dev)}
+
     meta.update(scenario=name, prompt_lens=prompts, batch=len(prompts), cache=sc["cache"])
     if sc.get("sdpa"):
         meta["sdpa_backends"] = [b.name for b in SDPA_BACKENDS[sc["sdpa"]]]
@@ -201,9 +209,9 @@ def record(args, name: str, dev: torch.device) -> None:
     with torch.inference_mode():
         t = time.time()
         for _ in range(2):
-            timed_generate(model, ids, mask, sc, dev)
+            call()
         meta["warmup_calls_wall_s"] = round(time.time() - t, 2)
-        meta["unprofiled"] = [timed_generate(model, ids, mask, sc, dev) for _ in range(3)]
+        meta["unprofiled"] = [call() for _ in range(3)]
         odir = Path(args.out) / "inference"
         odir.mkdir(parents=True, exist_ok=True)
         acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if rec.is_cuda(dev) else [])
@@ -218,7 +226,7 @@ def record(args, name: str, dev: torch.device) -> None:
             on_trace_ready=lambda p: p.export_chrome_trace(str(raw)),
         ) as prof:
             for _ in range(3):
-                profiled.append(timed_generate(model, ids, mask, sc, dev))
+                profiled.append(call())
                 prof.step()
     rec.gzip_file(raw, odir / f"{name}.json.gz")
     raw.unlink()
