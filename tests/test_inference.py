@@ -12,7 +12,9 @@ import traceanalyzer as ta
 from tests.conftest import JOBS, REPO, job_pair, load_shared, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import inference
+from traceanalyzer.comparison import Threshold
 from traceanalyzer.options import Options
+from traceanalyzer.renderers import compare as compare_renderer
 from traceanalyzer.renderers import html as html_renderer
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.renderers import text as text_renderer
@@ -166,10 +168,20 @@ def test_recorded_batch_1_decode_is_found_launch_bound_with_a_saving_per_token(n
     assert found.severity.value == "high" or found.covered_by.startswith("Launch-bound loop")
 
 
+_COMPARED: dict[tuple[str, str], ta.Comparison] = {}
+
+
+def _compared(baseline: str, candidate: str) -> ta.Comparison:
+    """Two recordings compared, once per module."""
+    if (baseline, candidate) not in _COMPARED:
+        _COMPARED[baseline, candidate] = ta.compare(_recorded(baseline)[0], _recorded(candidate)[0])
+    return _COMPARED[baseline, candidate]
+
+
 def test_compare_states_ttft_and_tpot_per_phase():
     """The static cache with torch.compile against eager decode: TPOT more than halves, beyond token-to-token noise."""
     eager, compiled = _recorded("eager_dynamic")[0], _recorded("static_compiled")[0]
-    rows = {r["metric"]: r for r in ta.compare(eager, compiled).to_dict()["inference"]}
+    rows = {r["metric"]: r for r in _compared("eager_dynamic", "static_compiled").to_dict()["inference"]}
     assert set(rows) == {"ttft_ns", "tpot_p50_ns", "tpot_p90_ns"}
     tpot = rows["tpot_p50_ns"]
     decode = [
@@ -179,6 +191,28 @@ def test_compare_states_ttft_and_tpot_per_phase():
     assert tpot["delta_share"] < -0.5 and tpot["noise"] == "beyond noise" and tpot["baseline_samples"] == 31
     assert rows["ttft_ns"]["baseline_ns"] == eager.inference().requests["ttft_ns"].iloc[0]
     assert ta.compare(eager, eager).to_dict()["inference"][1]["noise"] == "no change"
+
+
+def test_the_gate_judges_tpot_over_the_tokens_and_ttft_over_the_requests():
+    """One generate() a profiler step is too few steps to judge the step time; the gate judges the phases. Eager decode
+    against the compiled static cache is slower per token by what the CUDA events say, beyond a 5 % threshold: FAIL
+    (exit 3); the other way round TPOT passes, but one request a run cannot tell TTFT from noise: inconclusive."""
+    truth = {
+        name: np.median(_recorded(name)[2]["tpot_ms_cuda_events"]) for name in ("eager_dynamic", "static_compiled")
+    }
+    slower = _compared("static_compiled", "eager_dynamic").to_dict(threshold=Threshold(share=0.05))
+    gate = slower["gate"]
+    phases = {g["quantity"]: g for g in gate["generation"]}
+    tpot, ttft = phases["time per output token"], phases["time to first token"]
+    assert gate["outcome"] == "fail" and gate["reason"].startswith("generation slower: time per output token +1")
+    assert (tpot["outcome"], tpot["steps"], tpot["samples"]) == ("fail", [31, 31], "decode tokens")
+    assert tpot["estimate_share"] == pytest.approx(truth["eager_dynamic"] / truth["static_compiled"] - 1, rel=0.1)
+    assert (ttft["outcome"], ttft["steps"], ttft["samples"]) == ("inconclusive", [1, 1], "requests")
+    text = " ".join(compare_renderer.render(slower, "text").split())
+    assert "gate: time per output token 4.34 ms → 10.84 ms (+149.8%" in text and "(31 vs 31 decode tokens)" in text
+    faster = _compared("eager_dynamic", "static_compiled").gate(Threshold(share=0.05))
+    assert faster.outcome == "inconclusive" and [g.outcome.value for g in faster.generation] == ["inconclusive", "pass"]
+    assert "time to first token cannot be told from noise with 1 vs 1 requests" in faster.reason
 
 
 @pytest.mark.parametrize("job", ["ascend_pp2_4rank", "ascend_level1_2rank"])

@@ -68,6 +68,7 @@ class Comparison:
     contributions: pd.DataFrame  # the step delta decomposed: ``contributions.decompose``
     platforms: CrossPlatform | None = None  # when one run is on a GPU and the other on an Ascend NPU
     inference: pd.DataFrame | None = None  # TTFT and TPOT per phase, when both runs are generation: ``inference``
+    phase_samples: dict = field(default_factory=dict)  # what the gate judges per phase: ``inference.samples``
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # the runs' devices or platforms differ
 
@@ -83,7 +84,7 @@ class Comparison:
 
     def gate(self, threshold: Threshold, confidence: float = DEFAULT_CONFIDENCE) -> GateVerdict:
         """The regression gate's verdict for a threshold at a confidence (see ``gate``)."""
-        return judge(self.samples, self.contributions, threshold, confidence)
+        return judge(self.samples, self.contributions, threshold, confidence, self.phase_samples)
 
     def to_dict(
         self, top: int | None = None, threshold: Threshold | None = None, confidence: float = DEFAULT_CONFIDENCE
@@ -177,6 +178,7 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
     sides = tuple(samples.metrics(s, k, o) for s, k, o in zip(scopes, kernels, ops, strict=True))
     summary = diff.summary(*(side[list(samples.METRICS)] for side in sides))
     levels = {level.value: _level(scopes, level, kernels, ops, units) for level in LEVELS}
+    generation = [_generation(s) for s in scopes]
     return Comparison(
         baseline=scopes[0],
         candidate=scopes[1],
@@ -189,7 +191,8 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
         samples=sides,
         contributions=contributions.decompose(levels[Level.KERNEL.value], sides, tuple(map(_idle_by_cause, scopes))),
         platforms=_cross_platform(scopes, summary),
-        inference=inference.rows(*(_generation(s) for s in scopes)),
+        inference=inference.rows(*generation),
+        phase_samples=inference.samples(*generation),
         notes=notes if stepless else [],
         warnings=_warnings(scopes),
     )

@@ -23,6 +23,13 @@ The rule, in order:
    it) with that work unchanged is **inconclusive** ("host-bound, device work unchanged": the host side or the
    environment, not the code). Host time per CPU op is reported beside them, not judged.
 
+3. **Generation, per phase.** When both runs are generation (``comparison.inference``), the gate also judges the
+   time per output token over the decode tokens and the time to first token over the requests, by the same rule
+   and the same threshold as a share of their baseline medians: either beyond it **fails** the gate. One
+   ``generate()`` call per profiler step leaves too few steps to judge the step time; the gate then passes when
+   both phases pass, and stays inconclusive while either cannot tell (a single request each: its TTFT cannot be
+   told from noise).
+
 Same samples in both runs are no change and pass. ``culprits`` are the rows of the step delta's decomposition
 (``contributions``), biggest first.
 """
@@ -42,6 +49,11 @@ DEFAULT_CONFIDENCE = 0.99
 """Confidence of the gate's interval unless told otherwise."""
 HOST_BOUND_SHARE = 0.5
 """A run's steps are host-bound when more than this share of its compared steps is."""
+
+TTFT, TPOT = "time to first token", "time per output token"
+"""The generation quantities the gate judges (rule 3)."""
+PHASE_SAMPLES = {TTFT: "requests", TPOT: "decode tokens"}
+"""What the samples of each generation quantity are."""
 
 WORK = {"device_work_ns": "device work", "cpu_ops": "CPU ops"}
 """The per-unit work the gate judges for host-bound steps (``samples.WORK``) and what it is called."""
@@ -140,6 +152,7 @@ class GateVerdict:
     work: list[Change] = field(default_factory=list)
     host_time_per_op: Change | None = None
     culprits: list[dict] = field(default_factory=list)
+    generation: list[Change] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
@@ -160,25 +173,35 @@ class GateVerdict:
             "work": [w.to_dict() for w in self.work],
             "host_time_per_op": self.host_time_per_op.to_dict() if self.host_time_per_op else None,
             "culprits": self.culprits,
+            "generation": [{**g.to_dict(), "samples": PHASE_SAMPLES[g.quantity]} for g in self.generation],
         }
 
 
 def judge(
-    sides: tuple[pd.DataFrame, pd.DataFrame], culprits: pd.DataFrame, threshold: Threshold, confidence: float
+    sides: tuple[pd.DataFrame, pd.DataFrame],
+    culprits: pd.DataFrame,
+    threshold: Threshold,
+    confidence: float,
+    generation: dict[str, tuple[np.ndarray, np.ndarray]] | None = None,
 ) -> GateVerdict:
-    """The verdict from both runs' per-unit samples (``samples.metrics``) and the step delta's decomposition."""
+    """The verdict from both runs' per-unit samples (``samples.metrics``), the step delta's decomposition and, for
+    generation runs, each phase's samples by quantity (``inference.samples``: TTFT per request, TPOT per token)."""
     b, c = sides
     limit = threshold.limit_ns(float(np.median(b["step_ns"])) if len(b) else 0.0)
     step = change("step time", "ns", b["step_ns"], c["step_ns"], limit, confidence)
     host_bound = any(len(s) and s["host_bound"].mean() > HOST_BOUND_SHARE for s in sides)
     rows = [{k: _plain(v) for k, v in row.items()} for row in culprits.to_dict("records")]
     verdict = GateVerdict(Outcome.PASS.value, "", threshold, confidence, host_bound, step, culprits=rows)
+    share = limit / step.baseline if step.baseline else 0.0
     if host_bound:
-        share = limit / step.baseline if step.baseline else 0.0
         verdict.work = [_work(column, sides, share, confidence) for column in WORK]
         verdict.host_time_per_op = change(
             "host time per CPU op", "ns", *(_per_op(s) for s in sides), np.inf, confidence
         )
+    verdict.generation = [
+        change(quantity, "ns", pb, pc, share * float(np.median(pb)), confidence)
+        for quantity, (pb, pc) in (generation or {}).items()
+    ]
     verdict.outcome, verdict.reason = _decide(verdict)
     return verdict
 
@@ -204,6 +227,12 @@ def _decide(verdict: GateVerdict) -> tuple[str, str]:
             Outcome.INCONCLUSIVE: " (the step time alone cannot tell)",
         }.get(step.outcome, "")
         return Outcome.FAIL.value, f"host-bound steps, their work grew: {what}, beyond {limit}{note}"
+    slower = [g for g in verdict.generation if g.outcome is Outcome.FAIL]
+    if slower:
+        what = "; ".join(_sentence(g, conf) for g in slower)
+        return Outcome.FAIL.value, f"generation slower: {what}, beyond {_as_share(limit)}"
+    if verdict.generation and step.outcome is Outcome.INCONCLUSIVE and step.low is None:
+        return _by_phase(verdict.generation, step, limit, conf, verdict.confidence)
     same_work = verdict.work and all(w.outcome is Outcome.PASS for w in verdict.work)
     if verdict.host_bound and same_work and step.outcome is not Outcome.PASS:
         work = ", ".join(f"{w.quantity} {_signed_share(w, w.estimate)}" for w in verdict.work)
@@ -218,6 +247,30 @@ def _decide(verdict: GateVerdict) -> tuple[str, str]:
     if step.low is None:
         return Outcome.PASS.value, f"step time unchanged (the same step times in both runs), within {limit}"
     return Outcome.PASS.value, f"{_sentence(step, conf)}, all of it within {limit}"
+
+
+def _by_phase(phases: list[Change], step: Change, limit: str, conf: str, confidence: float) -> tuple[str, str]:
+    """The outcome of generation runs with too few steps to judge the step time: from their phases."""
+    steps = f"step time: {step.steps[0]} vs {step.steps[1]} steps, too few to judge"
+    open_ = [g for g in phases if g.outcome is not Outcome.PASS]
+    if not open_:
+        within = "; ".join(_sentence(g, conf) if g.low is not None else f"{g.quantity} unchanged" for g in phases)
+        return Outcome.PASS.value, f"generation: {within}, all of it within {_as_share(limit)} ({steps})"
+    why = "; ".join(_phase_open(g, _as_share(limit), conf, confidence) for g in open_)
+    return Outcome.INCONCLUSIVE.value, f"generation: {why} ({steps})"
+
+
+def _as_share(limit: str) -> str:
+    """The threshold as the generation quantities are judged against it."""
+    return f"{limit} (as a share of the step, applied to each baseline median)"
+
+
+def _phase_open(phase: Change, limit: str, conf: str, confidence: float) -> str:
+    """Why one phase's change cannot be told from noise."""
+    samples = f"{phase.steps[0]} vs {phase.steps[1]} {PHASE_SAMPLES.get(phase.quantity, 'samples')}"
+    if phase.low is None:
+        return f"{phase.quantity} cannot be told from noise with {samples} (it takes {min_samples(confidence)})"
+    return f"{_sentence(phase, conf)} reaches both sides of {limit} with {samples}"
 
 
 def _inconclusive(step: Change, limit: str, conf: str, confidence: float) -> str:

@@ -13,6 +13,7 @@ import pandas as pd
 from traceanalyzer.analyzers.inference import InferenceAnalysis
 from traceanalyzer.analyzers.inference.phases import DECODE, PREFILL
 from traceanalyzer.comparison.diff import relative
+from traceanalyzer.comparison.gate import TPOT, TTFT
 from traceanalyzer.comparison.noise import assess
 
 COLUMNS = [
@@ -45,6 +46,19 @@ def rows(baseline: InferenceAnalysis, candidate: InferenceAnalysis) -> pd.DataFr
     table = pd.DataFrame(out, columns=COLUMNS)
     table["delta_share"] = relative(table["delta_ns"], table["baseline_ns"])
     return table
+
+
+def samples(baseline: InferenceAnalysis, candidate: InferenceAnalysis) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """What the gate judges per phase, by quantity: TTFT per request and the time of every decode token, in each
+    run; none when either run has no generation (or a quantity has no samples in one of them)."""
+    if not (len(baseline.timeline) and len(candidate.timeline)):
+        return {}
+    pairs = {quantity: (_samples(baseline, phase), _samples(candidate, phase)) for quantity, phase in PHASES.items()}
+    return {quantity: (b, c) for quantity, (b, c) in pairs.items() if len(b) and len(c)}
+
+
+PHASES = {TTFT: PREFILL, TPOT: DECODE}
+"""The phase each quantity the gate judges is a time of."""
 
 
 def _samples(analysis: InferenceAnalysis, phase: str) -> np.ndarray:

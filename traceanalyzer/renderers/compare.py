@@ -117,14 +117,17 @@ def _gate(data: dict) -> list[tuple[str, str]]:
         )
     for work in gate["work"] + ([gate["host_time_per_op"]] if gate["host_time_per_op"] else []):
         facts.append((work["quantity"], _work(work, gate["confidence"])))
+    for phase in gate.get("generation") or []:
+        samples = f" ({phase['steps'][0]} vs {phase['steps'][1]} {phase['samples']})"
+        facts.append((f"gate: {phase['quantity']}", _work(phase, gate["confidence"], "") + samples))
     return facts
 
 
-def _work(work: dict, confidence: float) -> str:
+def _work(work: dict, confidence: float, per: str = " per step") -> str:
     """E.g. '16.59 ms → 16.60 ms per step (+0.1%, 99% interval -0.2% … +0.3%): pass'."""
     value = humanize.duration if work["unit"] == "ns" else (lambda n: f"{n:,.0f}")
     per_op = work["quantity"].startswith("host time")
-    text = f"{value(work['baseline'])} → {value(work['baseline'] + work['estimate'])}" + ("" if per_op else " per step")
+    text = f"{value(work['baseline'])} → {value(work['baseline'] + work['estimate'])}" + ("" if per_op else per)
     if work["estimate_share"] is not None:
         text += f" ({_signed_share(work['estimate_share'])}"
         if work["low_share"] is not None:
