@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
+from traceanalyzer.parsers.ascend import integers
 
 import traceanalyzer as ta
 from tests.conftest import shared_path
@@ -258,6 +259,9 @@ def _apply(path: Path, sql: str, args: tuple = ()) -> None:
         ("alter table TASK rename column endNs to endNs_renamed", (), 2),
         ("drop table PYTORCH_API", (), 0),
         ("drop table TASK", (), 2),
+        ("update CONNECTION_IDS set connectionId = ? where rowid % 3 = 0", ("abc",), 0),
+        ("update CONNECTION_IDS set id = ? where rowid % 2 = 0", ("9" * 30,), 0),
+        ("update OP_MEMORY set size = ?, deviceId = ? where rowid % 2 = 0", (-(2**63), 1e30), 0),
     ],
 )
 def test_the_issues_database_damage_is_a_warning_or_one_line(sql, args, code):
@@ -269,6 +273,23 @@ def test_the_issues_database_damage_is_a_warning_or_one_line(sql, args, code):
         assert check_promise(path, root) == code
     finally:
         shutil.rmtree(root)
+
+
+def test_values_that_are_not_integers_are_counted_per_column(tmp_path):
+    """Text, a blob, a fraction or a number beyond int64 where the reader expects an integer (a connection id, a
+    device, a memory total) reads as unknown, each column with its count in the ledger and a warning; the trace's
+    own integer-text times (PYTORCH_API ns) are not counted."""
+    path = Path(shutil.copy2(shared_path(*DATABASES["torch_npu"]), tmp_path / "trace.db"))
+    _apply(path, "update CONNECTION_IDS set connectionId = 'abc' where rowid % 3 = 0")
+    _apply(path, "update MEMORY_RECORD set totalAllocated = ?, deviceId = ? where rowid = 1", ("9" * 30, b"\x01"))
+    _apply(path, "update TASK set streamId = 2.5 where rowid <= 4")
+    meta = ta.load(path).meta
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        (connections,) = con.execute("select count(*) from CONNECTION_IDS where rowid % 3 = 0").fetchone()
+    assert meta.adjustments == {integers.REASON: connections + 2 + 4}
+    expected = {"CONNECTION_IDS.connectionId": connections, "MEMORY_RECORD.deviceId": 1, "TASK.streamId": 4}
+    for column, n in expected.items():
+        assert any(f"{column}: {n:,} {integers.REASON}" in w for w in meta.warnings), meta.warnings
 
 
 def test_a_zeroed_page_is_one_line():
@@ -344,3 +365,38 @@ def test_the_issues_csv_and_json_damage_is_a_warning(tmp_path, damage, adjustmen
     meta = ta.load(run).meta
     assert sum(meta.adjustments.values()) == adjustment
     assert any(said in w for w in meta.warnings), meta.warnings
+
+
+def _cut_timestamp(table: Path, row: int) -> None:
+    """The row's µs epoch cut to its first digits (``17364`` for ``1736405443927045``), its totals made huge."""
+    rows = _rows(table)
+    header = [h.strip() for h in rows[0]]
+    rows[row][header.index("Timestamp(us)")] = "17364"
+    for column in ("Total Allocated(MB)", "Total Reserved(MB)"):
+        if column in header:
+            rows[row][header.index(column)] = "99999"
+    _write_rows(table, rows)
+
+
+def test_a_cut_memory_timestamp_is_dropped_not_the_peak(tmp_path):
+    """A truncated µs epoch on the row of a huge total reads as 1970 (55 years before the trace): the rows of
+    memory_record.csv and npu_module_mem.csv are dropped with a ledger line each, and the peak stays the recorded
+    one, inside the trace's window."""
+    run = Path(shutil.copytree(shared_path(*TEXT_RUN), tmp_path / "run"))
+    _cut_timestamp(run / OUTPUT / "memory_record.csv", _pta_row(run / OUTPUT))
+    _cut_timestamp(run / OUTPUT / "npu_module_mem.csv", 1)
+    trace = ta.load(run)
+    for reason in ("memory rows", "module memory rows"):
+        assert trace.meta.adjustments[f"{reason} more than a day outside the trace's window dropped"] == 1
+    peak = trace.memory().device_peaks.iloc[0]
+    assert peak["peak_allocated_bytes"] == _pta_peak_bytes_of(run)
+    assert trace.meta.start_ns <= peak["peak_ts"] <= trace.meta.end_ns
+    assert trace.meta.extra["module_memory"]["reserved_bytes"].max() < 99999 << 20
+
+
+def _pta_peak_bytes_of(run: Path) -> int:
+    """memory_record.csv's largest PTA total of a recorded µs time, in bytes."""
+    rows = _rows(run / OUTPUT / "memory_record.csv")
+    header = [h.strip() for h in rows[0]]
+    at, total = header.index("Timestamp(us)"), header.index("Total Allocated(MB)")
+    return round(max(float(r[total]) for r in rows[1:] if r[0] == "PTA" and float(r[at]) > 1e15) * (1 << 20))

@@ -400,6 +400,18 @@ def _kept_links(links: np.ndarray, keep: np.ndarray) -> np.ndarray:
     return np.where(links == NO_ROW, NO_ROW, position[np.maximum(links, 0)])
 
 
+def near_events(frame: pd.DataFrame, events: pd.DataFrame, where: str, notes: Notes, what: str) -> pd.DataFrame:
+    """The rows of a memory frame (``ts`` in ns) within WINDOW_SLACK_NS of the events' window; the others (a cut or
+    damaged timestamp, such as a truncated µs epoch that reads as 1970) dropped and counted in ``notes``."""
+    if not len(frame) or not len(events):
+        return frame
+    ts = frame["ts"].to_numpy()
+    start, end = int(events["ts"].min()), int((events["ts"] + events["dur"]).max())
+    stray = (ts != NO_ROW) & ((ts < start - WINDOW_SLACK_NS) | (ts > end + WINDOW_SLACK_NS))
+    notes.adjust(where, f"{what} more than a day outside the trace's window dropped", int(stray.sum()))
+    return frame[~stray].reset_index(drop=True) if stray.any() else frame
+
+
 def valid_times(ts: np.ndarray, where: str, notes: Notes, what: str = "rows") -> np.ndarray:
     """Per value, whether it is a recorded time (not missing, not BAD_NS); the bad ones counted in ``notes``."""
     bad = ts == BAD_NS

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from traceanalyzer.parsers.ascend import common as c
-from traceanalyzer.parsers.ascend import job, pmu, summaries
+from traceanalyzer.parsers.ascend import integers, job, pmu, summaries
 from traceanalyzer.parsers.ascend.sqlite import connect
 
 from traceanalyzer.errors import TraceError
@@ -35,6 +35,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     with connect(path) as con:
         tables = _tables(path, con)
         strings = _strings(con)
+        integers.count(path, con, tables, warnings)
         read = _Optional(path, warnings, con, strings, tables)
         parts = [_tasks(con, strings, tables)] + [read(f) for f in (_comm_ops, _cann, _pytorch, _steps, _overlap)]
         records = read(_memory_records)
@@ -53,12 +54,14 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
         warnings.append(f"{path.name}: no framework (PyTorch) tables; device and CANN only")
     run_dir = path.parent.parent if path.parent.name == "ASCEND_PROFILER_OUTPUT" else None
     found = summaries.read(path.parent, warnings)
+    memory = c.near_events(c.block_memory(events, blocks, snapshots), events, str(path), warnings, "memory rows")
+    modules = c.near_events(modules, events, str(path), warnings, "module memory rows")
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
     meta.extra["module_memory"] = modules
     meta.extra.update(found)
     if len(pmu_rows):
         meta.extra[COUNTERS] = pmu_rows
-    return events, c.block_memory(events, blocks, snapshots), meta
+    return events, memory, meta
 
 
 class _Optional:
@@ -317,7 +320,10 @@ def _queue_ids(con: sqlite3.Connection, api: pd.DataFrame, tables: set[str]) -> 
     out = np.full(len(api), NO_ROW, dtype=np.int64)
     if "CONNECTION_IDS" not in tables:
         return out
-    ids = _sql(con, "select id, connectionId from CONNECTION_IDS").groupby("id")["connectionId"].min()
+    pairs = _sql(con, "select id, connectionId from CONNECTION_IDS")
+    pairs = pd.DataFrame({"id": _ints(pairs["id"]), "connection": _ints(pairs["connectionId"])})
+    pairs = pairs[(pairs["id"] != NO_ROW) & (pairs["connection"] != NO_ROW)]
+    ids = pairs.groupby("id")["connection"].min()
     queue = (_ints(api["type"]) == API_QUEUE) & (_ints(api["connectionId"]) != NO_ROW)
     out[queue] = ids.reindex(_ints(api.loc[queue, "connectionId"])).fillna(NO_ROW).to_numpy()
     return out

@@ -46,8 +46,9 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     events = _events(path, folder, trace, kernels_csv, kernel_table, warnings)
     events = _with_groups(c.sanitize(events, str(trace or kernels_csv), warnings), folder)
     blocks = c.block_memory(events, memory.blocks(folder, warnings), memory.snapshots(folder, warnings))
+    blocks = c.near_events(blocks, events, str(folder), warnings, "memory rows")
     fmt = "torch_npu-text" if (trace or kernels_csv).name in layout.TORCH_NPU_NAMES else "msprof-text"
-    modules = memory.modules(folder, warnings)
+    modules = c.near_events(memory.modules(folder, warnings), events, str(folder), warnings, "module memory rows")
     found = summaries.read(folder, warnings)
     meta = c.make_meta(path, events, fmt, job.describe(layout.run_dir(folder), path, warnings), warnings)
     meta.extra["module_memory"] = modules
