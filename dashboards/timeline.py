@@ -131,7 +131,7 @@ def labels(seg: pd.DataFrame, span: int, width_px: int) -> list[str] | None:
 
 MIN_LABEL_CHARS = 4
 MAX_FLOWS = 64
-"""Launch → kernel lines drawn for one selected bar at most."""
+"""Launch → kernel lines drawn at most for one bar or range (more are thinned evenly over time)."""
 FLOW_COLUMNS = ["launch_lane", "launch_ns", "kernel_lane", "kernel_ns", "kernel"]
 
 
@@ -149,7 +149,8 @@ def bar_rows(lanes: pd.DataFrame, row: int, count: int) -> np.ndarray:
 
 def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[pd.DataFrame, int]:
     """Launch → kernel pairs of some events: a runtime launch's device work, or device work's launch; both ends as
-    drawn (lane, start ns on the drawn clock). A launch below the host levels shown starts at its own time on the
+    drawn (lane, start ns on the drawn clock), at most MAX_FLOWS spread evenly over the pairs in time order
+    (``attrs["of"]``: how many could be drawn). A launch below the host levels shown starts at its own time on the
     lane of its nearest drawn ancestor. Also how many pairs have an end not drawn (another step, or no ancestor
     drawn)."""
     drawn = lanes.drop_duplicates("row").set_index("row")
@@ -161,8 +162,12 @@ def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[
     pairs += [*zip(launch.reindex(device).to_numpy(), device, strict=True)]
     pairs = list(dict.fromkeys((int(a), int(k)) for a, k in pairs))
     placed = [(a, drawn_ancestor(events, drawn.index, a), k) for a, k in pairs]
-    shown = [(a, up, k) for a, up, k in placed if up != NO_ROW and k in drawn.index][:MAX_FLOWS]
     ts = events["ts"]
+    drawable = sorted(
+        ((a, up, k) for a, up, k in placed if up != NO_ROW and k in drawn.index), key=lambda p: ts.at[p[2]]
+    )
+    picks = np.unique(np.linspace(0, len(drawable) - 1, MAX_FLOWS).astype(int)) if len(drawable) > MAX_FLOWS else None
+    shown = drawable if picks is None else [drawable[i] for i in picks]
     frame = pd.DataFrame(
         [
             (
@@ -176,8 +181,8 @@ def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[
         ],
         columns=FLOW_COLUMNS,
     )
-    hidden = sum(1 for _, up, k in placed if up == NO_ROW or k not in drawn.index)
-    return frame, hidden
+    frame.attrs["of"] = len(drawable)
+    return frame, len(placed) - len(drawable)
 
 
 def drawn_ancestor(events: pd.DataFrame, drawn: pd.Index, row: int) -> int:

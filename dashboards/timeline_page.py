@@ -400,8 +400,8 @@ def flows_said(pairs: pd.DataFrame, hidden: int) -> str:
         delay = int((pairs["kernel_ns"] - pairs["launch_ns"]).median())
         said += f" (median from launch start to kernel start {humanize.duration(delay)}; a launch below the host "
         said += "levels shown starts on its nearest drawn caller's lane, at its own time)"
-    if len(pairs) == timeline_lanes.MAX_FLOWS:
-        said += f", the first {timeline_lanes.MAX_FLOWS}"
+    if pairs.attrs.get("of", 0) > len(pairs):
+        said += f", {len(pairs)} of {pairs.attrs['of']:,} spread evenly over time"
     if hidden:
         said += f"; {hidden} not drawn: their other end is in a step not shown"
     return said

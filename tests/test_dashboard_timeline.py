@@ -426,8 +426,11 @@ def test_a_dragged_range_totals_equal_the_json_report_with_its_findings_and_flow
     found = _wait(browser, "#tl-range-findings").text
     assert "idle gap" in found and "exposed collective" in found
     lines = _wait(browser, "#tl-range-flows", "launch → kernel").text
-    assert f"{timeline.MAX_FLOWS} launch → kernel lines drawn" in lines
+    events = view.trace.events
+    launched = ((events["rank"] == RANK) & (events["step"] == STEP) & (events["launch"] >= 0)).sum()
+    assert f"{timeline.MAX_FLOWS} launch → kernel lines drawn" in lines and f"of {launched:,} spread" in lines
     arrows = _until(browser, f"return {GRAPH}.layout.annotations || []", lambda a: len(a) == timeline.MAX_FLOWS)
     assert all(a["y"].startswith("device") and a["ay"].startswith("thread") for a in arrows)
+    assert max(a["x"] for a in arrows) > end / 2  # spread over the step, not its first 64 launches
     _shot(browser, shots, "timeline-range")
     browser.execute_script(f"Plotly.relayout({GRAPH}, {{dragmode: 'zoom'}})")
