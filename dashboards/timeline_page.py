@@ -13,7 +13,7 @@ import orjson
 import pandas as pd
 import plotly.graph_objects as go
 from dash import Input, Output, Patch, State, dcc, html, no_update
-from traceanalyzer.dashboards import charts, slices, state, timeline_panels
+from traceanalyzer.dashboards import charts, memory_track, slices, state, timeline_panels
 from traceanalyzer.dashboards import timeline as timeline_lanes
 from traceanalyzer.dashboards.blocks import dropdown, unavailable
 from traceanalyzer.dashboards.names import middle
@@ -163,9 +163,14 @@ def timeline_figure(
         shapes=shapes,
     )
     fig.update_layout(selectdirection="h")  # a box selection is a time range across every lane
+    lo, hi = window or (0, int(full["end_ns"].max()))
+    lines, memory_note = memory_traces(view, rank, origin, lo, hi)
+    if lines:
+        fig.add_traces(lines)
+        fig.update_layout(**memory_track.layout(fig.layout.height, fig.layout.margin.b))
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
-    note = _note(seg, found, bounds, stacked)
+    note = _note(seg, found, bounds, stacked) + memory_note
     if stacked:
         fig.update_xaxes(title_text=f"ms from the step's first event of any rank (on rank {min(view.ranks())}'s clock)")
         note = f"{all_ranks_note(view, levels)} {note}"
@@ -176,6 +181,24 @@ def timeline_figure(
         many = "segments contain" if len(hits) != 1 else "segment contains"
         note += f" {len(hits):,} drawn {many} '{find.strip()}' (outlined; a merged one shows its first name)."
     return fig, note
+
+
+def memory_traces(view: View, rank: int | None, origin: int, lo: int, hi: int) -> tuple[list[dict], str]:
+    """The memory track's lines and peak markers from lo to hi (ns from origin; each rank's, on its shifted clock,
+    when rank is None) and what the note says of it; none where the trace has no device memory events."""
+    memory = view.optional("memory").data
+    if memory is None or not (memory.timeline["device"] >= 0).any():
+        return [], ""
+    ranks = view.ranks() if rank is None else [rank]
+    offsets = view.offsets() if rank is None else pd.Series(dtype="int64")
+    lines, shown = [], []
+    for r in ranks:
+        at = origin + int(offsets.get(r, 0))
+        peaks = memory_track.peaks_in(memory.peaks, r, at + lo, at + hi)
+        prefix = f"rank {r} · " if rank is None else ""
+        lines += memory_track.traces(memory_track.series(memory.timeline, r, at + lo, at + hi), peaks, at, prefix)
+        shown.append(peaks)
+    return lines, memory_track.said(memory.peaks, pd.concat(shown), rank)
 
 
 def all_ranks_note(view: View, levels: int) -> str:

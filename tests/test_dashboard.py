@@ -478,7 +478,8 @@ TIMELINE_NAMES = (
     "return document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => (t.hovertext || []).filter(x => x))"
 )
 TIMELINE_LANES = (
-    "return [...new Set(document.querySelector('#tl-graph .js-plotly-plot').data.flatMap(t => t.y.filter(y => y)))]"
+    "return [...new Set(document.querySelector('#tl-graph .js-plotly-plot').data.filter(t => t.type === 'bar')"
+    ".flatMap(t => t.y.filter(y => y)))]"
 )
 
 

@@ -251,7 +251,8 @@ def test_all_ranks_are_stacked_on_one_axis_with_the_clock_offsets_said(browser, 
     for rank, offset in offsets.items():
         assert f"rank {rank} {offset / 1e3:.2f} µs" in note, note
     assert "collective ends" in note
-    drawn = _until(browser, f"return {GRAPH}._fullData.flatMap(t => [...t.y]).filter(y => y.includes('device'))")
+    bars = f"{GRAPH}._fullData.filter(t => t.type === 'bar')"
+    drawn = _until(browser, f"return {bars}.flatMap(t => [...t.y]).filter(y => y.includes('device'))")
     assert {y.split(" · ")[0] for y in drawn} == {"rank 0", "rank 1"}  # both ranks' device lanes, labelled by rank
     order = browser.execute_script(f"return {GRAPH}._fullLayout.yaxis._categories")[::-1]  # top to bottom
     ranks = [y.split(" · ")[0] for y in order]
@@ -434,3 +435,37 @@ def test_a_dragged_range_totals_equal_the_json_report_with_its_findings_and_flow
     assert max(a["x"] for a in arrows) > end / 2  # spread over the step, not its first 64 launches
     _shot(browser, shots, "timeline-range")
     browser.execute_script(f"Plotly.relayout({GRAPH}, {{dragmode: 'zoom'}})")
+
+
+MEMORY = f"""const g = {GRAPH}, l = g._fullLayout;
+return [g._fullData.filter(t => t.yaxis === 'y2').map(t => [t.name, t.x, t.y, t.customdata || null]),
+        l.yaxis.domain, l.yaxis2.domain];"""
+"""Script: the memory track's traces (name, x, y, customdata) and the lanes' and the track's y domains."""
+
+
+@pytest.mark.browser
+def test_the_memory_track_marks_the_json_reports_peak_under_the_step_boundaries(browser, app, shots):
+    from traceanalyzer.renderers import figures
+    from traceanalyzer.renderers import json as json_report
+
+    url, view, key = app
+    report = json.loads(json_report.render(view.report()))
+    peaks = next(t for t in report["sections"]["memory"]["tables"] if t["id"] == "peaks")["rows"]
+    peak = next(p for p in peaks if p["rank"] == RANK and p["device"] >= 0)
+    browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={peak['step']}")
+    note = _wait(browser, "#tl-note", "Memory track").text
+    assert "the peak marked" in note and f"step {peak['step']} ends" in note
+    drawn, lanes, track = _until(browser, MEMORY, lambda m: m and m[0])
+    assert track[1] < lanes[0]  # the track under the lanes
+    by_name = {name: (x, y, data) for name, x, y, data in drawn}
+    device = f"device {peak['device']}"
+    assert {f"{device} allocated", f"{device} reserved", f"{device} peak"} <= set(by_name)
+    x, y, data = by_name[f"{device} peak"]
+    assert data == [[peak["peak_allocated_bytes"]]]  # the report's peak, in bytes
+    origin = view.segments(RANK, peak["step"], 4, False).attrs["origin_ns"]
+    assert x[0] == pytest.approx((report["trace"]["start_ns"] + peak["at_ns"] - origin) / 1e6, abs=1e-6)
+    assert max(by_name[f"{device} allocated"][1]) * figures.GIB == pytest.approx(peak["peak_allocated_bytes"])
+    browser.execute_script(f"{GRAPH}.scrollIntoView(false)")
+    _shot(browser, shots, "timeline-memory")
+    browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={peak['step'] + 1}")
+    assert f"the peak is not in view (it is in step {peak['step']})" in _wait(browser, "#tl-note", "Memory").text

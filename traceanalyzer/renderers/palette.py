@@ -39,6 +39,9 @@ MARK_NAMES = {
 }
 """How the timeline's caption names each mark's colour."""
 
+MEMORY = {"allocated": "#006d2c", "reserved": "#fdae6b"}
+"""Colour of the timeline's memory track lines (the peak takes its mark's colour)."""
+
 SELECTED = "#ffd400"
 """The outline of the selected name's bars on the timeline."""
 
@@ -48,7 +51,9 @@ MIN_DISTANCE = 60.0
 
 def meanings() -> dict[str, str]:
     """Every meaning drawn on the timeline and the hotspot bars, with its colour."""
-    return {**CATEGORY, **KIND, **{f"mark: {k}": v for k, v in MARK.items()}, "selected": SELECTED}
+    marks = {f"mark: {k}": v for k, v in MARK.items()}
+    memory = {f"memory: {k}": v for k, v in MEMORY.items()}
+    return {**CATEGORY, **KIND, **marks, **memory, "selected": SELECTED}
 
 
 def distance(a: str, b: str) -> float:
