@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import sys
 
 import numpy as np
 import pandas as pd
@@ -83,6 +84,15 @@ def test_export_into_an_input_is_refused(tmp_path, capsys):
     assert not (FSDP / "tables").exists()
     assert cli.main(["export", str(FSDP), "--to", "perfetto", "-o", str(tmp_path / "out.txt")]) == 2
     assert "must end in .json or .json.gz" in capsys.readouterr().err
+
+
+def test_parquet_without_pyarrow_is_one_line_saying_what_to_install(tmp_path, capsys, monkeypatch):
+    """pyarrow is the parquet extra, not a dependency: without it the export stops before loading, exit 2."""
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # as if not installed (importlib finds no spec)
+    assert cli.main(["export", str(FSDP), "--to", "parquet", "-o", str(tmp_path / "tables")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "without pyarrow" in err[0] and "[parquet]" in err[0]
+    assert not (tmp_path / "tables").exists()
 
 
 @pytest.fixture(scope="module")

@@ -112,3 +112,27 @@ def test_the_cache_folder_is_the_platforms_unless_one_is_given(monkeypatch, tmp_
     monkeypatch.setenv("TRACEANALYZER_CACHE_DIR", str(tmp_path / "mine"))
     assert cache.folder() == tmp_path / "mine"
     assert cli.main(["cache", "info"]) == 0
+
+
+_WITHOUT_PYARROW = """
+import sys
+sys.modules["pyarrow"] = None  # as if not installed: then pandas 3 neither imports it nor backs str with it
+from traceanalyzer import cli
+for _ in range(2):  # the first run parses and keeps the entry, the second reads it
+    assert cli.main([sys.argv[1], "--format", "json", "-o", sys.argv[2] + str(_)]) == 0
+print(sorted(m for m in sys.modules if m.split(".")[0] == "pyarrow" and sys.modules[m] is not None))
+"""
+
+
+def test_reports_and_the_cache_need_no_pyarrow(tmp_path):
+    """pyarrow is only the parquet extra (pandas 3 imports it with pandas whenever it is installed, +35 MB): the
+    report and the cache work without it, and the report read from the cache is the parsed one."""
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "TRACEANALYZER_CACHE": "1", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_PYARROW, str(SAMPLE), str(tmp_path / "report")],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+    assert list((tmp_path / "xdg" / "traceanalyzer").glob("*.tacache")), "the first run kept an entry"
+    assert (tmp_path / "report0").read_bytes() == (tmp_path / "report1").read_bytes()

@@ -1,17 +1,18 @@
-"""The trace cache: a rank's parsed and linked tables, kept as Arrow in the user's cache folder, so a trace opened
-again is read in a fraction of its parse time.
+"""The trace cache: a rank's parsed and linked tables, kept in the user's cache folder, so a trace opened again is
+read in a fraction of its parse time.
 
 An entry is one file ``<key>.tacache`` in the cache folder (``folder``: ``TRACEANALYZER_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/traceanalyzer`` (an absolute one: a relative one is ignored, as the XDG spec says), else the
 platform's user cache folder), never beside the user's files: a header (JSON: what the entry was built from and the
-trace's meta) followed by the tables as zstd-compressed Arrow IPC files, each with its SHA-1. The key is the
-source's resolved path and what decides its tables (``PARSER_VERSION``, a digest of the code that builds them,
-library versions, classification rules); the header holds the source's identity (size, mtime and a SHA-1 of the
+trace's meta) followed by the tables, each with its SHA-1 (``_encode``: the columns' raw numpy values deflated, a
+categorical's codes and categories, text as JSON; no pyarrow, which pandas 3 would otherwise import with pandas). The
+key is the source's resolved path and what decides its tables (``PARSER_VERSION``, a digest of the code that builds
+them, library versions, classification rules); the header holds the source's identity (size, mtime and a SHA-1 of the
 whole content of each file), so an entry of a file that changed since, even with its size and mtime kept (``cp -p``,
-``rsync -t``), is found stale and rebuilt, and a truncated or corrupt one fails its size or digest check and is
-removed, with a warning, and rebuilt. A cache folder that cannot be used (a file, unwritable, inside an input) means
-no cache, with one warning. Entries are written to a temporary file and renamed into place, and the least recently
-used are evicted beyond ``TRACEANALYZER_CACHE_SIZE`` (default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the cache off.
+``rsync -t``), is found stale and rebuilt, and a truncated or corrupt one fails its size or digest check and is removed,
+with a warning, and rebuilt. A cache folder that cannot be used (a file, unwritable, inside an input) means no cache,
+with one warning. Entries are written to a temporary file and renamed into place, and the least recently used are
+evicted beyond ``TRACEANALYZER_CACHE_SIZE`` (default 5 GiB). ``TRACEANALYZER_CACHE=0`` turns the cache off.
 """
 
 from __future__ import annotations
@@ -26,19 +27,25 @@ import shutil
 import stat
 import struct
 import tempfile
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pandas as pd
 import platformdirs
 
-from traceanalyzer import lazy
 from traceanalyzer.footprint import parse_bytes
 from traceanalyzer.schema import Device, Platform, TraceMeta
 
-PARSER_VERSION = 1
+try:  # ISA-L deflates 3-4x faster than zlib, in the same format; optional
+    from isal import isal_zlib as _deflate
+except ImportError:
+    _deflate = zlib
+
+PARSER_VERSION = 2
 """Bump when the tables or meta that a given trace yields change for a reason the code digest cannot see (the
 digest covers the code that builds the tables, so a change there already makes new entries): a change of meaning
 in data read from outside that code, or of the entry's own layout."""
@@ -51,7 +58,9 @@ _HASH_CHUNK = 1 << 20
 _HASHED_FILES = 256
 _READ_BESIDE = (".db", ".csv", ".json", ".json.gz", ".db-wal")
 """Files beside an Ascend file given on its own that the parser may read (hashed; the others by size and mtime)."""
-pa = lazy.Module("pyarrow")  # only where an entry is read or written (pandas 3 may import it anyway)
+_RAW_KINDS = "biufcmM"
+"""numpy dtype kinds whose values are kept as their bytes (bool, integers, floats, complex, datetimes, durations)."""
+_DEFLATE_LEVEL = 1
 
 Tables = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 
@@ -70,7 +79,7 @@ def folder() -> Path:
 
 def _unreadable() -> tuple[type[Exception], ...]:
     """What reading a damaged entry raises (evaluated only when an exception is being matched)."""
-    return (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, pa.ArrowException, MemoryError)
+    return (OSError, ValueError, KeyError, TypeError, IndexError, struct.error, zlib.error, MemoryError)
 
 
 def unusable() -> str:
@@ -143,7 +152,7 @@ class Slot:
     @property
     def built_with(self) -> list[str]:
         """What the entry must have been built with to be current."""
-        return [str(PARSER_VERSION), self.code, pd.__version__, pa.__version__]
+        return [str(PARSER_VERSION), self.code, pd.__version__, np.__version__]
 
 
 def fingerprint(source: Path, deep: bool = True, content: bool = True) -> list:
@@ -238,8 +247,7 @@ def _tables(header: dict, body: memoryview) -> Tables:
         chunk = body[start : start + size]
         if len(chunk) != size or hashlib.sha1(chunk).hexdigest() != sha1:
             raise ValueError(f"table {name} is truncated or corrupt")
-        table = pa.ipc.open_file(pa.py_buffer(chunk)).read_all()
-        frames[name] = _with_categories(table.to_pandas(split_blocks=True, self_destruct=True), header["text"][name])
+        frames[name] = _decode(chunk)
     meta = _meta_from(header["meta"], {k: frames[k] for k in header["extra_tables"]})
     return frames["events"], frames["memory"], meta
 
@@ -252,15 +260,16 @@ def write(slot: Slot, identity: list, tables: Tables) -> bool:
     if plain is None:
         return False
     frames = {"events": events, "memory": memory} | extra_tables
-    blobs = {k: _ipc(v) for k, v in frames.items()}
-    text = {k: _category_dtypes(v) for k, v in frames.items()}
+    try:
+        blobs = {k: _encode(v) for k, v in frames.items()}
+    except _NotKept:
+        return False
     header = {
         "name": slot.name,
         "identity": identity,
         "built_with": slot.built_with,
         "meta": plain,
         "extra_tables": list(extra_tables),
-        "text": text,
         "tables": [],
     }
     offset = 0
@@ -273,33 +282,107 @@ def write(slot: Slot, identity: list, tables: Tables) -> bool:
     return _store(slot.path, [_HEAD.pack(_MAGIC, len(head), hashlib.sha1(head).digest()), head, *blobs.values()])
 
 
-def _ipc(frame: pd.DataFrame) -> bytes:
-    table = pa.Table.from_pandas(frame)
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression="zstd")) as writer:
-        writer.write_table(table)
-    return sink.getvalue().to_pybytes()
+class _NotKept(ValueError):
+    """A table holds a column the entry cannot keep exactly (the tables are then not cached)."""
 
 
-def _category_dtypes(frame: pd.DataFrame) -> dict[str, str]:
-    """The dtype of each categorical column's categories (object or str), which Arrow does not keep."""
-    return {
-        col: str(dtype.categories.dtype)
-        for col, dtype in frame.dtypes.items()
-        if isinstance(dtype, pd.CategoricalDtype)
+def _encode(frame: pd.DataFrame) -> bytes:
+    """A table as bytes: the length of a JSON description of its index and columns, the description, then the
+    columns' buffers (see _column)."""
+    buffers: list[bytes] = []
+    index = frame.index
+    described = {
+        "index": [index.start, index.stop, index.step] if isinstance(index, pd.RangeIndex) else _column(index, buffers),
+        "index_name": index.name,
+        "names": list(frame.columns),
+        "columns": [_column(frame[name], buffers) for name in frame.columns],
     }
+    if not _exact([described["index_name"], *described["names"]]):
+        raise _NotKept("column names that JSON does not keep")
+    text = json.dumps(described).encode()
+    return b"".join([struct.pack("<Q", len(text)), text, *buffers])
 
 
-def _with_categories(frame: pd.DataFrame, dtypes: dict[str, str]) -> pd.DataFrame:
-    """Give categorical columns back the dtype of their categories they were written with."""
-    for col, dtype in dtypes.items():
-        values = frame[col].array
-        if str(values.categories.dtype) != dtype:
-            categories = pd.Index(values.categories, dtype=dtype)
-            frame[col] = pd.Categorical.from_codes(
-                values.codes, categories=categories, ordered=values.ordered, validate=False
-            )
-    return frame
+def _column(values: pd.Series | pd.Index | pd.Categorical | np.ndarray, buffers: list[bytes]) -> dict:
+    """How one column is kept, its buffers appended: raw numpy values deflated, a categorical as its codes and
+    categories, anything else as JSON values of its dtype (where JSON keeps them exactly)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        coded = values if isinstance(values, pd.Categorical) else values.array
+        return {
+            "codes": _column(coded.codes, buffers),
+            "categories": _column(coded.categories, buffers),
+            "ordered": bool(coded.ordered),
+        }
+    array = np.asarray(values) if isinstance(values.dtype, np.dtype) else None
+    if array is not None and array.dtype.kind in _RAW_KINDS:
+        buffers.append(_deflate.compress(np.ascontiguousarray(array).tobytes(), _DEFLATE_LEVEL))
+        return {"dtype": array.dtype.str, "rows": len(array), "size": len(buffers[-1])}
+    dtype = str(values.dtype)
+    listed = [None if v is None or (not isinstance(v, list | dict | tuple) and pd.isna(v)) else v for v in values]
+    if dtype == "object" and any(v is None for v in listed) or not _exact(listed):
+        raise _NotKept(f"a column of {dtype} values that JSON does not keep")
+    buffers.append(_deflate.compress(json.dumps(listed).encode(), _DEFLATE_LEVEL))
+    return {"json": dtype, "size": len(buffers[-1])}
+
+
+def _exact(values: list) -> bool:
+    try:
+        return json.loads(json.dumps(values, allow_nan=False)) == values
+    except (TypeError, ValueError):
+        return False
+
+
+def _decode(blob: memoryview) -> pd.DataFrame:
+    """The table that ``_encode`` wrote."""
+    (length,) = struct.unpack_from("<Q", blob)
+    described = json.loads(bytes(blob[8 : 8 + length]))
+    reader = _Buffers(blob[8 + length :])
+    index = described["index"]
+    index = pd.RangeIndex(*index) if isinstance(index, list) else _index(_values(index, reader))
+    index.name = described["index_name"]
+    columns = {name: _values(c, reader) for name, c in zip(described["names"], described["columns"], strict=True)}
+    if reader.left():
+        raise ValueError("bytes left after the last column")
+    return pd.DataFrame(columns, index=index, copy=False)
+
+
+def _index(values: pd.api.extensions.ExtensionArray | np.ndarray) -> pd.Index:
+    """An index of these values with their dtype (pandas 3 would read strings of an object array as str)."""
+    return pd.Index(values, dtype=values.dtype)
+
+
+class _Buffers:
+    """The buffers after a table's description, taken in order."""
+
+    def __init__(self, data: memoryview) -> None:
+        self.data, self.at = data, 0
+
+    def take(self, size: int) -> bytes:
+        if size < 0 or self.at + size > len(self.data):
+            raise ValueError("a column runs past the table's end")
+        chunk = self.data[self.at : self.at + size]
+        self.at += size
+        return _deflate.decompress(chunk)
+
+    def left(self) -> bool:
+        return self.at != len(self.data)
+
+
+def _values(kept: dict, reader: _Buffers) -> pd.api.extensions.ExtensionArray | np.ndarray:
+    """One column's values as ``_column`` kept them (numpy arrays writable, as a parse gives them)."""
+    if "codes" in kept:
+        codes = _values(kept["codes"], reader)  # in the order _column wrote them
+        categories = _index(_values(kept["categories"], reader))
+        return pd.Categorical.from_codes(codes, categories=categories, ordered=kept["ordered"])
+    data = reader.take(kept["size"])
+    if "json" in kept:
+        listed = json.loads(data)
+        object_column = kept["json"] == "object"
+        return pd.Series(listed, dtype=object).to_numpy() if object_column else pd.array(listed, kept["json"])
+    array = np.frombuffer(bytearray(data), dtype=np.dtype(kept["dtype"]))
+    if len(array) != kept["rows"]:
+        raise ValueError("a column's length is not what its entry says")
+    return array
 
 
 def _store(path: Path, parts: Iterable[bytes]) -> bool:

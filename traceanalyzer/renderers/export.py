@@ -8,6 +8,7 @@ beside an input, an existing folder or file only with ``--force``); the folder i
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import orjson
@@ -25,10 +26,16 @@ TARGETS = ("csv", "parquet", "perfetto")
 
 
 def check_output(target: str, out: Path, inputs: list[outputs.Protected], force: bool = False) -> None:
-    """Refuse (TraceError) an output that ``outputs`` refuses, or a Perfetto file not named .json or .json.gz."""
+    """Refuse (TraceError) an output that ``outputs`` refuses, a Perfetto file not named .json or .json.gz, or
+    Parquet where pyarrow is not installed (an extra: pandas 3 imports it whenever it is installed)."""
     outputs.check(out, inputs, force, folder=target != "perfetto")
     if target == "perfetto" and not out.name.endswith((".json", ".json.gz")):
         raise TraceError(str(out), "(the -o output) must end in .json or .json.gz")
+    if target == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise TraceError(str(out), f"cannot be written as Parquet without pyarrow: {PARQUET_INSTALL}")
+
+
+PARQUET_INSTALL = "pip install 'traceanalyzer-hotspots[parquet]' (in a checkout: pip install '.[parquet]')"
 
 
 def write(trace, target: str, out: Path, top: int = 15) -> str:
