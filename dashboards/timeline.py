@@ -1,10 +1,11 @@
 """One step of one rank (or of all ranks, stacked on one clock) as Gantt lanes: each device stream, and each host
 thread at its own call depths.
 
-Host depth is counted per thread. On ``with_stack`` traces the main thread's ops sit under dozens of Python frames;
-by default those frames are collapsed (a level counts only ancestors that are not Python frames), so the
-annotations, ops and runtime calls of every thread show in the first few levels; both can be expanded. Step
-markers have a lane of their own per thread (however the profiler nested them).
+Host levels are counted per thread from the step marker (or the thread's top where no marker is above). On
+``with_stack`` traces the main thread's ops sit under dozens of Python frames; by default those frames are
+collapsed (a level counts only ancestors that are not Python frames), so the annotations, ops and runtime calls of
+every thread show in the first few levels; both can be expanded. Step markers have a lane of their own per thread
+(however the profiler nested them), and so has what lasts around them (a training loop's frames).
 """
 
 from __future__ import annotations
@@ -32,19 +33,36 @@ def steps_of(step: Steps) -> list[int]:
     return [int(step)] if isinstance(step, int | np.integer) else [int(s) for s in step]
 
 
-def host_levels(events: pd.DataFrame) -> np.ndarray:
-    """Per event row: how many of its host ancestors are neither Python frames nor step markers (its level with
-    Python frames collapsed; a step marker is a level of its own, however the steps nest)."""
+def host_levels(events: pd.DataFrame, python: bool = False) -> np.ndarray:
+    """Per event row: its host level counted from the step marker above it (or from its thread's top where none
+    is): how many host ancestors below that marker are counted. Step markers are never counted (they have a lane
+    of their own, however the steps nest); Python frames only when python (else they are collapsed)."""
     parent = events["parent"].to_numpy()
     depth = events["depth"].to_numpy()
-    host = events["kind"].isin(_HOST).to_numpy()
+    kind = events["kind"]
+    host = kind.isin(_HOST).to_numpy()
+    is_step = (kind == Kind.STEP.value).to_numpy()
+    counting = host & ~is_step & (python | (kind != Kind.PYTHON.value).to_numpy())
     counts = np.zeros(len(events), dtype=np.int32)
-    counting = host & ~events["kind"].isin([Kind.PYTHON.value, Kind.STEP.value]).to_numpy()
     for level in np.unique(depth[host & (parent != NO_ROW)]):
         rows = np.flatnonzero(host & (depth == level) & (parent != NO_ROW))
         up = parent[rows]
-        counts[rows] = counts[up] + counting[up]
+        counts[rows] = np.where(is_step[up], 0, counts[up] + counting[up])
     return counts
+
+
+def around_steps(events: pd.DataFrame) -> np.ndarray:
+    """Per event row: whether it is a host ancestor of a step marker that lasts through it (a loop's frame or a
+    user range around the steps, not a step's content): drawn on a lane of its own, not at a level of the step."""
+    parent, ts = events["parent"].to_numpy(), events["ts"].to_numpy()
+    end = ts + events["dur"].to_numpy()
+    out = np.zeros(len(events), dtype=bool)
+    for marker in np.flatnonzero((events["kind"] == Kind.STEP.value).to_numpy()):
+        up = parent[marker]
+        while up != NO_ROW and not out[up]:
+            out[up] = ts[up] <= ts[marker] and end[up] >= end[marker]
+            up = parent[up]
+    return out
 
 
 def step_lanes(
@@ -54,23 +72,28 @@ def step_lanes(
     step: Steps,
     max_level: int = LEVEL_CHOICES[0],
     python: bool = False,
+    around: np.ndarray | None = None,
 ) -> pd.DataFrame:
-    """Lane rows (absolute ns, with each event's row) of one (rank, step): device streams, and host threads to
-    max_level levels (Python frames shown and counted when python, else collapsed)."""
+    """Lane rows (absolute ns, with each event's row) of one rank's step(s): device streams, each thread's step
+    markers, what lasts around them (around_steps, when given), and host threads to max_level levels (levels:
+    host_levels, Python frames shown and counted when python, else collapsed)."""
     rows = np.flatnonzero((events["rank"] == rank).to_numpy() & np.isin(events["step"].to_numpy(), steps_of(step)))
     mine = events.iloc[rows]
     kinds = mine["kind"]
     device = mine[kinds.isin(_DEVICE).to_numpy()]
-    level = mine["depth"].to_numpy() if python else levels[rows]
+    level = levels[rows]
     host_mask = kinds.isin(_HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
     is_step = (kinds == Kind.STEP.value).to_numpy()
+    outer = np.zeros(len(rows), dtype=bool) if around is None else around[rows] & host_mask & ~is_step
     steps = mine[host_mask & is_step]
-    host_mask &= ~is_step & (level < max_level)
+    outside = mine[outer]
+    host_mask &= ~is_step & ~outer & (level < max_level)
     host = mine[host_mask]
     return pd.concat(
         [
             lane_rows(device, device_lanes(device)),
             lane_rows(steps, "thread " + steps["tid"].astype(str) + " · Step"),
+            lane_rows(outside, "thread " + outside["tid"].astype(str) + " · around the steps"),
             lane_rows(host, "thread " + host["tid"].astype(str) + " · level " + _padded(level[host_mask], host.index)),
         ],
         ignore_index=True,

@@ -113,8 +113,18 @@ class View:
 
     @cached_property
     def host_levels(self) -> np.ndarray:
-        """Per event: its host level with Python frames collapsed (see dashboards.timeline)."""
+        """Per event: its host level from its step marker, Python frames collapsed (see dashboards.timeline)."""
         return timeline.host_levels(self.trace.events)
+
+    @cached_property
+    def python_levels(self) -> np.ndarray:
+        """Per event: its host level from its step marker, Python frames counted."""
+        return timeline.host_levels(self.trace.events, python=True)
+
+    @cached_property
+    def around_steps(self) -> np.ndarray:
+        """Per event: whether it lasts around a step marker (timeline.around_steps)."""
+        return timeline.around_steps(self.trace.events)
 
     @cached_property
     def first_work(self) -> pd.Series:
@@ -186,7 +196,8 @@ class View:
         """Lane rows of one rank's step, or (rank None) of every rank's, stacked on the lowest rank's clock (the clock
         offsets applied) with host levels limited per rank (timeline.all_ranks_levels)."""
         if rank is not None:
-            return timeline.step_lanes(self.trace.events, self.host_levels, rank, step, levels, python)
+            levels_of = self.python_levels if python else self.host_levels
+            return timeline.step_lanes(self.trace.events, levels_of, rank, step, levels, python, self.around_steps)
         shown = timeline.all_ranks_levels(levels, len(self.ranks()))
         per_rank = {r: self.lanes(r, step, shown, python) for r in self.ranks()}
         return timeline.ranks_lanes(per_rank, self.offsets())

@@ -469,3 +469,43 @@ def test_the_memory_track_marks_the_json_reports_peak_under_the_step_boundaries(
     _shot(browser, shots, "timeline-memory")
     browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={peak['step'] + 1}")
     assert f"the peak is not in view (it is in step {peak['step']})" in _wait(browser, "#tl-note", "Memory").text
+
+
+def _main_thread(view: View) -> str:
+    """The thread of the rank's step markers (its main thread)."""
+    events = view.trace.events
+    return str(events.loc[(events["kind"] == "step") & (events["rank"] == RANK), "tid"].iloc[0])
+
+
+def test_python_frames_are_levelled_from_the_step_and_each_shows_once(view):
+    main = _main_thread(view)
+    events = view.trace.events
+    mine = events[(events["rank"] == RANK) & (events["step"] == STEP)]
+    host = mine[mine["kind"].isin(["cpu_op", "python", "annotation", "runtime"])]
+    for levels in timeline.LEVEL_CHOICES:
+        lanes = view.lanes(RANK, STEP, levels, True)
+        drawn = sorted(lane for lane in lanes["lane"].unique() if lane.startswith(f"thread {main} · level"))
+        assert drawn[0] == f"thread {main} · level  0" and len(drawn) == min(levels, len(drawn)), drawn
+        python = lanes[lanes["lane"].isin(drawn) & lanes["row"].isin(host.index[host["kind"] == "python"])]
+        assert len(python)  # the step's own Python frames, from its first level on
+    every = view.lanes(RANK, STEP, timeline.LEVEL_CHOICES[-1], True)
+    assert host.index.isin(every["row"]).all()  # at 64 levels every host event of the step is drawn, once
+    assert every["row"].is_unique
+    bars = every[every["lane"].str.contains("level")].sort_values(["lane", "start_ns"])
+    same = bars["lane"].to_numpy()[1:] == bars["lane"].to_numpy()[:-1]
+    assert not (same & (bars["start_ns"].to_numpy()[1:] < bars["end_ns"].to_numpy()[:-1])).any()  # none overlap
+
+
+def test_a_stack_stops_at_its_step_though_the_profiler_nests_the_steps(view):
+    events = view.trace.events
+    marker = events[(events["kind"] == "step") & (events["rank"] == RANK) & (events["step"] == STEP)].index[0]
+    up, above = int(events.at[marker, "parent"]), []
+    while up >= 0:
+        above.append(str(events.at[up, "name"]))
+        up = int(events.at[up, "parent"])
+    assert any(name.startswith("ProfilerStep#") for name in above)  # the trace nests one step under the last
+    ops = events[(events["kind"] == "cpu_op") & (events["tid"].astype(str) == _main_thread(view))]
+    deepest = ops[(ops["rank"] == RANK) & (ops["step"] == STEP)]["depth"].idxmax()
+    stack = view._stack(int(deepest))  # as the Hotspots page's details show an op's stack
+    assert stack[0]["name"] == f"ProfilerStep#{STEP}" and sum(f["kind"] == "step" for f in stack) == 1
+    assert stack[-1]["name"] == str(events.at[deepest, "name"]) and len(stack) > 10
