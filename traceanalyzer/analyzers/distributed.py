@@ -256,22 +256,26 @@ def _rank_activity(trace: TraceData, rank: int) -> collective_calls.RankActivity
 
 
 def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
-    """The rank's part: its collective calls on its own (the per-rank stage, of the whole rank, as matching needs
-    every call), its overlap rows of the scope (and of the whole rank when the scope is a step), what it did
-    (``RankActivity``: its device busy union and the host ranges a late arrival's window can pick), and whether it
-    has events, HCCL tasks, and compute in the scope."""
+    """The part of a rank (or of a joined trace's ranks): its collective calls on their own (the per-rank stage, of
+    the whole run, as matching needs every call), its overlap rows of the scope (and of the whole run when the scope
+    is a step), what each rank did (``RankActivity``: its device busy union and the host ranges a late arrival's
+    window can pick), the ranks with events and with compute in the scope, and whether it has HCCL tasks."""
     base = trace.base
     calls = collective_calls.rank_calls(base)
     scoped = trace.scope.step is not None
     kinds = base.events["kind"]
+    ranks = base.events["rank"]
     return {
         "calls": collective_calls.packed(calls),
         "overlap": overlap_rows(trace),
         "job_overlap": overlap_rows(base) if scoped else None,
-        "activity": collective_calls.rank_activity(base.events, calls),
-        "events": len(base.events) > 0,
+        "activity": {
+            int(rank): collective_calls.rank_activity(base.events[ranks == rank], calls[calls["rank"] == rank])
+            for rank in base.meta.ranks
+        },
+        "with_events": {int(r) for r in ranks.unique()},
         "tasks": bool((kinds == Kind.COMM_TASK.value).any()),
-        "computing": bool(attribution.computing_ranks(trace)),
+        "computing": attribution.computing_ranks(trace),
     }
 
 
@@ -279,10 +283,9 @@ def _view_of_job(job: JobData) -> _JobView:
     """The ``_JobView`` of a job from its ranks' parts: the per-rank call rows through the same cross-rank stage, the
     overlap rows put together, each late rank's activity from its part."""
     parts = job.parts(ANALYZER)
-    ranks = [summary.rank for summary in job.ranks]
     rows = collective_calls.unpacked([p["calls"] for p in parts])
     job_calls = collective_calls.cross_rank(rows, job.meta, any(p["tasks"] for p in parts))
-    activity = {rank: p["activity"] for rank, p in zip(ranks, parts, strict=True)}
+    activity = {rank: activity for p in parts for rank, activity in p["activity"].items()}
     scoped = job.scope.step is not None
     whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
     return _JobView(
@@ -292,8 +295,8 @@ def _view_of_job(job: JobData) -> _JobView:
         job_overlap=functools.cache(lambda: overlap_of([row for rank_rows in whole for row in rank_rows])),
         job_late=functools.cache(lambda: collective_calls.late_arrivals(job_calls, activity.__getitem__)),
         link_gbps=collective_calls.link_gbps(job.meta),
-        several_ranks=sum(p["events"] for p in parts) > 1,
-        computing={rank for rank, p in zip(ranks, parts, strict=True) if p["computing"]},
+        several_ranks=len(set().union(*(p["with_events"] for p in parts))) > 1,
+        computing=set().union(*(p["computing"] for p in parts)),
         step_time=lambda rank: steps.job_step_time(job, rank),
         job_step_time=lambda rank: steps.job_step_time(job, rank, whole=True),
         activity=activity.__getitem__,
