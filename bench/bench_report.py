@@ -33,7 +33,6 @@ import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import traceanalyzer as ta
 from traceanalyzer import analyzers
-from traceanalyzer.analyzers import ledger
 from traceanalyzer.options import Options
 from traceanalyzer.renderers import Display, render
 
@@ -59,12 +58,12 @@ parts = {}
 if by_analysis:
     trace.memo.clear()
     options = Options()
-    parts["ledger.section"] = timed(lambda: ledger.section(trace, options))[2]
-    for module in analyzers.MODULES:
-        parts[module.__name__.rsplit(".", 1)[1] + ".section"] = timed(lambda: module.section(trace, options))[2]
-    for module in analyzers.MODULES:
-        if hasattr(module, "findings"):
-            parts[module.__name__.rsplit(".", 1)[1] + ".findings"] = timed(lambda: module.findings(trace))[2]
+    for a in analyzers.ANALYZERS:
+        parts[a.name + ".rank_part"] = timed(lambda: a.rank_part(trace, options))[2]
+    job = analyzers.as_job(trace, options)
+    for a in analyzers.ANALYZERS:
+        parts[a.name + ".section"] = timed(lambda: a.section(job, options))[2]
+        parts[a.name + ".findings"] = timed(lambda: a.findings(job))[2]
 print(json.dumps({
     "events": len(trace.events), "load_wall": load_wall, "load_cpu": load_cpu, "load_peak": load_peak,
     "wall": wall, "cpu": cpu, "peak": report_peak, "render_wall": render_wall, "render_cpu": render_cpu,

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 
 import pytest
 
 import traceanalyzer as ta
+from tests import toy_analyzer
 from tests.conftest import REPO, assert_same_data
 from tests.test_cache import assert_same
-from traceanalyzer import perrank
+from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
 
 distributed = pytest.importorskip("distributed", reason="Dask distributed is not installed (the 'dask' extra)")
@@ -103,3 +105,17 @@ def test_without_dask_scheduler_says_how_to_install(monkeypatch, capsys):
         "traceanalyze: error: --scheduler tcp://127.0.0.1:8786: needs Dask distributed, not installed: "
         "pip install 'traceanalyzer-hotspots[dask]' (the distribution's name; in the repository: pip install '.[dask]')"
     )
+
+
+def test_an_analyzer_added_to_the_registry_is_in_the_report_made_on_the_cluster(scheduler, monkeypatch, tmp_path):
+    """A toy analyzer (tests/toy_analyzer.py) runs on the workers and shows what it shows in the joined report."""
+    steps = [a for a in analyzers.ANALYZERS if a.name == "steps"]
+    monkeypatch.setattr(analyzers, "ANALYZERS", (analyzers.LEDGER, *steps, toy_analyzer.TOY))
+    for name, source in (("a", "fused_ops.json.gz"), ("b", "unfused_ops.json.gz")):
+        shutil.copy(REPO / "sample_traces" / source, tmp_path / f"{name}.json.gz")
+    with distributed.Client(scheduler, set_as_default=False) as client, distributed.get_task_stream(client) as stream:
+        job = perrank.load_job(tmp_path, scheduler=client)
+    assert len([t for t in stream.data if "_work_on_rank" in str(t["key"])]) == 2, "one summary task per rank"
+    joined = ta.load(tmp_path).report()
+    assert [f["id"] for f in joined["findings"]] == ["toy.kernels"]
+    assert_same_data(job.report(), joined)

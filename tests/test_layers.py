@@ -29,7 +29,7 @@ LAYERS = (
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",
-     "traceanalyzer.jobdata"),
+     "traceanalyzer.jobdata", "traceanalyzer.analyzer"),
     ("traceanalyzer.loading",),
     ("traceanalyzer.analyzers",),
     ("traceanalyzer.report",),

@@ -9,10 +9,12 @@ import gzip
 import json
 import pickle
 import shutil
+from dataclasses import replace
 
 import pytest
 
 import traceanalyzer as ta
+from tests import toy_analyzer
 from tests.conftest import JOBS, REPO, assert_same_data, job_pair, load_shared, shared_path
 from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
@@ -52,11 +54,6 @@ def test_one_step_rank_by_rank_equals_the_joined_step():
 def test_a_step_no_rank_has_is_one_line_naming_the_valid_steps():
     with pytest.raises(ta.TraceError, match=r"has no step 999; its steps are"):
         perrank.load_job(FSDP, step=999)
-
-
-def test_every_analyzer_summarizes_and_reports_from_the_parts():
-    for module in analyzers.SUMMARIZED:
-        assert callable(getattr(module, "summarize", None)) and callable(getattr(module, "job_section", None)), module
 
 
 def _table_bytes(trace: ta.Trace) -> int:
@@ -113,13 +110,15 @@ def test_ranks_by_position_count_a_rank_left_out(tmp_path):
 
 
 def test_an_analyzer_failing_on_a_rank_is_a_warning_and_the_rest_is_reported(monkeypatch):
-    def broken(trace, options):
-        raise ValueError("a bug")
-
-    monkeypatch.setattr(analyzers.gemm, "summarize", broken)
-    with pytest.warns(UserWarning, match=r"analyzer traceanalyzer.analyzers.gemm failed: ValueError: a bug"):
+    registry = tuple(
+        replace(a, rank_part=toy_analyzer.failing_part) if a.name == "gemm" else a for a in analyzers.ANALYZERS
+    )
+    monkeypatch.setattr(analyzers, "ANALYZERS", registry)
+    with pytest.warns(UserWarning, match=r"analyzer gemm failed on rank 0: ValueError: a bug"):
         report = perrank.load_job(FSDP).report()
-    assert "gemm" not in report["sections"] and "hotspots" in report["sections"]
+    assert "gemm" not in report["sections"] and "hotspots" not in report["sections"] and "fusion" in report["sections"]
+    ledger = {f["id"]: f["value"] for f in report["sections"]["ledger"]["facts"]}
+    assert ledger["missing_sections"] == "hotspots, gemm", "hotspots needs gemm's parts"
 
 
 def test_ranks_on_different_devices_say_whose_device_facts_are_used():

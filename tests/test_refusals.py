@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 from traceanalyzer.dashboards import cli as dashboard_cli
@@ -15,7 +16,6 @@ from traceanalyzer.dashboards.access import Allowed, Refused
 
 from tests.conftest import REPO
 from traceanalyzer import analyzers, cli, humanize
-from traceanalyzer.analyzers import hotspots
 
 SAMPLE = REPO / "sample_traces" / "sync_stalls.json.gz"
 
@@ -100,19 +100,20 @@ def test_an_analyzer_that_fails_is_exit_1_unless_keep_going(tmp_path, capsys, mo
     def broken(trace, options):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(hotspots, "section", broken)
+    registry = tuple(replace(a, section=broken) if a.name == "hotspots" else a for a in analyzers.ANALYZERS)
+    monkeypatch.setattr(analyzers, "ANALYZERS", registry)
     out = tmp_path / "r.json"
     argv = [str(SAMPLE), "--format", "json", "-o", str(out)] + (["--keep-going"] if keep_going else [])
     code = cli.main(argv)
     err = capsys.readouterr().err
     if not keep_going:
         assert code == 1 and not out.exists()
-        assert "internal error: analyzer traceanalyzer.analyzers.hotspots failed: RuntimeError: boom" in err, err
+        assert "internal error: analyzer hotspots failed: RuntimeError: boom" in err, err
         return
     assert code == 0, err
     ledger = json.loads(out.read_text())["sections"]["ledger"]
     facts = {f["id"]: f["value"] for f in ledger["facts"]}
-    assert facts["missing_sections"] == analyzers.part_name(hotspots)
+    assert facts["missing_sections"] == "hotspots"
 
 
 def test_missing_ranks_are_ranges_not_a_list_of_every_rank():

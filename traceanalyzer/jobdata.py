@@ -1,9 +1,9 @@
 """A job analysed rank by rank: what a worker sends back for one rank and what the parent builds the report from.
 
-A worker loads one rank's trace alone, and every analyzer ``summarize``s it into a part: small, picklable data
+A worker loads one rank's trace alone, and every analyzer's ``rank_part`` makes its part: small, picklable data
 (aggregates per rank and key, rows per step or per collective call, top-k lists, interval unions), never the
 event table or a column per event. A ``RankSummary`` carries the parts of one rank; a ``JobData`` holds the ranks'
-summaries and the job's merged facts, and each analyzer's ``job_section`` and ``job_findings`` read it. So the
+summaries and the job's merged facts, and each analyzer's ``section`` and ``findings`` read it. So the
 parent's memory grows with the summaries, not with the sum of the traces, and the report equals the one of the
 joined trace.
 """
@@ -19,10 +19,11 @@ from traceanalyzer.tracedata import Scope
 
 @dataclass(frozen=True)
 class Failed:
-    """The part of an analyzer that failed on a rank, with what went wrong there (reported, not raised, so that one
-    analyzer's bug does not lose the rank)."""
+    """The part of an analyzer that failed, where (``"rank 1"``, ``"ranks 0, 1"``) and what went wrong there
+    (reported, not raised, so that one analyzer's bug does not lose the rank)."""
 
     problem: str
+    where: str = ""
 
 
 @dataclass

@@ -7,17 +7,17 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pandas as pd
 
 from traceanalyzer import analyzers, loading, notebook
+from traceanalyzer.analyzer import Analyzer
 from traceanalyzer.analyzers.memory import compact_module_memory
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData, RankSummary
-from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import json as json_renderer
@@ -26,20 +26,24 @@ from traceanalyzer.schema import TraceMeta
 from traceanalyzer.tracedata import Scope, TraceData, check_step
 
 
+@dataclass
 class Job(JobData):
-    """A job of ranks analysed one by one: ``report()`` and ``findings()`` as a joined ``Trace`` gives them."""
+    """A job of ranks analysed one by one (every rank's part made by ``registry``'s analyzers): ``report()`` and
+    ``findings()`` as a joined ``Trace`` gives them."""
+
+    registry: Sequence[Analyzer] = analyzers.ANALYZERS
 
     def __repr__(self) -> str:
         return notebook.job_repr(self)
 
     def findings(self) -> list[Finding]:
         """Every analyzer's findings, ranked by saving (pushed ones first)."""
-        return remember(self, "findings", lambda: analyzers.all_job_findings(self))
+        return analyzers.job_findings(self, self.registry)
 
     def build_report(self, top: int = 15, kind: str | None = None) -> Report:
         """The report of the job's scope as typed data (sections and ranked findings); a ``top`` beyond the one the
         ranks were summarized with says where a table is cut."""
-        return build_job(self, Options(top=top, kind=kind))
+        return build_job(self, Options(top=top, kind=kind), self.registry)
 
     def report(self, top: int = 15, kind: str | None = None) -> dict:
         """The whole report as plain data (the JSON the CLI writes)."""
@@ -58,21 +62,27 @@ def load_job(
     """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: summarize that step of each rank;
     ``top``: the rows per table its reports will show) into a Job of the ranks' summaries."""
     options = Options(top=top)
-    work = functools.partial(summarize_rank, step=step, options=options)
+    registry = tuple(analyzers.registered())
+    work = functools.partial(summarize_rank, step=step, options=options, registry=registry)
     ranks, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
     summaries = [replace(summary, meta=rank_meta) for rank_meta, summary in ranks]  # named as the user gave them
     if step is not None:
         check_step("; ".join(meta.paths), {s for summary in summaries for s in summary.steps}, step)
-    return Job(meta, summaries, Scope(step=step), options)
+    return Job(meta, summaries, Scope(step=step), options, registry=registry)
 
 
 def summarize_rank(
-    events: pd.DataFrame, memory: pd.DataFrame, meta: TraceMeta, step: int | None, options: Options = DEFAULT
+    events: pd.DataFrame,
+    memory: pd.DataFrame,
+    meta: TraceMeta,
+    step: int | None,
+    options: Options = DEFAULT,
+    registry: Sequence[Analyzer] | None = None,
 ) -> RankSummary:
     """One rank's summary (of one step of it, when given; empty for a rank without that step): every analyzer's
-    part, the steps it recorded, the table sizes and its meta."""
+    part (``registry``'s, default all), the steps it recorded, the table sizes and its meta."""
     trace = TraceData(events, memory, meta)
     view = trace.scoped(step=step, check=False)
-    parts = analyzers.summarize(view, options)
+    parts = analyzers.rank_parts(view, options, registry)
     compact_module_memory(meta.extra)  # the meta goes back too: its side tables reduced to what is read
     return RankSummary(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from traceanalyzer import analyzers
+from traceanalyzer.analyzer import Analyzer
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
@@ -34,14 +36,20 @@ class Report:
 
 
 def build(trace: TraceData, options: Options) -> Report:
-    """The report of a (scoped) trace."""
-    return Report(trace_facts(trace), trace.scope, analyzers.sections(trace, options), analyzers.all_findings(trace))
+    """The report of a (scoped) trace: the report of the job of its one part."""
+    return _of_job(analyzers.as_job(trace, options), options, trace_facts(trace), None)
 
 
-def build_job(job: JobData, options: Options) -> Report:
-    """The report of a job analysed rank by rank: the one its joined trace has."""
-    facts = _loaded_facts(job.meta, job.events, job.memory_events)
-    return Report(facts, job.scope, analyzers.job_sections(job, options), analyzers.all_job_findings(job))
+def build_job(job: JobData, options: Options, registry: Sequence[Analyzer] | None = None) -> Report:
+    """The report of a job analysed rank by rank (its parts made by ``registry``'s analyzers, default all): the one
+    its joined trace has."""
+    return _of_job(job, options, _loaded_facts(job.meta, job.events, job.memory_events), registry)
+
+
+def _of_job(job: JobData, options: Options, facts: dict, registry: Sequence[Analyzer] | None) -> Report:
+    """The report of a job's parts, with the facts of what was loaded."""
+    sections = analyzers.job_sections(job, options, registry)
+    return Report(facts, job.scope, sections, analyzers.job_findings(job, registry))
 
 
 def trace_facts(trace: TraceData) -> dict:

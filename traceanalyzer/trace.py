@@ -13,21 +13,21 @@ import pandas as pd
 
 from traceanalyzer import loading, notebook
 from traceanalyzer.analyzers import (
-    all_findings,
+    as_job,
     distributed,
     fusion,
     gemm,
     health,
     hotspots,
     inference,
+    job_findings,
     ledger,
     memory,
     steps,
 )
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
-from traceanalyzer.memo import remember
-from traceanalyzer.options import Options
+from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import digest as digest_renderer
 from traceanalyzer.renderers import json as json_renderer
@@ -82,7 +82,7 @@ class Trace(TraceData):
 
     def findings(self) -> list[Finding]:
         """Every analyzer's findings, ranked by saving (pushed ones first)."""
-        return remember(self, "findings", lambda: all_findings(self))
+        return job_findings(as_job(self, DEFAULT))
 
     def ledger(self) -> Section:
         """What was analysed: window, steps, ranks vs world size, device time outside steps, dropped values."""

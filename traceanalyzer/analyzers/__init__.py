@@ -1,21 +1,19 @@
 """Analyzers: functions of a (scoped) ``TraceData`` that return data; none prints, none imports a presenter.
 
-Each module in ``MODULES`` may define ``findings(trace) -> list[Finding]`` and
-``section(trace, options) -> Section | None`` (``traceanalyzer.section``), and, where a missing section needs
-saying why, ``absence(trace) -> str`` (and ``job_absence(job)``): the ledger names it with that reason.
-``report`` collects them: every section, and every finding ranked once over all analyzers (``findings.rank``), so
-savings add up.
-
-A job analysed rank by rank (``traceanalyzer.jobdata``) goes through the same modules in two halves: each module's
-``summarize(trace, options) -> part`` runs where a rank is loaded, on that rank alone, and its
-``job_section(job, options)`` and ``job_findings(job)`` run on the ranks' parts; they give what ``section`` and
-``findings`` give on the joined trace.
+``ANALYZERS`` registers each analysis as an ``Analyzer`` (``traceanalyzer.analyzer``: its part of a rank, its
+section and findings of the job's parts, the analyzers it needs), in report order; the ledger comes first and
+always. One path makes every report: each rank's view is turned into every analyzer's part (``rank_parts``: where
+the rank is loaded, a worker process or a Dask worker), and the job's sections and findings are read from the
+parts (``job_sections``, ``job_findings``: every finding ranked once over all analyzers, ``findings.rank``, so
+savings add up). A joined trace is the job of one part: ``as_job``.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable, Sequence
 
+from traceanalyzer.analyzer import Analyzer
 from traceanalyzer.analyzers import (
     ascend,
     counters,
@@ -31,67 +29,106 @@ from traceanalyzer.analyzers import (
 )
 from traceanalyzer.errors import AnalyzerFailed
 from traceanalyzer.findings import Finding, rank
-from traceanalyzer.jobdata import Failed, JobData
+from traceanalyzer.jobdata import Failed, JobData, RankSummary
+from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
 
-MODULES = (steps, hotspots, gemm, counters, health, distributed, fusion, memory, ascend, inference)
-"""Analyzer modules, in report order (the ledger comes first and always)."""
-SUMMARIZED = (ledger, *MODULES)
-"""Modules whose parts a rank's summary carries."""
+LEDGER = Analyzer("ledger", ledger.summarize, ledger.job_section, needs=("steps",))
+"""What was analysed: the first section of every report, which also names the sections whose analyzer failed."""
+
+ANALYZERS: tuple[Analyzer, ...] = (
+    LEDGER,
+    Analyzer("steps", steps.summarize, steps.job_section),
+    Analyzer("hotspots", hotspots.summarize, hotspots.job_section, hotspots.job_findings, ("steps", "gemm")),
+    Analyzer("gemm", gemm.summarize, gemm.job_section),
+    Analyzer("counters", counters.summarize, counters.job_section),
+    Analyzer("health", health.summarize, health.job_section, health.job_findings, ("steps",)),
+    Analyzer("distributed", distributed.summarize, distributed.job_section, distributed.job_findings, ("steps",)),
+    Analyzer("fusion", fusion.summarize, fusion.job_section, fusion.job_findings, ("steps",)),
+    Analyzer("memory", memory.summarize, memory.job_section, memory.job_findings, ("steps",)),
+    Analyzer("ascend", ascend.summarize, ascend.job_section, ascend.job_findings, ("steps",)),
+    Analyzer(
+        "inference",
+        inference.summarize,
+        inference.job_section,
+        inference.job_findings,
+        ("steps",),
+        inference.job_absence,
+    ),
+)
+"""Every analyzer, in report order (the ledger first); a new analysis is one more entry (README: "To add an
+analysis")."""
 
 
-def part_name(module) -> str:
-    """The name a module's part goes by in a rank's summary: its last name (``"hotspots"``)."""
-    return module.__name__.rsplit(".", 1)[-1]
-
-
-def all_findings(trace: TraceData) -> list[Finding]:
-    """Findings of every analyzer, ranked; an analyzer that fails is reported as a warning, not a crash."""
-    found = [f for of_module in _each(_with("findings"), lambda m: m.findings(trace)) for f in of_module]
-    return rank(found, _headroom(lambda: health.device_headroom(trace)))
-
-
-def sections(trace: TraceData, options: Options) -> list[Section]:
-    """The ledger, then the section of every analyzer that has something to say about this trace."""
-    failed: list[str] = []
-    found = [s for s in _each(MODULES, lambda m: m.section(trace, options), failed) if s is not None]
-    absent = _absent(found, failed, "absence", lambda m: m.absence(trace))
-    return [_marked(ledger.section(trace, options), failed, absent), *found]
-
-
-def summarize(trace: TraceData, options: Options) -> dict[str, object]:
-    """Every module's part of one rank (a trace of that rank alone, or a step of it), by part name, keeping what a
-    report with these options shows; a module that fails leaves a ``Failed`` part, reported where the parts are
-    read, as the joined trace's report would."""
+def rank_parts(view: TraceData, options: Options, registry: Sequence[Analyzer] | None = None) -> dict[str, object]:
+    """Every analyzer's part of one rank's view (or a joined trace's), by analyzer name, keeping what a report with
+    these options shows; an analyzer that fails leaves a ``Failed`` part naming where, reported where the parts are
+    read, so that one analyzer's bug does not lose the rank."""
     parts: dict[str, object] = {}
-    for module in SUMMARIZED:
+    for analyzer in registered(registry):
         try:
-            parts[part_name(module)] = module.summarize(trace, options)
+            parts[analyzer.name] = analyzer.rank_part(view, options)
         except Exception as e:  # one analyzer's bug must not lose the rank
-            parts[part_name(module)] = Failed(f"{type(e).__name__}: {e}")
+            parts[analyzer.name] = Failed(f"{type(e).__name__}: {e}", _where(view.meta.ranks))
     return parts
 
 
-def all_job_findings(job: JobData) -> list[Finding]:
-    """Findings of every analyzer from the ranks' parts, ranked as ``all_findings`` ranks them."""
-    found = _each(_with("job_findings"), lambda m: _read(job, m, m.job_findings))
-    return rank([f for of_module in found for f in of_module], _headroom(lambda: health.job_device_headroom(job)))
+def as_job(view: TraceData, options: Options, registry: Sequence[Analyzer] | None = None) -> JobData:
+    """A (scoped) joined trace as the job of one part (every analyzer's part of the whole scope), once per view,
+    ``options.top`` and registry: the joined report is the job path of one part."""
+    key = f"analyzers.job.{options.top}.{_names(registry)}"
+    return remember(view, key, lambda: _one_part_job(view, Options(top=options.top), registered(registry)))
 
 
-def job_sections(job: JobData, options: Options) -> list[Section]:
-    """The ledger, then every analyzer's section, from the ranks' parts (as ``sections`` of the joined trace)."""
+def _one_part_job(view: TraceData, options: Options, registry: Sequence[Analyzer]) -> JobData:
+    rank = view.meta.ranks[0] if view.meta.ranks else 0
+    parts = rank_parts(view, options, registry)
+    summary = RankSummary(rank, view.meta, view.base.steps_recorded(), len(view.events), len(view.memory_events), parts)
+    return JobData(view.meta, [summary], view.scope, options)
+
+
+def job_findings(job: JobData, registry: Sequence[Analyzer] | None = None) -> list[Finding]:
+    """Findings of every analyzer from the job's parts, ranked once (device savings bounded by the ranks'
+    headroom), once per job."""
+    return remember(job, f"analyzers.findings.{_names(registry)}", lambda: _ranked(job, registered(registry)))
+
+
+def _ranked(job: JobData, registry: Sequence[Analyzer]) -> list[Finding]:
+    names = {a.name for a in registry}
+    found = _each(job, registry, lambda a: a.findings(job))
+    return rank([f for of_one in found for f in of_one], _headroom(job) if "health" in names else None)
+
+
+def job_sections(job: JobData, options: Options, registry: Sequence[Analyzer] | None = None) -> list[Section]:
+    """The ledger, then every analyzer's section that has something to say, from the job's parts."""
+    first, *rest = registered(registry)
     failed: list[str] = []
-    found = [s for s in _each(MODULES, lambda m: _read(job, m, lambda j: m.job_section(j, options)), failed) if s]
-    absent = _absent(found, failed, "job_absence", lambda m: m.job_absence(job))
-    return [_marked(ledger.job_section(job, options), failed, absent), *found]
+    found = [s for s in _each(job, rest, lambda a: a.section(job, options), failed) if s is not None]
+    led = first.section(job, options)
+    assert led is not None, "the ledger always has a section"
+    return [_marked(led, failed, _absent(job, rest, found, failed)), *found]
 
 
-def _absent(found: list[Section], failed: list[str], function: str, call) -> list[tuple[str, str]]:
-    """(part name, why) of each module with ``function`` whose section is not shown, its analyzer not failed."""
+def registered(registry: Sequence[Analyzer] | None = None) -> Sequence[Analyzer]:
+    """The analyzers a report runs: ``registry`` when given, else ``ANALYZERS`` as it is now."""
+    return ANALYZERS if registry is None else registry
+
+
+def _names(registry: Sequence[Analyzer] | None) -> str:
+    """The analyzers' names, as a memo key."""
+    return ",".join(a.name for a in registered(registry))
+
+
+def _absent(
+    job: JobData, registry: Sequence[Analyzer], found: list[Section], failed: list[str]
+) -> list[tuple[str, str]]:
+    """(name, why) of each analyzer that says why it has no section, whose section is not shown, its analyzer not
+    failed."""
     shown = {s.id for s in found} | set(failed)
-    whys = [(part_name(m), _each([m], call)) for m in _with(function) if part_name(m) not in shown]
+    saying = [a for a in registry if a.absence is not None and a.name not in shown]
+    whys = [(a.name, _each(job, [a], lambda a: a.absence(job))) for a in saying]
     return [(name, why[0]) for name, why in whys if why and why[0]]
 
 
@@ -103,43 +140,56 @@ def _marked(led: Section, failed: list[str], absent: list[tuple[str, str]]) -> S
     return led
 
 
-def _headroom(read) -> dict[int, int] | None:
+def _headroom(job: JobData) -> dict[int, int] | None:
     """The ranks' device headroom (``health.critical``), or None (device savings unbounded) with a warning when it
     cannot be read."""
     try:
-        return read()
+        _check_parts(job, "health", "health")
+        return health.job_device_headroom(job)
     except Exception as e:  # the health analyzer's failure is already reported; rank the findings anyway
-        warnings.warn(f"device headroom not known ({type(e).__name__}: {e}): device savings not bounded", stacklevel=3)
+        warnings.warn(f"device headroom not known ({_problem(e)}): device savings not bounded", stacklevel=4)
         return None
 
 
 class _PartFailed(Exception):
-    """A module's part could not be made on some rank (its problem, as the rank's worker caught it)."""
+    """An analyzer's part, or one it needs, could not be made (the problem, as the rank's worker caught it)."""
 
 
-def _read(job: JobData, module, read):
-    """``read(job)``, unless a rank's part of the module failed (then that failure)."""
-    failed = [p for p in job.parts(part_name(module)) if isinstance(p, Failed)]
-    if failed:
-        raise _PartFailed(failed[0].problem)
-    return read(job)
+def _check_parts(job: JobData, analyzer: str, of: str) -> None:
+    """A ``_PartFailed`` when a part of ``of`` failed on some rank (or a rank lacks it): named where it failed,
+    and, when ``of`` is another analyzer's, as what ``analyzer`` needs."""
+    parts = [summary.parts.get(of, Failed("no part", f"rank {summary.rank}")) for summary in job.ranks]
+    failed = [p for p in parts if isinstance(p, Failed)]
+    if not failed:
+        return
+    where = failed[0].where or "a rank"
+    if of == analyzer:
+        raise _PartFailed(f"failed on {where}: {failed[0].problem}")
+    raise _PartFailed(f"needs {of}, which failed on {where} ({failed[0].problem})")
 
 
-def _with(function: str) -> list:
-    """The modules that define ``function``."""
-    return [m for m in MODULES if hasattr(m, function)]
-
-
-def _each(modules, call, failed: list[str] | None = None) -> list:
-    """``call(module)`` for every module; an analyzer that fails is an AnalyzerFailed warning (its part name added
-    to ``failed``), so that one analyzer's bug does not hide the others' results."""
+def _each(job: JobData, registry: Sequence[Analyzer], call: Callable, failed: list[str] | None = None) -> list:
+    """``call(analyzer)`` for every analyzer whose parts (its own and those it needs) were made; one that fails is
+    an AnalyzerFailed warning naming where (its name added to ``failed``), so that one analyzer's bug does not hide
+    the others' results."""
     out = []
-    for module in modules:
+    for analyzer in registry:
         try:
-            out.append(call(module))
+            for of in (analyzer.name, *analyzer.needs):
+                _check_parts(job, analyzer.name, of)
+            out.append(call(analyzer))
         except Exception as e:
-            problem = str(e) if isinstance(e, _PartFailed) else f"{type(e).__name__}: {e}"
-            warnings.warn(f"analyzer {module.__name__} failed: {problem}", AnalyzerFailed, stacklevel=3)
+            warnings.warn(f"analyzer {analyzer.name} {_problem(e)}", AnalyzerFailed, stacklevel=4)
             if failed is not None:
-                failed.append(part_name(module))
+                failed.append(analyzer.name)
     return out
+
+
+def _problem(e: Exception) -> str:
+    """What went wrong, as the warning says it."""
+    return str(e) if isinstance(e, _PartFailed) else f"failed: {type(e).__name__}: {e}"
+
+
+def _where(ranks: Sequence[int]) -> str:
+    """Where a part was made: ``"rank 1"``, ``"ranks 0, 1"``."""
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}" if ranks else "no rank"
