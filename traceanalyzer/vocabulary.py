@@ -216,8 +216,10 @@ ATTENTION_OPS = frozenset(
 )
 """CPU ops of scaled-dot-product attention; inputs query ``[B, H, Sq, D]``, key and value ``[B, Hkv, Skv, D]``."""
 
-UNFUSED_ATTENTION_OPS = frozenset({"aten::bmm", "aten::baddbmm", "aten::_softmax", "aten::softmax"})
-"""Innermost CPU ops of attention written out (scores = Q·Kᵀ, softmax, · V) where no fused attention op ran."""
+BATCHED_GEMM_OPS = frozenset({"aten::matmul", "aten::bmm", "aten::baddbmm"})
+"""CPU ops of batched GEMMs: attention written out computes its scores Q·Kᵀ and their product with V with them."""
+SOFTMAX_OPS = frozenset({"aten::softmax", "aten::_softmax", "aten::_safe_softmax"})
+"""CPU ops of a softmax (over attention scores, between the two batched GEMMs of attention written out)."""
 
 FORWARD_REPEAT = re.compile(
     r"^Torch-Compiled Region|^## Call CompiledFxGraph|^(cuda|hip)GraphLaunch|^CompiledFunction$"

@@ -26,11 +26,15 @@ LAUNCH_BOUND_BUSY = 0.5
 
 TIMELINE_COLUMNS = [
     "rank", "request", "iteration", "phase", "rule", "batch", "tokens", "context_len", "kv_len", "token_end_ns",
-    "token_ns", "host_ns", "device_busy_ns", "busy_share", "syncs", "sync_idle_ns", "unfused_attention_ns", "bytes",
-    "gbps", "bandwidth_share", "flops", "tflops", "peak_share", "rates_dropped",
+    "token_ns", "host_ns", "device_busy_ns", "busy_share", "syncs", "sync_idle_ns", "unfused_attention_ns",
+    "fused_attention_ns", "first_call_stall_ns", "bytes", "gbps", "bandwidth_share", "flops", "tflops",
+    "peak_share", "rates_dropped",
 ]  # fmt: skip
 """Per iteration: ``token_ns`` the time from the previous token (from the request's start for its first), the host
-window ``host_ns``, the device's busy time and its share of ``token_ns``, bytes moved and the achieved GB/s and
+window ``host_ns``, the device's busy time and its share of ``token_ns``, the device time of attention written out
+as separate kernels and that of a fused kernel doing its FLOPs at the dtype's dense peak (``unfused_attention_ns``,
+``fused_attention_ns``, estimated), the host time attention's first calls
+at new shapes stalled (``first_call_stall_ns``), bytes moved and the achieved GB/s and
 share of HBM peak (decode), FLOPs and achieved TFLOP/s over the device span and share of the dtype's peak
 (prefill and mixed). ``rates_dropped``: the rates would exceed the device's peak, so the iteration's device work is
 not all in the trace (a graph replayed out of sight, say); its rates are left out rather than shown impossible."""
@@ -69,7 +73,7 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     out["device_busy_ns"] = it["device_busy_ns"]
     out["busy_share"] = (it["device_busy_ns"] / token_ns).clip(upper=1.0)
     out["syncs"], out["sync_idle_ns"] = it["syncs"], it["sync_idle_ns"]
-    out["unfused_attention_ns"] = it["unfused_attention_ns"]
+    out["unfused_attention_ns"], out["first_call_stall_ns"] = it["unfused_attention_ns"], it["first_call_stall_ns"]
     out["bytes"] = it["weight_bytes"] + it["kv_bytes"]
     out["gbps"] = out["bytes"].where(out["bytes"] > 0) / token_ns
     bandwidth = roofline.roof(meta, "bf16").bandwidth
@@ -79,6 +83,7 @@ def timeline(iterations: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     out["tflops"] = out["flops"].where(out["flops"] > 0) / span / 1e3
     peaks = np.array([roofline.roof(meta, d).peak_tflops if d else np.nan for d in it["dtype"]], dtype=float)
     out["peak_share"] = out["tflops"] / peaks
+    out["fused_attention_ns"] = (it["unfused_attention_flops"] / peaks / 1e3).fillna(0.0)
     out["rates_dropped"] = (out["bandwidth_share"] > 1) | (out["peak_share"] > 1)
     rates = ["gbps", "bandwidth_share", "tflops", "peak_share"]
     out[rates] = out[rates].where(~out["rates_dropped"], axis=0)

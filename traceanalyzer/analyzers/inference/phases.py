@@ -31,15 +31,16 @@ from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
     ATTENTION_OPS,
     BACKWARD_KERNEL,
+    BATCHED_GEMM_OPS,
     DTOH_COPY,
     ENGINE_STEP,
     FORWARD_REPEAT,
     GEMM_KERNEL,
     GEMM_OPS,
     PHASE_MARKER,
+    SOFTMAX_OPS,
     SYNC_CALLS,
     TOKEN_EMBEDDING,
-    UNFUSED_ATTENTION_OPS,
     dtype_key,
     matches,
 )
@@ -50,12 +51,16 @@ MARKER, SHAPES, STRUCTURE = "marker", "shapes", "structure"
 """The rules an iteration can be found by, in the order they are tried."""
 UNKNOWN = -1
 """A count the trace does not show (batch, tokens, lengths)."""
+FIRST_CALL_FACTOR = 2.0
+"""An attention op's first call at its shapes stalls when its host time is more than this many times that of its
+later calls at the same shapes (a plan built or a kernel compiled for a new KV length)."""
 
 COLUMNS = [
     "rank", "request", "iteration", "phase", "rule", "marker", "batch", "tokens", "context_len", "kv_len",
     "request_start_ns", "start_ns", "end_ns", "device_start_ns", "device_end_ns", "token_end_ns", "device_busy_ns",
     "kernels",
-    "syncs", "sync_idle_ns", "dtoh_copies", "unfused_attention_ns", "gemm_flops", "attention_flops",
+    "syncs", "sync_idle_ns", "dtoh_copies", "unfused_attention_ns", "unfused_attention_flops",
+    "first_call_stall_ns", "gemm_flops", "attention_flops",
     "weight_bytes", "kv_bytes", "kv_cache_bytes", "bytes_basis", "dtype",
 ]  # fmt: skip
 """One row per iteration: ``tokens`` the query tokens of the forward (all sequences), ``context_len`` the tokens per
@@ -104,8 +109,9 @@ def _of_rank(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     table = _lone_structures_dropped(_windows(anchors, requests))
     if not len(table):
         return none
-    _add_ops(table, ev)
-    at, device = _add_device(table, ev)
+    blocks = _written_out_attention(ev)
+    _add_ops(table, ev, blocks)
+    at, device = _add_device(table, ev, blocks)
     _resolve(table)
     rank = int(ev["rank"].iloc[0])
     table.insert(0, "rank", rank)
@@ -293,7 +299,7 @@ def _window_of(table: pd.DataFrame, ts: np.ndarray) -> np.ndarray:
     return np.where(inside, at, -1)
 
 
-def _add_ops(table: pd.DataFrame, ev: pd.DataFrame) -> None:
+def _add_ops(table: pd.DataFrame, ev: pd.DataFrame, blocks: pd.DataFrame) -> None:
     """Shapes of each iteration's ops: token lookups (batch, tokens), attention (KV length, KV bytes, FLOPs),
     GEMMs (FLOPs, weight bytes, dtype), and the host syncs in its window."""
     n = len(table)
@@ -308,6 +314,7 @@ def _add_ops(table: pd.DataFrame, ev: pd.DataFrame) -> None:
         table.at[i, "batch"] = ids[0] if len(ids) == 2 else UNKNOWN
     stored = _stored_kv_heads(table, ops)
     _add_attention(table, ops[ops["name"].isin(list(ATTENTION_OPS))], stored)
+    _add_written_out(table, blocks, stored)
     _add_gemms(table, ops[ops["name"].isin(list(GEMM_OPS))])
     runtime = ev[(ev["kind"] == Kind.RUNTIME.value) & ev["name"].isin(list(SYNC_CALLS))]
     table["syncs"] = np.bincount(_valid(_window_of(table, runtime["ts"].to_numpy(np.int64))), minlength=n)[:n]
@@ -378,6 +385,22 @@ def _add_attention(table: pd.DataFrame, ops: pd.DataFrame, stored: list[dict]) -
     table.loc[unknown, "batch"] = queries[unknown, 0]
     table.loc[unknown, "tokens"] = queries[unknown, 0] * queries[unknown, 1]
     table["kv_bytes"], table["kv_cache_bytes"], table["attention_flops"] = kv_bytes, cache_bytes, flops
+    table["first_call_stall_ns"] = _first_call_stalls(table, ops, at)
+
+
+def _first_call_stalls(table: pd.DataFrame, ops: pd.DataFrame, at: np.ndarray) -> np.ndarray:
+    """Per iteration, the host time its attention ops' first calls at new shapes took beyond their later calls at
+    the same shapes (median), where more than ``FIRST_CALL_FACTOR`` times; shapes never called again count 0."""
+    key = pd.Series(ops["name"].array.codes.astype(np.int64) * (len(ops["input_dims"].array.categories) + 1))
+    key += ops["input_dims"].array.codes.astype(np.int64) + 1
+    dur = ops["dur"].to_numpy(np.int64)
+    first = ~key.duplicated().to_numpy()
+    later = pd.Series(dur[~first]).groupby(key.to_numpy()[~first]).median()
+    usual = key.map(later).to_numpy(float)
+    stalled = first & (dur > FIRST_CALL_FACTOR * usual) & (at >= 0)
+    out = np.zeros(len(table), dtype=np.int64)
+    np.add.at(out, at[stalled], (dur[stalled] - usual[stalled]).astype(np.int64))
+    return out
 
 
 def _add_gemms(table: pd.DataFrame, ops: pd.DataFrame) -> None:
@@ -409,7 +432,7 @@ def _add_gemms(table: pd.DataFrame, ops: pd.DataFrame) -> None:
     table["gemm_flops"], table["weight_bytes"], table["dtype"] = flops, weights, dtype
 
 
-def _add_device(table: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
+def _add_device(table: pd.DataFrame, ev: pd.DataFrame, blocks: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame]:
     """Each iteration's device work (launched in its window): first start, last end, busy time, kernels, the
     device-to-host copies that make the host wait, and the device idle after its host syncs; the iteration of each
     device row, and those rows."""
@@ -439,17 +462,75 @@ def _add_device(table: pd.DataFrame, ev: pd.DataFrame) -> tuple[np.ndarray, pd.D
     gemm = (device["kind"] == Kind.KERNEL.value).to_numpy() & matches(names, GEMM_KERNEL)
     table["token_end_ns"] = _token_ends(table, at, start, end, gemm, dtoh)
     table["sync_idle_ns"] = _idle_after_syncs(table, ev, np.sort(start))
-    table["unfused_attention_ns"] = _unfused_attention(table, ev, device, at)
+    table["unfused_attention_ns"] = _unfused_attention(table, blocks, device, when, at)
     return at, device
 
 
-def _unfused_attention(table: pd.DataFrame, ev: pd.DataFrame, device: pd.DataFrame, at: np.ndarray) -> np.ndarray:
-    """Per iteration without a fused attention op, the device time of its batched score GEMMs and softmax."""
-    op = device["op"].to_numpy(np.int64)
-    names = ev["name"].astype(object).reindex(op).to_numpy()
-    unfused = np.isin(names, list(UNFUSED_ATTENTION_OPS)) & (at >= 0)
+BLOCK_COLUMNS = ["start", "end", "flops", "kv_len", "kv_bytes", "key"]
+"""An attention block written out: its host span, the FLOPs a fused kernel would do (causal where the scores are
+square), the key length, the K and V bytes its GEMMs read and K's shape ``[..., heads, length, dim]``."""
+
+
+def _written_out_attention(ev: pd.DataFrame) -> pd.DataFrame:
+    """Each attention block written out (``BLOCK_COLUMNS``), in time order: a batched GEMM ``[..., q, d] x
+    [..., d, k]`` (the scores), a softmax, then a batched GEMM ``[..., q, k] x [..., k, d]`` (their product with V)."""
+    ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin([*BATCHED_GEMM_OPS, *SOFTMAX_OPS])]
+    ops = ops[~ops["parent"].isin(ops.index).to_numpy()].sort_values("ts", kind="stable")
+    blocks, scores, softmaxed = [], None, False
+    rows = zip(
+        ops["name"].astype(str),
+        ops["ts"],
+        ops["dur"],
+        _parsed(ops["input_dims"]),
+        ops["input_types"].astype(str),
+        strict=True,
+    )
+    for name, ts, dur, dims, types in rows:
+        if name in SOFTMAX_OPS:
+            softmaxed = scores is not None
+            continue
+        a, b = _shape(dims, 0), _shape(dims, 1)
+        if len(a) < 3 or len(b) < 3:
+            continue
+        if scores is not None and softmaxed and a[-2:] == scores[1][-2:] and b[-2] == scores[1][-1]:
+            q, k, d = a[-2], a[-1], b[-1]
+            causal = 0.5 if q == k and q > 1 else 1.0
+            read = (np.prod(scores[2]) + np.prod(b)) * elem_bytes(types)
+            key = [*scores[2][:-2], scores[2][-1], scores[2][-2]]  # Kᵀ [..., dim, length] as K
+            blocks.append((scores[0], int(ts + dur), 4.0 * float(np.prod(a[:-2])) * q * k * d * causal, k, read, key))
+            scores, softmaxed = None, False
+        else:
+            scores, softmaxed = (int(ts), [*a[:-1], b[-1]], b), False
+    return pd.DataFrame(blocks, columns=BLOCK_COLUMNS)
+
+
+def _add_written_out(table: pd.DataFrame, blocks: pd.DataFrame, stored: list[dict]) -> None:
+    """For iterations without a fused attention op, KV length, bytes read and held, and the FLOPs a fused kernel
+    would do, from their attention written out."""
+    n = len(table)
+    flops, kv_len = np.zeros(n), table["kv_len"].to_numpy().copy()
+    unfused = table["attention_flops"].to_numpy() == 0
+    at = _window_of(table, blocks["start"].to_numpy(np.int64))
+    for i, block in zip(at, blocks.itertuples(index=False), strict=True):
+        if i < 0 or not unfused[i] or len(block.key) != 4:
+            continue
+        flops[i] += block.flops
+        kv_len[i] = max(kv_len[i], block.kv_len)
+        table.at[i, "kv_bytes"] += block.kv_bytes
+        table.at[i, "kv_cache_bytes"] += block.kv_bytes * _cache_heads(stored[i], block.key) / block.key[1]
+    table["unfused_attention_flops"], table["kv_len"] = flops, kv_len
+
+
+def _unfused_attention(
+    table: pd.DataFrame, blocks: pd.DataFrame, device: pd.DataFrame, when: np.ndarray, at: np.ndarray
+) -> np.ndarray:
+    """Per iteration without a fused attention op, the device time of its attention written out: all the work
+    launched in its blocks (scores, scaling, mask, softmax, casts, the product with V)."""
+    block = np.searchsorted(blocks["start"].to_numpy(np.int64), when, side="right") - 1
+    inside = (block >= 0) & (at >= 0)
+    inside[inside] &= when[inside] < blocks["end"].to_numpy(np.int64)[block[inside]]
     out = np.zeros(len(table), dtype=np.int64)
-    np.add.at(out, at[unfused], device["dur"].to_numpy(np.int64)[unfused])
+    np.add.at(out, at[inside], device["dur"].to_numpy(np.int64)[inside])
     return np.where(table["attention_flops"].to_numpy() > 0, 0, out)
 
 
@@ -495,7 +576,8 @@ def _valid(at: np.ndarray) -> np.ndarray:
 
 def _resolve(table: pd.DataFrame) -> None:
     """Phases the markers left open from the shapes (or the position in the request), batch carried through a
-    request, the context per sequence, and bytes for iterations whose ops are not recorded."""
+    request, the context per sequence (not for an engine's steps: they batch many requests), and bytes for
+    iterations whose ops are not recorded."""
     first = table["iteration"].to_numpy() == 0
     batch = table["batch"].replace(UNKNOWN, np.nan).groupby(table["request"]).transform(lambda b: b.ffill().bfill())
     table["batch"] = batch.fillna(UNKNOWN).astype(np.int64)
@@ -509,8 +591,10 @@ def _resolve(table: pd.DataFrame) -> None:
     table["rule"] = np.where(open_phase & no_shape & (table["rule"] == SHAPES), STRUCTURE, table["rule"])
     step = np.where(no_shape, np.where(table["phase"] == DECODE, 1.0, np.nan), per_seq)
     context = pd.Series(step).groupby(table["request"].to_numpy()).cumsum(skipna=False)
-    marked = table["rule"].to_numpy(object) == MARKER
-    table["context_len"] = np.where(marked | context.isna(), UNKNOWN, context.fillna(0)).astype(np.int64)
+    engine = [r == MARKER and bool(ENGINE_STEP.match(m)) for r, m in zip(table["rule"], table["marker"], strict=True)]
+    table["context_len"] = np.where(np.array(engine, bool) | context.isna(), UNKNOWN, context.fillna(0)).astype(
+        np.int64
+    )
     _fill_bytes(table)
 
 
