@@ -144,13 +144,8 @@ def job_findings(job: JobData) -> list[Finding]:
     return _findings(job_analyze(job), steps.job_step_time(job))
 
 
-def absence(trace: TraceData) -> str:
-    """Why the trace has no Inference section ('' when it has one)."""
-    return analyze(trace).reason
-
-
 def job_absence(job: JobData) -> str:
-    """``absence`` of a job analysed rank by rank."""
+    """Why the job has no Inference section ('' when it has one)."""
     return job_analyze(job).reason
 
 
