@@ -374,6 +374,7 @@ def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | 
 def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     """Parse, link and classify one rank's trace."""
     events, memory, meta = unit.parse()
+    _give_back_freed_memory()  # the parse's freed chunks, so that the link's arrays add to less (big: 218 -> 181 MiB)
     events = schema.conform(events, _RAW_COLUMNS)
     events, memory = linking.link(events, memory)
     events = classify.classify(events, rules)

@@ -90,7 +90,8 @@ def _found(trace: TraceData) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 def _of_ranks(ev: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The iterations and per-phase kernel time of each rank, stacked."""
-    found = [_of_rank(ev[ev["rank"] == r]) for r in sorted(ev["rank"].unique())] if len(ev) else []
+    ranks = sorted(ev["rank"].unique()) if len(ev) else []
+    found = [_of_rank(ev if len(ranks) == 1 else ev[ev["rank"] == r]) for r in ranks]  # one rank: no copy
     table = stack([*(f[0] for f in found), pd.DataFrame(columns=COLUMNS)]).reset_index(drop=True)[COLUMNS]
     kernels = stack([*(f[1] for f in found), pd.DataFrame(columns=KERNEL_COLUMNS)]).reset_index(drop=True)
     return table, kernels.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
@@ -133,16 +134,10 @@ def _kernels(table: pd.DataFrame, at: np.ndarray, device: pd.DataFrame, rank: in
 
 def is_training(ev: pd.DataFrame) -> bool:
     """Whether the events hold a backward pass (autograd ops or backward kernels)."""
-    ops = ev[ev["kind"].isin([Kind.CPU_OP.value, Kind.KERNEL.value])]
-    return (
-        bool(
-            matches(np.asarray(ops["name"].array.categories, dtype=object), BACKWARD_KERNEL)[
-                np.unique(ops["name"].array.codes[ops["name"].array.codes >= 0])
-            ].any()
-        )
-        if len(ops)
-        else False
-    )
+    names = ev["name"].array
+    codes = names.codes[ev["kind"].isin([Kind.CPU_OP.value, Kind.KERNEL.value]).to_numpy()]
+    used = np.unique(codes[codes >= 0])
+    return bool(len(used)) and bool(matches(np.asarray(names.categories, dtype=object), BACKWARD_KERNEL)[used].any())
 
 
 def _requests(ev: pd.DataFrame) -> pd.DataFrame:

@@ -155,7 +155,7 @@ def _part(trace: TraceData, mem: pd.DataFrame, blocks: pd.DataFrame) -> MemoryPa
     live = _live_at_peaks(blocks, at)
     unfreed = _unfreed_blocks(blocks)
     rows = np.concatenate([at["op"], live["op"], unfreed["op"]])
-    where = callpath.where_many(trace.events, rows).set_index("row")  # these rows and their ancestors only
+    where = callpath.walk(trace).where_many(rows).set_index("row")  # the trace's shared walk: no second walk's arrays
     live = _with_context(trace, live, where)
     live["fp32_inputs"] = _full_precision(trace, live["op"])
     return MemoryPart(
