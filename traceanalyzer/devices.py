@@ -96,3 +96,23 @@ def host_link(meta: TraceMeta) -> tuple[float, str]:
         return device.host_link, f"{name}: {device.host_link / 1e9:.0f} GB/s pinned host<->device (link figure)"
     assumed = f"device '{name or 'unknown'}' not in the table: assumed {DEFAULT_HOST_LINK / 1e9:.0f} GB/s pinned"
     return DEFAULT_HOST_LINK, assumed
+
+
+LINK_GBPS = (
+    (re.compile(r"H100.*PCIe|H200 NVL", re.I), None),
+    (re.compile(r"H100|H200|H800|GH200", re.I), 450.0),
+    (re.compile(r"B200|B100|GB200", re.I), 900.0),
+    (re.compile(r"A100.*PCIe", re.I), None),
+    (re.compile(r"A100|A800", re.I), 300.0),
+    (re.compile(r"V100-SXM", re.I), 150.0),
+)
+"""Nominal per-direction NVLink bandwidth (GB/s) of a device by name; None where the interconnect varies."""
+
+
+def link_gbps(meta: TraceMeta) -> float:
+    """Nominal per-direction link bandwidth of a trace's devices (its ``TraceMeta``; NaN when unknown)."""
+    name = meta.devices[0].name if meta.devices else ""
+    for pattern, gbps in LINK_GBPS:
+        if pattern.search(name):
+            return float("nan") if gbps is None else gbps
+    return float("nan")

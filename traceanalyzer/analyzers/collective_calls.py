@@ -29,6 +29,7 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
+from traceanalyzer.devices import link_gbps
 from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
 from traceanalyzer.tables import per_rank, stack
@@ -42,16 +43,6 @@ BUS_FACTORS = {
     "alltoall": lambda n: (n - 1) / n,
 }
 """NCCL-tests bus-bandwidth factors by collective (others, e.g. broadcast and send/recv, use 1)."""
-
-LINK_GBPS = (
-    (re.compile(r"H100.*PCIe|H200 NVL", re.I), None),
-    (re.compile(r"H100|H200|H800|GH200", re.I), 450.0),
-    (re.compile(r"B200|B100|GB200", re.I), 900.0),
-    (re.compile(r"A100.*PCIe", re.I), None),
-    (re.compile(r"A100|A800", re.I), 300.0),
-    (re.compile(r"V100-SXM", re.I), 150.0),
-)
-"""Nominal per-direction NVLink bandwidth (GB/s) of a device by name; None where the interconnect varies."""
 
 OPTIMIZER_OP = re.compile(r"^Optimizer\.step")
 """The optimizer's step annotation: collectives inside it are in the optimizer phase."""
@@ -411,15 +402,6 @@ def _bandwidth(table: pd.DataFrame, meta: TraceMeta) -> pd.DataFrame:
     table["busbw_gbps"] = table["algbw_gbps"] * np.asarray(factor, dtype=float)
     table["link_gbps"] = link_gbps(meta)
     return table
-
-
-def link_gbps(meta: TraceMeta) -> float:
-    """Nominal per-direction link bandwidth of a trace's devices (its ``TraceMeta``; NaN when unknown)."""
-    name = meta.devices[0].name if meta.devices else ""
-    for pattern, gbps in LINK_GBPS:
-        if pattern.search(name):
-            return float("nan") if gbps is None else gbps
-    return float("nan")
 
 
 NOT_RECORDED = "not_recorded"

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import devices, intervals
 from traceanalyzer.analyzers import attribution, collective_calls, pipeline, steps
 from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_spans, step_time
@@ -224,7 +224,7 @@ def _view_of_trace(trace: TraceData) -> _JobView:
         overlap=lambda: overlap(trace),
         job_overlap=lambda: overlap(base),
         job_late=lambda: _job_late(base),
-        link_gbps=collective_calls.link_gbps(trace.meta),
+        link_gbps=devices.link_gbps(trace.meta),
         several_ranks=base.events["rank"].nunique() > 1,
         computing=attribution.computing_ranks(trace),
         step_time=lambda rank: step_time(trace, rank),
@@ -294,7 +294,7 @@ def _view_of_job(job: JobData) -> _JobView:
         overlap=functools.cache(lambda: overlap_of([row for p in parts for row in p["overlap"]])),
         job_overlap=functools.cache(lambda: overlap_of([row for rank_rows in whole for row in rank_rows])),
         job_late=functools.cache(lambda: collective_calls.late_arrivals(job_calls, activity.__getitem__)),
-        link_gbps=collective_calls.link_gbps(job.meta),
+        link_gbps=devices.link_gbps(job.meta),
         several_ranks=len(set().union(*(p["with_events"] for p in parts))) > 1,
         computing=set().union(*(p["computing"] for p in parts)),
         step_time=lambda rank: steps.job_step_time(job, rank),
