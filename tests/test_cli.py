@@ -67,7 +67,7 @@ def assert_typed(obj: dict, schema: dict[str, tuple[type, ...]], where: str) -> 
 
 def test_json_report_has_every_documented_key_with_its_type(gpt_report):
     assert_typed(gpt_report, documented("Top-level keys"), "report")
-    assert gpt_report["schema_version"] == 2
+    assert gpt_report["schema_version"] == 3
     assert_typed(gpt_report["trace"], documented("`trace`"), "trace")
     assert list(gpt_report["sections"])[:3] == ["ledger", "summary", "hotspots"]
     for sid, sec in gpt_report["sections"].items():

@@ -14,7 +14,7 @@ from traceanalyzer.schema import TraceMeta
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import Scope, TraceData
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """The JSON report's schema version (docs/report-schema.md); a major change bumps it."""
 
 

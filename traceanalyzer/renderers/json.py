@@ -1,4 +1,4 @@
-"""The report as JSON: the stable schema documented in docs/report-schema.md (``schema_version`` 2)."""
+"""The report as JSON: the stable schema documented in docs/report-schema.md (``schema_version`` 3)."""
 
 from __future__ import annotations
 

@@ -176,8 +176,8 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
         "Device idle, launch overhead, syncs, precision and shapes",
         facts=[
             Fact(
-                "device_busy_share",
-                "device busy (active span)",
+                "active_busy_share",
+                "device busy share of its active span",
                 float(busy["busy_ns"].sum() / max(busy["span_ns"].sum(), 1)),
                 Unit.SHARE,
             ),
