@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers.inference.metrics import LAUNCH_BOUND_BUSY
 from traceanalyzer.analyzers.inference.phases import DECODE, PREFILL
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
@@ -100,6 +100,7 @@ def _per_token_syncs(decode: pd.DataFrame, step: StepTime) -> Finding | None:
         concerns_ns=int(idle),
         saving_ns=int(idle),
         basis=Basis.MEASURED,
+        model="the device idle from each sync's return to the next device work",
         where={"phase": DECODE},
         evidence={"synced_tokens": len(synced), "saving_ns_per_token": float(per_token)},
     )
@@ -130,17 +131,19 @@ def _new_length_stalls(decode: pd.DataFrame, stalls: np.ndarray, step: StepTime)
         ANALYZER,
         "new_kv_length_stalls",
         f"{len(stalled)} of {len(decode)} decode tokens stall at a KV length seen for the first time: "
-        f"{np.median(stalls[stalls > 0]) / 1e3:,.0f} µs each (median) of a {decode['token_ns'].median() / 1e3:,.0f} µs "
-        "TPOT",
+        f"{humanize.duration(np.median(stalls[stalls > 0]))} each (median) of a "
+        f"{humanize.duration(decode['token_ns'].median())} TPOT",
         "Attention meets a new key length every token (a dynamic cache), and its first call at each shape builds a "
         "new plan or recompiles (cuDNN SDPA plans a graph per shape; torch.compile without dynamic shapes "
         "recompiles). Use an SDPA backend that does not plan per shape (torch.nn.attention.sdpa_kernel with "
         "FLASH_ATTENTION / EFFICIENT_ATTENTION), a static cache (cache_implementation='static'), KV lengths padded "
-        f"to buckets, or compile with dynamic=True. Saving {per_token / 1e3:,.0f} µs per token.",
+        f"to buckets, or compile with dynamic=True. Saving {humanize.duration(per_token)} per token.",
         step,
         concerns_ns=int(stalled["token_ns"].sum()),
         saving_ns=int(total),
         basis=Basis.MEASURED,
+        model="the host time attention's first calls at new shapes took beyond its later calls at the same shapes, "
+        "at most each token's device idle",
         where={"phase": DECODE},
         evidence={
             "stalled_tokens": len(stalled),
