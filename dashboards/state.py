@@ -8,8 +8,12 @@ from urllib.parse import parse_qsl, urlencode
 
 from dash import Output
 
-KEYS = ("trace", "step", "rank", "level", "kind", "levels", "frames", "find", "left", "right", "pct", "ms", "row", "at")
-"""The query keys the pages read and write, in the order the URL lists them. ``pct``/``ms``: the Compare page's
+KEYS = (
+    "trace", "step", "span", "rank", "level", "kind", "levels", "frames", "find", "left", "right", "pct", "ms", "row",
+    "at",
+)  # fmt: skip
+"""The query keys the pages read and write, in the order the URL lists them. ``span``: how many steps the Timeline
+draws from ``step`` on; ``pct``/``ms``: the Compare page's
 gate threshold; ``row``: the evidence rows a finding's link highlights (JSON of column → value); ``at``: the
 timeline place a finding's link shows, ``start_ns-end_ns`` on the event table's clock (absolute ns, as ``ts``)."""
 URL = Output("url", "search", allow_duplicate=True)

@@ -42,6 +42,24 @@ def picked_rank(value: object) -> int | None:
     return None if value in (None, ALL) else int(value)
 
 
+SPANS = (1, 2, 4, 8)
+"""How many steps the Timeline can draw at once (from the picked one on); the first is the default."""
+
+
+def shown_steps(view: View, step: int, span: int) -> Steps:
+    """The steps drawn: the picked step and the span - 1 profiled steps after it (as many as there are); one step as
+    an int."""
+    steps = view.steps()
+    at = steps.index(step) if step in steps else 0
+    shown = tuple(steps[at : at + max(span, 1)])
+    return shown[0] if len(shown) == 1 else shown
+
+
+def picked(view: View, rank, step, span, levels, python) -> tuple[int | None, Steps, int, bool]:
+    """The pickers' values as the timeline's arguments: rank (None for all), the step(s) shown, levels, python."""
+    return picked_rank(rank), shown_steps(view, int(step), int(span or 1)), int(levels), bool(python)
+
+
 def rank_choices(view: View) -> list:
     """The rank picker's options: each rank, and 'all' when there are several."""
     return [*view.ranks(), *([ALL] if len(view.ranks()) > 1 else [])]
@@ -61,6 +79,7 @@ def timeline(view: View, query: dict[str, str]) -> list:
             [
                 dropdown("tl-rank", ranks, state.choice(query, "rank", ranks, ranks[0]), "rank"),
                 dropdown("tl-step", steps, state.choice(query, "step", steps, steps[0]), "step"),
+                dropdown("tl-span", list(SPANS), state.choice(query, "span", SPANS, SPANS[0]), "steps shown"),
                 dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
                 dcc.Checklist(
                     id="tl-python",
@@ -110,14 +129,16 @@ def timeline(view: View, query: dict[str, str]) -> list:
 
 
 TIMELINE_BASIS = (
-    "One step of one rank, ms from the step's first event (rank 'all': every rank's lanes stacked on one time "
-    "axis, the clock offsets applied, as the note says). Each host thread has lanes per call level, counted in "
-    "that thread; Python frames are collapsed unless shown, and deeper levels expand with 'host levels'. The "
-    "findings lane and the bands show the analyzers' evidence; the dashed lines are the step's start and end as "
-    "the device experiences it (the step model of the report). Point at or click a runtime launch or a kernel for "
-    "its launch → kernel lines (a click also shows the slice's details under the chart); zoom in for names inside "
-    "the bars; pick Box Select in the chart's tool bar and drag across a time range for its totals by kind and "
-    "name, its findings and its launch → kernel lines (double-click clears it)."
+    "One step of one rank, ms from the step's first event ('steps shown': that step and the next ones on one "
+    "axis; rank 'all': every rank's lanes stacked on one time axis, the clock offsets applied, as the note says). "
+    "Each host thread has lanes per call level, counted in that thread from its step marker; Python frames are "
+    "collapsed unless shown, and deeper levels expand with 'host levels'. The findings lane and the bands show the "
+    "analyzers' evidence; the dashed lines are each step's start and end as the device experiences it (the step "
+    "model of the report); the memory track under the lanes shows each device's allocated and reserved memory. "
+    "Point at or click a runtime launch or a kernel for its launch → kernel lines (a click also shows the slice's "
+    "details under the chart); zoom in for names inside the bars; pick Box Select in the chart's tool bar and drag "
+    "across a time range for its totals by kind and name, its findings and its launch → kernel lines "
+    "(double-click clears it)."
 )
 PERFETTO_HELP = (
     "Downloads the whole trace with a findings track (the CLI's --perfetto file, gzipped JSON): open it at "
@@ -128,7 +149,7 @@ PERFETTO_HELP = (
 def timeline_figure(
     view: View,
     rank: int | None,
-    step: int,
+    step: Steps,
     levels: int,
     python: bool,
     find: str = "",
@@ -171,6 +192,12 @@ def timeline_figure(
     if window is not None:  # the figure says the window it drew (a zoom set by a script is not kept by uirevision)
         fig.update_xaxes(range=[window[0] / NS_PER_MS, window[1] / NS_PER_MS])
     note = _note(seg, found, bounds, stacked) + memory_note
+    several = timeline_lanes.steps_of(step)
+    if len(several) > 1:
+        fig.update_xaxes(title_text=f"ms from step {several[0]}'s first event")
+        note = (
+            f"Steps {', '.join(map(str, several))} drawn on one axis (each step's device start and end dashed). {note}"
+        )
     if stacked:
         fig.update_xaxes(title_text=f"ms from the step's first event of any rank (on rank {min(view.ranks())}'s clock)")
         note = f"{all_ranks_note(view, levels)} {note}"
@@ -342,12 +369,12 @@ def _place(focus: str | None, origin: int) -> tuple[int, int] | None:
     return (lo - origin, hi - origin) if hi >= lo else None
 
 
-def in_step(view: View, rank: int | None, step: int, focus: str | None) -> str | None:
+def in_step(view: View, rank: int | None, step: Steps, focus: str | None) -> str | None:
     """focus (``start_ns-end_ns``, absolute) when it overlaps the step of this rank (so a link's place stays
     while host levels or the search change, and is dropped for another step or rank; any rank's step for all
     ranks: rank None), else None."""
     steps = view.trace.steps()
-    mine = steps[((steps["rank"] == rank) | (rank is None)) & (steps["step"] == step)]
+    mine = steps[((steps["rank"] == rank) | (rank is None)) & steps["step"].isin(timeline_lanes.steps_of(step))]
     place = _place(focus, 0)
     if place is None or not len(mine):
         return None
@@ -361,7 +388,7 @@ def _around(place: tuple[int, int]) -> tuple[int, int]:
     return place[0] - pad, place[1] + pad
 
 
-def goto_options(view: View, rank: int | None, step: int, levels: int, python: bool) -> list[dict]:
+def goto_options(view: View, rank: int | None, step: Steps, levels: int, python: bool) -> list[dict]:
     """The step's findings as the options of 'show a finding in place' (value: its place, absolute ns)."""
     full = view.segments(rank, step, levels, python)
     if not len(full):
@@ -473,7 +500,7 @@ def perfetto_file(view: View) -> bytes:
     return gzip.compress(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), compresslevel=5)
 
 
-PICKS = [State(f"tl-{pick}", "value") for pick in ("rank", "step", "levels", "python", "find")] + [
+PICKS = [State(f"tl-{pick}", "value") for pick in ("rank", "step", "span", "levels", "python", "find")] + [
     State("trace", "value")
 ]
 """What a redraw of the Gantt reads besides its trigger: the pickers and the trace."""
@@ -483,11 +510,11 @@ def register(app: dash.Dash, store: Store) -> None:
     """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom, zoomed to a finding, the
     launch → kernel lines of a clicked bar, and the Perfetto download."""
 
-    def draw(key, rank, step, levels, python, find, window=None, focus=None):
+    def draw(key, rank, step, span, levels, python, find, window=None, focus=None):
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update, no_update
-        rank, step, levels, python = picked_rank(rank), int(step), int(levels), bool(python)
+        rank, step, levels, python = picked(view, rank, step, span, levels, python)
         fig, note = timeline_figure(view, rank, step, levels, python, find or "", window, focus)
         return fig, note, goto_options(view, rank, step, levels, python)
 
@@ -499,6 +526,7 @@ def register(app: dash.Dash, store: Store) -> None:
         state.URL,
         Input("tl-rank", "value"),
         Input("tl-step", "value"),
+        Input("tl-span", "value"),
         Input("tl-levels", "value"),
         Input("tl-python", "value"),
         Input("tl-find", "value"),
@@ -507,12 +535,18 @@ def register(app: dash.Dash, store: Store) -> None:
         State("tl-focus", "data"),
         prevent_initial_call="initial_duplicate",  # draws when the page opens
     )
-    def timeline(rank, step, levels, python, find, key, search, focus):
+    def timeline(rank, step, span, levels, python, find, key, search, focus):
         view = store.view(key)
-        focus = in_step(view, picked_rank(rank), int(step), focus) if view is not None and rank is not None else None
+        if view is not None and rank is not None and step is not None:
+            focus = in_step(view, *picked(view, rank, step, span, levels, python)[:2], focus)
+        else:
+            focus = None
         frames = "python" if python else None
-        search = state.updated(search, rank=rank, step=step, levels=levels, frames=frames, find=find or None, at=focus)
-        return *draw(key, rank, step, levels, python, find, focus=focus), focus, search
+        span = None if span in (None, 1) else span
+        search = state.updated(
+            search, rank=rank, step=step, span=span, levels=levels, frames=frames, find=find or None, at=focus
+        )
+        return *draw(key, rank, step, span, levels, python, find, focus=focus), focus, search
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
@@ -524,10 +558,10 @@ def register(app: dash.Dash, store: Store) -> None:
         State("url", "search"),
         prevent_initial_call=True,
     )
-    def timeline_goto(focus, rank, step, levels, python, find, key, search):
+    def timeline_goto(focus, rank, step, span, levels, python, find, key, search):
         if not focus:
             return no_update, no_update, no_update, no_update
-        fig, note, _ = draw(key, rank, step, levels, python, find, focus=focus)
+        fig, note, _ = draw(key, rank, step, span, levels, python, find, focus=focus)
         return fig, note, focus, state.updated(search, at=focus)
 
     # A zoom reaches the server through tl-window, set in the browser only for a zoom or a reset: the graph's own
@@ -544,9 +578,9 @@ def register(app: dash.Dash, store: Store) -> None:
         State("tl-focus", "data"),
         prevent_initial_call=True,
     )
-    def timeline_zoom(picked, rank, step, levels, python, find, key, focus):
-        window = zoom_window(picked)
-        fig, note, _ = draw(key, rank, step, levels, python, find, window, focus)
+    def timeline_zoom(zoomed, rank, step, span, levels, python, find, key, focus):
+        window = zoom_window(zoomed)
+        fig, note, _ = draw(key, rank, step, span, levels, python, find, window, focus)
         return fig, note
 
     @app.callback(
@@ -555,11 +589,11 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-goto", "value"),
         Output("tl-details", "children"),
         Input("tl-graph", "clickData"),
-        *PICKS[:4],
+        *PICKS[:5],
         State("trace", "value"),
         prevent_initial_call=True,
     )
-    def timeline_click(click, rank, step, levels, python, key):
+    def timeline_click(click, rank, step, span, levels, python, key):
         view = store.view(key)
         if view is None or not click or not click.get("points") or rank is None:
             return no_update, no_update, no_update, no_update
@@ -569,28 +603,28 @@ def register(app: dash.Dash, store: Store) -> None:
             return no_update, said, point["customdata"][0], no_update
         if len(point.get("customdata") or []) < 2:
             return no_update, no_update, no_update, no_update
-        rank, step = picked_rank(rank), int(step)
-        arrows, said = flow_annotations(view, rank, step, int(levels), bool(python), point)
+        picks = picked(view, rank, step, span, levels, python)
+        arrows, said = flow_annotations(view, *picks, point)
         patched = Patch()
         patched["layout"]["annotations"] = arrows
-        return patched, said, no_update, slice_panel(view, rank, step, int(levels), bool(python), point)
+        return patched, said, no_update, slice_panel(view, *picks, point)
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
         Input("tl-graph", "hoverData"),
-        *PICKS[:4],
+        *PICKS[:5],
         State("trace", "value"),
         State("tl-picked", "data"),
         prevent_initial_call=True,
     )
-    def timeline_hover(hover, rank, step, levels, python, key, selected):
+    def timeline_hover(hover, rank, step, span, levels, python, key, selected):
         view = store.view(key)
         point = ((hover or {}).get("points") or [{}])[0]
         if view is None or rank is None or len(point.get("customdata") or []) < 2 or point["customdata"][1] < 0:
             return no_update
         if selected:  # a range's lines stay while it is selected
             return no_update
-        arrows, _ = flow_annotations(view, picked_rank(rank), int(step), int(levels), bool(python), point)
+        arrows, _ = flow_annotations(view, *picked(view, rank, step, span, levels, python), point)
         if not arrows:
             return no_update
         patched = Patch()
@@ -601,20 +635,19 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-graph", "figure", allow_duplicate=True),
         Output("tl-range", "children"),
         Input("tl-picked", "data"),
-        *PICKS[:4],
+        *PICKS[:5],
         State("trace", "value"),
         prevent_initial_call=True,
     )
-    def timeline_select(picked, rank, step, levels, python, key):
+    def timeline_select(selected, rank, step, span, levels, python, key):
         view = store.view(key)
         if view is None or rank is None:
             return no_update, no_update
-        if not picked:  # the selection cleared
-            patched = Patch()
-            patched["layout"]["annotations"] = []
-            return patched, []
-        rank, step, levels, python = picked_rank(rank), int(step), int(levels), bool(python)
-        arrows, panel = range_view(view, rank, step, levels, python, (min(picked), max(picked)))
+        if not selected:  # no selection (yet, or cleared by a double-click, which also redraws the figure)
+            return no_update, []
+        arrows, panel = range_view(
+            view, *picked(view, rank, step, span, levels, python), (min(selected), max(selected))
+        )
         patched = Patch()
         patched["layout"]["annotations"] = arrows
         return patched, panel

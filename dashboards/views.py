@@ -133,7 +133,7 @@ class View:
         busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
         return busy.groupby(["rank", "device"])["ts"].min()
 
-    def _marks(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
+    def _marks(self, rank: int | None, step: timeline.Steps, levels: int, python: bool) -> pd.DataFrame:
         """The findings' evidence inside one rank's step as drawn (ns from its segments' origin, with its rank):
         idle gaps, host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them
         (every rank's inside its own step, clock offset applied and labelled with the rank, for all ranks: rank
@@ -151,7 +151,7 @@ class View:
         }
         return timeline.ranks_marks(per_rank, origin, self.offsets())
 
-    def _found(self, rank: int, step: int) -> list[tuple]:
+    def _found(self, rank: int, step: timeline.Steps) -> list[tuple]:
         """The analyzers' evidence on one rank (absolute ns; fusion chains of this step only)."""
         found = []
         gaps, stalls, calls, memory = (
@@ -177,7 +177,7 @@ class View:
         except Exception:  # an analyzer failure leaves the other marks on the timeline
             return None
 
-    def boundaries(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
+    def boundaries(self, rank: int | None, step: timeline.Steps, levels: int, python: bool) -> pd.DataFrame:
         """The step's start and end from the step model (the ledger's steps), in ns from its segments' origin (each
         rank's, clock offset applied, for all ranks: rank None)."""
         segments = self.segments(rank, step, levels, python)
@@ -192,7 +192,7 @@ class View:
         """Whether the trace was recorded with_stack (it has Python frame events)."""
         return bool((self.trace.events["kind"] == Kind.PYTHON.value).any())
 
-    def _lanes(self, rank: int | None, step: int, levels: int, python: bool) -> pd.DataFrame:
+    def _lanes(self, rank: int | None, step: timeline.Steps, levels: int, python: bool) -> pd.DataFrame:
         """Lane rows of one rank's step, or (rank None) of every rank's, stacked on the lowest rank's clock (the clock
         offsets applied) with host levels limited per rank (timeline.all_ranks_levels)."""
         if rank is not None:
@@ -211,7 +211,7 @@ class View:
         return table.set_index("rank")["offset_ns"].astype("int64")
 
     def _segments(
-        self, rank: int | None, step: int, levels: int, python: bool, window: tuple[int, int] | None = None
+        self, rank: int | None, step: timeline.Steps, levels: int, python: bool, window: tuple[int, int] | None = None
     ) -> pd.DataFrame:
         return timeline.segments(self.lanes(rank, step, levels, python), window)
 

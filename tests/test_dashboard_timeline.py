@@ -46,9 +46,12 @@ window.scrollTo(0, g.getBoundingClientRect().top + window.scrollY + y - 300);
 const box = g.getBoundingClientRect();
 return [Math.round(box.left + x), Math.round(box.top + y)];"""
 """Script: the place in the viewport (px) of the middle of the bar whose first event is a row, scrolled into view."""
-X_PLACE = f"""const g = {GRAPH}, xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis, box = g.getBoundingClientRect();
-return [Math.round(box.left + xa._offset + xa.d2p(arguments[0])), Math.round(box.top + ya._offset + ya._length / 2)];"""
-"""Script: the place in the viewport (px) of a time (ms) on the x axis, half way down the lanes."""
+X_PLACE = f"""const g = {GRAPH}, xa = g._fullLayout.xaxis, ya = g._fullLayout.yaxis;
+window.scrollTo(0, g.getBoundingClientRect().top + window.scrollY + ya._offset - 100);
+const box = g.getBoundingClientRect();
+return [Math.round(box.left + xa._offset + xa.d2p(arguments[0])), Math.round(box.top + ya._offset + 100)];"""
+"""Script: the place in the viewport (px) of a time (ms) on the x axis, 100 px under the lanes' top, scrolled into
+view."""
 
 
 @pytest.fixture(scope="module")
@@ -509,3 +512,28 @@ def test_a_stack_stops_at_its_step_though_the_profiler_nests_the_steps(view):
     stack = view._stack(int(deepest))  # as the Hotspots page's details show an op's stack
     assert stack[0]["name"] == f"ProfilerStep#{STEP}" and sum(f["kind"] == "step" for f in stack) == 1
     assert stack[-1]["name"] == str(events.at[deepest, "name"]) and len(stack) > 10
+
+
+@pytest.mark.browser
+def test_several_steps_on_one_axis_and_python_frames_from_the_steps_first_level(browser, app, shots):
+    from selenium.webdriver.common.by import By
+
+    url, view, key = app
+    shown = view.steps()[:4]
+    browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={shown[0]}&span=4")
+    note = _wait(browser, "#tl-note", "drawn on one axis").text
+    assert note.startswith(f"Steps {', '.join(map(str, shown))} drawn on one axis"), note
+    _until(browser, "return window.location.search", lambda s: "span=4" in s)  # the view is in the URL
+    starts = sorted(x0 for name, x0, _ in browser.execute_script(SHAPES) if name.endswith("starts (device)"))
+    steps = view.trace.steps()
+    mine = steps[(steps["rank"] == RANK) & steps["step"].isin(shown)].sort_values("start_ns")
+    assert len(starts) == len(shown) > 1  # each step's device start, as far apart as the step model has them
+    apart = list(mine["start_ns"].diff()[1:] / 1e6)
+    assert [b - a for a, b in zip(starts[:-1], starts[1:], strict=True)] == pytest.approx(apart)
+    _shot(browser, shots, "timeline-steps")
+    browser.find_element(By.CSS_SELECTOR, "#tl-python input").click()  # at the default 4 host levels
+    _wait(browser, "#tl-note", "drawn on one axis")
+    main = _main_thread(view)
+    python = f"return {GRAPH}._fullData.filter(t => t.name === 'python').flatMap(t => [...t.y])"
+    lanes = set(_until(browser, python))
+    assert f"thread {main} · level  0" in lanes and "frames=python" in browser.current_url
