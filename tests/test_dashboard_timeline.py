@@ -371,7 +371,9 @@ return best;"""
 
 
 @pytest.mark.browser
-def test_a_clicked_kernel_shows_its_details_and_the_line_from_its_launch_below_the_levels_shown(browser, app, shots):
+def test_a_pointed_then_clicked_kernel_shows_its_launch_line_below_the_levels_shown_and_its_details(
+    browser, app, shots
+):
     from traceanalyzer import humanize
 
     url, view, key = app
@@ -387,7 +389,13 @@ def test_a_clicked_kernel_shows_its_details_and_the_line_from_its_launch_below_t
     _zoom_drawn(browser, at - 0.05, at + widest["dur"] / 1e6 + 0.05)
     row = _until(browser, f"return {GRAPH}._fullLayout.xaxis.range[1] < {at + 1} && (() => {{{WIDEST_OF}}})()")
     kernel, launch = events.loc[row], events.loc[int(events.at[row, "launch"])]
-    _pointer(browser, browser.execute_script(ROW_PLACE, row), click=True)
+    place = browser.execute_script(ROW_PLACE, row)
+    _pointer(browser, place)  # pointing at the bar draws its launch's line
+    starts = f"return ({GRAPH}.layout.annotations || []).map(a => a.x)"
+    kernel_ms = (kernel["ts"] - origin) / 1e6
+    _until(browser, starts, lambda xs: any(x == pytest.approx(kernel_ms, abs=1e-6) for x in xs or []))
+    assert not browser.find_elements("css selector", "#tl-details-facts")  # not clicked yet
+    _pointer(browser, place, click=True)
     facts = _wait(browser, "#tl-details-facts", "self time").text
     assert str(kernel["name"])[:60] in facts and f"duration\n{humanize.duration(int(kernel['dur']))}" in facts
     assert f"self time\n{humanize.duration(int(kernel['dur']))}" in facts  # device work: its whole duration
@@ -398,7 +406,7 @@ def test_a_clicked_kernel_shows_its_details_and_the_line_from_its_launch_below_t
     assert stack[0].startswith(f"step · ProfilerStep#{STEP} ") and sum("ProfilerStep" in f for f in stack) == 1
     assert stack[-1].startswith(f"runtime · {launch['name']}") and len(stack) > 5  # from the step down to the launch
     arrows = _until(browser, f"return {GRAPH}.layout.annotations || []")
-    mine = [a for a in arrows if a["x"] == pytest.approx((kernel["ts"] - origin) / 1e6, abs=1e-6)]
+    mine = [a for a in arrows if a["x"] == pytest.approx(kernel_ms, abs=1e-6)]
     assert mine and mine[0]["ay"].startswith(f"thread {launch['tid']} ")  # the launch's nearest drawn caller's lane
     assert mine[0]["ax"] == pytest.approx((launch["ts"] - origin) / 1e6, abs=1e-6)  # at the launch's own time
     _shot(browser, shots, "timeline-details")
