@@ -96,10 +96,13 @@ GC_FRAME = re.compile(r"<built-in (?:function|method) collect\b|\bgc\.collect|gc
 
 COMPILE_FRAME = re.compile(
     r"torch/_dynamo/(?:convert_frame|symbolic_convert|output_graph)\.py|torch/_inductor/(?:compile_fx|codecache|"
-    r"async_compile|graph)\.py|triton/compiler/compiler\.py|torch/_functorch/aot_autograd\.py|aclopCompile"
+    r"async_compile|graph)\.py|triton/compiler/compiler\.py|torch/_functorch/aot_autograd\.py|aclopCompile|"
+    r"\(dynamo_timed\)$|^(?:dynamo|entire_frame_compile)$"
 )
 """Host frames and calls of (re)compilation: Dynamo tracing, AOTAutograd, Inductor and Triton codegen, CANN op
-compiles (a compiled region's own range, ``Torch-Compiled Region``, is running compiled code, not compiling)."""
+compiles, and the ranges Dynamo records around a compile without Python frames (``dynamo``,
+``entire_frame_compile``, ``… (dynamo_timed)``); a compiled region's own range, ``Torch-Compiled Region``, is
+running compiled code, not compiling."""
 
 COMPILE_CALL = "Compile"
 """Substring of the CANN calls that compile ops at run time (AscendCL@aclopCompileAndExecute)."""
