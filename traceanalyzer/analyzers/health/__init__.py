@@ -34,7 +34,7 @@ from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.health.precision import TF32_SPEEDUP, fp32_findings, fp32_gemms
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, dynamic_shapes, shape_changes, shape_findings
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, sync_findings, sync_places, sync_stalls
-from traceanalyzer.analyzers.health.transfers import pageable_findings
+from traceanalyzer.analyzers.health.transfers import pageable_findings, serial_copy_findings
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
@@ -125,6 +125,7 @@ def _findings(health: Part, context: Context) -> list[Finding]:
         + launch_findings(health, context)
         + sync_findings(health, context)
         + pageable_findings(health, context)
+        + serial_copy_findings(health, context)
         + fp32_findings(health, context)
         + shape_findings(health, context)
     )

@@ -24,7 +24,7 @@ from traceanalyzer.analyzers.health.part import Part
 from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_gemms, fp32_spans, merged_gemms
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
-from traceanalyzer.analyzers.health.transfers import host_copies, merged_host_copies
+from traceanalyzer.analyzers.health.transfers import host_copies, merged_host_copies, serial_copies
 from traceanalyzer.analyzers.steps import step_table
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.tracedata import TraceData
@@ -51,6 +51,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
         cause_idle=idle_causes(trace)[1],
         host_copies=host_copies(trace)[0],
         pageable=host_copies(trace)[1],
+        serial=serial_copies(trace),
         blocked=blocked(trace),
         stepped=[int(rank) for rank in step_table(trace)["rank"].unique()],
     )
@@ -77,6 +78,7 @@ def merge(parts: list[Part]) -> Part:
         cause_idle={key: idle for p in parts for key, idle in p.cause_idle.items()},
         host_copies=merged_host_copies([p.host_copies for p in parts]),
         pageable={rank: spans for p in parts for rank, spans in p.pageable.items()},
+        serial={rank: spans for p in parts for rank, spans in p.serial.items()},
         blocked=merged_blocked([p.blocked for p in parts]),
         stepped=stepped,
     )

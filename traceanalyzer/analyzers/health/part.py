@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.findings import Claims, StepTime
-from traceanalyzer.intervals import Packed
+from traceanalyzer.intervals import Intervals, Packed
 from traceanalyzer.schema import TraceMeta
 
 
@@ -56,6 +56,9 @@ class Part:
     """``host_copies``: in-step host<->device copies per rank, direction and memory kind."""
     pageable: dict[int, Packed]
     """Per rank: the device intervals of its in-step pageable copies, packed."""
+    serial: dict[int, tuple[Packed, Packed]]
+    """``serial_copies``: per rank, its in-step pinned copy time no other device work overlaps, and its other device
+    work no such copy overlaps, packed."""
     blocked: pd.DataFrame
     """``critical.blocked``: per rank and step, the host's time waiting for the device."""
     stepped: list[int]
@@ -96,14 +99,16 @@ class Context:
         if not claims:
             return 0
         rank, ivs = next(iter(claims.items()))
+        each = self.step_lengths(rank, ivs)
+        return int(np.median(each)) if each is not None else intervals.length(ivs) // max(self.step_of(rank).steps, 1)
+
+    def step_lengths(self, rank: int, ivs: Intervals) -> np.ndarray | None:
+        """The time some intervals of a rank take in each of its steps (ns), None where its steps are not known."""
         spans = self.spans[self.spans["rank"] == rank] if self.spans is not None else None
         if spans is None or not len(spans):
-            return intervals.length(ivs) // max(self.step_of(rank).steps, 1)
-        each = [
-            intervals.length(intervals.clip(ivs, lo, hi))
-            for lo, hi in zip(spans["start_ns"].tolist(), spans["end_ns"].tolist(), strict=True)
-        ]
-        return int(np.median(each))
+            return None
+        pairs = zip(spans["start_ns"].tolist(), spans["end_ns"].tolist(), strict=True)
+        return np.array([intervals.length(intervals.clip(ivs, lo, hi)) for lo, hi in pairs], dtype=np.int64)
 
     def as_total(self, rank: int, per_step: int) -> int:
         """A per-step figure of a rank as the total that ``findings.make`` divides by its steps (``step_of``)."""

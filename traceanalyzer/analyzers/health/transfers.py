@@ -1,6 +1,7 @@
 """Host<->device copies inside steps: per rank, direction and host memory kind (pinned or pageable), their time,
 bytes and the part no other device work overlaps; the pageable-copy finding, costed against the pinned bandwidth
-of the device (``devices.host_link``)."""
+of the device (``devices.host_link``), and the serial-copy finding: pinned copies that run alone on the device,
+which a copy prefetched on a side stream would hide under the step's other work."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pandas as pd
 
 from traceanalyzer import devices, humanize, intervals
 from traceanalyzer import findings as fnd
+from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
 from traceanalyzer.analyzers.health.idle import cause_note
 from traceanalyzer.analyzers.health.part import Context, Part
@@ -74,6 +76,32 @@ def _host_copies(trace: TraceData) -> tuple[pd.DataFrame, dict[int, Packed]]:
         for rank, g in pageable.groupby("rank")
     }
     return merged_host_copies([table[COLUMNS]]), spans
+
+
+def serial_copies(trace: TraceData) -> dict[int, tuple[Packed, Packed]]:
+    """Per rank with in-step pinned host<->device copies: their time no other device work of the rank overlaps, and
+    that other work's time no such copy overlaps (what a prefetched copy could run beside), packed (once per
+    trace)."""
+    return remember(trace, "health.serial_copies", lambda: _serial_copies(trace))
+
+
+def _serial_copies(trace: TraceData) -> dict[int, tuple[Packed, Packed]]:
+    events = trace.events
+    names, rank = events["name"], events["rank"].to_numpy()
+    copies = in_step_rows(trace, kind_rows(events, [Kind.MEMCPY.value]))
+    host = name_hits(names, HTOD_COPY) | name_hits(names, DTOH_COPY)
+    copies = copies[host[copies] & ~name_hits(names, PAGEABLE_COPY)[copies]]
+    work = kind_rows(events, [Kind.KERNEL.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
+    ts, end = events["ts"].to_numpy(), (events["ts"] + events["dur"]).to_numpy()
+    out = {}
+    for r in np.unique(rank[copies]).tolist():
+        mine, theirs = copies[rank[copies] == r], work[rank[work] == r]
+        copied, other = intervals.union(ts[mine], end[mine]), intervals.union(ts[theirs], end[theirs])
+        out[int(r)] = (
+            intervals.pack(*intervals.subtract(copied, other)),
+            intervals.pack(*intervals.subtract(other, copied)),
+        )
+    return out
 
 
 def _exposed(trace: TraceData, copies: pd.DataFrame) -> np.ndarray:
@@ -152,3 +180,64 @@ def _claims(health: Part, rank: int) -> Claims:
     if not parts:
         return {}
     return {rank: intervals.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))}
+
+
+SIDE_STREAM = {
+    advice.CUDA: "torch.cuda.Stream(), torch.cuda.current_stream().wait_stream(side), tensor.record_stream()",
+    advice.ASCEND: "torch.npu.Stream(), torch.npu.current_stream().wait_stream(side), tensor.record_stream()",
+}
+"""How a platform prefetches on a side stream."""
+
+
+def serial_copy_findings(health: Part, context: Context) -> list[Finding]:
+    """One finding per rank whose pinned copies run alone on the device in its steps: the part of that time the
+    step's other device work (running beside no copy) could hide, per step, and the one fix (prefetch on a side
+    stream)."""
+    out = []
+    for rank, (alone, beside) in sorted(health.serial.items()):
+        exposed, free = alone.unpacked(), beside.unpacked()
+        hidden = context.step_lengths(rank, exposed)
+        if hidden is not None:
+            hidden = np.minimum(hidden, context.step_lengths(rank, free))
+        per_step = int(np.median(hidden)) if hidden is not None else _mean_hideable(context, rank, exposed, free)
+        if per_step:
+            out.append(_serial_finding(health, context, rank, exposed, per_step))
+    return out
+
+
+def _mean_hideable(context: Context, rank: int, exposed: intervals.Intervals, free: intervals.Intervals) -> int:
+    """Without known steps: the hideable copy time over the steps analysed."""
+    return min(intervals.length(exposed), intervals.length(free)) // max(context.step_of(rank).steps, 1)
+
+
+def _serial_finding(health: Part, context: Context, rank: int, exposed: intervals.Intervals, per_step: int) -> Finding:
+    steps = max(context.step_of(rank).steps, 1)
+    table = health.host_copies
+    rows = table[(table["rank"] == rank) & ~table["pageable"].astype(bool)]
+    count, size = int(rows["count"].sum()), int(rows["bytes"].sum())
+    directions = "/".join(rows["direction"].drop_duplicates())
+    on_rank = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
+    alone = humanize.duration(intervals.length(exposed) / steps)
+    stream = SIDE_STREAM[advice.platform(context.meta)]
+    fix = "prefetch them on a side stream" if "HtoD" in directions else "copy them on a side stream beside compute"
+    return fnd.make(
+        ANALYZER,
+        "serial_copy",
+        f"Pinned {directions} copies{on_rank} run alone on the {accelerator(context)} {alone}/step "
+        f"({count / steps:g}/step, {humanize.size(size / steps)}/step): {fix}",
+        "These copies come from pinned memory and could run beside compute, but no other device work runs while "
+        "they do: they are on the compute stream, or the compute waits for them at once. Copy the next step's "
+        f"input (or this step's results) with non_blocking=True on a side stream while the device computes "
+        f"({stream}), or let a DataLoader with pin_memory=True feed a prefetcher that does.",
+        context.step_of(rank),
+        concerns_ns=intervals.length(exposed),
+        saving_ns=context.as_total(rank, per_step),
+        basis=fnd.Basis.MODELLED,
+        model="the pinned copies' time with no other device work running, up to the step's other device work "
+        "that runs beside no copy (what a prefetch on a side stream hides them under), per step (the median over "
+        "the rank's steps), bounded by where the step turns host-bound",
+        claims={rank: exposed},
+        where={"rank": rank, "directions": directions},
+        evidence={"copies": count, "bytes": size, "alone_ns": intervals.length(exposed)},
+        device_time=True,
+    )
