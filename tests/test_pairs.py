@@ -23,6 +23,8 @@ CAUSES = {
     "first_call_shapes": ("health.first_call", "pad or bucket the shapes"),
     "pageable_copy": ("health.pageable_copy", "pinned memory with non_blocking=True"),
     "python_gc": ("health.python_gc", "do not call gc.collect()"),
+    "side_stream_copy": ("health.serial_copy", "prefetch them on a side stream"),
+    "recompile": ("health.compile", "torch._dynamo.mark_dynamic"),
 }
 """Pair folder → the id of the finding that names its cause, and the fix its title names."""
 
