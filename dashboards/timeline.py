@@ -16,7 +16,7 @@ from traceanalyzer.dashboards.names import middle
 
 from traceanalyzer import humanize
 from traceanalyzer.renderers.timeline import device_lanes, laid_out, lane_rows
-from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, positions
 
 LEVEL_CHOICES = (4, 8, 16, 64)
 """Host levels per thread the page offers; the first is the default."""
@@ -177,43 +177,43 @@ def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[
     lane of its nearest drawn ancestor. Also how many pairs have an end not drawn (another step, or no ancestor
     drawn)."""
     drawn = lanes.drop_duplicates("row").set_index("row")
-    launch = events["launch"]
-    rows = np.asarray(rows, dtype=np.int64)
-    launched = events.index[launch.isin(rows).to_numpy()]  # the device work of the launches among rows
-    device = rows[launch.reindex(rows).to_numpy() != NO_ROW]  # the device work among rows
-    pairs = [*zip(launch.reindex(launched).to_numpy(), launched, strict=True)]
-    pairs += [*zip(launch.reindex(device).to_numpy(), device, strict=True)]
-    pairs = list(dict.fromkeys((int(a), int(k)) for a, k in pairs))
-    placed = [(a, drawn_ancestor(events, drawn.index, a), k) for a, k in pairs]
-    ts = events["ts"]
-    drawable = sorted(
-        ((a, up, k) for a, up, k in placed if up != NO_ROW and k in drawn.index), key=lambda p: ts.at[p[2]]
-    )
-    picks = np.unique(np.linspace(0, len(drawable) - 1, MAX_FLOWS).astype(int)) if len(drawable) > MAX_FLOWS else None
-    shown = drawable if picks is None else [drawable[i] for i in picks]
+    labels, launch, ts = events.index.to_numpy(), events["launch"].to_numpy(), events["ts"].to_numpy()
+    at = positions(events.index, np.asarray(rows, dtype=np.int64))
+    at = at[at >= 0]
+    device = np.unique(np.r_[np.flatnonzero(np.isin(launch, labels[at])), at[launch[at] != NO_ROW]])
+    up = drawn_ancestors(events, drawn.index, launch[device])  # each device event has one launch: one pair each
+    ok = (up != NO_ROW) & np.isin(labels[device], drawn.index)
+    device, up = device[ok], up[ok]
+    shift = ts[positions(events.index, launch[device])] - ts[positions(events.index, up)]  # launch after its caller
+    order = np.argsort(ts[device], kind="stable")
+    if len(order) > MAX_FLOWS:
+        order = order[np.unique(np.linspace(0, len(order) - 1, MAX_FLOWS).astype(int))]
+    kernel = drawn.loc[labels[device[order]]]
+    caller = drawn.loc[up[order]]
     frame = pd.DataFrame(
-        [
-            (
-                drawn.at[up, "lane"],
-                drawn.at[up, "start_ns"] + int(ts.at[a]) - int(ts.at[up]),
-                drawn.at[k, "lane"],
-                drawn.at[k, "start_ns"],
-                drawn.at[k, "name"],
-            )
-            for a, up, k in shown
-        ],
+        {
+            "launch_lane": caller["lane"].to_numpy(),
+            "launch_ns": caller["start_ns"].to_numpy() + shift[order],
+            "kernel_lane": kernel["lane"].to_numpy(),
+            "kernel_ns": kernel["start_ns"].to_numpy(),
+            "kernel": kernel["name"].to_numpy(),
+        },
         columns=FLOW_COLUMNS,
     )
-    frame.attrs["of"] = len(drawable)
-    return frame, len(placed) - len(drawable)
+    frame.attrs["of"] = len(device)
+    return frame, int((~ok).sum())
 
 
-def drawn_ancestor(events: pd.DataFrame, drawn: pd.Index, row: int) -> int:
-    """row when it is drawn, else its nearest drawn host ancestor (NO_ROW when none is)."""
-    parent = events["parent"]
-    while row != NO_ROW and row not in drawn:
-        row = int(parent.at[row]) if row in parent.index else NO_ROW
-    return row
+def drawn_ancestors(events: pd.DataFrame, drawn: pd.Index, rows: np.ndarray) -> np.ndarray:
+    """Each row when it is drawn, else its nearest drawn host ancestor (NO_ROW when none is)."""
+    parent = events["parent"].to_numpy()
+    up = np.asarray(rows, dtype=np.int64).copy()
+    todo = (up != NO_ROW) & ~np.isin(up, drawn)
+    while todo.any():
+        at = positions(events.index, up[todo])
+        up[todo] = np.where(at >= 0, parent[np.maximum(at, 0)], NO_ROW)
+        todo = (up != NO_ROW) & ~np.isin(up, drawn)
+    return up
 
 
 MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]
