@@ -22,4 +22,5 @@ python3 -m ruff check --quiet .
 python3 -m ruff format --check --quiet .
 python3 -m mypy
 # Two test processes (pytest-xdist), one per core of the CI machine; "-n 0" after the command runs them in one.
-python3 -m pytest -q -n 2 "$@"
+# loadgroup: a module whose tests share a module-scoped fixture runs on one worker (tests/conftest.py).
+python3 -m pytest -q -n 2 --dist loadgroup "$@"

@@ -42,6 +42,16 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep a module's tests on one xdist worker when they share a module-scoped fixture (a served app, a set of
+    loaded traces), so ``-n 2 --dist loadgroup`` builds each such fixture once, not once per worker."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        defs = info.name2fixturedefs.values() if info else ()
+        if any(d[-1].scope == "module" for d in defs if d):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__ if item.module else item.nodeid))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
     """The suite never writes to the user's cache folder, and parses afresh unless a test asks for the cache."""
