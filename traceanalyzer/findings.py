@@ -21,7 +21,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals, notebook
+from traceanalyzer import humanize, intervals, notebook
 from traceanalyzer.intervals import Intervals
 
 PUSH_THRESHOLD = 0.05
@@ -104,6 +104,21 @@ class Finding:
     def step_share(self) -> float:
         """The saving as a share of the step time."""
         return self.saving_ns / self.step_ns if self.step_ns > 0 else 0.0
+
+    def worth(self, model: bool = True) -> str:
+        """What the finding is worth per step, in the words every presenter uses: what covers its time, or the time
+        it concerns (saving not estimated), or its saving as a share of the median step with its basis (and its
+        model, unless ``model`` is False) and what cut it."""
+        if self.covered_by:
+            return f"its time is {self.cut or 'counted under another finding'}: {self.covered_by}"
+        if self.basis is Basis.NONE:
+            return f"concerns {humanize.duration(self.concerns_ns)}/step; saving not estimated"
+        how = f"{self.basis.value}: {self.model}" if model and self.model else self.basis.value
+        cut = f"; cut: {self.cut}" if self.cut else ""
+        return (
+            f"saves ~{humanize.duration(self.saving_ns)}/step ({humanize.share(self.step_share)} of the "
+            f"{humanize.duration(self.step_ns)} median step; {how}{cut})"
+        )
 
     def to_dict(self) -> dict:
         """Plain-data form, as the JSON report writes it (times in ns per step)."""

@@ -69,24 +69,13 @@ def findings_table(findings: Iterable) -> pd.DataFrame:
 
 
 def finding_repr(f) -> str:
-    """One line: severity, title and the saving per step."""
-    return f"<Finding [{f.severity.value}] {f.title} — {_worth(f)}>"
+    """One line: severity, title and what it is worth per step (``Finding.worth``)."""
+    return f"<Finding [{f.severity.value}] {f.title} — {f.worth(model=False)}>"
 
 
 def finding_html(f) -> str:
     """A finding as a small card: severity, title, what it is worth per step and on what basis, advice."""
-    model = f" ({_e(f.model)})" if f.model else ""
-    return (
-        f"<div><b>[{_e(f.severity.value)}] {_e(f.title)}</b><br>{_e(_worth(f))}; "
-        f"{_e(f.basis.value)}{model}<br>{_e(f.advice)}</div>"
-    )
-
-
-def _worth(f) -> str:
-    if f.basis.value == "not estimated":
-        return f"concerns {humanize.duration(f.concerns_ns)}/step, saving not estimated"
-    cut = f"; cut: {f.cut}" if f.cut else ""
-    return f"saves {humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the median step{cut})"
+    return f"<div><b>[{_e(f.severity.value)}] {_e(f.title)}</b><br>{_e(f.worth())}<br>{_e(f.advice)}</div>"
 
 
 def findings_html(findings: list) -> str:
@@ -94,12 +83,12 @@ def findings_html(findings: list) -> str:
     return pretty(findings_table(findings)).to_html(index=False, escape=True)
 
 
-def trace_repr(trace) -> str:
-    """One line: platform, format, events, ranks, span and scope."""
-    m = trace.meta
+def trace_repr(meta, events: int, scope) -> str:
+    """One line of a trace (its meta, event rows and scope): platform, format, events, ranks, span and scope."""
+    m = meta
     return (
-        f"<Trace {m.platform.value} {m.source_format}: {len(trace.events):,} events, ranks {m.ranks}, "
-        f"{humanize.duration(m.span_ns)}, {trace.scope}>"
+        f"<Trace {m.platform.value} {m.source_format}: {events:,} events, ranks {m.ranks}, "
+        f"{humanize.duration(m.span_ns)}, {scope}>"
     )
 
 
@@ -112,23 +101,22 @@ def job_repr(job) -> str:
     )
 
 
-def trace_html(trace) -> str:
-    """Facts, the ledger of what was analysed, the step table and the top findings."""
-    m = trace.meta
+def trace_html(meta, events: int, memory_events: int, ledger, steps: pd.DataFrame, findings: list) -> str:
+    """A trace's facts (its meta and table sizes), the ledger of what was analysed (a ``Section``), the step table
+    and the top findings (ranked)."""
+    m = meta
     facts = [
         ("files", "; ".join(m.paths)),
         ("platform", f"{m.platform.value} ({m.source_format} {m.format_version})"),
         ("devices", ", ".join(sorted({d.name for d in m.devices if d.name})) or "–"),
         ("ranks", ", ".join(map(str, m.ranks))),
-        ("events", f"{len(trace.events):,} (+{len(trace.memory_events):,} memory)"),
+        ("events", f"{events:,} (+{memory_events:,} memory)"),
         ("window (total)", humanize.duration(m.span_ns)),
     ]
-    ledger = trace.ledger()
-    findings = trace.findings()
     parts = [
         "<h4>Trace</h4>" + _dl(facts),
         f"<h4>{_e(ledger.title)}</h4>" + section_facts_html(ledger.facts),
-        "<h4>Steps (ns columns shown as durations)</h4>" + pretty(trace.steps()).to_html(index=False),
+        "<h4>Steps (ns columns shown as durations)</h4>" + pretty(steps).to_html(index=False),
         f"<h4>Top findings (of {len(findings)})</h4>" + findings_html(findings[:TOP_FINDINGS]),
     ]
     return "<div>" + "".join(parts) + "</div>"

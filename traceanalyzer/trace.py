@@ -41,10 +41,11 @@ class Trace(TraceData):
     restricts every analysis below to one step and/or rank."""
 
     def __repr__(self) -> str:
-        return notebook.trace_repr(self)
+        return notebook.trace_repr(self.meta, len(self.events), self.scope)
 
     def _repr_html_(self) -> str:
-        return notebook.trace_html(self)
+        counts = len(self.events), len(self.memory_events)
+        return notebook.trace_html(self.meta, *counts, self.ledger(), self.steps(), self.findings())
 
     def select(
         self,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from traceanalyzer import humanize
-from traceanalyzer.findings import Basis, Finding
+from traceanalyzer.findings import Finding
 from traceanalyzer.renderers.document import fact_value, middle
 from traceanalyzer.report import Report
 from traceanalyzer.section import Per, Section
@@ -145,16 +145,9 @@ def finding_id(number: int) -> str:
 def finding_digest(number: int, f: Finding, whole_fix: bool = True) -> list[str]:
     """A finding in three lines: its cause, its saving per step and the fix (whole, or its first sentence), and where
     its evidence is."""
-    if f.basis is Basis.NONE:
-        worth = f"concerns {humanize.duration(f.concerns_ns)}/step, saving not estimated"
-    else:
-        worth = (
-            f"saves ~{humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the "
-            f"{humanize.duration(f.step_ns)} step, {f.basis.value})"
-        )
     return [
         f"{finding_id(number)} [{f.severity.value}] {plain(f.title)}",
-        f"   {worth}. Fix: {plain(f.advice if whole_fix else _first_sentence(f.advice))}",
+        f"   {plain(f.worth(model=False))}. Fix: {plain(f.advice if whole_fix else _first_sentence(f.advice))}",
         f"   Evidence: finding {finding_id(number)} ({f.id}), section {f.analyzer}",
     ]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from numbers import Number
 
 from traceanalyzer import humanize
-from traceanalyzer.findings import Basis, Finding
+from traceanalyzer.findings import Finding
 from traceanalyzer.report import Report
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 
@@ -135,18 +135,8 @@ def _findings(findings: list[Finding]) -> list[Block]:
 
 
 def finding_lines(f: Finding) -> list[str]:
-    """What a finding is worth per step and on what basis, what it points to, and its advice."""
-    if f.covered_by:
-        worth = f"its time is {f.cut or 'counted under another finding'}: {f.covered_by}"
-    elif f.basis is Basis.NONE:
-        worth = f"concerns {humanize.duration(f.concerns_ns)}/step; saving not estimated"
-    else:
-        cut = f"; cut: {f.cut}" if f.cut else ""
-        worth = (
-            f"saving: {humanize.duration(f.saving_ns)}/step ({humanize.share(f.step_share)} of the "
-            f"{humanize.duration(f.step_ns)} median step; {f.basis.value}: {f.model}{cut})"
-        )
-    return [worth, f.advice]
+    """What a finding is worth per step and on what basis (``Finding.worth``), and its advice."""
+    return [f.worth(), f.advice]
 
 
 def table(title: str, rows: list[dict], columns: list[str]) -> Block:
