@@ -454,10 +454,11 @@ def rank_activity(events: pd.DataFrame, calls: pd.DataFrame) -> RankActivity:
     """What one rank did, from its events and its rows of a calls table (per-rank or matched): enough to explain
     any window that ends where one of its calls that can be a late arrival (not a send/recv) starts."""
     starts = np.sort(calls.loc[~pipeline.is_p2p(calls), "start_ns"].to_numpy(dtype=np.int64))
-    device = events[events["kind"].isin(_DEVICE_BUSY)]
-    busy = intervals.union(device["ts"].to_numpy(), (device["ts"] + device["dur"]).to_numpy())
-    host = events[events["kind"].isin(_HOST_WORK)]
-    recorded = bool(len(device) or len(host))
+    device = events["kind"].isin(_DEVICE_BUSY).to_numpy()
+    ts, dur = events["ts"].to_numpy()[device], events["dur"].to_numpy()[device]
+    busy = intervals.union(ts, ts + dur)
+    host = events.loc[events["kind"].isin(_HOST_WORK).to_numpy(), _HOST_RANGE]  # not every column: big's took 50 MiB
+    recorded = bool(device.any() or len(host))
     busy = intervals.clip(busy, np.iinfo(np.int64).min, int(starts[-1])) if len(starts) else intervals.EMPTY
     return RankActivity(busy, host_ranges(host[_pickable(host, busy, starts)]), recorded)
 
@@ -475,6 +476,10 @@ def _pickable(host: pd.DataFrame, busy: intervals.Intervals, starts: np.ndarray)
     end = ts + dur
     idle = after - end - intervals.covered_within(busy, end, after)
     return following & (dur >= 1) & (2 * dur >= idle)
+
+
+_HOST_RANGE = ["ts", "dur", "kind", "depth", "name"]
+"""The event columns ``host_ranges`` reads."""
 
 
 def host_ranges(host: pd.DataFrame) -> pd.DataFrame:
