@@ -5,10 +5,11 @@ large trace, each in fresh processes, against the last recorded figures (``bench
     python3 bench/bench_startup.py --runs 5 --record        # and records these as the new last figures
 
 Wall seconds are the median of the runs, measured around the whole process (start-ups, the small report) or inside
-it around ``ta.load(path, cache=False)`` (the load, imports excluded; its MB/s is JSON bytes over that time); CPU
-seconds count the process and its threads; peak RSS is the process's ``ru_maxrss`` (largest of the runs). The budget
-(issue #26): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s, the load 500 MB/s of
-JSON, a report's peak RSS 1.3x the JSON. On a shared machine read the CPU column and the ratios.
+it around ``ta.load(path, cache=False)`` (the load, imports excluded; its MB/s is 10**6 JSON bytes over that time,
+``cpu_mb_per_s`` over its CPU seconds); CPU seconds count the process and its threads; peak RSS is the process's
+``ru_maxrss`` in MiB (largest of the runs), and ``report_peak_x_json`` that peak over the JSON, both in bytes. The
+budget (issue #26): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s, the load 500 MB/s
+of JSON, a report's peak RSS 1.3x the JSON. On a shared machine read the CPU column and the ratios.
 """
 
 from __future__ import annotations
@@ -96,10 +97,14 @@ def main() -> None:
         whole(argv)  # warm-up: the page cache and .pyc files
         figures[name] = summary([whole(argv) for _ in range(args.runs)])
     variants = ("", "without pyarrow") if args.without_pyarrow else ("",)
-    json_mb = json_size(args.big) / 1e6 if args.big.exists() and not args.no_big else 0
-    for variant in variants if json_mb else ():
+    json_bytes = json_size(args.big) if args.big.exists() and not args.no_big else 0
+    for variant in variants if json_bytes else ():
         big = summary([load(args.big, variant) for _ in range(args.runs)])
-        big |= {"mb_per_s": json_mb / big["wall_s"], "report_peak_x_json": big["report_peak_mb"] / json_mb}
+        big |= {
+            "mb_per_s": json_bytes / 1e6 / big["wall_s"],  # MB = 10**6 bytes of JSON
+            "cpu_mb_per_s": json_bytes / 1e6 / big["cpu_s"],
+            "report_peak_x_json": big["report_peak_mb"] * 2**20 / json_bytes,  # both in bytes (peaks are MiB)
+        }
         figures[f"load of {args.big.name} (cache=False), then its report {variant}".strip()] = big
     last = json.loads(LAST.read_text())["figures"] if LAST.exists() else {}
     for name, row in figures.items():
