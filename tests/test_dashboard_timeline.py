@@ -545,3 +545,18 @@ def test_several_steps_on_one_axis_and_python_frames_from_the_steps_first_level(
     python = f"return {GRAPH}._fullData.filter(t => t.name === 'python').flatMap(t => [...t.y])"
     lanes = set(_until(browser, python))
     assert f"thread {main} · level  0" in lanes and "frames=python" in browser.current_url
+
+
+def test_an_ops_details_hold_its_shapes_self_time_and_launches(view):
+    from traceanalyzer.dashboards import slices
+
+    events = view.trace.events
+    ops = events[(events["rank"] == RANK) & (events["step"] == STEP) & (events["name"] == "aten::mm")]
+    op = ops.index[0]
+    found = slices.details(events, op)
+    children = events[events["parent"] == op]
+    assert found["self_ns"] == events.at[op, "dur"] - children["dur"].sum() < events.at[op, "dur"]
+    assert found["args"]["input_dims"] == str(events.at[op, "input_dims"]) != ""
+    assert found["link"] == "" and found["stack"][-1]["name"] == "aten::mm"  # an op launches through its runtime call
+    launch = children.index[children["kind"] == "runtime"][0]
+    assert slices.details(events, launch)["link"] == "launched"
