@@ -115,6 +115,8 @@ def _layout() -> html.Div:
     return html.Div(
         [
             dcc.Location(id="url", refresh=False),
+            dcc.Store(id="record"),  # a view's query string for the browser to write (state.record)
+            dcc.Store(id="shown"),  # the location the page shows, and whether it waits for its trace to load
             dcc.Store(id="session", data=uuid.uuid4().hex),
             dcc.Store(id="scrolled"),
             dcc.Interval(id="poll", interval=POLL_MS),
@@ -159,8 +161,8 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
             return no_update, no_update
         if not path or not path.strip():
             return "enter the path of a trace file or run folder", no_update
-        store.open_requested(path, owner=session)
-        return "", False
+        known = store.view(store.open_requested(path, owner=session))
+        return (f"already open as {known.label}: pick it in the menu" if known else ""), False
 
     @app.callback(
         Output("open-msg", "children", allow_duplicate=True),
@@ -197,31 +199,16 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
     @app.callback(
         Output("load-status", "children"),
         Output("trace", "options"),
-        Output("trace", "value"),
         Output("poll", "disabled"),
         Input("poll", "n_intervals"),
         State("trace", "options"),
-        State("trace", "value"),
-        State("url", "search"),
         State("session", "data"),
     )
-    def poll(_n, options, value, search, session):
+    def poll(_n, options, session):
         idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
         ready = [{"label": j.label, "value": j.key} for j in store.ready()]
         status = [_status_line(j) for j in store.pending(session)]
-        if ready == (options or []):
-            return status, no_update, no_update, idle
-        keys = [o["value"] for o in ready]
-        return status, ready, value or state.choice(state.parse(search), "trace", keys, keys[0]), idle
-
-    @app.callback(
-        Output("url", "search", allow_duplicate=True),
-        Input("trace", "value"),
-        State("url", "search"),
-        prevent_initial_call=True,
-    )
-    def trace_in_url(key, search):
-        return no_update if state.parse(search).get("trace") == key else state.updated(search, trace=key)
+        return status, no_update if ready == (options or []) else ready, idle
 
     @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in pages.PAGES.values()], Input("url", "search"))
     def nav_links(search):
@@ -262,14 +249,80 @@ def save_upload(contents: str | None, filename: str | None) -> Path:
 def _page_callbacks(app: dash.Dash, store: Store) -> None:
     """The page for the URL and trace, its scroll to a linked table, and each page's interactions."""
 
-    @app.callback(Output("page", "children"), Input("url", "pathname"), Input("trace", "value"), State("url", "search"))
-    def page(path, key, search):
+    @app.callback(
+        Output("page", "children"),
+        Output("shown", "data"),
+        Input("url", "pathname"),
+        Input("url", "search"),
+        Input("trace", "options"),
+        State("shown", "data"),
+    )
+    def page(path, search, _options, shown):
+        """The page for the location, drawn again only when the location is not the one it shows (Back, Forward, a
+        link, another trace picked) or when the trace it waited for has loaded."""
+        here = f"{path or '/'}{search or ''}"
         views = {j.key: j.view for j in store.ready()}
-        return pages.render(path or "/", views, key, state.parse(search))
+        query = state.parse(search)
+        key = query.get("trace") or next(iter(views), None)
+        if shown and shown.get("at") == here and not (shown.get("waiting") and key in views):
+            return no_update, no_update
+        loading = {j.key for j in store.jobs() if j.state == "loading"}
+        return pages.render(path or "/", views, key, query, loading), {"at": here, "waiting": key not in views}
 
+    app.clientside_callback(  # one callback: the URL and the trace picker set each other (no cycle across two)
+        LOCATION,
+        Output("url", "search", allow_duplicate=True),
+        Output("url", "href", allow_duplicate=True),
+        Output("shown", "data", allow_duplicate=True),
+        Output("trace", "value"),
+        Input("record", "data"),
+        Input("url", "search"),
+        Input("trace", "value"),
+        Input("trace", "options"),
+        State("shown", "data"),
+        prevent_initial_call="initial_duplicate",
+    )
     app.clientside_callback(SCROLL_TO_ANCHOR, Output("scrolled", "data"), Input("page", "children"))
     callbacks.register(app, store)
 
+
+LOCATION = r"""function (record, _search, value, options, shown) {
+    const none = window.dash_clientside.no_update;
+    const fired = window.dash_clientside.callback_context.triggered.map(t => t.prop_id);
+    const keys = (options || []).map(o => o.value);
+    const params = new URLSearchParams(window.location.search);
+    const named = params.get('trace');
+    const traceFirst = (key) => '?' + new URLSearchParams(
+        [['trace', key], ...Array.from(params).filter(([k]) => k !== 'trace')]).toString();
+    let go = null;
+    if (fired.includes('record.data') && record) {
+        go = record;
+    } else if (fired.includes('trace.value') && value && value !== named) {
+        go = {search: traceFirst(value), push: named !== null, render: named !== null};
+    } else if (named === null && keys.length) {
+        go = {search: traceFirst(keys[0]), push: false, render: false};  // the page shows the first by default
+    }
+    const path = window.location.pathname;
+    let search = window.location.search;
+    let seen = none;
+    if (go) {
+        const drawn = shown && shown.at === path + search;  // else the page is still being drawn: let it redraw
+        if (go.search !== search) {
+            const url = path + go.search + window.location.hash;
+            if (go.push) { window.history.pushState({}, '', url); } else { window.history.replaceState({}, '', url); }
+        }
+        search = go.search;
+        if (!go.render && drawn) { seen = Object.assign({}, shown, {at: path + search}); }
+    }
+    const wanted = new URLSearchParams(search).get('trace');
+    const pick = wanted ? (keys.includes(wanted) ? wanted : null) : (keys[0] || null);
+    return [go ? search : none, go ? window.location.href : none, seen, pick === value ? none : pick];
+}"""
+"""Browser side of the URL: a record (state.record) becomes a new history entry or replaces the current one, and
+the URL's component then agrees with the address bar, search and href (so it pushes nothing itself); the page,
+told it shows this location already (when it was drawn for the one before), is drawn again only when asked
+(render). A trace picked in the menu is a new entry and its page; the menu shows the URL's trace (none for a key
+not loaded: the page says so), the first one when the URL names none."""
 
 SCROLL_TO_ANCHOR = """function (_children) {
     const target = window.location.hash && document.getElementById(window.location.hash.slice(1));

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dash import dcc, html
-from traceanalyzer.dashboards import tables
+from traceanalyzer.dashboards import state, tables
 
 from traceanalyzer.renderers.document import fact_value
 from traceanalyzer.section import Fact, Per, Section, Table
@@ -18,6 +18,28 @@ def unavailable(what: str, reason: str) -> html.Div:
         [html.B(f"{what}: not available for this trace."), html.Span(f" ({reason})" if reason else "")],
         className="unavailable",
     )
+
+
+def no_such(query: dict[str, str], choices: dict[str, list]) -> list:
+    """A notice for each pick the URL names that the trace lacks (a step or rank of another trace), with a link to
+    the page without it; none when every pick is there."""
+    out = []
+    for key, options in choices.items():
+        wanted = state.missing(query, key, options)
+        if wanted is not None:
+            known = ", ".join(str(o) for o in options)
+            out.append(
+                html.Div(
+                    [
+                        html.B(f"No such {key} {wanted!r} in this trace"),
+                        f" (the link names it; its {key}s: {known}). ",
+                        dcc.Link(f"Show the page without a {key}", href=state.encode({**query, key: None}) or "?"),
+                    ],
+                    className="unavailable",
+                    id=f"no-such-{key}",
+                )
+            )
+    return out
 
 
 def facts_list(pairs: dict, list_id: str | None = None) -> html.Dl:

@@ -50,11 +50,13 @@ def _hotspots(app: dash.Dash, store: Store) -> None:
         content = pages.hotspot_content(table, level)
         content = tables.marked(content, tables.matching_rows(table, key or {}), pages.HOTSPOT_ROWS)
         # a name filter or sort of one level means nothing at another: they reset when the level changes
-        reset = ("", []) if dash.ctx.triggered_id == "hs-level" else (no_update, no_update)
-        search = state.updated(search, **picks, row=query.get("row") if key else None)
+        level_changed = _level_changed(level, query)
+        reset = ("", []) if level_changed else (no_update, no_update)
+        sel = None if level_changed else query.get("sel")  # a picked name belongs to its level
+        url = state.recorded(search, pages.HOTSPOT_DEFAULTS, **picks, row=query.get("row") if key else None, sel=sel)
         bars = charts.hotspot_bars(table)
         page = content.get("page_current", 0)
-        return *(content[p] for p in tables.CONTENT), page, *reset, None, bars, search
+        return *(content[p] for p in tables.CONTENT), page, *reset, None, bars, url
 
     @app.callback(
         Output("hs-kind", "value"),
@@ -75,6 +77,7 @@ def _hotspot_selection(app: dash.Dash, store: Store) -> None:
     @app.callback(
         Output("hs-details", "children"),
         Output("hs-selected", "data"),
+        state.URL,
         Input("hs-table", "active_cell"),
         Input("hs-bars", "clickData"),
         Input("hs-step", "value"),
@@ -83,18 +86,27 @@ def _hotspot_selection(app: dash.Dash, store: Store) -> None:
         State("hs-table", "derived_viewport_data"),
         State("hs-selected", "data"),
         State("trace", "value"),
+        State("url", "search"),
         prevent_initial_call=True,
     )
-    def hotspot_details(cell, click, step, rank, level, rows, selected, key):
+    def hotspot_details(cell, click, step, rank, level, rows, selected, key, search):
         view = store.view(key)
         if view is None:
-            return no_update, no_update
-        if dash.ctx.triggered_id == "hs-level":
-            return html.P(pages.PICK_HINT), None  # the picked name belongs to the other level
-        name = _selected_name(cell, click, rows) or selected
+            return no_update, no_update, no_update
+        if _level_changed(level, state.parse(search)):
+            return html.P(pages.PICK_HINT), None, no_update  # the picked name belongs to the other level
+        picked = _selected_name(cell, click, rows)
+        name = picked or selected
         if name is None:
-            return html.P(pages.PICK_HINT), None
-        return pages.selection(view, level, name, step, rank), name
+            return html.P(pages.PICK_HINT), None, no_update
+        # only a click records the name: a filter's change is recorded by the table's callback
+        url = state.record(state.updated(search, sel=name)) if picked else no_update
+        return pages.selection(view, level, name, step, rank), name, url
+
+
+def _level_changed(level: str, query: dict[str, str]) -> bool:
+    """Whether the user picked another level than the URL's (not the page drawn again for it, as after Back)."""
+    return str(level) != query.get("level", pages.HOTSPOT_DEFAULTS["level"])
 
 
 def _selected_name(cell, click, rows) -> str | None:
@@ -119,10 +131,11 @@ def _compare(app: dash.Dash, store: Store) -> None:
         Input("cmp-pct", "value"),
         Input("cmp-ms", "value"),
         State("url", "search"),
+        State("trace", "value"),
         prevent_initial_call="initial_duplicate",  # compares when the page opens
     )
-    def compare(left, right, pct, ms, search):
-        search = state.updated(search, left=left, right=right, pct=pct, ms=ms)
+    def compare(left, right, pct, ms, search, key):
+        search = state.recorded(search, {"left": key}, left=left, right=right, pct=pct, ms=ms)
         diff = store.comparison(left, right)
         if diff is None:
             return html.P(pages.COMPARE_HINT, id="cmp-hint"), search

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import pandas as pd
 from dash import dcc, html
 from traceanalyzer.dashboards import analyses, charts, inference_page, state, tables, timeline_page
@@ -11,6 +13,7 @@ from traceanalyzer.dashboards.blocks import (
     evidence_note,
     fact_pair,
     labelled,
+    no_such,
     section_facts,
     section_tables,
     unavailable,
@@ -68,9 +71,16 @@ COLLECTIVE_COLUMNS = [
 COLLECTIVE_ROWS = 15
 
 
-def render(path: str, views: dict[str, View], key: str | None, query: dict[str, str]) -> list:
-    """The content of one page for the selected trace (key), with the picks the URL's query holds."""
+def render(
+    path: str, views: dict[str, View], key: str | None, query: dict[str, str], loading: Collection[str] = ()
+) -> list:
+    """The content of one page for the selected trace (key), with the picks the URL's query holds; for a key not
+    loaded (a link from another session, a trace not opened here), a message saying so."""
     view = views.get(key or "")
+    if view is None and key in loading:
+        return [html.P(f"Trace {key} is still loading: its page shows once it is ready.", id="not-loaded")]
+    if view is None and key:
+        return [html.P(NOT_LOADED.format(key=key, count=len(views)), id="not-loaded", className="callout")]
     if view is None:
         return [html.P("No trace loaded yet: open one above.", id="no-trace")]
     if path == "/compare":
@@ -79,9 +89,18 @@ def render(path: str, views: dict[str, View], key: str | None, query: dict[str, 
     return [html.H2(f"{PAGES.get(path, 'Overview')} · {view.label}", className="page-title"), *builder(view, query)]
 
 
+NOT_LOADED = (
+    "Trace {key} is not loaded here (a link names a trace by a hash of its contents; this dashboard holds {count} "
+    "other trace(s)): open its file above, or pick a loaded trace in the menu."
+)
+
+
 def hotspots(view: View, query: dict[str, str]) -> list:
     """Filters (from the URL), the hotspot table and chart drawn for them, and the selected op's details."""
     levels = [lv.value for lv in Level]
+    wrong = no_such(query, {"step": [ALL, *view.steps()], "rank": [ALL, *view.ranks()], "level": levels})
+    if wrong:
+        return wrong
     picks = {
         "level": state.choice(query, "level", levels, HOTSPOT_DEFAULTS["level"]),
         "step": state.choice(query, "step", [ALL, *view.steps()], ALL),
@@ -114,8 +133,8 @@ def hotspots(view: View, query: dict[str, str]) -> list:
                 html.Div(
                     [
                         html.H3("Selected"),
-                        dcc.Store(id="hs-selected"),
-                        dcc.Loading(html.Div(id="hs-details", children=html.P(PICK_HINT))),
+                        dcc.Store(id="hs-selected", data=query.get("sel")),
+                        dcc.Loading(html.Div(id="hs-details", children=_picked(view, picks, query.get("sel")))),
                     ],
                     className="col-narrow",
                 ),
@@ -123,6 +142,13 @@ def hotspots(view: View, query: dict[str, str]) -> list:
             className="row",
         ),
     ]
+
+
+def _picked(view: View, picks: dict, name: str | None) -> list:
+    """The details of the name the URL picked (the hint when none)."""
+    if not name:
+        return [html.P(PICK_HINT)]
+    return selection(view, picks["level"], name, picks["step"], picks["rank"])
 
 
 HOTSPOT_BASIS = (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import shutil
 import sys
@@ -21,6 +22,10 @@ MESSAGE_CHARS = 400
 """A job's label or message is cut to this many characters (a typed path or an error can be megabytes)."""
 FAILED_KEPT = 10
 """Failed opens kept per browser session: an older one goes when a newer one fails."""
+KEY_CHARS = 12
+"""Hex digits of a trace's key (a SHA-1 of its files' contents): a link names a trace by what it is, not by when it
+was opened, so it holds across restarts and other orders of opening."""
+_CHUNK = 1 << 20
 
 
 @dataclass
@@ -64,8 +69,16 @@ class Store:
         temporary: Path | None = None,
     ) -> str:
         """Start loading paths (one trace, ranks side by side) for a browser session (owner) or for everyone (None);
-        temporary, a folder removed once they are read; returns the job key at once unless wait."""
-        job = self._add(label or " + ".join(Path(p).name or p for p in paths), paths, guarded, owner)
+        temporary, a folder removed once they are read; returns the job key (content_key) at once unless wait. The
+        same contents opened again is the job already there (its key), unless that one failed."""
+        key = content_key(paths)
+        with self._lock:
+            same = self._jobs.get(key or "")
+        if same is not None and same.state != "error":
+            if temporary is not None:
+                shutil.rmtree(temporary, ignore_errors=True)
+            return same.key
+        job = self._add(label or " + ".join(Path(p).name or p for p in paths), paths, guarded, owner, key)
         job.temporary = temporary
         thread = threading.Thread(target=self._load, args=(job,), daemon=True)
         thread.start()
@@ -85,9 +98,11 @@ class Store:
             return job.key
         return self.open([str(path)], label=text.strip(), guarded=True, owner=owner)
 
-    def _add(self, label: str, paths: list[str], guarded: bool, owner: str | None) -> Job:
+    def _add(self, label: str, paths: list[str], guarded: bool, owner: str | None, key: str | None = None) -> Job:
+        """A new job under key (a failed open without one: a key no link can name)."""
         with self._lock:
-            key = f"t{next(self._keys)}"
+            key = key or f"failed-{next(self._keys)}"
+            self._jobs.pop(key, None)  # a failed job of these contents is replaced by the new attempt
             self._jobs[key] = Job(key, cut(label), list(paths), guarded=guarded, owner=owner)
             return self._jobs[key]
 
@@ -176,6 +191,24 @@ class Store:
     def busy(self) -> bool:
         """Whether any load is still running."""
         return any(j.state == "loading" for j in self.jobs())
+
+
+def content_key(paths: list[str]) -> str | None:
+    """A SHA-1 of the paths' contents (a folder's: every file under it, with its name inside the folder), cut to
+    KEY_CHARS; None when one cannot be read (the load then fails and says why)."""
+    digest = hashlib.sha1()
+    try:
+        for given in paths:
+            path = Path(given)
+            files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+            for file in files:
+                digest.update(f"\0{file.relative_to(path) if file != path else ''}\0".encode())
+                with open(file, "rb") as f:
+                    while chunk := f.read(_CHUNK):
+                        digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()[:KEY_CHARS]
 
 
 def cut(text: str, limit: int = MESSAGE_CHARS) -> str:

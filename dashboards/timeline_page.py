@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, Patch, State, dcc, html, no_update
 from traceanalyzer.dashboards import charts, memory_track, slices, state, timeline_panels
 from traceanalyzer.dashboards import timeline as timeline_lanes
-from traceanalyzer.dashboards.blocks import dropdown, unavailable
+from traceanalyzer.dashboards.blocks import dropdown, no_such, unavailable
 from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.timeline import Steps
@@ -71,15 +71,19 @@ def timeline(view: View, query: dict[str, str]) -> list:
     steps = view.steps()
     if not steps:
         return [unavailable("Timeline", "the trace has no step markers")]
-    levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, timeline_lanes.LEVEL_CHOICES[0])
     ranks = rank_choices(view)
+    wrong = no_such(query, {"step": [ALL, *steps], "rank": [ALL, *ranks]})  # 'all' (the Hotspots page's): the first
+    if wrong:
+        return wrong
+    drawn = defaults(view)
+    levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, drawn["levels"])
     frames = ["python"] if query.get("frames") == "python" else []
     return [
         html.Div(
             [
-                dropdown("tl-rank", ranks, state.choice(query, "rank", ranks, ranks[0]), "rank"),
-                dropdown("tl-step", steps, state.choice(query, "step", steps, steps[0]), "step"),
-                dropdown("tl-span", list(SPANS), state.choice(query, "span", SPANS, SPANS[0]), "steps shown"),
+                dropdown("tl-rank", ranks, state.choice(query, "rank", ranks, drawn["rank"]), "rank"),
+                dropdown("tl-step", steps, state.choice(query, "step", steps, drawn["step"]), "step"),
+                dropdown("tl-span", list(SPANS), state.choice(query, "span", SPANS, drawn["span"]), "steps shown"),
                 dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
                 dcc.Checklist(
                     id="tl-python",
@@ -144,6 +148,18 @@ PERFETTO_HELP = (
     "Downloads the whole trace with a findings track (the CLI's --perfetto file, gzipped JSON): open it at "
     "ui.perfetto.dev or chrome://tracing."
 )
+
+
+def defaults(view: View | None) -> dict[str, object]:
+    """The picks the page draws when the URL names none."""
+    if view is None or not view.steps():
+        return {}
+    return {
+        "rank": rank_choices(view)[0],
+        "step": view.steps()[0],
+        "span": SPANS[0],
+        "levels": timeline_lanes.LEVEL_CHOICES[0],
+    }
 
 
 def timeline_figure(
@@ -510,11 +526,14 @@ def register(app: dash.Dash, store: Store) -> None:
     """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom, zoomed to a finding, the
     launch → kernel lines of a clicked bar, and the Perfetto download."""
 
-    def draw(key, rank, step, span, levels, python, find, window=None, focus=None):
+    def draw(key, rank, step, span, levels, python, find, window=None, focus=None, zoom=None):
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update, no_update
         rank, step, levels, python = picked(view, rank, step, span, levels, python)
+        if window is None and zoom:  # the URL's zoom (absolute ns) on the drawn segments' clock
+            full = view.segments(rank, step, levels, python)
+            window = _place(zoom, full.attrs["origin_ns"]) if len(full) else None
         fig, note = timeline_figure(view, rank, step, levels, python, find or "", window, focus)
         return fig, note, goto_options(view, rank, step, levels, python)
 
@@ -538,15 +557,15 @@ def register(app: dash.Dash, store: Store) -> None:
     def timeline(rank, step, span, levels, python, find, key, search, focus):
         view = store.view(key)
         if view is not None and rank is not None and step is not None:
-            focus = in_step(view, *picked(view, rank, step, span, levels, python)[:2], focus)
+            shown, steps = picked(view, rank, step, span, levels, python)[:2]
+            focus = in_step(view, shown, steps, focus)
+            zoom = in_step(view, shown, steps, state.parse(search).get("zoom"))
         else:
-            focus = None
+            focus = zoom = None
         frames = "python" if python else None
-        span = None if span in (None, 1) else span
-        search = state.updated(
-            search, rank=rank, step=step, span=span, levels=levels, frames=frames, find=find or None, at=focus
-        )
-        return *draw(key, rank, step, span, levels, python, find, focus=focus), focus, search
+        picks = {"rank": rank, "step": step, "span": span, "levels": levels, "frames": frames, "find": find or None}
+        search = state.recorded(search, defaults(view), **picks, at=focus, zoom=zoom)
+        return *draw(key, rank, step, span, levels, python, find, focus=focus, zoom=zoom), focus, search
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
@@ -562,7 +581,7 @@ def register(app: dash.Dash, store: Store) -> None:
         if not focus:
             return no_update, no_update, no_update, no_update
         fig, note, _ = draw(key, rank, step, span, levels, python, find, focus=focus)
-        return fig, note, focus, state.updated(search, at=focus)
+        return fig, note, focus, state.record(state.updated(search, at=focus, zoom=None))
 
     # A zoom reaches the server through tl-window, set in the browser only for a zoom or a reset: the graph's own
     # relayout events (autosize when it is drawn or resized) would otherwise supersede the zoom's request.
@@ -573,15 +592,22 @@ def register(app: dash.Dash, store: Store) -> None:
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
         Output("tl-note", "children", allow_duplicate=True),
+        state.URL,
         Input("tl-window", "data"),
         *PICKS,
         State("tl-focus", "data"),
+        State("url", "search"),
         prevent_initial_call=True,
     )
-    def timeline_zoom(zoomed, rank, step, span, levels, python, find, key, focus):
+    def timeline_zoom(zoomed, rank, step, span, levels, python, find, key, focus, search):
         window = zoom_window(zoomed)
         fig, note, _ = draw(key, rank, step, span, levels, python, find, window, focus)
-        return fig, note
+        view = store.view(key)
+        if view is None or fig is no_update:
+            return fig, note, no_update
+        origin = view.segments(*picked(view, rank, step, span, levels, python)).attrs.get("origin_ns", 0)
+        zoom = f"{window[0] + origin}-{window[1] + origin}" if window else None
+        return fig, note, state.record(state.updated(search, zoom=zoom))
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),

@@ -51,7 +51,7 @@ def crafted(tmp_path_factory) -> Path:
 def allowed_dir(tmp_path_factory) -> Path:
     """A folder the page may open from: a trace, a JSON file that is not one, a link out, a folder too deep."""
     folder = tmp_path_factory.mktemp("allowed")
-    shutil.copy(REPO / "sample_traces" / "fused_ops.json.gz", folder / "fused.json.gz")
+    shutil.copy(REPO / "sample_traces" / "sync_stalls.json.gz", folder / "stalls.json.gz")
     (folder / "notes.json").write_text(json.dumps({"inner_secret_key": 1}))
     (folder / "escape.json").symlink_to("/etc/passwd")
     deep = folder / "deep"
@@ -404,9 +404,13 @@ def test_open_by_path_reaches_only_the_allowed_folders(browser, app_url, allowed
         count = len(_errors(browser))
         browser.find_element(By.CSS_SELECTOR, "#load-status button.dismiss").click()
         WebDriverWait(browser, WAIT_S).until(lambda b, n=count: len(_errors(b)) == n - 1)
-    _open_by_path(browser, str(allowed_dir / "fused.json.gz"))
-    _pick(browser, "#trace", str(allowed_dir / "fused.json.gz"))
+    _open_by_path(browser, str(allowed_dir / "stalls.json.gz"))
+    _pick(browser, "#trace", str(allowed_dir / "stalls.json.gz"))
     assert [j.state for j in store.jobs()][-1] == "ready"
+    count = len(store.jobs())
+    _open_by_path(browser, str(FUSED))  # the same contents again: the trace already open, not a second copy
+    assert _wait(browser, "#open-msg", "already open as").text == f"already open as {FUSED.name}: pick it in the menu"
+    assert len(store.jobs()) == count
 
 
 def test_requests_for_another_host_are_refused(app_url):
@@ -715,3 +719,120 @@ def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
     assert _component(pair, "cmp-b").value is None  # no pair compared unasked
     asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
     assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
+
+
+ZOOM_RANGE = "return document.querySelector('#tl-graph .js-plotly-plot')._fullLayout.xaxis.range"
+
+
+def _where(browser) -> str:
+    """The page's path and query string as the address bar shows them."""
+    return browser.execute_script("return window.location.pathname + window.location.search")
+
+
+def _at(browser, where: str) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, WAIT_S).until(lambda b: _where(b) == where, f"{where} != {_where(browser)}")
+
+
+def _zoomed(browser, lo: float, hi: float) -> list[float]:
+    """Zoom the timeline to a share lo..hi of the range it shows (as a drag does); the range it then shows."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    full = WebDriverWait(browser, WAIT_S).until(lambda b: b.execute_script(ZOOM_RANGE))
+    want = [full[0] + (full[1] - full[0]) * lo, full[0] + (full[1] - full[0]) * hi]
+    browser.execute_script(
+        "Plotly.relayout(document.querySelector('#tl-graph .js-plotly-plot'), "
+        f"{{'xaxis.range[0]': {want[0]}, 'xaxis.range[1]': {want[1]}}})"
+    )
+    WebDriverWait(browser, WAIT_S).until(lambda b: "zoom=" in _where(b))
+    return want
+
+
+def test_back_and_forward_restore_each_view_and_a_shared_link_its_zoom(browser, app_url):
+    from selenium.webdriver.common.by import By
+
+    url, store, keys = app_url
+    gpt, fused = keys["gpt_train"], keys["fused"]
+    browser.get(f"{url}/hotspots?trace={gpt}")
+    _wait(browser, ".page-title", store.view(gpt).label)
+    views = [_where(browser)]  # each view the user made, oldest first
+    _pick(browser, "#hs-level", "cpu_op")
+    _at(browser, f"/hotspots?trace={gpt}&level=cpu_op")
+    views.append(_where(browser))
+    first = _wait(browser, "#hs-table td[data-dash-column=name]")
+    name = first.text
+    first.click()
+    picked = _wait(browser, "#selected-name").text
+    _wait_script(browser, "return [window.location.search]", "sel=")
+    views.append(_where(browser))
+    _pick(browser, "#trace", store.view(fused).label)
+    _wait(browser, ".page-title", store.view(fused).label)
+    _at(browser, f"/hotspots?trace={fused}&level=cpu_op&sel={views[-1].split('sel=')[1]}")
+    views.append(_where(browser))
+    browser.find_element(By.CSS_SELECTOR, "#nav-timeline").click()
+    _wait(browser, "#tl-note", "segments")
+    views.append(_where(browser))
+    _pick(browser, "#tl-step", str(store.view(fused).steps()[1]))
+    _wait_script(browser, "return [window.location.search]", f"step={store.view(fused).steps()[1]}")
+    _wait(browser, "#tl-note", "segments")
+    views.append(_where(browser))
+    want = _zoomed(browser, 0.2, 0.3)
+    views.append(_where(browser))
+    entries = browser.execute_script("return history.length")
+    assert len(set(views)) == len(views), views  # every pick is its own entry
+
+    def shown() -> tuple:
+        """What the page shows, once drawn again: its title, and the pickers and zoom of its kind of page."""
+        from selenium.webdriver.support import expected_conditions as ec
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        WebDriverWait(browser, WAIT_S).until(ec.staleness_of(drawn[0]))
+        drawn[0] = _wait(browser, ".page-title")
+        title = drawn[0].text
+        if "/timeline" in _where(browser):
+            _wait(browser, "#tl-note", "segments")
+            return title, _dropdown_value(browser, "#tl-step"), tuple(browser.execute_script(ZOOM_RANGE))
+        _wait(browser, "#hs-table td[data-dash-column=name]")
+        selected = browser.find_elements(By.CSS_SELECTOR, "#selected-name")
+        return title, _dropdown_value(browser, "#hs-level"), selected[0].text if selected else None
+
+    drawn = [_wait(browser, ".page-title")]
+    browser.refresh()  # the last view, as a reload shows it
+    _at(browser, views[-1])
+    seen = {views[-1]: shown()}
+    assert seen[views[-1]][2] == pytest.approx(want, rel=1e-6)
+    for where in reversed(views[:-1]):  # Back through every view ...
+        browser.back()
+        _at(browser, where)
+        seen[where] = shown()
+    assert seen[views[0]][1:] == ("kernel", None) and seen[views[1]][1:] == ("cpu_op", None)
+    assert seen[views[2]][2] == picked and name.rstrip("…")[:20] in picked
+    assert store.view(fused).label in seen[views[3]][0]
+    assert seen[views[5]][1] == str(store.view(fused).steps()[1]) and seen[views[5]][2] != seen[views[6]][2]
+    for where in views[1:]:  # ... and Forward again: each the same, and no entry cut or added on the way
+        browser.forward()
+        _at(browser, where)
+        again = shown()
+        assert again[:2] == seen[where][:2], where
+        assert again[2] == (pytest.approx(seen[where][2], rel=1e-6) if "/timeline" in where else seen[where][2])
+    assert browser.execute_script("return history.length") == entries
+    browser.get(f"{url}{views[-1]}")  # the link shared: the same zoom
+    _wait(browser, "#tl-note", "segments")
+    assert browser.execute_script(ZOOM_RANGE) == pytest.approx(want, rel=1e-6)
+
+
+def test_a_link_to_a_trace_or_step_not_loaded_says_so(browser, app_url):
+    url, store, keys = app_url
+    browser.get(f"{url}/timeline?trace=0123456789ab&step=2")
+    assert "Trace 0123456789ab is not loaded here" in _wait(browser, "#not-loaded").text
+    assert _wait(browser, "#trace").text.strip() in ("", "loading…")  # no other trace shown in its place
+    gpt = keys["gpt_train"]
+    steps = store.view(gpt).steps()
+    for page in ("timeline", "hotspots"):
+        browser.get(f"{url}/{page}?trace={gpt}&step=999")
+        said = _wait(browser, "#no-such-step").text
+        assert "No such step '999'" in said and ", ".join(map(str, steps)) in said
+        browser.find_element("css selector", "#no-such-step a").click()
+        _wait(browser, ".page-title", store.view(gpt).label)
+        assert "step=" not in _where(browser)

@@ -165,8 +165,8 @@ def test_an_uploads_temp_folder_is_removed_once_read(browser, app_url, tmp_path)
     from selenium.webdriver.common.by import By
 
     url, store = app_url
-    copy = tmp_path / "uploaded_fused.json.gz"
-    shutil.copy(FUSED, copy)
+    copy = tmp_path / "uploaded_unfused.json.gz"
+    shutil.copy(REPO / "sample_traces" / "unfused_ops.json.gz", copy)  # not the open trace: that would be it again
     browser.get(url)
     _wait_text(browser, "details summary", "Open another trace")
     browser.find_element(By.CSS_SELECTOR, "details summary").click()
