@@ -18,6 +18,7 @@ SCREENSHOTS: list[Path] = []
 """Where this module's screenshots go: $TRACEANALYZER_ARTIFACTS/dashboard if set, else a pytest temporary folder."""
 WAIT_S = 30
 XSS = "<script>alert(1)</script>"
+FORMULAS = ('=HYPERLINK("http://example.invalid","x")', "+1+1", "-2+3", "@SUM(A1:A2)", "\tcmd")
 BAR_LABELS = "return Array.from(document.querySelectorAll('#hs-bars .ytick')).map(e => e.textContent)"
 FUSED, UNFUSED = (REPO / "sample_traces" / f"{n}_ops.json.gz" for n in ("fused", "unfused"))
 ASCEND = SHARED / "public" / "ascend" / "msinsight" / "pytorch_text" / "level1" / "rank0_ascend_pt"
@@ -31,17 +32,18 @@ def browser():
 
 @pytest.fixture(scope="module")
 def crafted(tmp_path_factory) -> Path:
-    """gpt_train with its top kernel renamed to a script tag."""
+    """gpt_train with its top kernel renamed to a script tag, the next ones to what a spreadsheet runs."""
     source = shared_path("h200", "gpt_train", "gpt_train.json.gz")
     doc = json.loads(gzip.decompress(source.read_bytes()))
     durations: dict[str, int] = {}
     for e in doc["traceEvents"]:
         if e.get("cat") == "kernel":
             durations[e["name"]] = durations.get(e["name"], 0) + e.get("dur", 0)
-    top = max(durations, key=durations.get)
+    ranked = sorted(durations, key=durations.get, reverse=True)
+    names = dict(zip(ranked[:6], (XSS, *FORMULAS), strict=True))
     for e in doc["traceEvents"]:
-        if e.get("cat") == "kernel" and e["name"] == top:
-            e["name"] = XSS
+        if e.get("cat") == "kernel" and e["name"] in names:
+            e["name"] = names[e["name"]]
     path = tmp_path_factory.mktemp("crafted") / "crafted.json.gz"
     path.write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
     return path
@@ -365,6 +367,29 @@ def _errors(browser) -> list[str]:
     return browser.execute_script(
         "return Array.from(document.querySelectorAll('#load-status .error')).map(e => e.innerText)"
     )
+
+
+def test_a_tables_csv_export_keeps_what_a_spreadsheet_would_run_as_text(browser, app_url, tmp_path):
+    import csv
+    import time
+
+    url, store, keys = app_url
+    browser.execute_cdp_cmd("Page.setDownloadBehavior", {"behavior": "allow", "downloadPath": str(tmp_path)})
+    browser.get(f"{url}/hotspots?trace={keys['crafted']}")
+    _wait(browser, "#hs-table td[data-dash-column=name]", XSS)
+    shown = _table_names(browser, "hs-table")
+    assert [n.strip() for n in shown[1:5]] == [f.strip() for f in FORMULAS[:4]]  # the page shows them as they are
+    _clickable(browser, "#hs-table button.export").click()
+    deadline = time.monotonic() + WAIT_S
+    while not list(tmp_path.glob("*.csv")) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    (path,) = tmp_path.glob("*.csv")
+    rows = list(csv.DictReader(path.read_text(encoding="utf-8-sig").splitlines()))
+    names = [r["name"] for r in rows]
+    assert names[0] == XSS and names[1:6] == ["'" + f for f in FORMULAS]
+    assert len(rows) == len(store.view(keys["crafted"]).hotspots("kernel"))  # every page, not the one shown
+    total = next(k for k in rows[0] if k.startswith("total"))
+    assert all(float(r[total]) >= 0 for r in rows)  # numbers stay numbers
 
 
 def test_open_by_path_reaches_only_the_allowed_folders(browser, app_url, allowed_dir, tmp_path):
@@ -836,3 +861,18 @@ def test_a_link_to_a_trace_or_step_not_loaded_says_so(browser, app_url):
         browser.find_element("css selector", "#no-such-step a").click()
         _wait(browser, ".page-title", store.view(gpt).label)
         assert "step=" not in _where(browser)
+
+
+def test_an_idle_gap_row_links_to_its_place_on_the_timeline(browser, app_url):
+    url, store, keys = app_url
+    browser.get(f"{url}/health?trace={keys['ddp']}")
+    link = _wait(browser, "#idle-gaps-table td[data-dash-column=timeline] a")
+    assert "at=" in link.get_attribute("href") and link.text.startswith("step ")
+    link.click()
+    _wait(browser, "#tl-note", "segments")
+    assert _where(browser).startswith("/timeline") and "at=" in _where(browser)
+    outlined = browser.execute_script(  # the gap's band, outlined as the place the link asked for
+        "return document.querySelector('#tl-graph .js-plotly-plot').layout.shapes"
+        ".filter(s => s.name.startsWith('idle gap') && s.line && s.line.width === 2).length"
+    )
+    assert outlined >= 1
