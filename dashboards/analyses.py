@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import pandas as pd
 from dash import dcc, html
 from traceanalyzer.dashboards import state
 from traceanalyzer.dashboards.blocks import PER, analysis, evidence_note, unavailable
@@ -142,7 +143,25 @@ def health(view: View, query: dict[str, str]) -> list:
         else []
     )
     key = state.evidence(query)
-    return [*shown, *evidence_note(key), *(_block(view, block, rank, key) for block in HEALTH)]
+    return [*shown, *evidence_note(key), *(_block(view, block, rank, key, query) for block in HEALTH)]
+
+
+def gap_links(view: View, gaps: pd.DataFrame, query: dict[str, str]) -> list[str]:
+    """Per idle gap (rank, device, offset from that device's first work), a link to its place on the Timeline: its
+    rank, the step it begins in and the gap as ``at`` (absolute ns); text where it lies outside every step."""
+    steps, search = view.trace.steps(), state.encode(query)
+    out = []
+    for gap in gaps.itertuples():
+        start = int(gap.offset_ns) + int(view.first_work.get((gap.rank, gap.device), 0))
+        mine = steps[(steps["rank"] == gap.rank) & (steps["start_ns"] <= start)]
+        inside = mine[start < mine["start_ns"] + mine["step_ns"]]
+        if not len(inside):
+            out.append("outside the steps")
+            continue
+        place = {"rank": gap.rank, "step": int(inside["step"].iloc[0]), "at": f"{start}-{start + int(gap.dur_ns)}"}
+        href = "/timeline" + state.updated(search, **place, row=None, zoom=None, sel=None)
+        out.append(f"[step {place['step']} →]({href})")
+    return out
 
 
 def ascend(view: View, query: dict[str, str]) -> list:
@@ -156,11 +175,19 @@ def ascend(view: View, query: dict[str, str]) -> list:
     return [*evidence_note(key), *(_block(view, block, evidence=key) for block in ASCEND), conversions]
 
 
-def _block(view: View, block: Block, rank: int | None = None, evidence: dict | None = None) -> html.Section:
-    """A block's section table under its title and basis (a finding's evidence rows highlighted), or why the
-    section has none."""
+def _block(
+    view: View, block: Block, rank: int | None = None, evidence: dict | None = None, query: dict | None = None
+) -> html.Section:
+    """A block's section table under its title and basis (a finding's evidence rows highlighted; idle gaps with
+    their links to the Timeline), or why the section has none."""
     table = view.table(block.section, block.table)
     if table is None:
         reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
         return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
-    return analysis(block.anchor, table.title + PER[table.per], block.basis, table, block.empty, rank, evidence)
+    links = gap_links(view, table.frame, query or {}) if block.table == GAPS_TABLE and len(table.frame) else None
+    title = table.title + PER[table.per]
+    return analysis(block.anchor, title, block.basis, table, block.empty, rank, evidence, links)
+
+
+GAPS_TABLE = "largest_gaps"
+"""The Health table whose rows link to their place on the Timeline."""

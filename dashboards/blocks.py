@@ -84,11 +84,13 @@ def analysis(
     empty: str,
     rank: int | None = None,
     evidence: dict | None = None,
+    links: list[str] | None = None,
 ) -> html.Section:
     """One section table under its title, with what its rows are, or why it is empty; filtered to one rank's rows
-    when rank is given and the table has a rank column, a finding's evidence rows highlighted."""
+    when rank is given and the table has a rank column, a finding's evidence rows highlighted, links to the
+    Timeline per row when given."""
     if table is not None and len(table.frame):
-        body = tables.section_table(f"{block_id}-table", table, only={"rank": rank}, evidence=evidence)
+        body = tables.section_table(f"{block_id}-table", table, only={"rank": rank}, evidence=evidence, links=links)
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")

@@ -66,13 +66,19 @@ def section_table(
     only: Mapping[str, object] | None = None,
     evidence: Mapping[str, object] | None = None,
     hidden: list[str] | None = None,
+    links: list[str] | None = None,
 ):
     """A section's table as a DataTable, each column in the unit the section declares for it; optionally filtered
     to the rows holding only's values (a filter the user can edit in the header) and with a finding's evidence rows
     (those holding evidence's values) highlighted, the page of the first one open; the hidden columns are left
-    out until the user shows them (the table's Toggle Columns button)."""
+    out until the user shows them (the table's Toggle Columns button); links, one Markdown link (or text) per row,
+    shown first as the ``timeline`` column."""
     columns = columns or [str(c) for c in t.frame.columns]
     props = content(t.frame, columns, {c: t.unit(c) for c in columns})
+    if links is not None:
+        props["columns"] = [{"name": "timeline", "id": LINK_COLUMN, "presentation": "markdown"}, *props["columns"]]
+        for row, link in zip(props["data"], links, strict=True):
+            row[LINK_COLUMN] = link
     only = {c: v for c, v in (only or {}).items() if v is not None and c in t.frame}
     shown = matching_rows(t.frame, only) if only else None
     query = " && ".join(f"{{{c}}} = {_text(v)}" for c, v in only.items())
@@ -83,12 +89,17 @@ def section_table(
     return grid(table_id, {**props, "filter_query": query}, page_size)
 
 
+LINK_COLUMN = "timeline"
+"""The id of a section table's column of links to the Timeline (not a column of the section's)."""
+
+
 def grid(table_id: str | dict, props: dict, page_size: int = 25) -> dash_table.DataTable:
     """A sortable, filterable DataTable of prepared content (see content), with an Export button that downloads
     its filtered, sorted rows (every page) as CSV under the headers shown."""
     return dash_table.DataTable(
         id=table_id,
         **props,
+        markdown_options={"link_target": "_self", "html": False},  # a link column opens its page here
         export_format="csv",
         export_headers="display",
         tooltip_duration=None,
