@@ -136,13 +136,13 @@ TIMELINE_BASIS = (
     "One step of one rank, ms from the step's first event ('steps shown': that step and the next ones on one "
     "axis; rank 'all': every rank's lanes stacked on one time axis, the clock offsets applied, as the note says). "
     "Each host thread has lanes per call level, counted in that thread from its step marker; Python frames are "
-    "collapsed unless shown, and deeper levels expand with 'host levels'. The findings lane and the bands show the "
-    "analyzers' evidence; the dashed lines are each step's start and end as the device experiences it (the step "
-    "model of the report); the memory track under the lanes shows each device's allocated and reserved memory. "
-    "Point at or click a runtime launch or a kernel for its launch → kernel lines (a click also shows the slice's "
-    "details under the chart); zoom in for names inside the bars; pick Box Select in the chart's tool bar and drag "
-    "across a time range for its totals by kind and name, its findings and its launch → kernel lines "
-    "(double-click clears it)."
+    "collapsed unless shown, and deeper levels expand with 'host levels'. The findings lane and the bands over the "
+    "device lanes show the analyzers' evidence; the dashed lines are each step's start and end as the device "
+    "experiences it (the step model of the report); the memory track under the lanes shows each device's allocated "
+    "and reserved memory. Point at or click a runtime launch or a kernel for its launch → kernel lines (a click "
+    "also shows the slice's details under the chart); zoom in for names inside the bars; pick Box Select in the "
+    "chart's tool bar and drag across a time range for its totals by kind and name, its findings and its launch → "
+    "kernel lines (double-click clears it)."
 )
 PERFETTO_HELP = (
     "Downloads the whole trace with a findings track (the CLI's --perfetto file, gzipped JSON): open it at "
@@ -189,8 +189,10 @@ def timeline_figure(
     bounds = view.boundaries(rank, step, levels, python)
     stacked = rank is None
     lanes = [*(figures.findings_lane(r if stacked else None) for r in found["rank"].unique()), *full["lane"].unique()]
-    spans = figures.rank_spans(figures.lane_order(lanes)) if stacked else {}
-    shapes = [*(_shade(mark, place, spans) for mark in found.itertuples()), *boundary_shapes(bounds, spans)]
+    order = figures.lane_order(lanes)
+    spans = figures.rank_spans(order) if stacked else {}
+    bands = band_spans(order, rank)
+    shapes = [*(_shade(mark, place, bands) for mark in found.itertuples()), *boundary_shapes(bounds, spans)]
     fig = figures.gantt(
         seg,
         (rank, step, levels, python, focus),
@@ -327,8 +329,8 @@ def finding_bars(found: pd.DataFrame, span: int, origin: int, stacked: bool = Fa
 
 
 def _shade(mark, place: tuple[int, int] | None, spans: dict[int, tuple[float, float]] | None = None) -> dict:
-    """A finding's place on the timeline: a band across every lane (its rank's with spans), or a line for an
-    instant; outlined when it is the place the page was asked to show."""
+    """A finding's place on the timeline: a band across the lanes of spans (its rank's findings and device lanes),
+    or a line for an instant; outlined when it is the place the page was asked to show."""
     at = place is not None and mark.start_ns <= place[1] and mark.end_ns >= place[0]
     shape = {
         "xref": "x",
@@ -367,6 +369,20 @@ def boundary_shapes(bounds: pd.DataFrame, spans: dict[int, tuple[float, float]] 
         }
         for i, b in enumerate(bounds.itertuples())
     ]
+
+
+def band_spans(order: list[str], rank: int | None) -> dict[int, tuple[float, float]]:
+    """Per rank, the y extent (category positions, lanes in order top to bottom) of its findings and device lanes:
+    a finding's band covers those and leaves the host threads' lanes clear. Lanes are ``rank R · …`` when stacked
+    (rank None), else all of rank."""
+    top, spans = len(order) - 1, {}
+    for i, lane in enumerate(order):
+        mine = int(lane.split(" ", 2)[1]) if rank is None and lane.startswith("rank ") else rank
+        if mine is None or "thread " in lane:
+            continue
+        low, high = spans.get(mine, (top - i - 0.5, top - i + 0.5))
+        spans[mine] = (min(low, top - i - 0.5), max(high, top - i + 0.5))
+    return spans
 
 
 def _span(spans: dict[int, tuple[float, float]] | None, rank: int) -> dict:

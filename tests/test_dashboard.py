@@ -876,3 +876,20 @@ def test_an_idle_gap_row_links_to_its_place_on_the_timeline(browser, app_url):
         ".filter(s => s.name.startsWith('idle gap') && s.line && s.line.width === 2).length"
     )
     assert outlined >= 1
+
+
+@pytest.mark.parametrize("rank", [1, None], ids=["one-rank", "all-ranks"])
+def test_finding_bands_cover_the_device_lanes_and_leave_the_host_lanes_clear(app_url, rank):
+    from traceanalyzer.dashboards import timeline_page
+
+    _, store, keys = app_url
+    view = store.view(keys["ddp"])
+    fig, _ = timeline_page.timeline_figure(view, rank, 3, 4, False)
+    lanes = list(fig.layout.yaxis.categoryarray or [])  # bottom to top: a lane's category position is its index
+    assert lanes, "the Gantt names its lanes in order"
+    host = {p for p, lane in enumerate(lanes) if "thread " in lane}
+    bands = [s for s in fig.layout.shapes if s.type == "rect" and s.xref == "x"]
+    assert bands, "the findings are drawn as bands"
+    for band in bands:
+        covered = {p for p in range(len(lanes)) if band.y0 < p < band.y1}
+        assert covered and not covered & host, band.name
