@@ -164,7 +164,7 @@ def test_a_findings_timeline_link_opens_its_rank_with_the_legend_clear_of_the_mo
 def _shows_rank_1_at(browser, view: View, query: dict[str, str]) -> None:
     """The Timeline shows rank 1 (its picker, the URL, its lanes only), zoomed to the link's place."""
     _wait(browser, "#tl-note", "segments")
-    _until(browser, "return window.location.search", lambda s: "levels=" in s)  # the Timeline's pick is written
+    _until(browser, "return window.location.search", lambda s: "rank=1" in s)  # the Timeline's pick is written
     assert _wait(browser, "#tl-rank-value").text == "1"
     assert state.parse(browser.execute_script("return window.location.search"))["rank"] == "1"
     full = view.segments(1, int(query["step"]), timeline.LEVEL_CHOICES[0], False)
