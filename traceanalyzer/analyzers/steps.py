@@ -143,15 +143,18 @@ def _profiled(table: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
 
 
 def _work_before(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
-    """Per step of ``table``: the latest end of busy device work of no step that started before the step's host
-    start on its rank (work launched before the window or between steps), NO_ROW where there is none."""
+    """Per step of ``table``: the latest end of busy device work of no step that started before the step's own first
+    device work (its host start where it has none) on its rank: work launched before the window or between steps,
+    queued ahead of the step's, which the device runs first. NO_ROW where there is none."""
     outside = events.loc[events["kind"].isin(BUSY) & (events["step"] == NO_ROW), ["rank", "ts", "dur"]]
     out = np.full(len(table), NO_ROW, dtype=np.int64)
     for rank, work in outside.groupby("rank", observed=True):
         work = work.sort_values("ts", kind="stable")
         reach = np.maximum.accumulate((work["ts"] + work["dur"]).to_numpy())
         mine = (table["rank"] == rank).to_numpy()
-        at = np.searchsorted(work["ts"].to_numpy(), table.loc[mine, "host_start_ns"].to_numpy(), side="left")
+        own = table.loc[mine, "device_start_ns"].to_numpy()
+        first = np.where(own != NO_ROW, own, table.loc[mine, "host_start_ns"].to_numpy())
+        at = np.searchsorted(work["ts"].to_numpy(), first, side="left")
         out[mine] = np.where(at > 0, reach[np.maximum(at - 1, 0)], NO_ROW)
     return out
 
