@@ -5,7 +5,7 @@ its defaults replaces the entry it is on, so Forward still leads where it led.""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import parse_qsl, urlencode
 
 from dash import Output
@@ -43,7 +43,7 @@ def parse(search: str | None) -> dict[str, str]:
     return {k: v for k, v in parse_qsl((search or "").lstrip("?")) if k in KEYS}
 
 
-def encode(query: dict[str, object]) -> str:
+def encode(query: Mapping[str, object]) -> str:
     """A query string of the known keys that have a value ('' when none)."""
     pairs = [(k, str(query[k])) for k in KEYS if query.get(k) not in (None, "")]
     return f"?{urlencode(pairs)}" if pairs else ""
