@@ -31,7 +31,7 @@ from traceanalyzer.comparison.diff import DIFF_COLUMNS, SUMMARY_COLUMNS, Status
 from traceanalyzer.comparison.gate import DEFAULT_CONFIDENCE, GateVerdict, Outcome, Threshold, judge
 from traceanalyzer.comparison.noise import ALPHA, MIN_STEPS, TEST
 from traceanalyzer.comparison.platforms import CrossPlatform
-from traceanalyzer.comparison.samples import Scope
+from traceanalyzer.comparison.samples import Compared
 from traceanalyzer.records import records
 from traceanalyzer.report import SCHEMA_VERSION, trace_facts
 from traceanalyzer.trace import Trace
@@ -42,7 +42,7 @@ __all__ = [
     "SUMMARY_COLUMNS",
     "Comparison",
     "Outcome",
-    "Scope",
+    "Compared",
     "Status",
     "Threshold",
     "compare",
@@ -56,8 +56,8 @@ LEVELS = (Level.KERNEL, Level.CPU_OP, Level.OP_DEVICE)
 class Comparison:
     """Baseline → candidate: summary, device time by kind, one diff table per level, findings and peak memory."""
 
-    baseline: Scope
-    candidate: Scope
+    baseline: Compared
+    candidate: Compared
     per_step: bool
     summary: pd.DataFrame
     by_kind: pd.DataFrame
@@ -132,7 +132,7 @@ def changes(table: pd.DataFrame) -> dict:
     return out
 
 
-def _facts(scope: Scope) -> dict:
+def _facts(scope: Compared) -> dict:
     return {
         **trace_facts(scope.trace),
         "compared_steps": scope.steps,
@@ -141,7 +141,7 @@ def _facts(scope: Scope) -> dict:
     }
 
 
-def _hardware(scope: Scope) -> list[dict]:
+def _hardware(scope: Compared) -> list[dict]:
     """The run's distinct devices: name, family and data-sheet peaks (dense TFLOP/s per dtype, bytes/s)."""
     out = []
     for name in dict.fromkeys(d.name for d in scope.trace.meta.devices):
@@ -157,7 +157,7 @@ def _hardware(scope: Scope) -> list[dict]:
     return out
 
 
-def _warnings(scopes: list[Scope]) -> list[str]:
+def _warnings(scopes: list[Compared]) -> list[str]:
     """A warning when the runs' platforms or devices differ: their times compare hardware as well as code."""
     sides = [(s.trace.meta.platform.value, sorted({d.name for d in s.trace.meta.devices})) for s in scopes]
     if sides[0] == sides[1]:
@@ -198,12 +198,12 @@ def compare(baseline: Trace, candidate: Trace, rank: int | None = None) -> Compa
     )
 
 
-def _generation(scope: Scope) -> InferenceAnalysis:
+def _generation(scope: Compared) -> InferenceAnalysis:
     """The inference views of a run's compared rank (all ranks without one)."""
     return (scope.trace.scoped(rank=scope.rank) if scope.rank is not None else scope.trace).inference()
 
 
-def _idle_by_cause(scope: Scope) -> pd.Series:
+def _idle_by_cause(scope: Compared) -> pd.Series:
     """The run's device idle inside steps per unit by cause (``health.causes``), ns; empty for whole windows."""
     if scope.steps is None or not scope.units:
         return pd.Series(dtype=float)
@@ -213,7 +213,7 @@ def _idle_by_cause(scope: Scope) -> pd.Series:
     return table.groupby("cause", sort=False)["idle_ns"].sum().astype(float) / scope.units
 
 
-def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform | None:
+def _cross_platform(scopes: list[Compared], summary: pd.DataFrame) -> CrossPlatform | None:
     """The GPU ↔ NPU view, when the runs' platforms differ."""
     if not platforms.differ(*(s.trace.meta.platform for s in scopes)):
         return None
@@ -222,7 +222,7 @@ def _cross_platform(scopes: list[Scope], summary: pd.DataFrame) -> CrossPlatform
 
 
 def _level(
-    scopes: list[Scope], level: Level, kernels: list[pd.DataFrame], ops: list[pd.DataFrame], units: tuple[int, int]
+    scopes: list[Compared], level: Level, kernels: list[pd.DataFrame], ops: list[pd.DataFrame], units: tuple[int, int]
 ) -> pd.DataFrame:
     """The diff table of one level; kernels matched by the rules of ``matching``, ops by exact name."""
     if level is Level.KERNEL:

@@ -28,7 +28,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.comparison import diff, samples
-from traceanalyzer.comparison.samples import Scope
+from traceanalyzer.comparison.samples import Compared
 from traceanalyzer.schema import NO_ROW, Kind, Platform
 from traceanalyzer.vocabulary import ATTENTION_KERNEL, BACKWARD_KERNEL, GEMM_KERNEL, MATMUL_OP, NORMALISATION
 
@@ -127,7 +127,7 @@ class CrossPlatform:
     mapped: dict[str, str]  # torch_npu op → what it was compared as
 
 
-def compare(baseline: Scope, candidate: Scope, step_ns: tuple[float, float]) -> CrossPlatform:
+def compare(baseline: Compared, candidate: Compared, step_ns: tuple[float, float]) -> CrossPlatform:
     """The cross-platform view of two scopes; ``step_ns``: each run's median step time (the shares' base)."""
     scopes = (baseline, candidate)
     present = {op for op in (*NPU_EQUIVALENTS, *NPU_FUSED) if any(_has_op(s.trace, op) for s in scopes)}
@@ -163,7 +163,7 @@ def _shared_diff(parts, units: tuple[int, int], step_ns: tuple[float, float], sc
     return table.drop(columns=["label", "baseline_names", "candidate_names"])
 
 
-def _work(scope: Scope, fused: set[str]) -> pd.DataFrame:
+def _work(scope: Compared, fused: set[str]) -> pd.DataFrame:
     """The scope's device work (waits left out), one row per event: unit, kernel name, framework op, module,
     category, kind, dur; in the columns ``samples.level`` gives (``name`` is the kernel), ``count`` 1 each."""
     events = scope.trace.events
@@ -204,7 +204,7 @@ def _category_of(framework_op: str, launcher: str, kernel: str, kind: str) -> st
     return "communication" if kind == Kind.COMMUNICATION.value else "copy"
 
 
-def _units(scope: Scope, events: pd.DataFrame) -> np.ndarray:
+def _units(scope: Compared, events: pd.DataFrame) -> np.ndarray:
     """Each event's unit index in the scope (-1: none)."""
     index = {key: i for i, key in enumerate(scope.keys)}
     steps = events["step"].to_numpy() if scope.steps is not None else [None] * len(events)
@@ -278,7 +278,7 @@ def _has_op(trace, name: str) -> bool:
     return bool(((events["kind"] == Kind.CPU_OP.value) & (events["name"] == name)).any())
 
 
-def _categories(work: pd.DataFrame, scope: Scope) -> pd.DataFrame:
+def _categories(work: pd.DataFrame, scope: Compared) -> pd.DataFrame:
     """Per-unit samples of every category: compute categories from the device work, communication exposed and
     idle from the step's overlap, host overhead from the runtime calls."""
     compute = work[work["category"] != "communication"].assign(name=lambda f: f["category"], kind="")
@@ -297,7 +297,7 @@ def _categories(work: pd.DataFrame, scope: Scope) -> pd.DataFrame:
     return pd.concat([compute[columns], *rows], ignore_index=True)
 
 
-def _host_overhead(scope: Scope) -> tuple[np.ndarray, np.ndarray]:
+def _host_overhead(scope: Compared) -> tuple[np.ndarray, np.ndarray]:
     """Per unit: time and count of the runtime calls that launch or copy work (not nested in another runtime
     call; synchronisation and waits left out)."""
     events = scope.trace.events

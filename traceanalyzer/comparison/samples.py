@@ -28,7 +28,7 @@ DEVICE = [k.value for k in DEVICE_KINDS]
 
 
 @dataclass(frozen=True)
-class Scope:
+class Compared:
     """The part of one run that is compared: its units, each a (rank, step) key (step None: the rank's window)."""
 
     trace: Trace
@@ -58,16 +58,16 @@ def rank_steps(trace: Trace, rank: int | None) -> pd.DataFrame:
     return table[table["rank"] == rank]
 
 
-def scope(trace: Trace, rank: int | None, per_step: bool) -> Scope:
+def scope(trace: Trace, rank: int | None, per_step: bool) -> Compared:
     """The run's units: its (rank, step) pairs, or its ranks' whole windows."""
     table = rank_steps(trace, rank)
     if per_step:
-        return Scope(trace, rank, tuple(zip(table["rank"].astype(int), table["step"].astype(int), strict=True)))
+        return Compared(trace, rank, tuple(zip(table["rank"].astype(int), table["step"].astype(int), strict=True)))
     ranks = [rank] if rank is not None else trace.meta.ranks or [0]
-    return Scope(trace, rank, tuple((int(r), None) for r in ranks))
+    return Compared(trace, rank, tuple((int(r), None) for r in ranks))
 
 
-def level(scope: Scope, of: Level) -> pd.DataFrame:
+def level(scope: Compared, of: Level) -> pd.DataFrame:
     """One row per (name, unit) of a hotspot level: ``name``, ``kind``, ``unit`` (index into the units),
     ``total_ns`` and ``count``."""
     trace = scope.trace  # each unit's rows selected from the whole table (no scoped view per unit: 20x faster)
@@ -81,7 +81,7 @@ def level(scope: Scope, of: Level) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True) if parts else empty
 
 
-def launching_ops(scope: Scope) -> pd.Series:
+def launching_ops(scope: Compared) -> pd.Series:
     """Per kernel name: the CPU op that launched most of its device time ('' where none did)."""
     events = scope.trace.select(step=scope.steps, rank=scope.rank, kind=DEVICE)
     names = events["name"].astype(str)
@@ -93,13 +93,13 @@ def launching_ops(scope: Scope) -> pd.Series:
     return ops.reindex(pd.Index(names.unique()), fill_value="")
 
 
-def metrics(scope: Scope, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+def metrics(scope: Compared, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """One row per unit: its ``window`` parts, the ``WORK`` (ns, counts) from the unit's device-kernel and CPU-op
     samples (``level``), and ``host_bound`` (the step model's bound; False for a whole window)."""
     return pd.concat([window(scope), _work(scope, kernels, ops)], axis=1)
 
 
-def window(scope: Scope) -> pd.DataFrame:
+def window(scope: Compared) -> pd.DataFrame:
     """One row per unit: the ``METRICS``, ``memory_exposed_ns`` and ``compute_ns`` (the union of compute kernels),
     measured inside the unit's window (the step model's step span), so that the step time is exactly compute +
     exposed communication + exposed copies + idle, and busy never exceeds the step."""
@@ -125,7 +125,7 @@ not their union; collectives left out, their time includes waiting for late peer
 ran and their self host time."""
 
 
-def _work(scope: Scope, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+def _work(scope: Compared, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
     """The ``WORK`` columns and ``host_bound`` of each unit."""
     ops = ops.groupby("unit")[["count", "total_ns"]].sum().reindex(range(scope.units), fill_value=0)
     work = kernels[kernels["kind"] != Kind.COMMUNICATION.value]  # a collective's time includes its peers' lateness
@@ -143,7 +143,7 @@ def _work(scope: Scope, kernels: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFram
     return table
 
 
-def _step_times(scope: Scope) -> np.ndarray:
+def _step_times(scope: Compared) -> np.ndarray:
     """The step time of each unit; of a whole window, the span of the rank's events."""
     if scope.steps is not None:
         return _unit_column(scope, STEP_TIME)
@@ -152,7 +152,7 @@ def _step_times(scope: Scope) -> np.ndarray:
     return ends.reindex([rank for rank, _ in scope.keys]).to_numpy(dtype=float)
 
 
-def _unit_column(scope: Scope, column: str) -> np.ndarray:
+def _unit_column(scope: Compared, column: str) -> np.ndarray:
     table = rank_steps(scope.trace, scope.rank).set_index(["rank", "step"])[column]
     values = table.reindex(pd.MultiIndex.from_tuples(scope.keys)).to_numpy()
     return values if values.dtype == object else values.astype(float)
