@@ -297,8 +297,8 @@ def _report(args: argparse.Namespace) -> int:
     per_rank = _per_rank(args)
     named = ", ".join(args.paths)
     rules = tuple(classify.Rule(p) for p in args.comm_pattern)
-    progress = Progress(f"analysing {named} rank by rank" if per_rank else f"loading {named}")
-    with progress, warnings.catch_warnings(record=True) as caught:
+    waiting = Waiting(f"analysing {named} rank by rank" if per_rank else f"loading {named}")
+    with waiting, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         loaded, report = (_job_report if per_rank else _trace_report)(args, rules)
     no_figures = per_rank and args.format == "html"
@@ -341,7 +341,7 @@ def _per_rank(args: argparse.Namespace) -> bool:
 
 def _export(args: argparse.Namespace) -> int:
     export.check_output(args.to, Path(args.output), loading.read_from(args.paths), args.force)
-    with Progress(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
+    with Waiting(f"loading {', '.join(args.paths)}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trace = loader.load(
             args.paths,
@@ -363,7 +363,7 @@ def _compare(args: argparse.Namespace) -> int:
         raise TraceError(
             "--confidence", f"the confidence must be at least 50 and below 100 (%), not {args.confidence:g}"
         )
-    with Progress(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
+    with Waiting(f"loading {args.baseline}, {args.candidate}"), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         traces = [
             loader.load(
@@ -457,7 +457,7 @@ def _write(text: str, output: str | None) -> int:
     return EXIT_OK
 
 
-class Progress:
+class Waiting:
     """Tell the user on stderr what is happening when it takes more than a second."""
 
     def __init__(self, what: str, after_s: float | None = None) -> None:
@@ -467,7 +467,7 @@ class Progress:
         self._shown = False
         self._start = 0.0
 
-    def __enter__(self) -> Progress:
+    def __enter__(self) -> Waiting:
         self._start = time.monotonic()
         threading.Thread(target=self._tick, daemon=True).start()
         return self
