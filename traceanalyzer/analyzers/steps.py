@@ -30,7 +30,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
 from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
@@ -351,18 +350,6 @@ def outside_steps(trace: TraceData) -> pd.DataFrame:
     table = work.groupby("rank", observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["rank", "events", "device_ns"]
     return table
-
-
-def device_busy(events: pd.DataFrame) -> pd.DataFrame:
-    """Per rank: busy and idle device time over the span from the first to the last device event."""
-    rows = []
-    for rank, group in events[events["kind"].isin(BUSY)].groupby("rank", sort=True):
-        ts = group["ts"].to_numpy()
-        end = ts + group["dur"].to_numpy()
-        busy = intervals.length(intervals.union(ts, end))
-        span = int(end.max() - ts.min()) if len(ts) else 0
-        rows.append({"rank": int(rank), "span_ns": span, "busy_ns": busy, "busy_share": busy / span if span else 0.0})
-    return pd.DataFrame(rows, columns=["rank", "span_ns", "busy_ns", "busy_share"])
 
 
 def time_by_kind(events: pd.DataFrame) -> pd.DataFrame:
