@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from traceanalyzer.parsers import counters
+from traceanalyzer.parsers import counters, sizes
 from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
 from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, worker_count
 
@@ -148,7 +148,7 @@ def _plausible(v: dict, keys: tuple[str, ...]) -> np.ndarray:
     """Rows whose byte counts (absent, or below 2**50 either way) cannot overflow a sum of int64."""
     ok = np.ones(len(v["ts"]), dtype=bool)
     for key in keys:
-        ok &= (v[key] == ABSENT) | (np.abs(np.where(v[key] == ABSENT, 0, v[key])) < _MAX_BYTES)
+        ok &= (v[key] == ABSENT) | (np.abs(np.where(v[key] == ABSENT, 0, v[key])) < sizes.MAX_BYTES)
     return ok
 
 
@@ -225,10 +225,6 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     return events, memory, meta
 
 
-_MAX_BYTES = 1 << 50
-"""A memory event's byte count at or beyond this (1 PiB) is not a size: the event is dropped as wrongly typed."""
-_MAX_ELEMENTS = 1 << 50
-"""A collective's element count at or beyond this is not a size (its bytes would overflow int64): unknown."""
 _SKIPPED = "events with missing or wrongly typed fields dropped"
 _NEGATIVE = "negative durations clipped to 0 ns"
 _EARLY = "events with a negative timestamp dropped"
@@ -315,15 +311,16 @@ def _needs_exact_ts(path: Path) -> bool:
 def _message_bytes(v: dict, rows: np.ndarray) -> np.ndarray:
     """Bytes moved: the ``bytes`` arg, else a collective's element count times its dtype's size."""
     codes, dtypes = v["dtype"]
-    sizes = np.array(
+    element_bytes = np.array(
         [dtype_bytes(d) or dtype_bytes(d.lower().replace("c10::", "")) for d in dtypes] + [0], dtype=np.int64
     )
-    size = sizes[codes[rows]]
+    size = element_bytes[codes[rows]]
     nelems = _first_present(v["in_nelems"], v["out_nelems"])[rows]
     moved = _no_row(v["bytes"][rows])
-    moved = np.where(moved < 0, NO_ROW, moved)  # a negative size is unknown
-    derived = (moved == NO_ROW) & (size > 0) & (nelems >= 0) & (nelems < _MAX_ELEMENTS)
-    return np.where(derived, nelems * size, moved)
+    derived = (moved == NO_ROW) & (size > 0) & (nelems != ABSENT)
+    plausible = np.abs(np.where(derived, nelems, 0)) < sizes.MAX_ELEMENTS
+    # an impossible count (negative, or bytes beyond int64) stays impossible, for sizes.check to count and clear
+    return np.where(derived, np.where(plausible, nelems * size, -sizes.MAX_ELEMENTS), moved)
 
 
 def _events_frame(cols: _Columns) -> pd.DataFrame:

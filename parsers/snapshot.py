@@ -272,8 +272,14 @@ class _Snapshot:
         if not isinstance(doc, dict) or not isinstance(doc.get("segments"), list):
             what = f"a dict with keys {', '.join(sorted(map(str, doc))[:6])}" if isinstance(doc, dict) else "no dict"
             raise TraceError(path, f"is a pickle but not a PyTorch memory snapshot (no 'segments' list; {what})")
-        snap = cls([s for s in doc["segments"] if _segment_ok(s)], {}, [])
-        snap.skipped = len(doc["segments"]) - len(snap.segments)
+        snap = cls([], {}, [])
+        for s in doc["segments"]:
+            dropped = _dropped_blocks(s)
+            if dropped is None:
+                snap.skipped += 1
+            else:
+                snap.segments.append(s)
+                snap.skipped += dropped
         traces = doc.get("device_traces") or []
         for device, entries in enumerate(traces if isinstance(traces, list) else []):
             snap.traces[device] = snap._entries(entries if isinstance(entries, list) else [])
@@ -328,14 +334,16 @@ class _Snapshot:
         return sum(s["total_size"] for s in self.segments if s["device"] == device)
 
 
-def _segment_ok(s: object) -> bool:
-    """A segment dict with the fields the parser reads; its blocks checked in place (bad ones dropped)."""
+def _dropped_blocks(s: object) -> int | None:
+    """None where s is not a segment dict with the fields the parser reads; else its blocks are checked in place and
+    the number of bad ones (a negative size, a missing field) dropped is returned."""
     if not isinstance(s, dict) or not isinstance(s.get("blocks"), list):
-        return False
+        return None
     if any(_int(s, k) is None for k in ("device", "address", "total_size")):
-        return False
+        return None
     if not 0 <= s["device"] < MAX_DEVICES or s["total_size"] < 0:
-        return False
+        return None
+    before = len(s["blocks"])
     s["blocks"] = [
         b
         for b in s["blocks"]
@@ -345,7 +353,7 @@ def _segment_ok(s: object) -> bool:
         and _int(b, "size") is not None
         and isinstance(b.get("state"), str)
     ]
-    return True
+    return before - len(s["blocks"])
 
 
 def _frames(raw: object) -> tuple[_Frame, ...]:

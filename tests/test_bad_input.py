@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from traceanalyzer.parsers import columns, jsonstream
+from traceanalyzer.parsers import columns, jsonstream, sizes
 
 import traceanalyzer as ta
-from tests.conftest import shared_path
+from tests.conftest import REPO, shared_path
 from traceanalyzer import loading
+from traceanalyzer.analyzers import gemm
 from traceanalyzer.cli import main
 
 SOURCE = ("h200", "fp32_matmul", "fp32_matmul.json.gz")
@@ -433,3 +434,31 @@ def test_bad_options_are_refused_before_the_trace_is_loaded(tmp_path, inbox, raw
     assert code == 2 and out == ""
     (line,) = lines
     assert named in line and problem in line, line
+
+
+def _impossible_sizes(doc: dict) -> dict:
+    """Every other aten::mm with a negative pair of dims (or a dim of 10**30), every other collective with a
+    negative element count: sizes no real run records."""
+    mms = [e for e in doc["traceEvents"] if e.get("name") == "aten::mm" and e.get("args", {}).get("Input Dims")]
+    for i, e in enumerate(mms[::2]):
+        a, b = e["args"]["Input Dims"][:2]
+        e["args"]["Input Dims"][:2] = [[-a[0], a[1]], [b[0], -b[1]]] if i % 2 else [[10**30, a[1]], b]
+    for e in [e for e in doc["traceEvents"] if "In msg nelems" in e.get("args", {})][::2]:
+        e["args"]["In msg nelems"] = -e["args"]["In msg nelems"]
+    return doc
+
+
+def test_negative_or_huge_gemm_dims_and_message_sizes_are_dropped_with_a_count(inbox):
+    """A GEMM shape with negative or overflowing dims, and a collective of a negative size, are not read (the op has
+    no shape, the message no size), each counted in the ledger: no negative FLOPs, bytes or dims reach the report."""
+    doc = json.loads(gzip.decompress((REPO / "sample_traces" / "fsdp" / "fsdp_rank0.json.gz").read_bytes()))
+    clean = len([e for e in doc["traceEvents"] if e.get("name") == "aten::mm" and e.get("args", {}).get("Input Dims")])
+    trace = ta.load(_write_events(inbox, doc, _impossible_sizes(doc)["traceEvents"]))
+    adjustments = trace.meta.adjustments
+    assert adjustments[sizes.BAD_SHAPES] == (clean + 1) // 2
+    assert adjustments[sizes.BAD_BYTES] > 0
+    assert any(sizes.BAD_SHAPES in w for w in trace.meta.warnings)
+    assert len(trace.gemm()) and (trace.gemm()[["calls", "flops", "bytes"]] >= 0).all().all()
+    shapes = gemm.gemm_roofline(trace)
+    assert len(shapes) and (shapes[["batch", "m", "n", "k", "flops", "bytes"]] >= 0).all().all()
+    assert (trace.events["bytes"] >= -1).all()

@@ -272,6 +272,11 @@ def _extreme(doc: dict, field: str, value: int) -> dict:
         doc["distributedInfo"] = {"rank": 0, "world_size": value}
     elif field == "rank":
         doc["distributedInfo"] = {"rank": value, "world_size": 2}
+    elif field == "Input Dims":
+        shaped = [e for e in events if isinstance(e, dict) and (e.get("args") or {}).get(field)]
+        for e in shaped[::7]:
+            dims = e["args"][field]
+            dims[0] = [value, *dims[0][1:]] if isinstance(dims[0], list) and dims[0] else [value]
     else:
         for i, e in enumerate(events):
             if i % 7 == 0 and isinstance(e, dict) and (field in e or field in e.get("args", {})):
@@ -281,7 +286,9 @@ def _extreme(doc: dict, field: str, value: int) -> dict:
 
 @FUZZ
 @given(
-    field=st.sampled_from(["ts", "dur", "world_size", "rank", "device", "Bytes", "Total Allocated", "In msg nelems"]),
+    field=st.sampled_from(
+        ["ts", "dur", "world_size", "rank", "device", "Bytes", "Total Allocated", "In msg nelems", "Input Dims"]
+    ),
     value=st.one_of(
         st.sampled_from([-1, -(1 << 63), (1 << 63) - 1, 1 << 64, 10**9, 10**18, 0]),
         st.integers(min_value=-(1 << 70), max_value=1 << 70),
@@ -303,3 +310,11 @@ def test_fuzz_extreme_values_stay_bounded_and_shares_in_range(tmp_path_factory, 
             for fact in section["facts"]:
                 if fact.get("unit") == "share" and isinstance(fact["value"], int | float):
                     assert -1e-9 <= fact["value"] <= 1 + 1e-9, (field, value, section["id"], fact)
+            for table in section["tables"]:
+                assert not _negative_counts(table), (field, value, section["id"], table["id"], _negative_counts(table))
+
+
+def _negative_counts(table: dict) -> list[tuple[str, float]]:
+    """The cells of a report table's counts and byte sizes (GEMM dims and FLOPs, message sizes) that are negative."""
+    counts = [c["name"] for c in table["columns"] if c["unit"] in ("bytes", "number")]
+    return [(c, row[c]) for row in table["rows"] for c in counts if isinstance(row.get(c), int | float) and row[c] < 0]

@@ -249,6 +249,20 @@ def test_wrongly_typed_entries_are_skipped_and_counted(tmp_path):
     assert t.memory().peaks["peak_allocated_bytes"].iloc[0] == _meta("train")["max_memory_allocated_B"]
 
 
+def test_negative_block_and_segment_sizes_are_dropped_and_counted(tmp_path):
+    """A block or a segment of a negative size is not read (the segment with its blocks), each counted; the dump's
+    blocks the parser reads all have a size."""
+    doc = _plain(TRAIN)
+    live = [b for s in doc["segments"] for b in s["blocks"] if b["state"] == "active_allocated"]
+    live[0]["size"] = -live[0]["size"]
+    doc["segments"][-1]["total_size"] = -1
+    path = tmp_path / "negative.pickle"
+    path.write_bytes(pickle.dumps(doc))
+    events, memory, meta = snapshot.parse(path)
+    assert meta.adjustments == {"snapshot entries with missing or wrongly typed fields dropped": 2}
+    assert (memory["total_allocated"] >= 0).all() and (memory["total_reserved"] >= 0).all()
+
+
 def test_implausibly_large_numbers_are_skipped_or_refused(tmp_path):
     entry = {"action": "alloc", "addr": 1 << 40, "size": 1 << 60, "stream": 0, "time_us": 1, "frames": []}
     path = tmp_path / "huge.pickle"

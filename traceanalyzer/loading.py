@@ -25,7 +25,7 @@ from pandas.api.types import union_categoricals
 from traceanalyzer import cache, classify, cluster, footprint, linking, outputs, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
-from traceanalyzer.parsers import detect
+from traceanalyzer.parsers import detect, sizes
 from traceanalyzer.parsers.columns import Reader
 from traceanalyzer.parsers.jsonstream import fork_is_safe
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
@@ -375,7 +375,7 @@ def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     """Parse, link and classify one rank's trace."""
     events, memory, meta = unit.parse()
     _give_back_freed_memory()  # the parse's freed chunks, so that the link's arrays add to less (big: 218 -> 181 MiB)
-    events = schema.conform(events, _RAW_COLUMNS)
+    events = sizes.check(schema.conform(events, _RAW_COLUMNS), meta)
     events, memory = linking.link(events, memory)
     events = classify.classify(events, rules)
     events = schema.conform(events, schema.EVENT_COLUMNS)

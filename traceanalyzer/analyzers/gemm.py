@@ -83,6 +83,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
     elem = _per_distinct(ops["input_types"], ops["input_types"], lambda types, _: elem_bytes(types)).astype(float)
     on_tf32 = tf32.reindex(ops.index, fill_value=False).to_numpy(dtype=bool) & (dtype == "fp32")
     batch, m, n, k, extra = shape.T
+    fb, fm, fn, fk = (x.astype(float) for x in (batch, m, n, k))  # products of dims below 2**50 overflow int64
     frame = pd.DataFrame(
         {
             "op": category_text(ops["name"])[ops["name"].array.codes],
@@ -91,8 +92,8 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
             "m": m,
             "n": n,
             "k": k,
-            "flops": 2.0 * batch * m * n * k,
-            "bytes": elem * (batch * (m * k + k * n + m * n) + extra),
+            "flops": 2.0 * fb * fm * fn * fk,
+            "bytes": elem * (fb * (fm * fk + fk * fn + fm * fn) + extra),
             "device_ns": device_ns,
         }
     )
