@@ -20,7 +20,17 @@ from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, wo
 
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import COUNTERS, MAX_DEVICE_INDEX, MAX_RANKS, NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import (
+    COUNTERS,
+    JOB_IDS,
+    MAX_DEVICE_INDEX,
+    MAX_RANKS,
+    NO_ROW,
+    Device,
+    Kind,
+    Platform,
+    TraceMeta,
+)
 from traceanalyzer.vocabulary import dtype_bytes
 
 _EXACT_TS_FROM = 2**43
@@ -391,10 +401,18 @@ def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -
         extra={k: h.scalar(header, k) for k in _EXTRA_KEYS if k in header}
         | ({k: h.scalar(dist, k) for k in ("backend", "nccl_version")} if rank is not None else {}),
     )
+    meta.extra[JOB_IDS] = _job_ids(dist, meta)
     h.check_display_unit()
     meta.platform = _platform(events, meta.devices)
     meta.warnings.extend(h.warnings)
     return meta
+
+
+def _job_ids(dist: dict, meta: TraceMeta) -> dict:
+    """What every rank of the job records alike in its distributedInfo: world size, backend, NCCL version."""
+    ids = {"world size": meta.world_size if dist.get("world_size") == meta.world_size else None}
+    ids |= {"backend": meta.extra.get("backend"), "NCCL version": meta.extra.get("nccl_version")}
+    return {k: v for k, v in ids.items() if isinstance(v, str | int) and v != ""}
 
 
 _EXTRA_KEYS = ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")

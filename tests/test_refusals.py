@@ -129,3 +129,57 @@ def test_the_dashboard_refuses_a_nul_byte_or_an_overlong_path_like_any_other(tmp
     with pytest.raises(Refused) as refused:
         allowed.check(typed.format(tmp=tmp_path))
     assert str(refused.value) == allowed.refused
+
+
+FSDP = REPO / "sample_traces" / "fsdp"
+
+
+@pytest.fixture(scope="module")
+def fsdp_ranks() -> list[dict]:
+    """The two ranks of our FSDP recording, each cut to its first 3,000 events (small enough to parse at once)."""
+    docs = [json.loads(gzip.decompress((FSDP / f"fsdp_rank{rank}.json.gz").read_bytes())) for rank in (0, 1)]
+    return [doc | {"traceEvents": doc["traceEvents"][:3000]} for doc in docs]
+
+
+def _other(doc: dict, hours: float = 0, **dist) -> dict:
+    """The rank with distributedInfo fields changed, or its times shifted by hours."""
+    events = [
+        e | {"ts": e["ts"] + hours * 3.6e9} if isinstance(e.get("ts"), int | float) else e for e in doc["traceEvents"]
+    ]
+    return doc | {"distributedInfo": doc["distributedInfo"] | dist, "traceEvents": events}
+
+
+MIXED = {
+    "another world size": {"world_size": 4},
+    "another NCCL version": {"nccl_version": "2.21.5"},
+    "another backend": {"backend": "gloo"},
+    "recorded two hours later": {"hours": 2},
+}
+
+
+@pytest.mark.parametrize("change", MIXED.values(), ids=MIXED.keys())
+def test_ranks_of_two_jobs_in_one_folder_are_refused_in_one_line(tmp_path, capsys, fsdp_ranks, change):
+    """A folder holding rank 0 of one job and rank 1 of another (its distributedInfo says another world size,
+    backend or NCCL version, or it ran hours later) is not joined into one job: exit 2, one line naming both."""
+    (tmp_path / "fsdp_rank0.json").write_text(json.dumps(fsdp_ranks[0]))
+    (tmp_path / "fsdp_rank1.json").write_text(json.dumps(_other(fsdp_ranks[1], **change)))
+    assert cli.main([str(tmp_path)]) == 2
+    errors = _error_lines(capsys.readouterr().err)
+    assert len(errors) == 1 and "not one job" in errors[0] and "fsdp_rank0" in errors[0], errors
+
+
+def test_the_two_ranks_of_one_job_are_joined(tmp_path, fsdp_ranks):
+    """The same two ranks unchanged are one job."""
+    for rank, doc in enumerate(fsdp_ranks):
+        (tmp_path / f"fsdp_rank{rank}.json").write_text(json.dumps(doc))
+    assert cli.main([str(tmp_path), "-o", str(tmp_path.parent / f"{tmp_path.name}.txt")]) == 0
+
+
+def test_ranks_of_two_jobs_given_one_by_one_are_joined_with_a_warning(tmp_path, capsys, fsdp_ranks):
+    """Named one by one, the user asked for them together: loaded, with a warning that they are not one job."""
+    paths = [tmp_path / "fsdp_rank0.json", tmp_path / "fsdp_rank1.json"]
+    paths[0].write_text(json.dumps(fsdp_ranks[0]))
+    paths[1].write_text(json.dumps(_other(fsdp_ranks[1], world_size=4)))
+    assert cli.main([*map(str, paths), "-o", str(tmp_path / "r.txt")]) == 0
+    err = capsys.readouterr().err
+    assert any("warning" in line and "world size 4" in line and "not one job" in line for line in err.splitlines())

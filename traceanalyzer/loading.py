@@ -427,15 +427,27 @@ def _check_unique(metas: list[TraceMeta], strict: bool = True) -> list[str]:
                 f"is a {meta.platform.value} trace and {first.paths[0]} a {first.platform.value} one: they are not "
                 "one job; load them separately",
             )
-        apart = meta.start_ns - max(first.end_ns, first.start_ns)
-        if apart > APART_NS:
-            problem = (
-                f"starts {apart / 3.6e12:,.1f} h after {first.paths[0]} ends: not one job (its ranks run together)"
-            )
-            if strict:
-                raise TraceError(meta.paths[0], f"{problem}; load them separately")
-            said.append(f"{meta.paths[0]}: {problem}; joined as given, but times across them mean nothing")
+        problem = _other_job(meta, first)
+        if problem is None:
+            continue
+        if strict:
+            raise TraceError(meta.paths[0], f"{problem}; load them separately")
+        said.append(f"{meta.paths[0]}: {problem}; joined as given, but times across them mean nothing")
     return said
+
+
+def _other_job(meta: TraceMeta, first: TraceMeta) -> str | None:
+    """Why ``meta`` is not of the job of ``first`` (both record one of the job's ids, schema.JOB_IDS, with two
+    values, or it starts hours after ``first`` ends), or None. (A Kineto trace_id is per rank, not per job.)"""
+    theirs_all = first.extra.get(schema.JOB_IDS) or {}
+    for what, mine in (meta.extra.get(schema.JOB_IDS) or {}).items():
+        theirs = theirs_all.get(what)
+        if theirs is not None and mine != theirs:
+            return f"records {what} {str(mine)[:40]} and {first.paths[0]} {what} {str(theirs)[:40]}: not one job"
+    apart = meta.start_ns - max(first.end_ns, first.start_ns)
+    if apart > APART_NS:
+        return f"starts {apart / 3.6e12:,.1f} h after {first.paths[0]} ends: not one job (its ranks run together)"
+    return None
 
 
 def _join(parsed: list[Parsed]) -> Parsed:

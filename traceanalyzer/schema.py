@@ -129,6 +129,9 @@ COUNTER_COLUMNS: tuple[Column, ...] = (
 interval, or samples of a counter track at an instant."""
 COUNTERS = "counters"
 """The key of a rank's counter table in ``TraceMeta.extra``."""
+JOB_IDS = "job_ids"
+"""The key in ``TraceMeta.extra`` of what every rank of one job records alike (world size, backend, profiler
+settings: name → value, only those the file records); ranks that record two values of one are of two jobs."""
 
 
 def column_names(columns: tuple[Column, ...]) -> list[str]:

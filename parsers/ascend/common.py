@@ -16,7 +16,7 @@ from traceanalyzer.parsers.ascend.job import Job
 
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import JOB_IDS, NO_ROW, Device, Kind, Platform, TraceMeta
 
 PYTHON_LANE = "Python"
 GC_LANE = "Python GC"
@@ -385,8 +385,19 @@ def make_meta(path: Path, events: pd.DataFrame, source_format: str, job: Job, no
         end_ns=int(ends.max()) if len(events) else 0,
         warnings=list(notes),
         adjustments=dict(notes.adjustments),
-        extra={"profiler_level": config.get("_profiler_level", ""), "aic_metrics": config.get("_aic_metrics", "")},
+        extra={
+            "profiler_level": config.get("_profiler_level", ""),
+            "aic_metrics": config.get("_aic_metrics", ""),
+            JOB_IDS: _job_ids(job, config),
+        },
     )
+
+
+def _job_ids(job: Job, config: dict) -> dict:
+    """What every rank of the job records alike: the world size its metadata records, its profiler settings."""
+    ids = {"world size": job.recorded_world_size, "profiler level": config.get("_profiler_level")}
+    ids["AI Core metrics"] = config.get("_aic_metrics")
+    return {k: v for k, v in ids.items() if isinstance(v, str | int) and v != ""}
 
 
 def _object(value) -> dict:

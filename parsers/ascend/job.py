@@ -25,6 +25,8 @@ class Job:
     info: dict
     rank: int | None
     world_size: int
+    recorded_world_size: int | None = None
+    """The world size the run's metadata records (None: ``world_size`` is inferred from the rank)."""
 
 
 def describe(run_dir: Path | None, path: Path, warnings: list[str], extra: dict | None = None) -> Job:
@@ -38,9 +40,10 @@ def describe(run_dir: Path | None, path: Path, warnings: list[str], extra: dict 
     if found is None:
         m = _DB_RANK.search(path.name)
         found = int(m.group(1)) if m else None
-    size = world_size(meta) or 1
+    recorded = world_size(meta)
+    size = recorded or 1
     warnings.extend(missing_ranks(run_dir, found, size))
-    return Job(info, found, max(size, (found or 0) + 1))
+    return Job(info, found, max(size, (found or 0) + 1), recorded)
 
 
 def profiler_info(run_dir: Path | None, warnings: list[str]) -> dict:
