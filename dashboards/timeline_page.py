@@ -294,7 +294,7 @@ def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame, stacked:
         shown = ", ".join(
             f"{n} {what}{'s' if n > 1 else ''} ({palette.MARK_NAMES[what]})" for what, n in counts.items()
         )
-        lane = "each rank's findings lane and bands over its lanes" if stacked else "the findings lane and bands"
+        lane = "each rank's findings lane and bands over its device lanes" if stacked else "the findings lane and bands"
         each = " per rank" if stacked else ""
         note += f" Findings drawn ({lane}; the longest {timeline_lanes.MAX_MARKS} of a kind{each}): "
         note += f"{shown}."

@@ -208,3 +208,14 @@ def test_a_table_exports_its_filtered_rows_as_csv(app_url, tmp_path):
         assert rows and len(rows) == len(visible) and all(shown[:12] in r["name"] for r in rows)
         logs = [e["message"] for e in driver.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
         assert not logs, logs[:3]
+
+
+def test_a_trace_is_keyed_by_its_contents_not_by_when_or_where_it_was_opened(tmp_path):
+    copy = tmp_path / "renamed.json.gz"
+    shutil.copy(FUSED, copy)
+    first, second = Store(), Store()
+    key = first.open([str(FUSED)], wait=True)
+    second.open([str(REPO / "sample_traces" / "unfused_ops.json.gz")], wait=True)
+    assert second.open([str(copy)], wait=True) == key  # opened second, from another path: the same key
+    assert second.open([str(FUSED)], wait=True) == key and len(second.jobs()) == 2  # and not a second copy
+    assert second.open(["/no/such/trace.json"], wait=True).startswith("failed-")  # no key a link could name
