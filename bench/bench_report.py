@@ -53,7 +53,7 @@ trace, load_wall, load_cpu = timed(lambda: ta.load(path, cache=False))
 load_peak = peak()
 report, wall, cpu = timed(lambda: trace.build_report())
 report_peak = peak()
-_, render_wall, render_cpu = timed(lambda: render(report, "text", Display(width=100), trace))
+_, render_wall, render_cpu = timed(lambda: render(report, "text", Display(width=100)))
 parts = {}
 if by_analysis:
     trace.memo.clear()

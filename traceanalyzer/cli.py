@@ -306,7 +306,8 @@ def _report(args: argparse.Namespace) -> int:
     _warn([str(w.message) for w in caught] + loaded.meta.warnings + (figures if no_figures else []))
     if _analyzer_failed(caught, args.keep_going):
         return EXIT_INTERNAL
-    text = render(report, args.format, display(args), None if per_rank else loaded, budget)
+    drawn = loaded.figures(report.scope) if args.format == "html" and not per_rank else []
+    text = render(report, args.format, display(args), drawn, budget)
     return _write(text, args.output)
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from traceanalyzer import loading, notebook
+from traceanalyzer import lazy, loading, notebook
 from traceanalyzer.analyzers import (
     as_job,
     distributed,
@@ -33,7 +34,13 @@ from traceanalyzer.renderers import digest as digest_renderer
 from traceanalyzer.renderers import json as json_renderer
 from traceanalyzer.report import Report, build
 from traceanalyzer.section import Section
-from traceanalyzer.tracedata import TraceData
+from traceanalyzer.tracedata import Scope, TraceData
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
+plots = lazy.Module("traceanalyzer.renderers.plots")
+"""The figure builders (Plotly), imported when a figure is first drawn: a text report never loads Plotly."""
 
 
 class Trace(TraceData):
@@ -150,6 +157,21 @@ class Trace(TraceData):
     def dynamic_shapes(self) -> pd.DataFrame:
         """Ops whose input shapes change between steps."""
         return health.dynamic_shapes(self)
+
+    def figures(self, scope: Scope = Scope()) -> list[tuple[str, go.Figure]]:  # noqa: B008 - frozen
+        """The ``ta.plots`` figures that apply to the trace, titled, in ``scope`` where a figure can be scoped
+        (hotspots, timeline); steps, overlap (multi-rank jobs) and memory (when recorded) are of the whole trace."""
+        where = f" ({scope})" if scope.step is not None or scope.rank is not None else ""
+        scoped = {k: v for k, v in (("step", scope.step), ("rank", scope.rank)) if v is not None}
+        out = [(f"Top kernels (total){where}", plots.hotspots(self, **scoped))]
+        out.append(("Steps, every rank", plots.steps(self)))
+        timeline = "Timeline of the median step" if scope.step is None else f"Timeline of step {scope.step}"
+        out.append((timeline, plots.timeline(self, rank=scope.rank, step=scope.step)))
+        if len(self.meta.ranks) > 1:
+            out.append(("Exposed communication per rank and step", plots.overlap(self)))
+        if len(self.memory_events):
+            out.append(("Memory over time", plots.memory(self)))
+        return out
 
     def build_report(
         self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None

@@ -12,6 +12,10 @@ from traceanalyzer import lazy
 from traceanalyzer.tokens import DIGEST_BUDGET
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    import plotly.graph_objects as go
+
     from traceanalyzer.renderers.document import Display
     from traceanalyzer.report import Report
 
@@ -22,10 +26,14 @@ __getattr__, __dir__ = lazy.attributes(globals(), {"Display": f"{__name__}.docum
 
 
 def render(
-    report: Report, fmt: str, display: Display | None = None, trace=None, budget_tokens: int = DIGEST_BUDGET
+    report: Report,
+    fmt: str,
+    display: Display | None = None,
+    figures: Sequence[tuple[str, go.Figure]] = (),
+    budget_tokens: int = DIGEST_BUDGET,
 ) -> str:
     """The report in one format: text at the display's width and detail (the default display when None), HTML with
-    the figures of ``trace``, the digest in ``budget_tokens``."""
+    the titled ``figures`` (``Trace.figures``), the digest in ``budget_tokens``."""
     if fmt == "digest":
         return RENDERERS["digest"].render(report, budget_tokens)
     if fmt == "text":
@@ -33,5 +41,5 @@ def render(
         return text.render(report, display) if display else text.render(report)
     if fmt == "html":
         html = RENDERERS["html"]
-        return html.render(report, html.report_figures(trace, report.scope) if trace is not None else [])
+        return html.render(report, list(figures))
     return RENDERERS[fmt].render(report)

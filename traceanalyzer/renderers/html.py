@@ -14,11 +14,9 @@ import plotly.offline
 
 from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
-from traceanalyzer.renderers import plots
 from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines
 from traceanalyzer.report import Report
 from traceanalyzer.section import Section, Table
-from traceanalyzer.tracedata import Scope
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 48px;color:#222}
@@ -62,22 +60,6 @@ def render(report: Report, figures: list[tuple[str, go.Figure]] = ()) -> str:
         f"<style>{STYLE}</style><script>{plotly.offline.get_plotlyjs()}</script></head>\n<body>"
         f"<h1>{_e(title)}</h1>\n" + "\n".join(body) + f"\n<script>{SORT_JS}</script></body></html>\n"
     )
-
-
-def report_figures(trace, scope: Scope = Scope()) -> list[tuple[str, go.Figure]]:  # noqa: B008 - frozen
-    """The ``ta.plots`` figures that apply to a loaded trace, in the report's scope where a figure can be scoped
-    (hotspots, timeline); steps, overlap (multi-rank jobs) and memory (when recorded) are of the whole trace."""
-    where = f" ({scope})" if scope.step is not None or scope.rank is not None else ""
-    scoped = {k: v for k, v in (("step", scope.step), ("rank", scope.rank)) if v is not None}
-    out = [(f"Top kernels (total){where}", plots.hotspots(trace, **scoped))]
-    out.append(("Steps, every rank", plots.steps(trace)))
-    timeline = "Timeline of the median step" if scope.step is None else f"Timeline of step {scope.step}"
-    out.append((timeline, plots.timeline(trace, rank=scope.rank, step=scope.step)))
-    if len(trace.meta.ranks) > 1:
-        out.append(("Exposed communication per rank and step", plots.overlap(trace)))
-    if len(trace.memory_events):
-        out.append(("Memory over time", plots.memory(trace)))
-    return out
 
 
 def _trace(t: dict) -> str:
