@@ -45,6 +45,28 @@ def test_a_usage_mistake_is_one_line_and_exit_2(capsys, argv):
     assert len(captured.err.splitlines()) == 1 and captured.err.startswith("traceanalyze: error:"), captured.err
 
 
+MCP_USAGE = {
+    "an unknown option": ["--bogus"],
+    "a negative port": ["--http", "-1"],
+    "a port beyond 65535": ["--http", "99999"],
+    "a port that is not a number": ["--http", "abc"],
+    "a folder that does not exist": ["--allow", "/nonexistent\n\x1b[31m"],
+    "a missing value": ["--allow"],
+}
+
+
+@pytest.mark.parametrize("argv", MCP_USAGE.values(), ids=MCP_USAGE.keys())
+def test_an_mcp_usage_mistake_is_one_line_and_exit_2(capsys, argv):
+    """``traceanalyze mcp`` says a mistake as the report command does: one escaped line, exit 2, nothing served."""
+    pytest.importorskip("mcp", reason="the MCP SDK (traceanalyzer[mcp]) is not installed")
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["mcp", *argv])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and err.startswith("traceanalyze mcp: error:"), err
+    assert "\x1b" not in err
+
+
 @pytest.mark.parametrize("port", ["-1", "99999", "0"])
 def test_a_dashboard_port_out_of_range_is_one_line_and_exit_2(capsys, port):
     with pytest.raises(SystemExit) as stop:

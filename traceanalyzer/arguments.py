@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import NoReturn
 
+from traceanalyzer.humanize import printable
+
 MAX_WIDTH = 10_000
 """Columns of a text report at most (``--width``): every line is laid out to the width."""
 
@@ -14,8 +16,10 @@ class Parser(argparse.ArgumentParser):
     """argparse that says a usage mistake in one line (what is wrong, and where help is), exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        """Print ``prog: error: message (see prog --help)`` and exit 2."""
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())} (see {self.prog} --help)\n")
+        """Print ``prog: error: message (see prog --help)`` and exit 2 (a path's control characters and undecodable
+        bytes shown as escapes)."""
+        shown = printable(message, one_line=True)
+        self.exit(2, f"{self.prog}: error: {shown} (see {self.prog} --help)\n")
 
 
 def bounded(low: int, high: int, what: str):

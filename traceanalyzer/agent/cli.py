@@ -6,14 +6,15 @@ import argparse
 import os
 from collections.abc import Sequence
 
+from traceanalyzer import arguments
 from traceanalyzer.agent.server import build
 
 LOCALHOST = "127.0.0.1"
 
 
 def parser() -> argparse.ArgumentParser:
-    """Arguments of the mcp command."""
-    p = argparse.ArgumentParser(
+    """Arguments of the mcp command (a mistake is one line and exit 2)."""
+    p = arguments.Parser(
         prog="traceanalyze mcp",
         description="Serve traceanalyzer to a coding agent over the Model Context Protocol (stdio by default): "
         "open_trace gives a handle and a digest, the other tools drill down in small, paged answers. Only traces "
@@ -28,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--http",
-        type=int,
+        type=arguments.port,
         metavar="PORT",
         help=f"serve streamable HTTP on {LOCALHOST}:PORT/mcp instead of stdio (only this machine can reach it)",
     )
