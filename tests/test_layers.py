@@ -174,3 +174,54 @@ def test_the_layer_test_sees_the_package():
     assert {"traceanalyzer.trace", "traceanalyzer.parsers.kineto", "traceanalyzer.dashboards.app"} <= set(MODULES)
     edges = _graph()
     assert "traceanalyzer.schema" in edges["traceanalyzer.parsers.kineto"]
+
+
+PRESENTERS = ("traceanalyzer.renderers", "traceanalyzer.notebook")
+"""The modules that present: they receive values (a ``Report``, tables, figures), never a ``Trace``."""
+STILL_TAKE_A_TRACE = {
+    "traceanalyzer.renderers.export.write",
+    "traceanalyzer.renderers.perfetto.write",
+    "traceanalyzer.renderers.perfetto.document",
+    "traceanalyzer.renderers.perfetto.finding_slices",
+    "traceanalyzer.renderers.plots.hotspots",
+    "traceanalyzer.renderers.plots.steps",
+    "traceanalyzer.renderers.plots.timeline",
+    "traceanalyzer.renderers.plots.overlap",
+    "traceanalyzer.renderers.plots.memory",
+}
+"""Presenters that still take a trace (issue #25, item 2, not done): this list may only shrink."""
+_TRACE_TYPES = {"Trace", "TraceData", "Job", "JobData"}
+
+
+def _takes_a_trace(tree: ast.AST) -> list[str]:
+    """The module-level functions with a parameter named ``trace`` or annotated as a Trace (or its data, or a job)."""
+    found = []
+    for node in getattr(tree, "body", []):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+            annotated = {n.id for a in args if a.annotation for n in ast.walk(a.annotation) if isinstance(n, ast.Name)}
+            if any(a.arg == "trace" for a in args) or annotated & _TRACE_TYPES:
+                found.append(node.name)
+    return found
+
+
+def test_no_presenter_takes_a_trace():
+    taking = {
+        f"{name}.{function}"
+        for name, path in MODULES.items()
+        if name.startswith(PRESENTERS)
+        for function in _takes_a_trace(ast.parse(path.read_text()))
+    }
+    assert taking <= STILL_TAKE_A_TRACE, sorted(taking - STILL_TAKE_A_TRACE)
+    assert taking >= STILL_TAKE_A_TRACE, f"they take a trace no more: {STILL_TAKE_A_TRACE - taking}"
+
+
+def test_the_presenter_check_fails_on_a_presenter_that_takes_a_trace(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from traceanalyzer.trace import Trace\n\n"
+        "def render(t: Trace) -> str:\n    return str(t.findings())\n\n"
+        "def table(trace) -> str:\n    return ''\n\n"
+        "def fine(report, figures: list) -> str:\n    return ''\n"
+    )
+    assert _takes_a_trace(ast.parse(bad.read_text())) == ["render", "table"]
