@@ -64,6 +64,30 @@ def test_tables_beside_an_input_or_a_report_inside_an_input_folder_are_refused(i
     assert _digest(inbox / "in") == before
 
 
+UNWRITABLE = {
+    "a folder that is a file": ("afile/tables", "folder that does not exist"),
+    "a file in place of the folder": ("afile", "is a file"),
+    "a name too long for the system": ("x" * 300, "File name too long"),
+    "a folder no one may create in": ("/proc/1/tables", "cannot be written"),
+}
+
+
+@pytest.mark.parametrize("target", ["csv", "perfetto"])
+@pytest.mark.parametrize(("out", "said"), UNWRITABLE.values(), ids=UNWRITABLE.keys())
+def test_an_export_that_cannot_be_written_is_one_line_and_exit_2(inbox, capsys, target, out, said):
+    """Where the tables or the trace cannot be written (checked without relying on permissions: the tests run as
+    root), the export is refused in one line naming the output, before the trace is loaded; nothing is left."""
+    (inbox / "afile").write_text("mine")
+    out = out + ".json" if target == "perfetto" and out != "afile" else out
+    before = _digest(inbox)
+    code = cli.main(["export", "in/trace.json.gz", "--to", target, "-o", out])
+    errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
+    assert code == 2 and len(errors) == 1 and out[:40] in errors[0], errors
+    if target == "csv" or out != "afile":
+        assert said in errors[0], errors
+    assert _digest(inbox) == before
+
+
 def test_an_existing_file_is_replaced_only_with_force(inbox, capsys):
     (inbox / "r.json").write_text("mine")
     assert cli.main(["in/trace.json.gz", "--format", "json", "-o", "r.json"]) == 2

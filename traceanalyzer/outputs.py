@@ -49,8 +49,12 @@ def protected(paths: Sequence[str | os.PathLike]) -> list[Protected]:
 
 def refusal(out: str | os.PathLike, inputs: Sequence[Protected], force: bool = False, folder: bool = False) -> str:
     """Why ``out`` may not be written ('' when it may): inside or onto an input, an existing file without
-    ``force``, a missing or unwritable folder. ``folder``: the output is a folder of files."""
-    return intrusion(out, inputs, folder) or _place_problem(real(out), force, folder)
+    ``force``, a missing or unwritable folder, a path the system refuses to look at (a name too long, a loop of
+    links). ``folder``: the output is a folder of files."""
+    try:
+        return intrusion(out, inputs, folder) or _place_problem(real(out), force, folder)
+    except OSError as e:
+        return f"cannot be written: {e.strerror or e}"
 
 
 def intrusion(out: str | os.PathLike, inputs: Sequence[Protected], folder: bool = False) -> str:
