@@ -38,7 +38,7 @@ from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, TraceMeta, category_text
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import per_rank
-from traceanalyzer.tracedata import TraceData
+from traceanalyzer.tracedata import Scope, TraceData
 
 DEVICE = tuple(sorted(k.value for k in DEVICE_KINDS))
 """Device kinds by name, in a fixed order."""
@@ -375,15 +375,20 @@ def _shares_by_kind(totals: list[pd.DataFrame]) -> pd.DataFrame:
 
 def summarize(trace: TraceData, options: Options = DEFAULT) -> dict[str, pd.DataFrame | None]:
     """A rank's part: its step table and its device time per kind (and its whole run's step table when the scope is
-    a step)."""
-    whole = step_table(trace.base) if trace.scope.step is not None else None
+    a step or a rank)."""
+    whole = step_table(trace.base) if _narrowed(trace.scope) else None
     return {"steps": step_table(trace), "by_kind": kind_totals(trace.events), "whole": whole}
+
+
+def _narrowed(scope: Scope) -> bool:
+    """Whether a scope is narrower than the whole run (a step or a rank), so the whole run's steps are kept too."""
+    return scope.step is not None or scope.rank is not None
 
 
 def job_step_table(job: JobData, whole: bool = False) -> pd.DataFrame:
     """``step_table`` of a job analysed rank by rank: the ranks' step tables one after another (``whole``: of their
     whole runs, also when summarized for one step)."""
-    key = "whole" if whole and job.scope.step is not None else "steps"
+    key = "whole" if whole and _narrowed(job.scope) else "steps"
     return remember(job, f"steps.{key}", lambda: pd.concat([p[key] for p in job.parts("steps")], ignore_index=True))
 
 
