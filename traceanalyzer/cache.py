@@ -37,6 +37,7 @@ import numpy as np
 import pandas as pd
 import platformdirs
 
+from traceanalyzer import humanize
 from traceanalyzer.footprint import parse_bytes
 from traceanalyzer.schema import Device, Platform, TraceMeta
 
@@ -493,10 +494,10 @@ def describe() -> str:
     total = sum(e.size for e in found)
     lines = [
         f"cache folder: {folder()}",
-        f"entries: {len(found)}, {total / (1 << 20):.1f} MiB of {size_limit() / (1 << 30):.2f} GiB "
+        f"entries: {len(found)}, {humanize.size(total, 1)} of {humanize.size(size_limit())} "
         "(TRACEANALYZER_CACHE_SIZE; least recently used entries are removed beyond it)",
     ]
     for entry in reversed(found):
         used = pd.Timestamp(entry.used_ns, unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
-        lines.append(f"  {entry.size / (1 << 20):8.1f} MiB  last used {used}  {entry.source}")
+        lines.append(f"  {humanize.size(entry.size, 1):>10}  last used {used}  {entry.source}")
     return "\n".join(lines) + "\n"

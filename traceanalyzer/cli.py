@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from traceanalyzer import __version__, arguments, cluster, lazy, outputs
 from traceanalyzer.errors import AnalyzerFailed, TraceError
-from traceanalyzer.humanize import printable
+from traceanalyzer.humanize import printable, size
 from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE_KINDS
 from traceanalyzer.tokens import CHARS_PER_TOKEN, DIGEST_BUDGET, LEAST_DIGEST_BUDGET
@@ -404,8 +404,8 @@ def _threshold(args: argparse.Namespace):
 def _cache(args: argparse.Namespace) -> int:
     if args.action == "clear":
         removed = cache.clear()
-        size = sum(e.size for e in removed) / (1 << 20)
-        return _write(f"removed {len(removed)} entries ({size:.1f} MiB) from {cache.folder()}\n", None)
+        freed = size(sum(e.size for e in removed), 1)
+        return _write(f"removed {len(removed)} entries ({freed}) from {cache.folder()}\n", None)
     return _write(cache.describe(), None)
 
 

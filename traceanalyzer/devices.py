@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from traceanalyzer import humanize
 from traceanalyzer.schema import TraceMeta
 
 
@@ -93,8 +94,8 @@ def host_link(meta: TraceMeta) -> tuple[float, str]:
     device = of_trace(meta)
     name = meta.devices[0].name if meta.devices else ""
     if device and device.host_link:
-        return device.host_link, f"{name}: {device.host_link / 1e9:.0f} GB/s pinned host<->device (link figure)"
-    assumed = f"device '{name or 'unknown'}' not in the table: assumed {DEFAULT_HOST_LINK / 1e9:.0f} GB/s pinned"
+        return device.host_link, f"{name}: {humanize.bandwidth(device.host_link)} pinned host<->device (link figure)"
+    assumed = f"device '{name or 'unknown'}' not in the table: assumed {humanize.bandwidth(DEFAULT_HOST_LINK)} pinned"
     return DEFAULT_HOST_LINK, assumed
 
 

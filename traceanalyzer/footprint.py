@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from traceanalyzer import humanize
+
 TABLE_PER_JSON = 0.4
 PARSE_PER_JSON = 1.1
 BASE_BYTES = 150 << 20
@@ -37,8 +39,8 @@ class Estimate:
 
     def describe(self, available: int | None) -> str:
         """E.g. '1.1 GB of JSON: needs about 1.4 GiB of memory (estimated), 20.3 GiB available'."""
-        text = f"{self.json_bytes / 1e9:.1f} GB of JSON: needs about {self.need_bytes / _GIB:.1f} GiB of memory"
-        return text + (f" (estimated), {available / _GIB:.1f} GiB available" if available else " (estimated)")
+        text = f"{self.json_bytes / 1e9:.1f} GB of JSON: needs about {humanize.size(self.need_bytes, 1)} of memory"
+        return text + (f" (estimated), {humanize.size(available, 1)} available" if available else " (estimated)")
 
 
 def json_size(path: Path) -> int:

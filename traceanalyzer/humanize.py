@@ -9,14 +9,15 @@ NS_PER_MS = 1_000_000
 """Nanoseconds (the event table's unit) per millisecond (the unit figures draw time in)."""
 
 
-def duration(ns: float | None) -> str:
-    """Nanoseconds as a short human duration."""
+def duration(ns: float | None, digits: int = 2) -> str:
+    """Nanoseconds as a short human duration in the largest unit it reaches (s, ms, µs, ns), ``digits`` decimals
+    (0 for thresholds: ``duration(LARGE_GAP_NS, 0)`` is ``100 µs``)."""
     if ns is None:
         return "–"
     ns = float(ns)
     for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
         if abs(ns) >= scale:
-            return f"{ns / scale:,.2f} {unit}"
+            return f"{ns / scale:,.{digits}f} {unit}"
     return f"{ns:,.0f} ns"
 
 
@@ -49,20 +50,25 @@ def missing_runs(upto: int, present: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def size(n: float | None) -> str:
-    """Bytes as a short human size (binary units)."""
+def size(n: float | None, digits: int = 2) -> str:
+    """Bytes as a short human size in binary units (GiB, MiB, KiB, B), ``digits`` decimals (0 for thresholds)."""
     if n is None:
         return "–"
     n = float(n)
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if abs(n) >= scale:
-            return f"{n / scale:,.2f} {unit}"
+            return f"{n / scale:,.{digits}f} {unit}"
     return f"{n:,.0f} B"
 
 
-def share(x: float | None) -> str:
-    """A fraction as a percentage."""
-    return "–" if x is None else f"{100 * float(x):.1f}%"
+def bandwidth(bytes_per_s: float | None, digits: int = 0) -> str:
+    """Bytes per second as GB/s (decimal, as link and memory bandwidths are quoted)."""
+    return "–" if bytes_per_s is None else f"{float(bytes_per_s) / 1e9:,.{digits}f} GB/s"
+
+
+def share(x: float | None, digits: int = 1) -> str:
+    """A fraction as a percentage, ``digits`` decimals."""
+    return "–" if x is None else f"{100 * float(x):.{digits}f}%"
 
 
 def value(key: str, v: object) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
 from traceanalyzer.analyzers.steps import job_step_time, step_time
@@ -285,7 +285,8 @@ def _aicpu_finding(parts: list[dict], step: StepTime) -> list[Finding]:
         make(
             "ascend",
             "ai_cpu",
-            f"{int(slow['slow'].sum())} AI_CPU task(s) over 20 µs ({len(slow)} op(s): {names})",
+            f"{int(slow['slow'].sum())} AI_CPU task(s) over {humanize.duration(AI_CPU_SLOW_NS, 0)} "
+            f"({len(slow)} op(s): {names})",
             "These ops fell back to the AI CPU. Check their dtypes (e.g. int64/double inputs often force AI_CPU: "
             "cast to int32/float32), replace index/nonzero/argmin-style ops with AI Core-supported formulations, "
             "or move them off the hot path.",

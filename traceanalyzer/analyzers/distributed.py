@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import devices, intervals
+from traceanalyzer import devices, humanize, intervals
 from traceanalyzer.analyzers import attribution, collective_calls, pipeline, steps
 from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
 from traceanalyzer.analyzers.steps import step_spans, step_time
@@ -521,7 +521,7 @@ def _exposed_rest(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     step = view.step_time(rank)
     steps = max(step.steps, 1)
     title = (
-        f"Communication exposed on rank {rank}: {exposed[rank] / steps / 1e6:.2f} ms per step of "
+        f"Communication exposed on rank {rank}: {humanize.duration(exposed[rank] / steps)} per step of "
         f"{', '.join(by_label.index[:3])} not hidden under compute"
     )
     return make(
@@ -552,9 +552,9 @@ def _waiting_for_absent(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     steps = max(step.steps, 1)
     per_step = by_rank[rank] / steps
     title = (
-        f"Exposed communication on rank {rank}: {per_step / 1e6:.2f} ms per step "
-        f"({per_step / max(step.per_step_ns, 1):.0%} of the step) waiting inside its collectives after every loaded "
-        "rank arrived"
+        f"Exposed communication on rank {rank}: {humanize.duration(per_step)} per step "
+        f"({humanize.share(per_step / max(step.per_step_ns, 1), 0)} of the step) waiting inside its collectives "
+        "after every loaded rank arrived"
     )
     return make(
         ANALYZER, "absent_wait", title, _ADVICE_ABSENT, step,
@@ -638,7 +638,8 @@ def _small_messages(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     ours = small[small["rank"] == rank]
     cost = int(_exposed_transfer(ours).sum())
     return make(
-        ANALYZER, "small_messages", f"{per_step[rank]:.0f} small collectives per step on rank {rank} (< 1 MiB each)",
+        ANALYZER, "small_messages", f"{per_step[rank]:.0f} small collectives per step on rank {rank} "
+        f"(< {humanize.size(SMALL_MESSAGE_BYTES, 0)} each)",
         _ADVICE_SMALL, view.step_time(rank), concerns_ns=cost, saving_ns=cost, basis=Basis.MODELLED,
         model="the exposed transfer of the small collectives would go if they were coalesced into one",
         where={"rank": rank},

@@ -13,7 +13,7 @@ from enum import Enum
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice, roofline
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
@@ -515,8 +515,9 @@ def _hotspot_finding(
     return make(
         "hotspots",
         "op",
-        f"{row['name']}: {per_step / 1e6:.2f} ms of device time per step in {count / max(step.steps, 1):,.0f} calls "
-        f"(mean {row['mean_ns'] / 1e3:.1f} µs, {row['total_ns'] / max(device_ns, 1):.0%} of device time)",
+        f"{row['name']}: {humanize.duration(per_step)} of device time per step in "
+        f"{count / max(step.steps, 1):,.0f} calls (mean {humanize.duration(row['mean_ns'], 1)}, "
+        f"{humanize.share(row['total_ns'] / max(device_ns, 1), 0)} of device time)",
         _rate_sentence(rate) + advice.category_advice(kind, meta, kernel or row["name"]),
         step,
         concerns_ns=int(row["total_ns"]),

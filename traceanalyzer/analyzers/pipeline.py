@@ -22,6 +22,7 @@ from collections.abc import Callable
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import humanize
 from traceanalyzer.analyzers import attribution
 from traceanalyzer.analyzers.steps import step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
@@ -155,7 +156,10 @@ def finding_of(
     share = float(ours["bubble_ns"].sum() / max(ours["span_ns"].sum(), 1))
     if share < MIN_SHARE:
         return None
-    title = f"Pipeline bubble: {per_step / 1e6:.1f} ms per step ({share:.0%} of the step) on rank {rank}"
+    title = (
+        f"Pipeline bubble: {humanize.duration(per_step, 1)} per step ({humanize.share(share, 0)} of the step) "
+        f"on rank {rank}"
+    )
     evidence = {
         "bubble_ns_per_step": int(per_step),
         "bubble_share": share,

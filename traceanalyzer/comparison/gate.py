@@ -77,7 +77,7 @@ class Threshold:
     def describe(self) -> str:
         """E.g. '+10.0% and +1.00 ms per step'."""
         parts = ([f"+{self.share:.1%}"] if self.share is not None else []) + (
-            [f"+{self.ns / 1e6:.2f} ms"] if self.ns is not None else []
+            [f"+{humanize.duration(self.ns)}"] if self.ns is not None else []
         )
         return " and ".join(parts) + " per step"
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pandas as pd
 
+from traceanalyzer import humanize
 from traceanalyzer.analyzers import steps
 from traceanalyzer.analyzers.attribution import steps_count, steps_in
 from traceanalyzer.analyzers.health.causes import idle_causes
@@ -184,8 +185,20 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
             ),
             Fact("idle_in_steps_ns", "device idle inside steps", idle, Unit.NS, Per.TOTAL),
             Fact("idle_explained_share", "idle inside steps a cause explains", explained_share(health), Unit.SHARE),
-            Fact("large_gaps", "idle gaps over 100 µs", int(busy["large_gaps"].sum()), Unit.COUNT, Per.TOTAL),
-            Fact("large_gap_ns", "time in gaps over 100 µs", int(busy["large_gap_ns"].sum()), Unit.NS, Per.TOTAL),
+            Fact(
+                "large_gaps",
+                f"idle gaps over {humanize.duration(LARGE_GAP_NS, 0)}",
+                int(busy["large_gaps"].sum()),
+                Unit.COUNT,
+                Per.TOTAL,
+            ),
+            Fact(
+                "large_gap_ns",
+                f"time in gaps over {humanize.duration(LARGE_GAP_NS, 0)}",
+                int(busy["large_gap_ns"].sum()),
+                Unit.NS,
+                Per.TOTAL,
+            ),
             Fact("largest_gap_ns", "largest gap", int(busy["largest_gap_ns"].max()), Unit.NS),
             Fact("host_syncs", "host syncs", int(syncs["syncs"].sum()), Unit.COUNT, Per.TOTAL),
             Fact("fp32_gemm_ns", "fp32 GEMM time", int(gemms["total_ns"].sum()), Unit.NS, Per.TOTAL),

@@ -47,9 +47,9 @@ def profiled_note(row: pd.Series) -> str:
     """What the profiler inflates, said of a cause whose idle is dense with host events it recorded, else ''."""
     if not row["idle_ns"] or row["recorded"] * 1e6 < PROFILED_EVENTS_PER_MS * row["idle_ns"]:
         return ""
-    every = row["idle_ns"] / row["recorded"] / 1e3
+    every = humanize.duration(row["idle_ns"] / row["recorded"], 0)
     return (
-        f" This idle was measured under the profiler, which recorded a host event every {every:.0f} µs of it on "
+        f" This idle was measured under the profiler, which recorded a host event every {every} of it on "
         "the threads that launch the work; recording each costs the host a few µs (more with "
         "with_stack/record_shapes), so the profiler inflates host time here (2-3x on launch-bound loops) and the "
         "saving without the profiler is smaller."

@@ -157,11 +157,11 @@ def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
         )
         title = (
             f"Launch-bound loop at {place}: {row['tiny_kernels'] / steps:,.0f} tiny kernels per step, {gpu} busy "
-            f"{row['busy_share']:.0%} there, idle {per_step}/step waiting for launches: {fix}"
+            f"{humanize.share(row['busy_share'], 0)} there, idle {per_step}/step waiting for launches: {fix}"
         )
         text = (
-            f"Each kernel runs ~{row['median_kernel_ns'] / 1e3:.1f} µs but its launch takes "
-            f"~{row['median_launch_ns'] / 1e3:.1f} µs, so the device waits for the CPU. "
+            f"Each kernel runs ~{humanize.duration(row['median_kernel_ns'], 1)} but its launch takes "
+            f"~{humanize.duration(row['median_launch_ns'], 1)}, so the device waits for the CPU. "
         )
         where = {"rank": rank, "annotation": row["annotation"], "frame": row["frame"], "ops": row["top_ops"]}
     else:
@@ -178,8 +178,8 @@ def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
         concerns_ns=context.as_total(rank, idle),
         saving_ns=context.as_total(rank, idle),
         basis=fnd.Basis.MEASURED,
-        model="the idle of the short gaps (under 100 µs) the launching thread made would go if the stretch were "
-        "one captured graph (the host time of the launches leaves the step)" + PER_STEP,
+        model=f"the idle of the short gaps (under {humanize.duration(LARGE_GAP_NS, 0)}) the launching thread made "
+        "would go if the stretch were one captured graph (the host time of the launches leaves the step)" + PER_STEP,
         claims=claims,
         where=where,
         evidence={

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import findings as fnd
-from traceanalyzer import intervals
+from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits, rank_spans
 from traceanalyzer.analyzers.health.part import Context, Part
@@ -110,8 +110,8 @@ def fp32_findings(health: Part, context: Context) -> list[Finding]:
         fnd.make(
             ANALYZER,
             "fp32_gemm",
-            f"fp32 matrix multiplies/convolutions run without tensor cores: {total / steps / 1e6:.1f} ms of device "
-            "time per step",
+            f"fp32 matrix multiplies/convolutions run without tensor cores: {humanize.duration(total / steps, 1)} of "
+            "device time per step",
             f"{', '.join(ops) or 'GEMM kernels'} run fp32 SIMT kernels ({table['name'].iloc[0][:60]}…). "
             + _advice(context.meta),
             context.step,

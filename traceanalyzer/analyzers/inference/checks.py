@@ -48,13 +48,13 @@ def _launch_bound(decode: pd.DataFrame, stalls: np.ndarray, step: StepTime) -> F
     return make(
         ANALYZER,
         "decode_launch_bound",
-        f"Decode is launch-bound: the device is busy {busy / token:.0%} of each token "
-        f"({np.median(decode['device_busy_ns']) / 1e3:,.0f} µs of {np.median(decode['token_ns']) / 1e3:,.0f} µs "
-        f"TPOT, median)",
+        f"Decode is launch-bound: the device is busy {humanize.share(busy / token, 0)} of each token "
+        f"({humanize.duration(np.median(decode['device_busy_ns']))} of "
+        f"{humanize.duration(np.median(decode['token_ns']))} TPOT, median)",
         "Each decode step launches every kernel of the model from Python; at batch 1 the kernels are shorter than "
         "their launches. Capture the decode step in a CUDA graph: torch.compile(model, mode='reduce-overhead') "
         "with a static KV cache (HF: cache_implementation='static'), or an engine that replays graphs (vLLM, "
-        f"SGLang). Saving up to {per_token / 1e3:,.0f} µs per token (TPOT down to the device time).",
+        f"SGLang). Saving up to {humanize.duration(per_token)} per token (TPOT down to the device time).",
         step,
         concerns_ns=int(token),
         saving_ns=int(saving),
@@ -91,11 +91,11 @@ def _per_token_syncs(decode: pd.DataFrame, step: StepTime) -> Finding | None:
         ANALYZER,
         "per_token_syncs",
         f"{np.median(synced['syncs']):.0f} host sync(s) in every decode token ({len(synced)} of {len(decode)} "
-        f"tokens), the device idle {per_token / 1e3:,.0f} µs per token after them",
+        f"tokens), the device idle {humanize.duration(per_token)} per token after them",
         "The host waits for the device every token (a stopping criterion or `.item()` / `.cpu()` in sampling), so "
         "the next token's kernels cannot be queued ahead. Keep the check on the device (e.g. HF's stopping criteria "
         "on tensors, `torch.where` instead of `if tensor:`), or check every N tokens. Saving "
-        f"{per_token / 1e3:,.0f} µs per token (the idle after the syncs).",
+        f"{humanize.duration(per_token)} per token (the idle after the syncs).",
         step,
         concerns_ns=int(idle),
         saving_ns=int(idle),
@@ -165,11 +165,11 @@ def _unfused_prefill_attention(line: pd.DataFrame, step: StepTime) -> Finding | 
     return make(
         ANALYZER,
         "prefill_attention_unfused",
-        f"Prefill attention runs unfused: {unfused / requests / 1e6:,.2f} ms of device time per request in "
+        f"Prefill attention runs unfused: {humanize.duration(unfused / requests)} of device time per request in "
         "separate kernels (score GEMM, scaling, mask, softmax, casts, product with V)",
         "Use scaled_dot_product_attention (HF: attn_implementation='sdpa' or 'flash_attention_2'): a fused kernel "
         "never writes the scores to memory. Saving about "
-        f"{saving / requests / 1e6:,.2f} ms per request.",
+        f"{humanize.duration(saving / requests)} per request.",
         step,
         concerns_ns=int(unfused),
         saving_ns=int(saving),
@@ -188,9 +188,9 @@ def _kv_headroom(kv: dict, step: StepTime) -> Finding | None:
     return make(
         ANALYZER,
         "kv_headroom",
-        f"KV cache: {kv['kv_bytes_per_token'] / 1024:,.0f} KiB per token; {headroom:,.0f} more tokens fit before the "
-        f"device's memory is full (peak allocated {kv['peak_allocated_bytes'] / 2**30:,.1f} GiB of "
-        f"{kv['device_memory_bytes'] / 2**30:,.0f} GiB)",
+        f"KV cache: {humanize.size(kv['kv_bytes_per_token'], 0)} per token; {headroom:,.0f} more tokens fit before "
+        f"the device's memory is full (peak allocated {humanize.size(kv['peak_allocated_bytes'], 1)} of "
+        f"{humanize.size(kv['device_memory_bytes'], 0)})",
         "The headroom is how long the contexts of this batch can grow, or how many more sequences of this length "
         "fit, before the allocator runs out; a larger batch is the cheapest way to more tokens/s in "
         "bandwidth-bound decode.",
