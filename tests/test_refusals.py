@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import pickle
 import shutil
 from dataclasses import replace
 
@@ -205,3 +206,34 @@ def test_ranks_of_two_jobs_given_one_by_one_are_joined_with_a_warning(tmp_path, 
     assert cli.main([*map(str, paths), "-o", str(tmp_path / "r.txt")]) == 0
     err = capsys.readouterr().err
     assert any("warning" in line and "world size 4" in line and "not one job" in line for line in err.splitlines())
+
+
+HUGE = {"beyond int64": 1 << 64, "beyond int32": (1 << 31) + 5, "negative": -(1 << 63) - 1}
+
+
+@pytest.mark.parametrize("value", HUGE.values(), ids=HUGE.keys())
+def test_ranks_and_devices_beyond_int64_or_int32_are_read_with_a_warning(tmp_path, capsys, fsdp_ranks, value):
+    """A rank or world size beyond int64/int32 in distributedInfo, a device index beyond int32 on the events, and a
+    rank number of 25 digits in the file name: read (the rank from elsewhere, the bad value a warning), exit 0."""
+    doc = _other(fsdp_ranks[0], rank=value, world_size=value)
+    for e in doc["traceEvents"][::5]:
+        if "device" in e.get("args", {}):
+            e["args"]["device"] = value
+    path = tmp_path / f"rank{'9' * 25}.json"
+    path.write_text(json.dumps(doc))
+    assert cli.main([str(path), "-o", str(tmp_path / "r.txt")]) == 0
+    warned = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    assert any("distributedInfo.rank" in line for line in warned), warned
+    assert any("distributedInfo.world_size" in line for line in warned), warned
+
+
+@pytest.mark.parametrize("value", HUGE.values(), ids=HUGE.keys())
+def test_snapshot_segment_devices_beyond_int64_or_int32_are_dropped_and_counted(tmp_path, capsys, value):
+    """A memory snapshot whose segments or history name a device beyond int64/int32: those are not read (a ledger
+    count), the rest is: exit 0."""
+    doc = pickle.loads((REPO / "sample_traces" / "memory_snapshot" / "oom.snapshot.pickle").read_bytes())
+    doc["segments"][0]["device"] = value
+    path = tmp_path / "snap.pickle"
+    path.write_bytes(pickle.dumps(doc))
+    assert cli.main([str(path), "-o", str(tmp_path / "r.txt")]) == 0
+    assert "snapshot entries with missing or wrongly typed fields" in capsys.readouterr().err
