@@ -813,7 +813,7 @@ def test_back_and_forward_restore_each_view_and_a_shared_link_its_zoom(browser, 
         from selenium.webdriver.support.ui import WebDriverWait
 
         WebDriverWait(browser, WAIT_S).until(ec.staleness_of(drawn[0]))
-        drawn[0] = _wait(browser, ".page-title")
+        drawn[0] = _wait(browser, ".page-title", " · ")  # drawn, not only placed
         title = drawn[0].text
         if "/timeline" in _where(browser):
             _wait(browser, "#tl-note", "segments")
