@@ -262,6 +262,8 @@ def _apply(path: Path, sql: str, args: tuple = ()) -> None:
         ("update CONNECTION_IDS set connectionId = ? where rowid % 3 = 0", ("abc",), 0),
         ("update CONNECTION_IDS set id = ? where rowid % 2 = 0", ("9" * 30,), 0),
         ("update OP_MEMORY set size = ?, deviceId = ? where rowid % 2 = 0", (-(2**63), 1e30), 0),
+        ("update STRING_IDS set value = ? where rowid % 3 = 0", ("9" * 30,), 0),
+        ("update STRING_IDS set value = ? where rowid % 3 = 0", (-(2**63),), 0),
     ],
 )
 def test_the_issues_database_damage_is_a_warning_or_one_line(sql, args, code):
