@@ -34,6 +34,11 @@ LEGACY_2021 = (
 """The oldest Kineto trace we have (2021: legacy categories, ``async`` flows), as parts under SHARED."""
 
 
+SAMPLE_COLLECTIONS = ("memory_snapshot", "pairs", "gate", "inference")
+"""Folders of sample_traces/ that hold separate runs, not the ranks of one job (loaded as one they are refused as
+"not one job"): their traces are cases of their own."""
+
+
 def shared_path(*parts: str) -> Path:
     """A path under ../shared/traces; skips the test when it is not there."""
     path = SHARED.joinpath(*parts)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO, SHARED, load_shared
+from tests.conftest import REPO, SAMPLE_COLLECTIONS, SHARED, load_shared
 from tests.test_ascend import ANALYZE, LOADABLE, LOADABLE_ANALYZE, MSINSIGHT
 from tests.test_kineto_corpus import _corpus, _not_trace
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW
@@ -90,13 +90,8 @@ def _ascend() -> list[Path]:
     ]
 
 
-COLLECTIONS = ("memory_snapshot", "pairs", "gate", "inference")
-"""Sample folders that hold separate runs, not the ranks of one job: their traces are cases of their own (the gate's
-repeats are covered by tests/test_gate_calibration.py)."""
-
-
 def _samples() -> list[Path]:
-    runs = [p for p in SAMPLES.iterdir() if p.is_dir() and p.name not in COLLECTIONS]
+    runs = [p for p in SAMPLES.iterdir() if p.is_dir() and p.name not in SAMPLE_COLLECTIONS]
     snapshots = [p for p in (SAMPLES / "memory_snapshot").iterdir() if p.name.endswith((".pickle", ".json.gz"))]
     separate = sorted(SAMPLES.glob("inference/*.json.gz")) + sorted(SAMPLES.glob("pairs/*/problem.json.gz"))
     return sorted(runs + list(SAMPLES.glob("*.json.gz")) + snapshots + separate)

@@ -12,7 +12,7 @@ from argparse import Namespace
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO
+from tests.conftest import REPO, SAMPLE_COLLECTIONS
 from traceanalyzer import cli, renderers
 from traceanalyzer.renderers import document, markdown, text
 from traceanalyzer.renderers import html as html_renderer
@@ -23,8 +23,9 @@ ANSI = re.compile(r"\x1b\[")
 
 
 def _sample_paths() -> list:
+    """Every sample job, and the first run of each folder of separate runs."""
     paths = [p for p in sorted(SAMPLES.iterdir()) if p.is_dir() or p.name.endswith(".json.gz")]
-    return [p / "train.json.gz" if p.name == "memory_snapshot" else p for p in paths]
+    return [sorted(p.rglob("*.json.gz"))[0] if p.name in SAMPLE_COLLECTIONS else p for p in paths]
 
 
 @pytest.fixture(scope="module")
