@@ -1,4 +1,5 @@
-"""Hardware counters of a Kineto (torch.profiler) trace → counter rows (``schema.COUNTER_COLUMNS``).
+"""Hardware counter samples as event rows (``Kind.COUNTER``, the columns of ``schema.COUNTER_COLUMNS``), for every
+parser (``samples``), and those of a Kineto (torch.profiler) trace (``read``).
 
 Two shapes are read, both Chrome trace events of the file's ``traceEvents``:
 
@@ -23,7 +24,7 @@ import pandas as pd
 from traceanalyzer.parsers.jsonstream import read_all
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import COUNTER_COLUMNS, NO_ROW, conform
+from traceanalyzer.schema import COUNTER_COLUMNS, EVENT_COLUMNS, NO_ROW, Kind, conform
 
 RANGE_CATEGORY = "cuda_profiler_range"
 TRACK_SOURCE = "Kineto counter track"
@@ -47,17 +48,66 @@ def unit_of(metric: str) -> str:
     return ""
 
 
+LANE = "counters"
+"""The pid of every counter sample (its tid is its source)."""
+_LANES = tuple(c for c in EVENT_COLUMNS if c.name in ("pid", "tid"))
+_SAMPLE = ["ts", "dur", "device", "name", "value", "unit", "source", "kernel"]
+"""What a source gives of each sample: the counter's name, value and unit, its source and the kernel it measured."""
+
+
+def samples(table: pd.DataFrame) -> pd.DataFrame:
+    """A source's samples (columns ``_SAMPLE``) as counter event rows: ``cat`` and ``tid`` the source, ``measured``
+    the kernel, on the ``counters`` lane."""
+    frame = pd.DataFrame(
+        {
+            **{c: table[c].to_numpy() for c in ("ts", "dur", "device", "name", "value", "unit")},
+            "kind": Kind.COUNTER.value,
+            "cat": table["source"].to_numpy(),
+            "measured": table["kernel"].to_numpy(),
+        }
+    )
+    return conform(frame.assign(pid=LANE, tid=frame["cat"]), (*COUNTER_COLUMNS, *_LANES))
+
+
+def with_samples(events: pd.DataFrame, samples: pd.DataFrame) -> pd.DataFrame:
+    """A parser's events with counter samples after them (the events keep their row labels), each given the
+    columns only the other has, with their defaults (NO_ROW, NaN, False or '')."""
+    if not len(samples):
+        return events
+    left, right = _filled(events, samples), _filled(samples, events)
+    return pd.concat([left, right[list(left.columns)]], ignore_index=True)
+
+
+def _filled(frame: pd.DataFrame, other: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with the columns only ``other`` has, each its default for ``other``'s dtype."""
+    missing = [name for name in other.columns if name not in frame.columns]
+    return frame.assign(**{name: _default(other[name].dtype, len(frame)) for name in missing})
+
+
+def _default(dtype, n: int) -> np.ndarray:
+    if pd.api.types.is_bool_dtype(dtype):
+        return np.zeros(n, dtype=bool)
+    if pd.api.types.is_integer_dtype(dtype):
+        return np.full(n, NO_ROW, dtype=dtype)
+    if pd.api.types.is_float_dtype(dtype):
+        return np.full(n, np.nan, dtype=dtype)
+    return np.full(n, "", dtype=object)
+
+
+def no_samples() -> pd.DataFrame:
+    """A source's samples when it has none (columns ``_SAMPLE``)."""
+    return pd.DataFrame(columns=_SAMPLE)
+
+
 def read(path: Path) -> pd.DataFrame:
-    """The counter rows of the trace at ``path``, in time order."""
+    """The counter samples of the trace at ``path``, in time order, as event rows (``samples``)."""
     try:
         data = orjson.loads(read_all(path))
     except orjson.JSONDecodeError as e:
         raise TraceError(path, f"is not readable JSON ({e})") from None
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
     rows = [row for ev in events if isinstance(ev, dict) for row in _rows(ev)]
-    columns = [c.name for c in COUNTER_COLUMNS]
-    table = pd.DataFrame(rows, columns=columns).sort_values("ts", kind="stable").reset_index(drop=True)
-    return conform(table, COUNTER_COLUMNS)
+    return samples(pd.DataFrame(rows, columns=_SAMPLE).sort_values("ts", kind="stable").reset_index(drop=True))
 
 
 def _rows(ev: dict) -> list[tuple]:

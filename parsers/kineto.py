@@ -1,7 +1,7 @@
 """torch.profiler (Kineto) Chrome-trace JSON → the common event and memory tables.
 
 Reads every vintage seen in the wild: 2021 legacy categories (``Operator``/``Runtime``/``Kernel``),
-hardware counters (``counters``: counter tracks, CUPTI range-profiler ranges) into ``TraceMeta.extra``,
+hardware counters (``counters``: counter tracks, CUPTI range-profiler ranges) as counter rows of the events,
 2022 ``async_cpu_to_gpu`` flows, ``ac2g`` flows, µs floats with ns digits (integer ns without float
 damage), ``baseTimeNanoseconds``, ROCm, MTIA and CPU-only traces. Runtime↔device links come from
 the ``correlation`` arg, which every generation writes on both sides.
@@ -21,7 +21,6 @@ from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, wo
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import (
-    COUNTERS,
     JOB_IDS,
     MAX_DEVICE_INDEX,
     MAX_RANKS,
@@ -231,7 +230,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     for reason, count in adjusted.items():
         meta.adjust(reason, count)
     if cols.counters:
-        meta.extra[COUNTERS] = counters.read(path)
+        events = counters.with_samples(events, counters.read(path))
     return events, memory, meta
 
 

@@ -22,6 +22,7 @@ from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 import traceanalyzer as ta
 from tests.conftest import REPO, facts, job_pair, load_shared, rows, same_section, shared_path
 from traceanalyzer.analyzers import counters
+from traceanalyzer.schema import COUNTER_COLUMNS, EVENT_COLUMNS, Kind
 
 LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
 CUPTI = ("public", "torch", "hta", "cupti_profiler", "benchmark_result_924719_1679055439_trace.json.gz")
@@ -41,11 +42,35 @@ def _numeric(text: str) -> bool:
         return False
 
 
-def test_ascend_pmu_columns_are_counted_in_the_ledger():
+def _l2_cache(level: str) -> list[dict]:
+    folder = shared_path(*LEVEL1[:-2], level, "rank0_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+    with open(folder / "l2_cache.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_ascend_pmu_columns_and_l2_rates_are_counted_in_the_ledger():
+    """Every numeric PMU cell of kernel_details.csv and every numeric L2 rate of l2_cache.csv is one sample."""
     report = load_shared(*LEVEL1).report()
     cells = sum(_numeric(v) for row in _kernel_details("level1") for k, v in row.items() if k.startswith(PMU_HEADERS))
-    assert cells > 4000
-    assert facts(report, "ledger")["counter_samples"] == facts(report, "counters")["counter_samples"] == cells
+    l2 = sum(_numeric(row[k]) for row in _l2_cache("level1") for k in ("Hit Rate", "Victim Rate"))
+    assert cells > 4000 and l2 > 100
+    assert facts(report, "ledger")["counter_samples"] == facts(report, "counters")["counter_samples"] == cells + l2
+    sources = {r["source"]: r["samples"] for r in rows(report, "counters", "sources")}
+    assert sources == {"kernel_details PMU": cells, "l2_cache.csv": l2}
+
+
+def test_l2_victim_rate_of_a_kernel_is_its_l2_cache_rows():
+    """l2_cache.csv names each task by stream, task id and op name: its victim rate is a sample of that kernel,
+    over the kernel's interval (the level1 sample writes no hit rate: N/A)."""
+    trace = load_shared(*LEVEL1)
+    samples = trace.select(kind=Kind.COUNTER.value)
+    victim = samples[samples["name"] == "l2_victim_rate"]
+    want = sorted((r["Op Name"], float(r["Victim Rate"])) for r in _l2_cache("level1") if _numeric(r["Victim Rate"]))
+    assert sorted(zip(victim["measured"].astype(str), victim["value"], strict=True)) == want
+    kernels = trace.select(kind=Kind.KERNEL.value)
+    spans = set(zip(kernels["ts"], kernels["dur"], strict=True))
+    assert all(span in spans for span in zip(victim["ts"], victim["dur"], strict=True))
+    assert not (samples["name"] == "l2_hit_rate").any()
 
 
 def test_ascend_hot_matmul_efficiency_is_measured_from_its_pmu_columns():
@@ -56,7 +81,7 @@ def test_ascend_hot_matmul_efficiency_is_measured_from_its_pmu_columns():
     weights = [float(r["Duration(us)"]) for r in mine]
     mac = sum(float(r["aic_mac_ratio"]) * w for r, w in zip(mine, weights, strict=True)) / sum(weights)
     cube = sum(float(r["cube_utilization(%)"]) * w for r, w in zip(mine, weights, strict=True)) / sum(weights)
-    assert table[name]["basis"] == "measured: kernel_details PMU"
+    assert table[name]["basis"] == "measured (kernel_details PMU, l2_cache.csv)"
     assert table[name]["mac_busy_share"] == pytest.approx(mac, rel=1e-6)
     assert table[name]["cube_utilization_share"] == pytest.approx(cube / 100, rel=1e-6)
     assert 0 < mac < 1 and table[name]["memory_bound"] > 0
@@ -115,7 +140,7 @@ def test_kineto_counter_track_is_read_counted_and_attributed_to_the_running_kern
     assert attributed[attributed["value"] == 99]["kernel"].tolist() == [""]  # before every kernel: none
     efficiency = {r["kernel"]: r["basis"] for r in rows(trace.report(), "counters", "efficiency")}
     sampled = {k["name"] for k in kernels}
-    assert {b for k, b in efficiency.items() if k in sampled} == {"measured: Kineto counter track"}
+    assert {b for k, b in efficiency.items() if k in sampled} == {"measured (Kineto counter track)"}
     assert {b for k, b in efficiency.items() if k not in sampled} == {counters.MODELLED}
 
 
@@ -136,7 +161,7 @@ def test_ascend_database_pmu_table_is_read_like_the_csv_columns():
     table = {r["kernel"]: r for r in rows(report, "counters", "efficiency")}
     name = next(k for k in table if "MatMul" in k)
     mac = [(value, dur) for metric, value, dur, kernel in pmu if kernel == name and metric == "aic_mac_ratio"]
-    assert table[name]["basis"] == "measured: TASK_PMU_INFO PMU"
+    assert table[name]["basis"] == "measured (TASK_PMU_INFO PMU)"
     assert table[name]["mac_busy_share"] == pytest.approx(sum(v * d for v, d in mac) / sum(d for _, d in mac))
 
 
@@ -145,3 +170,58 @@ def test_a_job_analysed_rank_by_rank_has_the_joined_counters_section(name):
     job, joined = job_pair(name)
     section = same_section(counters, job, joined)
     assert section is not None and section["facts"][0]["value"] > 0
+
+
+def test_counter_samples_are_event_rows_of_their_own_kind():
+    """Each PMU cell is one ``Kind.COUNTER`` row of the event table (time, device, counter name, value, unit, its
+    source in ``cat``, the kernel it measured), not a side table; a step's view holds that step's samples."""
+    trace = load_shared(*LEVEL1)
+    samples = trace.select(kind=Kind.COUNTER.value)
+    samples = samples[samples["cat"] == "kernel_details PMU"]
+    cells = [(row["Name"], k) for row in _kernel_details("level1") for k, v in row.items()
+             if k.startswith(PMU_HEADERS) and _numeric(v)]  # fmt: skip
+    assert len(samples) == len(cells) and "counters" not in trace.meta.extra
+    assert {c.name for c in COUNTER_COLUMNS} <= {c.name for c in EVENT_COLUMNS}
+    assert samples["value"].notna().all() and trace.events.loc[trace.events["kind"] != "counter", "value"].isna().all()
+    assert set(samples["unit"].astype(str)) <= {"ratio", "percent", "ns", "cycles"}
+    assert sorted(zip(samples["measured"].astype(str), samples["name"].astype(str), strict=True)) == sorted(
+        (kernel, header.removesuffix("(us)").removesuffix("(%)")) for kernel, header in cells
+    )
+    step = trace.steps_recorded()[0]
+    assert len(trace.scoped(step=step).select(kind=Kind.COUNTER.value)) == (trace.events["kind"] == "counter").sum()
+
+
+QWEN_RANK0 = ("public", "ascend", "msinsight", "st_level2_qwen3_4rank", "rank_0_ascend_pt")
+
+
+def _weighted(rows: list[dict], column: str) -> float:
+    weights = [float(r["Duration(us)"]) for r in rows]
+    return sum(float(r[column]) * w for r, w in zip(rows, weights, strict=True)) / sum(weights)
+
+
+def test_gemm_hotspot_is_judged_by_its_measured_pmu_efficiency_not_the_model():
+    """Qwen3 rank 0 (Level2, PipeUtilization): the MatMulV3 hotspot's efficiency is measured: msprof's memory_bound
+    (mte2 / max(mac, vec), the kernel_details means weighted by duration) over 1 makes it memory-bound, so its MTE2
+    share is what it achieves, and its saving is the time above running that unit at 80 %; the basis says so. A
+    GEMM of a trace without counters (our gpu_bound recording) stays modelled by the roofline."""
+    folder = shared_path(*QWEN_RANK0, "ASCEND_PROFILER_OUTPUT")
+    with open(folder / "kernel_details.csv", newline="") as f:
+        name = "aclnnMatmul_MatMulV3Common_MatMulV3"
+        mine = [r for r in csv.DictReader(f) if r["Name"] == name]
+    mac, vec = _weighted(mine, "aic_mac_ratio"), _weighted(mine, "aiv_vec_ratio")
+    mte2 = max(_weighted(mine, "aic_mte2_ratio"), _weighted(mine, "aiv_mte2_ratio"))
+    bound = "memory" if mte2 / max(mac, vec) > 1 else "compute"
+    achieved = mte2 if bound == "memory" else max(mac, vec)
+    trace = load_shared(*QWEN_RANK0)
+    finding = next(f for f in trace.findings() if f.analyzer == "hotspots" and f.where["name"] == name)
+    assert finding.evidence["efficiency_basis"] == "measured (kernel_details PMU)"
+    assert finding.evidence["bound"] == bound
+    assert finding.evidence["achieved_share"] == pytest.approx(achieved, rel=1e-6)
+    total = sum(float(r["Duration(us)"]) for r in mine) * 1000
+    assert finding.saving_ns == pytest.approx(total * max(0.0, 1 - achieved / 0.8), abs=1000)
+    assert finding.model.startswith("measured (kernel_details PMU)")
+    table = {r["kernel"]: r for r in rows(trace.report(), "counters", "efficiency")}
+    assert table[name]["bound"] == bound and table[name]["basis"] == "measured (kernel_details PMU)"
+    cuda = ta.load(REPO / "sample_traces" / "gpu_bound")
+    modelled = next(f for f in cuda.findings() if f.analyzer == "hotspots" and f.where["category"] == "gemm")
+    assert modelled.evidence["efficiency_basis"] == "modelled (roofline)" and modelled.basis.value == "modelled"

@@ -42,6 +42,7 @@ class Kind(str, Enum):
     SYNC = "sync"  # device-side wait or synchronization
     GPU_ANNOTATION = "gpu_annotation"  # a user annotation projected onto a device stream
     OVERLAP_LANE = "overlap_lane"  # a profiler-computed overlap interval (Ascend Overlap Analysis)
+    COUNTER = "counter"  # a hardware counter sample: ``value`` in ``unit`` over [ts, ts + dur), or at ts (dur 0)
     OTHER = "other"
 
 
@@ -100,6 +101,9 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("collective", "category", "collective name (allreduce, all_gather, ...) for communication"),
     Column("group", "category", "process group / communicator name for communication"),
     Column("core", "category", "accelerator core type (Ascend: AI_CORE, AI_CPU, ...), '' if none"),
+    Column("value", "float64", "a counter sample's value (Kind.COUNTER; name: the counter, cat: its source), NaN else"),
+    Column("unit", "category", "a counter's unit: ratio (0..1), percent, ns, cycles, bytes, or '' where not said"),
+    Column("measured", "category", "a counter sample's kernel, where its source names the one it measured, else ''"),
 )
 
 MEMORY_COLUMNS: tuple[Column, ...] = (
@@ -115,20 +119,11 @@ MEMORY_COLUMNS: tuple[Column, ...] = (
 )
 
 
-COUNTER_COLUMNS: tuple[Column, ...] = (
-    Column("ts", "int64", "sample time, or start of the interval the value covers, ns"),
-    Column("dur", "int64", "the interval the value covers, ns (0 for a sample at an instant)"),
-    Column("device", "int32", "device index, NO_ROW where the source does not say"),
-    Column("name", "category", "counter or metric name (aic_mac_ratio, sm__throughput..., a counter track)"),
-    Column("value", "float64", "the counter's value, in its unit"),
-    Column("unit", "category", "ratio (0..1), percent, ns, cycles, or '' where the source does not say"),
-    Column("source", "category", "what recorded it (kernel_details PMU, Kineto counter track, CUPTI range profiler)"),
-    Column("kernel", "category", "the kernel the value was measured over, where the source names it, else ''"),
+COUNTER_COLUMNS: tuple[Column, ...] = tuple(
+    c for c in EVENT_COLUMNS if c.name in ("ts", "dur", "name", "kind", "cat", "device", "value", "unit", "measured")
 )
-"""Hardware counter samples (a rank's ``TraceMeta.extra[COUNTERS]``): per-kernel PMU values over the kernel's
-interval, or samples of a counter track at an instant."""
-COUNTERS = "counters"
-"""The key of a rank's counter table in ``TraceMeta.extra``."""
+"""The event columns a counter sample (``Kind.COUNTER``) fills: Ascend PMU values over their kernel's interval, CUPTI
+range-profiler metrics over their range, Kineto counter-track samples at an instant; ``cat`` says which source."""
 JOB_IDS = "job_ids"
 """The key in ``TraceMeta.extra`` of what every rank of one job records alike (world size, backend, profiler
 settings: name → value, only those the file records); ranks that record two values of one are of two jobs."""
@@ -184,8 +179,8 @@ def per_pair(
 
 
 def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
-    """Return df with exactly the given columns in order and dtypes; missing ones get defaults. Columns that already
-    have their dtype are taken as they are, not copied."""
+    """Return df with exactly the given columns in order and dtypes; missing ones get defaults ('', NaN for floats,
+    else NO_ROW). Columns that already have their dtype are taken as they are, not copied."""
     out = {}
     n = len(df)
     for c in columns:
@@ -195,7 +190,7 @@ def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
         elif c.dtype == "category":
             out[c.name] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[""])
         else:
-            out[c.name] = np.full(n, NO_ROW, dtype=c.dtype)
+            out[c.name] = np.full(n, np.nan if c.dtype == "float64" else NO_ROW, dtype=c.dtype)
     return pd.DataFrame(out, index=df.index, copy=False)
 
 

@@ -14,12 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers import counters as samples
 from traceanalyzer.parsers.ascend import common as c
 from traceanalyzer.parsers.ascend import integers, job, pmu, summaries
 from traceanalyzer.parsers.ascend.sqlite import connect
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import COUNTER_COLUMNS, COUNTERS, NO_ROW, Kind, conform
+from traceanalyzer.schema import NO_ROW, Kind
 
 REQUIRED = ("STRING_IDS", "TASK")
 API_QUEUE = 50002
@@ -60,7 +61,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     meta.extra["module_memory"] = modules
     meta.extra.update(found)
     if len(pmu_rows):
-        meta.extra[COUNTERS] = pmu_rows
+        events = samples.with_samples(events, pmu_rows)  # after the rows the caller links label
     return events, memory, meta
 
 
@@ -401,7 +402,7 @@ def _pmu(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> 
     """TASK_PMU_INFO: one counter row per compute task and PMU metric (times in ns, as the database's; ratios,
     cycles as written), over the task's interval."""
     if not {"TASK_PMU_INFO", "COMPUTE_TASK_INFO"} <= tables:
-        return conform(pd.DataFrame(columns=[col.name for col in COUNTER_COLUMNS]), COUNTER_COLUMNS)
+        return samples.samples(samples.no_samples())
     t = _sql(
         con,
         "select t.startNs, t.endNs, t.deviceId, k.name as kname, p.name as metric, p.value from TASK_PMU_INFO p "
@@ -422,7 +423,7 @@ def _pmu(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> 
         }
     )
     frame = frame[(frame["ts"] != NO_ROW) & (frame["dur"] != c.BAD_NS) & frame["value"].notna()]
-    return conform(frame.reset_index(drop=True), COUNTER_COLUMNS)
+    return samples.samples(frame.reset_index(drop=True))
 
 
 def _memory_records(con: sqlite3.Connection, strings: dict[int, str], tables: set[str]) -> pd.DataFrame:

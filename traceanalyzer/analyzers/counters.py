@@ -1,14 +1,15 @@
 """Hardware counters: each sample attributed to the kernel it was measured over and to its step, and a hardware
 efficiency view of the hot kernels that says whether their efficiency is measured (counters) or only modelled.
 
-A counter row (``schema.COUNTER_COLUMNS``) that names its kernel (Ascend PMU columns of kernel_details, CUPTI
-range-profiler ranges) belongs to that kernel; an unnamed sample at an instant (a counter track) belongs to the
-kernel running on its rank (and device, where it says) at that time, else to none. A kernel's value of a counter is
-the mean over its rows, weighted by the interval each covers (instants weigh 1); a step's likewise over the rows
-that start in the step's span. Shares (ratios, percentages) are achieved / peak as the hardware counts them: Ascend
-``aic_mac_ratio`` (cube MAC busy share), ``cube_utilization(%)``, ``aiv_vec_ratio``, ``*_mte2_ratio`` and msprof's
-``memory_bound`` = mte2 / max(mac, vec) (anchors-ascend.md §4); on CUDA the Perfworks throughputs as a share of the
-sustained peak (SM, DRAM, tensor pipe) where the trace records them.
+A counter sample (a ``Kind.COUNTER`` event, ``schema.COUNTER_COLUMNS``) that names the kernel it measured
+(``measured``: Ascend PMU columns of kernel_details, CUPTI range-profiler ranges) belongs to it; an unnamed sample
+at an instant (a counter track) belongs to the kernel running on its rank (and device, where it says) at that time,
+else to none. A kernel's value of a counter is the mean over its rows, weighted by the interval each covers
+(instants weigh 1); a step's likewise over the rows that start in the step's span. Shares (ratios, percentages) are
+achieved / peak as the hardware counts them: Ascend ``aic_mac_ratio`` (cube MAC busy share),
+``cube_utilization(%)``, ``aiv_vec_ratio``, ``*_mte2_ratio`` and msprof's ``memory_bound`` = mte2 / max(mac, vec)
+(anchors-ascend.md §4); on CUDA the Perfworks throughputs as a share of the sustained peak (SM, DRAM, tensor pipe)
+where the trace records them.
 
 Rank by rank, the part holds additive sums (weights, weighted sums, samples per kernel, step and counter; kernel
 time and calls per name); the combining half divides and orders.
@@ -22,9 +23,9 @@ import pandas as pd
 from traceanalyzer.analyzers.steps import step_spans
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import COUNTER_COLUMNS, COUNTERS, NO_ROW, Kind, empty_table
+from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import per_rank, stack
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 EFFICIENCY = {
@@ -45,22 +46,40 @@ EFFICIENCY = {
 """Efficiency columns (achieved / peak, 0..1) and the counters that measure them (the highest recorded wins), with
 the factor that makes a share of each."""
 MODELLED = "modelled: no counters recorded for this kernel (the GEMM roofline is a model)"
+MEASURED = "measured ({sources})"
+"""The basis of a kernel's efficiency: its counters (by source), or none (the roofline's model only)."""
+BOUND_BY = {
+    "memory_bound": "msprof's memory_bound = mte2 / max(mac, vec): over 1 is memory-bound",
+    "dram_throughput_share": "DRAM throughput share above the SM throughput share is memory-bound",
+}
+"""How the measured bound of a kernel is judged, by the counter that decides it."""
+ACHIEVED = {
+    "compute": (("mac_busy_share", "vector_busy_share"), ("tensor_pipe_share",), ("sm_throughput_share",)),
+    "memory": (("mte2_busy_share",), ("dram_throughput_share",)),
+}
+"""The efficiency columns that say how busy a measured kernel keeps the unit that bounds it: the busiest of the
+first group recorded (a cube kernel's MAC, a vector kernel's vector unit)."""
 KEY = ["kernel", "name", "unit", "source"]
 STEP_KEY = ["rank", "step", "name", "unit"]
 
 
+SAMPLE_COLUMNS = ["rank", "ts", "dur", "device", "name", "value", "unit", "cat", "measured"]
+"""The event columns a counter sample is read by."""
+
+
 def counter_rows(trace: TraceData) -> pd.DataFrame:
-    """Every rank's counter rows, with their rank, the kernel each belongs to and the step its start falls in."""
-    rows = per_rank(trace.meta, COUNTERS)
-    if not len(rows):
-        rows = empty_table(COUNTER_COLUMNS).assign(rank=pd.Series(dtype=np.int64))
-    rows = rows.assign(kernel=_kernels(trace.events, rows), step=_steps(step_spans(trace), rows))
+    """Every counter sample of the trace's scope (``Kind.COUNTER`` events) with its rank, ``source`` (the event's
+    ``cat``), the kernel it belongs to and the step its start falls in."""
+    events = trace.events
+    rows = events.loc[events["kind"] == Kind.COUNTER.value, SAMPLE_COLUMNS].reset_index(drop=True)
+    rows = rows.rename(columns={"cat": "source"})
+    rows = rows.assign(kernel=_kernels(events, rows), step=_steps(step_spans(trace), rows))
     return rows.assign(weight=np.where(rows["dur"] > 0, rows["dur"], 1).astype(float))
 
 
 def _kernels(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     """Per row: the kernel it names, else the kernel of its rank (and device) running at its time, else ''."""
-    named = rows["kernel"].astype(str).to_numpy().astype(object)
+    named = rows["measured"].astype(str).to_numpy().astype(object)
     kernels = events[events["kind"] == Kind.KERNEL.value]
     for rank, lane in kernels.groupby("rank", observed=True):
         lane = lane.sort_values("ts", kind="stable")
@@ -138,10 +157,42 @@ def efficiency(parts: list[dict], top: int) -> pd.DataFrame:
     for column, choices in EFFICIENCY.items():
         out[column] = _highest(out["kernel"], measured, choices)
     sources = measured.groupby("kernel")["source"].agg(lambda s: ", ".join(sorted(set(s))))
-    out["basis"] = ["measured: " + sources[k] if k in sources.index else MODELLED for k in out["kernel"]]
+    out["basis"] = [MEASURED.format(sources=sources[k]) if k in sources.index else MODELLED for k in out["kernel"]]
     busiest = out[["mac_busy_share", "vector_busy_share"]].max(axis=1)
     out["memory_bound"] = out["mte2_busy_share"] / busiest.where(busiest > 0)
+    out["bound"] = _bound(out)
+    out["achieved_share"] = _achieved(out)
     return out.dropna(axis=1, how="all")
+
+
+def _bound(table: pd.DataFrame) -> np.ndarray:
+    """Per kernel, what its counters say bounds it (``BOUND_BY``): memory or compute; '' where they do not say."""
+    ascend = np.where(table["memory_bound"] > 1, "memory", "compute")
+    cuda = np.where(table["dram_throughput_share"] > table["sm_throughput_share"], "memory", "compute")
+    judged = np.where(table["memory_bound"].notna(), ascend, np.where(table["sm_throughput_share"].notna(), cuda, ""))
+    return judged.astype(object)
+
+
+def _achieved(table: pd.DataFrame) -> np.ndarray:
+    """Per kernel, the share of its bounding unit's peak it keeps busy (``ACHIEVED``); NaN where not measured."""
+    out = np.full(len(table), np.nan)
+    for side, groups in ACHIEVED.items():
+        for group in reversed(groups):  # the first recorded wins
+            present = [c for c in group if c in table]
+            busiest = table[present].max(axis=1).to_numpy(dtype=float) if present else np.full(len(table), np.nan)
+            mine = (table["bound"] == side).to_numpy() & ~np.isnan(busiest)
+            out[mine] = busiest[mine]
+    return out
+
+
+def measured_kernels(parts: list[dict]) -> dict[str, dict]:
+    """Per kernel with counters: its measured bound, achieved share of that unit's peak and basis (``efficiency`` of
+    every kernel of the parts), for the findings that judge a kernel's efficiency."""
+    table = efficiency(parts, top=1 << 62)
+    if "achieved_share" not in table:
+        return {}
+    table = table[table["achieved_share"].notna()]
+    return {row["kernel"]: row for row in table.to_dict(orient="records")}
 
 
 def _highest(kernels: pd.Series, means: pd.DataFrame, choices: tuple) -> np.ndarray:

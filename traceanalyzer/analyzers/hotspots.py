@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize, intervals
-from traceanalyzer.analyzers import advice, roofline
+from traceanalyzer.analyzers import advice, counters, roofline
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
@@ -345,13 +345,15 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    return _findings([_work(trace)], trace.meta, compute_step_time(trace), gemm_throughput(trace))
+    measured = counters.measured_kernels([counters.summarize(trace)])
+    return _findings([_work(trace)], trace.meta, compute_step_time(trace), gemm_throughput(trace), measured)
 
 
 def job_findings(job: JobData) -> list[Finding]:
     """``findings`` of a job analysed rank by rank."""
     works = [part.work for part in job.parts("hotspots")]
-    return _findings(works, job.meta, job_compute_step_time(job), job_throughput(job))
+    measured = counters.measured_kernels(job.parts("counters"))
+    return _findings(works, job.meta, job_compute_step_time(job), job_throughput(job), measured)
 
 
 @dataclass
@@ -460,8 +462,11 @@ def _counted(works: list[Work]) -> _Counted:
     )
 
 
-def _findings(works: list[Work], meta: TraceMeta, step: StepTime, gemms: pd.DataFrame) -> list[Finding]:
-    """The hotspot findings from the works of the ranks, their step time and the GEMM throughput table."""
+def _findings(
+    works: list[Work], meta: TraceMeta, step: StepTime, gemms: pd.DataFrame, measured: dict[str, dict]
+) -> list[Finding]:
+    """The hotspot findings from the works of the ranks, their step time, the GEMM throughput table and the
+    kernels whose efficiency counters measured (``counters.measured_kernels``)."""
     work = _counted(works)
     busy = work.kernels[work.kernels["kind"].isin(BUSY)]
     device_ns = int(busy["total_ns"].sum())
@@ -469,7 +474,14 @@ def _findings(works: list[Work], meta: TraceMeta, step: StepTime, gemms: pd.Data
     rates = {row["op"]: row for row in gemms.drop_duplicates("op").to_dict(orient="records")}  # dtype most time
     return [
         _hotspot_finding(
-            row, main_kernel.get(row["name"], ""), step, device_ns, rates.get(row["name"]), _claims(work, row), meta
+            row,
+            main_kernel.get(row["name"], ""),
+            step,
+            device_ns,
+            rates.get(row["name"]),
+            _claims(work, row),
+            meta,
+            measured.get(main_kernel.get(row["name"], "") or row["name"]),
         )
         for row in table.head(HOTSPOT_FINDINGS).to_dict(orient="records")
     ]
@@ -504,13 +516,25 @@ def _dominant(work: _Counted) -> tuple[pd.DataFrame, dict]:
 
 
 def _hotspot_finding(
-    row: dict, kernel: str, step: StepTime, device_ns: int, rate: dict | None, claims: Claims, meta: TraceMeta
+    row: dict,
+    kernel: str,
+    step: StepTime,
+    device_ns: int,
+    rate: dict | None,
+    claims: Claims,
+    meta: TraceMeta,
+    measured: dict | None,
 ) -> Finding:
     """The finding of one ranked hotspot row (op or kernel; ``kernel``: an op's main kernel): its time per step and
-    share of device time, advice for its category, and for a GEMM with a ``rate`` the saving at ``GEMM_TARGET``."""
+    share of device time, advice for its category, and for a GEMM the saving at ``GEMM_TARGET``: of its measured
+    efficiency where counters measured its kernel, else of its modelled ``rate`` (the roofline)."""
     kind = category(row["name"], kernel)
     count = int(row["count"])
-    saving, basis, model = _gemm_saving(rate)
+    gemm = kind == "gemm"
+    if gemm and measured:
+        saving, basis, model = _measured_saving(int(row["total_ns"]), measured)
+    else:
+        saving, basis, model = _gemm_saving(rate)
     per_step = row["total_ns"] / max(step.steps, 1)
     return make(
         "hotspots",
@@ -533,8 +557,36 @@ def _hotspot_finding(
             "mean_ns": float(row["mean_ns"]),
             "device_share": row["total_ns"] / device_ns if device_ns else 0.0,
             "main_kernel": kernel,
+            **(_efficiency(measured, rate) if gemm else {}),
         },
     )
+
+
+def _efficiency(measured: dict | None, rate: dict | None) -> dict:
+    """A GEMM's efficiency evidence: measured by its counters (bound, achieved share of that unit's peak, by which
+    source), else modelled by the roofline (its peak share), else not judged."""
+    if measured:
+        return {
+            "efficiency_basis": measured["basis"],
+            "bound": measured["bound"],
+            "achieved_share": float(measured["achieved_share"]),
+        }
+    if rate and rate["peak_tflops"] == rate["peak_tflops"]:
+        return {"efficiency_basis": "modelled (roofline)", "bound": rate.get("bound", ""),
+                "achieved_share": float(rate.get("limit_share", rate.get("peak_share", float("nan"))))}  # fmt: skip
+    return {"efficiency_basis": "not judged (no counters, no peak for the device)"}
+
+
+def _measured_saving(total_ns: int, measured: dict) -> tuple[int, Basis, str]:
+    """A GEMM's saving if its kernel kept the unit that bounds it (counters: MAC or vector on Ascend, tensor pipe or
+    SM on CUDA; MTE2 or DRAM when memory-bound) busy at ``GEMM_TARGET`` instead of the measured share, total ns."""
+    achieved = float(measured["achieved_share"])
+    saving = int(total_ns * max(0.0, 1 - achieved / GEMM_TARGET))
+    model = (
+        f"{measured['basis']}: {measured['bound']}-bound, its busiest unit at {achieved:.0%} of peak; the time at "
+        f"{GEMM_TARGET:.0%}"
+    )
+    return saving, Basis.MODELLED, model
 
 
 def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:

@@ -13,9 +13,9 @@ from traceanalyzer import humanize
 from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import COUNTERS, NO_ROW, TraceMeta, codes_at
+from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import per_rank, stack
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
@@ -39,7 +39,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
         "linked_ns": int(work.loc[work["op"] != NO_ROW, "dur"].sum()),
         "replayed_ns": int(graph_replayed(trace)["dur"].sum()),
         "outside": outside_steps(trace),
-        "counter_samples": len(per_rank(trace.meta, COUNTERS)),
+        "counter_samples": int((trace.events["kind"] == Kind.COUNTER.value).sum()),
     }
 
 

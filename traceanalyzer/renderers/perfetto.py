@@ -21,7 +21,7 @@ import pandas as pd
 
 from traceanalyzer import humanize, outputs
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW
+from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
 
 MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
@@ -126,6 +126,7 @@ def _placed(events: pd.DataFrame, lanes: pd.DataFrame) -> pd.DataFrame:
 
 
 def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
+    """Each event as a slice on its lane, a counter sample as a counter event (``COUNTER``)."""
     placed = _placed(events, lanes)
     ts = micros(events["ts"].to_numpy() - t0)
     dur = micros(events["dur"].to_numpy())
@@ -137,12 +138,19 @@ def _event_slices(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[di
         ts,
         dur,
         event_args(events),
+        events["value"].to_numpy() if "value" in events else np.full(len(events), np.nan),
         strict=True,
     )
     return [
         {"ph": "X", "name": n, "cat": k, "pid": int(p), "tid": int(t), "ts": s, "dur": d, "args": a}
-        for n, k, p, t, s, d, a in columns
+        if k != COUNTER
+        else {"ph": "C", "name": n, "cat": a.get("cat", k), "pid": int(p), "ts": s, "args": {n: float(v)}}
+        for n, k, p, t, s, d, a, v in columns
     ]
+
+
+COUNTER = Kind.COUNTER.value
+"""A counter sample is written as a counter event (``ph: C``: a track per process and counter), not a slice."""
 
 
 def event_args(events: pd.DataFrame) -> list[dict]:

@@ -20,12 +20,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from traceanalyzer.parsers import counters as samples
 from traceanalyzer.parsers.ascend import common as c
 from traceanalyzer.parsers.ascend import communication, job, pmu, summaries
 from traceanalyzer.parsers.ascend.text import kernels, layout, memory, trace_view
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import COUNTERS, Kind
+from traceanalyzer.schema import Kind
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
@@ -54,7 +55,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     meta.extra["module_memory"] = modules
     meta.extra.update(found)
     if kernel_table is not None:
-        meta.extra[COUNTERS] = pmu.counters(kernel_table)
+        found = pd.concat([pmu.counters(kernel_table), pmu.l2_cache(folder, kernel_table, warnings)], ignore_index=True)
+        events = samples.with_samples(events, found)  # after the linked rows
     return events, blocks, meta
 
 
