@@ -82,6 +82,7 @@ def l2_cache(folder: Path, kernels: pd.DataFrame, notes: c.Notes) -> pd.DataFram
         return samples.samples(samples.no_samples())
     try:
         table = c.read_csv(file, notes).rename(columns=_TASK_KEYS)
+        table = table.loc[:, ~table.columns.duplicated()]  # a file with both 'Op Name' and 'Name': the first
     except TraceError as e:
         notes.append(f"{e}; its L2 rates not read")
         return samples.samples(samples.no_samples())
