@@ -295,24 +295,32 @@ def pageable_copy(args, dev: torch.device, variant: str) -> tuple[Step, dict]:
     host = torch.randn(rows, cols, pin_memory=pinned)
     w = torch.randn(cols, 4096 if not args.tiny else 64, device=dev, dtype=dtype_of(dev))
 
-    def step(i: int) -> None:
+    def step(i: int) -> torch.Tensor:
         with record_function("copy_input"):
             x = host.to(dev, non_blocking=pinned)
-        with record_function("compute"):
-            y = x.to(dtype_of(dev))
-            for _ in range(4):
-                y = y @ w @ w.T
-        return y
+        return gemms_on(x, w, 4)
 
-    meta = {
-        "pattern": f"a {rows * cols * 4 / 2**20:.0f} MiB fp32 host tensor copied to the device every step "
-        "(pageable memory), then 4 x (x @ w @ w.T) in bf16",
-        "fix_applied": "none"
-        if variant == "problem"
-        else "the host buffer pinned (pin_memory=True), non_blocking copy",
-        "copy_bytes_per_step": rows * cols * 4,
+    how = "fp32 host tensor copied to the device every step (pageable memory), then 4 x (x @ w @ w.T) in bf16"
+    return step, copy_meta(host, how, variant, "the host buffer pinned (pin_memory=True), non_blocking copy")
+
+
+def gemms_on(x: torch.Tensor, w: torch.Tensor, times: int) -> torch.Tensor:
+    """The copy pairs' compute: x in the working dtype, then times x (x @ w @ w.T), in a "compute" range."""
+    with record_function("compute"):
+        y = x.to(w.dtype)
+        for _ in range(times):
+            y = y @ w @ w.T
+    return y
+
+
+def copy_meta(host: torch.Tensor, how: str, variant: str, fix: str) -> dict:
+    """The meta of a copy pair: what is copied and how, the fix applied, the bytes copied a step."""
+    size = host.numel() * host.element_size()
+    return {
+        "pattern": f"a {size / 2**20:.0f} MiB {how}",
+        "fix_applied": "none" if variant == "problem" else fix,
+        "copy_bytes_per_step": size,
     }
-    return step, meta
 
 
 # ---- python_gc: gc.collect() every step with a large live object graph; fix: without it ----
@@ -369,21 +377,14 @@ def side_stream_copy(args, dev: torch.device, variant: str) -> tuple[Step, dict]
             x = ready.pop(i)
             x.record_stream(torch.cuda.current_stream())
             prefetch(i + 1)
-        with record_function("compute"):
-            y = x.to(dtype_of(dev))
-            for _ in range(3):
-                y = y @ w @ w.T
-        return y
+        return gemms_on(x, w, 3)
 
-    meta = {
-        "pattern": f"a {rows * cols * 4 / 2**20:.0f} MiB pinned fp32 host batch copied to the device every step "
-        "(non_blocking, on the compute stream, so the GEMMs wait for it), then 3 x (x @ w @ w.T) in bf16",
-        "fix_applied": "none"
-        if variant == "problem"
-        else "the next step's batch prefetched on a side CUDA stream while this step computes",
-        "copy_bytes_per_step": rows * cols * 4,
-    }
-    return step, meta
+    how = (
+        "pinned fp32 host batch copied to the device every step (non_blocking, on the compute stream, so the GEMMs "
+        "wait for it), then 3 x (x @ w @ w.T) in bf16"
+    )
+    fix = "the next step's batch prefetched on a side CUDA stream while this step computes"
+    return step, copy_meta(hosts[0], how, variant, fix)
 
 
 # ---- recompile: torch.compile with static shapes recompiles on every new batch size; fix: dynamic=True ----
