@@ -9,6 +9,7 @@ import subprocess
 import sys
 from argparse import Namespace
 
+import pandas as pd
 import pytest
 
 import traceanalyzer as ta
@@ -17,6 +18,7 @@ from traceanalyzer import cli, renderers
 from traceanalyzer.renderers import document, markdown, text
 from traceanalyzer.renderers import html as html_renderer
 from traceanalyzer.renderers.document import Display
+from traceanalyzer.section import Section, Table, Unit
 
 SAMPLES = REPO / "sample_traces"
 ANSI = re.compile(r"\x1b\[")
@@ -172,3 +174,20 @@ def test_every_finding_is_a_share_of_the_median_step_the_summary_shows(fsdp_repo
     summary = {f.id: f.value for f in fsdp_report.section("summary").facts}
     whole_job = [f for f in fsdp_report.findings if "rank" not in f.where]
     assert whole_job and all(f.step_ns == int(summary["step_ns"]) for f in whole_job)
+
+
+def test_tables_align_by_their_declared_units_in_text_markdown_and_html():
+    """A text column whose names look like numbers stays text, a declared time column is a number: the text report
+    aligns the one left and the other right, Markdown marks the time column right-aligned, HTML classes it ``num``."""
+    frame = pd.DataFrame({"shape": ["8", "1024"], "total_ns": [1_500_000, 20_000], "note": ["12 ms", "3"]})
+    table = Table("shapes", "Shapes", frame, units={"note": Unit.TEXT})
+    section = Section("toy", "Toy", tables=[table])
+    blocks = document.section_blocks(section)
+    assert blocks[-1].numeric == [False, True, False]
+    lines = text.render_blocks(blocks, Display(width=100)).splitlines()
+    first, second = (next(line for line in lines if line.lstrip().startswith(s + " ")) for s in ("8", "1024"))
+    assert first.index("8") == second.index("1024")  # names left-aligned
+    assert first.index("ms") == second.index("µs")  # times right-aligned, unit under unit
+    assert "|---|---:|---|" in markdown.render_blocks(blocks)
+    cells = re.findall(r'<td class="(\w+)"', html_renderer._section(section))
+    assert cells == ["name", "num", "name"] * 2

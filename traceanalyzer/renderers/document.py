@@ -13,7 +13,7 @@ from numbers import Number
 from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
 from traceanalyzer.report import Report
-from traceanalyzer.section import Fact, Per, Section, Table, Unit
+from traceanalyzer.section import Fact, Per, Section, Table, Unit, column_unit
 
 NAME_WIDTH = 70
 """Longest name Markdown tables show (cut in the middle, distinct names kept distinct)."""
@@ -45,6 +45,8 @@ class Block:
     items: list[tuple[str, list[str]]] = field(default_factory=list)
     more: int = 0
     severities: list[str] = field(default_factory=list)
+    numeric: list[bool] = field(default_factory=list)
+    """Per table column, whether its unit is a number's (drawn right-aligned and never cut)."""
 
 
 def layout(report: Report, display: Display = Display(full=True)) -> list[Block]:  # noqa: B008 - frozen
@@ -65,7 +67,14 @@ def layout(report: Report, display: Display = Display(full=True)) -> list[Block]
 def _compact(b: Block) -> Block:
     if b.kind != "table" or len(b.rows) <= COMPACT_ROWS:
         return b
-    return Block("table", b.title, headers=b.headers, rows=b.rows[:COMPACT_ROWS], more=len(b.rows) - COMPACT_ROWS)
+    return Block(
+        "table",
+        b.title,
+        headers=b.headers,
+        rows=b.rows[:COMPACT_ROWS],
+        more=len(b.rows) - COMPACT_ROWS,
+        numeric=b.numeric,
+    )
 
 
 def _trace(t: dict) -> list[Block]:
@@ -101,7 +110,13 @@ def frame_table(t: Table) -> Block:
     units = [t.unit(c) for c in columns]
     body = [[cell(v, u) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
     title = t.title + PER_SUFFIX[t.per] + (f" — {t.note}" if t.note else "")
-    return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
+    headers = [humanize.label(c) for c in columns]
+    return Block("table", title, headers=headers, rows=body, numeric=[numeric(u) for u in units])
+
+
+def numeric(unit: Unit) -> bool:
+    """Whether a column of this unit holds numbers: every presenter aligns those right and never cuts them."""
+    return unit is not Unit.TEXT
 
 
 def cell(value: object, unit: Unit) -> str:
@@ -140,10 +155,20 @@ def finding_lines(f: Finding) -> list[str]:
 
 
 def table(title: str, rows: list[dict], columns: list[str]) -> Block:
-    """A table block of plain rows, values formatted by their key (``*_ns`` times, ``*share`` %, ``*bytes``)."""
+    """A table block of plain rows, each column in the unit its key says (``*_ns`` times, ``*share`` %,
+    ``*bytes``; text where a value is not a number), formatted as a section's table is."""
     columns = [c for c in columns if any(c in r for r in rows)]
-    body = [[humanize.value(c, r.get(c)) for c in columns] for r in rows]
-    return Block("table", title, headers=[humanize.label(c) for c in columns], rows=body)
+    units = [_plain_unit(c, [r.get(c) for r in rows]) for c in columns]
+    body = [[cell(r.get(c), u) for c, u in zip(columns, units, strict=True)] for r in rows]
+    headers = [humanize.label(c) for c in columns]
+    return Block("table", title, headers=headers, rows=body, numeric=[numeric(u) for u in units])
+
+
+def _plain_unit(column: str, values: list[object]) -> Unit:
+    """The unit of a column of plain values: text if any is not a number, else what its name says."""
+    if any(v is not None and (isinstance(v, bool) or not isinstance(v, Number)) for v in values):
+        return Unit.TEXT
+    return column_unit(column)
 
 
 def shorten_columns(rows: list[list[str]], limits: list[int]) -> list[list[str]]:

@@ -14,7 +14,7 @@ import plotly.offline
 
 from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
-from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines
+from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines, numeric
 from traceanalyzer.report import Report
 from traceanalyzer.section import Section, Table
 
@@ -126,7 +126,7 @@ def _table(t: Table) -> str:
 def _td(value: object, unit) -> str:
     number = isinstance(value, Number) and not isinstance(value, bool)
     raw = value if number and value == value else ("" if number else value)
-    klass = "num" if number else "name"
+    klass = "num" if numeric(unit) else "name"
     return f'<td class="{klass}" data-v="{_e(raw)}">{_e(cell(value, unit))}</td>'
 
 

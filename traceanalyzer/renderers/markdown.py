@@ -28,7 +28,7 @@ def _block(b: Block) -> list[str]:
             for line in (f"{i}. **{_escape(headline)}**  ", *(f"   {_escape(t)}  " for t in texts))
         ]
     header = "| " + " | ".join(b.headers) + " |"
-    rule = "|" + "|".join("---" for _ in b.headers) + "|"
+    rule = "|" + "|".join("---:" if num else "---" for num in b.numeric) + "|"
     cells = shorten_columns(b.rows, [NAME_WIDTH] * len(b.headers))
     rows = ["| " + " | ".join(_escape(c) for c in r) + " |" for r in cells]
     return ["", f"**{b.title}**", "", header, rule, *rows]

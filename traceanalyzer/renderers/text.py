@@ -7,7 +7,6 @@ Names longer than their column's share of the width are cut in the middle (disti
 from __future__ import annotations
 
 import io
-import re
 from dataclasses import replace
 
 from rich import box
@@ -28,7 +27,6 @@ NARROWEST = 12
 INDENT = 2
 GAP = 2
 """Columns between table columns (padding and rule)."""
-NUMBER = re.compile(r"–|[-+]?[\d][\d,.]*(e[-+]?\d+)?( ?[a-zA-Zµ%]+(/[a-z]+)?)?")
 
 
 def render(report: Report, display: Display = Display()) -> str:  # noqa: B008 - frozen
@@ -104,7 +102,7 @@ def _items(b: Block, display: Display) -> Padding:
 
 def _table(b: Block, display: Display) -> Group:
     """A table fitted to the width: split into column groups (the key columns repeated) when it cannot fit whole."""
-    numeric = [all(_numeric(r[i]) for r in b.rows) for i in range(len(b.headers))]
+    numeric = b.numeric
     parts: list[RenderableType] = [Text(""), Text(b.title, style="italic" if display.color else "")]
     width = display.width - INDENT
     for group in _groups(b, numeric, width):
@@ -183,8 +181,3 @@ def _limits(headers: list[str], rows: list[list[str]], numeric: list[bool], widt
     for i in wide:
         limits[i] = max(NARROWEST, room // len(wide))
     return limits
-
-
-def _numeric(cell: str) -> bool:
-    """A number, maybe with a unit (``1,234``, ``-3.2 ms``, ``17.3%``, ``2.0 GiB/step``) or none (``–``)."""
-    return bool(NUMBER.fullmatch(cell))
