@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize, intervals, notebook
@@ -302,15 +301,6 @@ def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, Finding]]]) 
         return 0.0, None
     by = max(overlap, key=overlap.get)
     return min(sum(overlap.values()) / total, 1.0), owners[by]
-
-
-def claims_of(events: pd.DataFrame) -> Claims:
-    """The device intervals of some event rows, per rank."""
-    out: Claims = {}
-    for r, group in events.groupby("rank", observed=True):
-        ts = group["ts"].to_numpy(dtype=np.int64)
-        out[int(r)] = intervals.union(ts, ts + group["dur"].to_numpy(dtype=np.int64))
-    return out
 
 
 def to_frame(findings: list[Finding]) -> pd.DataFrame:

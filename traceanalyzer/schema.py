@@ -134,17 +134,6 @@ def column_names(columns: tuple[Column, ...]) -> list[str]:
     return [c.name for c in columns]
 
 
-def empty_table(columns: tuple[Column, ...]) -> pd.DataFrame:
-    """A zero-row table with the given columns and dtypes."""
-    return pd.DataFrame({c.name: _empty(c.dtype) for c in columns})
-
-
-def _empty(dtype: str) -> pd.Series:
-    if dtype == "category":
-        return pd.Series(pd.Categorical([], categories=[""]))
-    return pd.Series(np.empty(0, dtype=dtype))
-
-
 def positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
     """The positions of row labels in a table's index (-1 at NO_ROW or a label it lacks); where the labels are the
     positions (an event table's RangeIndex) without a lookup."""

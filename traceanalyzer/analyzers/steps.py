@@ -337,11 +337,6 @@ def _step_time(table: pd.DataFrame, meta: TraceMeta, rank: int | None) -> StepTi
     return StepTime(int(meta.span_ns) * ranks, ranks)
 
 
-def step_time_ns(trace: TraceData, rank: int | None = None) -> int:
-    """The total step time of one rank (or all): the sum of ``step_ns`` (see ``step_time``)."""
-    return step_time(trace, rank).total_ns
-
-
 def outside_steps(trace: TraceData) -> pd.DataFrame:
     """Per rank: device work that belongs to no step (launched before the first recorded step, after the last, or
     between steps): how many events and how much device time (ns)."""
