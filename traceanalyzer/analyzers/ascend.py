@@ -17,7 +17,7 @@ import pandas as pd
 
 from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import distributed
-from traceanalyzer.analyzers.health.shapes import DYNAMIC_SHAPE_MIN, shape_changes
+from traceanalyzer.analyzers.health.shapes import shape_changes
 from traceanalyzer.analyzers.steps import job_step_time, step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.intervals import Intervals
@@ -47,8 +47,6 @@ AI_CPU_SAVING = (
     "an upper bound: the AI Core idle while these AI_CPU tasks ran (no other device work beside them), which "
     "running them on the AI Core would mostly give back"
 )
-DYNAMIC_SHAPES_MIN = DYNAMIC_SHAPE_MIN
-"""The dynamic-shape threshold (``health.shapes``), under the name this module used."""
 dynamic_shape_ops = shape_changes
 """The dynamic-shape analysis of an event table (``health.shapes.shape_changes``), under the name this module used."""
 
