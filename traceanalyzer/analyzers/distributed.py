@@ -13,7 +13,8 @@ M = union of communication, and X = union of memory copies and sets:
   of C ∪ M between its first start and last end (msprof's Preparing and Free).
 * A rank the step model measures by its profiler's figures (``steps.profiler_steps``: no kernels recorded) takes
   its parts from them: compute only = Computing − Overlapped, hidden = Overlapped, exposed = Communication(Not
-  Overlapped), idle = Free, over the Stage; ``basis`` says so.
+  Overlapped), idle = Free (the rest of the Stage: msprof's figures miss it by its µs rounding), over the Stage;
+  ``basis`` says so.
 
 A job analysed rank by rank gives the same section and findings from its ranks' parts (``summarize``): each rank's
 overlap rows and collective calls on their own (``collective_calls.rank_calls``) and what it did
@@ -81,7 +82,8 @@ def _profiled(rows: list[dict], figures: pd.DataFrame) -> list[dict]:
         f = theirs.get((row["rank"], row["step"]))
         row["basis"] = steps.BASIS_EVENTS if f is None else steps.BASIS_PROFILER
         if f is not None:
-            parts = (f.computing_ns - f.overlapped_ns, f.overlapped_ns, f.communication_not_overlapped_ns, 0, f.free_ns)
+            idle = max(f.stage_ns - f.computing_ns - f.communication_not_overlapped_ns, 0)  # Free, to msprof's rounding
+            parts = (f.computing_ns - f.overlapped_ns, f.overlapped_ns, f.communication_not_overlapped_ns, 0, idle)
             row.update({f"{name}_ns": int(v) for name, v in zip(PARTS, parts, strict=True)})
             row.update(span_ns=int(f.stage_ns), compute_ns=int(f.computing_ns), comm_ns=int(f.communication_ns))
             row.update(device_free_ns=int(f.free_ns))
