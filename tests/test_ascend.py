@@ -379,7 +379,7 @@ def test_a_job_whose_rank_folders_are_missing_says_which(tmp_path, monkeypatch, 
     shutil.rmtree(job / "rank_3_ascend_pt")
     assert cli.main([str(job)]) == 0
     out = capsys.readouterr()
-    assert re.search(r"ranks analysed \(of the world size\) +0, 2 of 4\n", out.out)
+    assert re.search(r"ranks analysed \(of the world size\) +2 \(ranks 0, 2\) of 4\n", out.out)
     assert "the job has 4 ranks, but ranks 1, 3 have no rank folder here" in out.err
 
 

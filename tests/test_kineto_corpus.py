@@ -151,7 +151,7 @@ def test_trace_without_distributed_info_is_rank_zero_and_says_so():
     t = load_shared("public", "torch", "hta", "distributed_info_unavailable", "distributed_info_not_found.json.gz")
     assert (t.meta.ranks, t.meta.rank_known) == ([0], False)
     assert set(t.events["rank"]) == {0}
-    assert "0 of 1 (not recorded; assumed)" in text.render(t.build_report())
+    assert "1 (rank 0) of 1 (not recorded; assumed)" in text.render(t.build_report())
 
 
 @pytest.mark.parametrize(

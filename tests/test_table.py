@@ -72,7 +72,7 @@ def test_timestamps_are_integer_ns_without_float_damage(gpt_train):
 
 def test_trace_without_distributed_info_is_rank_0_and_says_so(gpt_train):
     assert gpt_train.meta.ranks == [0] and not gpt_train.meta.rank_known
-    assert "0 of 1 (not recorded; assumed)" in text.render(gpt_train.build_report())
+    assert "1 (rank 0) of 1 (not recorded; assumed)" in text.render(gpt_train.build_report())
 
 
 def test_memory_events_are_linked_to_their_op_and_step(gpt_train):

@@ -108,8 +108,10 @@ def graph_launched(table: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
 
 
 def _ranks_text(meta: TraceMeta) -> str:
-    """The ranks analysed, of the world size, and whether the rank numbers were recorded or assumed."""
-    text = f"{', '.join(map(str, meta.ranks))} of {meta.world_size}"
+    """How many ranks were analysed and which (their rank ids), of the world size, and whether the ids were recorded or
+    assumed: ``1 (rank 0) of 1``, ``2 (ranks 0, 1) of 8``."""
+    ids = ", ".join(map(str, meta.ranks))
+    text = f"{len(meta.ranks)} (rank{'s' if len(meta.ranks) != 1 else ''} {ids}) of {meta.world_size}"
     return text if meta.rank_known else text + " (not recorded; assumed)"
 
 
