@@ -267,13 +267,21 @@ def query(ws: Workspace, handle: str, sql_text: str, max_rows: int = 100) -> dic
         "more_rows": result["more_rows"],
         "elapsed_s": result["elapsed_s"],
     }
-    answer = paged(head, result["rows"], 1)
+    rows = result["rows"]
+    answer = paged({**head, "note": _cut_note(len(rows), len(rows))}, rows, 1)  # room for the note kept
     if answer["pages"] > 1:
-        answer["note"] = (
-            f"{answer['rows_total']} rows were fetched; the first {len(answer['rows'])} fit the answer's budget "
-            f"({ANSWER_BUDGET:,} tokens): aggregate, select fewer columns or add LIMIT/OFFSET"
-        )
+        answer["note"] = _cut_note(answer["rows_total"], len(answer["rows"]))
+    else:
+        del answer["note"]
     return answer
+
+
+def _cut_note(fetched: int, shown: int) -> str:
+    """What a query answer says when only its first ``shown`` of ``fetched`` rows fit the budget."""
+    return (
+        f"{fetched} rows were fetched; the first {shown} fit the answer's budget ({ANSWER_BUDGET:,} tokens): "
+        "aggregate, select fewer columns or add LIMIT/OFFSET"
+    )
 
 
 def event_schema() -> str:
