@@ -17,7 +17,7 @@ import pytest
 from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
-from traceanalyzer import perrank
+from traceanalyzer import cli, perrank
 from traceanalyzer.options import DEFAULT, Options
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,11 +61,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory):
-    """The suite never writes to the user's cache folder, and parses afresh unless a test asks for the cache."""
+    """The suite never writes to the user's cache folder, parses afresh unless a test asks for the cache, and prints
+    progress only where a test asks for it (tests/test_cli.py), so stderr does not depend on the machine's load."""
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("TRACEANALYZER_CACHE_DIR", raising=False)
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
         mp.setenv("TRACEANALYZER_CACHE", "0")
+        mp.setattr(cli, "PROGRESS_AFTER_S", float("inf"))  # no progress lines from a load slowed by a busy machine
         yield
 
 
