@@ -126,7 +126,7 @@ def _rows(ev: dict) -> list[tuple]:
                 NO_ROW,
                 track if (k == track and len(series) == 1) else f"{track}.{k}",
                 float(v),
-                "",
+                unit_of(k),
                 TRACK_SOURCE,
                 "",
             )

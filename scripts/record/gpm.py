@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
 """Record torch.profiler traces with hardware counters sampled by NVML GPM (issue 27): a GEMM-bound and a
-memory-bound program on one Hopper GPU.
+memory-bound program on one Hopper GPU (ground truth: sample_traces/README.md, "counters/").
 
     python3 scripts/record/gpm.py --out /tmp/rec                   # on the GPU machine (Hopper or newer)
     python3 scripts/record/gpm.py --program gemm_bound --no-profile --steps 2   # the program alone (for ncu)
 
 This machine's PyTorch (2.11, CUDA 13) records no CUPTI range-profiler counters (see sample_traces/README.md), so
 the counters come from NVML's GPU Performance Monitoring (GPM: SM, tensor-pipe and DRAM-bandwidth utilisation,
-measured by the GPU between two samples): a thread takes a GPM sample every ``--period-ms`` while the profiled steps
-run, and the metrics of each pair of samples are added to the exported trace as Chrome-trace counter events
-(``"ph": "C"``, track ``GPU <index> GPM``, ``pid`` the GPU's Kineto pid, ``ts`` the start of the sampled interval on
-the trace's clock). The clock is tied to the trace by a ``record_function`` marker timed on the host
-(``time.monotonic_ns`` before and after): the offset is in the meta. Writes <out>/counters/<program>.json.gz and
-.meta.json with per-step CUDA-event times and the counters' means over the traced steps.
+measured by the GPU between two samples): a thread takes a GPM sample every ``--period-ms`` (100: GPM refreshes its
+counters about that often, ``--calibrate`` shows it) while the profiled steps run, and the metrics of each pair of
+samples are added to the exported trace as Chrome-trace counter events (``"ph": "C"``, track ``GPU <index> GPM``,
+``pid`` the GPU's Kineto pid, ``ts`` the start of the sampled interval on the trace's clock). The clock is tied to
+the trace by a ``record_function`` marker timed on the host (``time.monotonic_ns`` before and after): the offset is
+in the meta. Writes <out>/counters/<program>.json.gz and .meta.json with per-step CUDA-event times and the counters'
+means over the traced steps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import statistics
 import threading
 import time
@@ -67,6 +69,8 @@ def memory_bound(dev: torch.device):
 
 
 PROGRAMS = {"gemm_bound": gemm_bound, "memory_bound": memory_bound}
+STEPS = {"gemm_bound": 40, "memory_bound": 80}
+"""Profiled steps of each program: about 2 s, so that some 20 GPM intervals of 100 ms fall inside the window."""
 
 
 class Sampler(threading.Thread):
@@ -78,6 +82,7 @@ class Sampler(threading.Thread):
         self.period_s = period_s
         self.rows: list[tuple[int, int, dict[str, float]]] = []
         self.halt = threading.Event()
+        self.codes: dict[str, int] = {}
 
     def _metrics(self, s1, s2) -> dict[str, float]:
         """The METRICS between two samples."""
@@ -88,7 +93,9 @@ class Sampler(threading.Thread):
         for i, metric in enumerate(METRICS.values()):
             get.metrics[i].metricId = metric
         nvml.nvmlGpmMetricsGet(get)
-        return {name: float(get.metrics[i].value) for i, name in enumerate(METRICS) if get.metrics[i].nvmlReturn == 0}
+        self.codes = {name: int(get.metrics[i].nvmlReturn) for i, name in enumerate(METRICS)}
+        values = {name: float(get.metrics[i].value) for i, name in enumerate(METRICS)}
+        return {name: v for name, v in values.items() if self.codes[name] == 0 and math.isfinite(v)}
 
     def run(self) -> None:
         """Sample until halted."""
@@ -117,6 +124,42 @@ def _counter_events(rows, offset_ns: int, pid) -> list[dict]:
     ]
 
 
+def calibrate(args, dev: torch.device) -> None:
+    """The GEMM program unprofiled for about 1.5 s under each sampling period, streaming off and on: the share of
+    intervals that read 0 and the mean of the rest (GPM counters refresh at the GPU's own pace)."""
+    step, _ = gemm_bound(dev)
+    step()
+    rec.sync(dev)
+    handle = nvml.nvmlDeviceGetHandleByIndex(0)
+    out = {}
+    for streaming in (0, 1):
+        try:
+            nvml.nvmlGpmSetStreamingEnabled(handle, streaming)
+        except nvml.NVMLError as e:
+            out[f"streaming={streaming}"] = repr(e)
+            continue
+        for period in (0.01, 0.05, 0.1, 0.2):
+            sampler = Sampler(0, period)
+            sampler.start()
+            t = time.monotonic()
+            while time.monotonic() - t < 1.5:
+                step()
+            rec.sync(dev)
+            sampler.halt.set()
+            sampler.join()
+            sm = [r[2].get("sm_util_pct", 0.0) for r in sampler.rows[1:-1]]
+            busy = [v for v in sm if v > 0]
+            out[f"streaming={streaming} period={period}"] = {
+                "intervals": len(sm),
+                "zero_share": round(1 - len(busy) / max(1, len(sm)), 3),
+                "mean_sm_util_pct": round(statistics.fmean(sm), 2) if sm else None,
+                "mean_nonzero": round(statistics.fmean(busy), 2) if busy else None,
+                "codes": sampler.codes,
+            }
+    print("CALIBRATION", json.dumps(out), flush=True)
+    (Path(args.out) / "gpm_calibration.json").write_text(json.dumps(out, indent=1))
+
+
 def record(args, name: str, dev: torch.device) -> None:
     """Profile ``steps`` steps of one program with the GPM sampler running; write the trace and its meta."""
     step, meta = PROGRAMS[name](dev)
@@ -124,7 +167,7 @@ def record(args, name: str, dev: torch.device) -> None:
         step()
     rec.sync(dev)
     if args.no_profile:
-        for _ in range(args.steps):
+        for _ in range(args.steps or 1):
             step()
         rec.sync(dev)
         return
@@ -132,20 +175,20 @@ def record(args, name: str, dev: torch.device) -> None:
     odir.mkdir(parents=True, exist_ok=True)
     clock = rec.StepClock(dev)
     sampler = Sampler(dev.index or 0, args.period_ms / 1000)
-    sampler.start()
+    steps = args.steps or STEPS[name]
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True) as prof:
         t0 = time.monotonic_ns()
         with record_function(MARKER):
-            pass
+            sampler.start()
         t1 = time.monotonic_ns()
-        for i in range(args.steps):
+        for i in range(steps):
             with record_function(f"ProfilerStep#{i}"):
                 clock.start()
                 step()
                 clock.end()
         rec.sync(dev)
-    sampler.halt.set()
-    sampler.join()
+        sampler.halt.set()
+        sampler.join()
     raw = Path("/tmp") / f"{name}.gpm.json"
     prof.export_chrome_trace(str(raw))
     trace = json.loads(raw.read_text())
@@ -156,7 +199,7 @@ def record(args, name: str, dev: torch.device) -> None:
     (odir / f"{name}.json.gz").write_bytes(gzip.compress(json.dumps(trace).encode(), mtime=0))
     body = clock.body_ms()
     meta.update(
-        steps=args.steps,
+        steps=steps,
         step_ms_cuda_events=body,
         gpm_period_ms=args.period_ms,
         gpm_samples=len(sampler.rows),
@@ -175,12 +218,17 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", default="/tmp/rec")
     ap.add_argument("--program", choices=[*PROGRAMS, "all"], default="all")
-    ap.add_argument("--steps", type=int, default=6)
-    ap.add_argument("--period-ms", type=float, default=5.0)
+    ap.add_argument("--steps", type=int, default=0, help="profiled steps (default: STEPS)")
+    ap.add_argument("--period-ms", type=float, default=100.0, help="GPM refreshes about every 100 ms")
     ap.add_argument("--no-profile", action="store_true", help="run the program only (under ncu)")
+    ap.add_argument("--calibrate", action="store_true", help="compare sampling periods, then stop")
     args = ap.parse_args()
     nvml.nvmlInit()
     dev = torch.device("cuda", 0)
+    if args.calibrate:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        calibrate(args, dev)
+        return
     for name in PROGRAMS if args.program == "all" else [args.program]:
         record(args, name, dev)
 

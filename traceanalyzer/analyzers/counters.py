@@ -37,28 +37,40 @@ EFFICIENCY = {
     "dram_throughput_share": (
         ("dram__throughput.avg.pct_of_peak_sustained_elapsed", 0.01),
         ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", 0.01),
+        ("dram_bw_util_pct", 0.01),
     ),
     "tensor_pipe_share": (
         ("sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active", 0.01),
         ("sm__inst_executed_pipe_tensor.avg.pct_of_peak_sustained_active", 0.01),
+        ("any_tensor_util_pct", 0.01),
     ),
+    "fp32_pipe_share": (("fp32_util_pct", 0.01),),
 }
 """Efficiency columns (achieved / peak, 0..1) and the counters that measure them (the highest recorded wins), with
-the factor that makes a share of each."""
+the factor that makes a share of each. A counter track's series (``<track>.<series>``: NVML GPM's
+``any_tensor_util_pct``, ``dram_bw_util_pct``, ``fp32_util_pct``, each a percent of the GPU's peak over its sampled
+interval) matches by its series name."""
 MODELLED = "modelled: no counters recorded for this kernel (the GEMM roofline is a model)"
 MEASURED = "measured ({sources})"
 """The basis of a kernel's efficiency: its counters (by source), or none (the roofline's model only)."""
 BOUND_BY = {
     "memory_bound": "msprof's memory_bound = mte2 / max(mac, vec): over 1 is memory-bound",
-    "dram_throughput_share": "DRAM throughput share above the SM throughput share is memory-bound",
+    "dram_throughput_share": "DRAM throughput share above the busiest compute share (SM throughput, tensor or FP32"
+    " pipe) is memory-bound",
 }
 """How the measured bound of a kernel is judged, by the counter that decides it."""
 ACHIEVED = {
-    "compute": (("mac_busy_share", "vector_busy_share"), ("tensor_pipe_share",), ("sm_throughput_share",)),
+    "compute": (
+        ("mac_busy_share", "vector_busy_share"),
+        ("tensor_pipe_share", "fp32_pipe_share"),
+        ("sm_throughput_share",),
+    ),
     "memory": (("mte2_busy_share",), ("dram_throughput_share",)),
 }
 """The efficiency columns that say how busy a measured kernel keeps the unit that bounds it: the busiest of the
 first group recorded (a cube kernel's MAC, a vector kernel's vector unit)."""
+CUDA_COMPUTE = ("sm_throughput_share", "tensor_pipe_share", "fp32_pipe_share")
+"""The CUDA efficiency columns a kernel's compute side is the busiest of (against its DRAM share)."""
 KEY = ["kernel", "name", "unit", "source"]
 STEP_KEY = ["rank", "step", "name", "unit"]
 
@@ -168,8 +180,9 @@ def efficiency(parts: list[dict], top: int) -> pd.DataFrame:
 def _bound(table: pd.DataFrame) -> np.ndarray:
     """Per kernel, what its counters say bounds it (``BOUND_BY``): memory or compute; '' where they do not say."""
     ascend = np.where(table["memory_bound"] > 1, "memory", "compute")
-    cuda = np.where(table["dram_throughput_share"] > table["sm_throughput_share"], "memory", "compute")
-    judged = np.where(table["memory_bound"].notna(), ascend, np.where(table["sm_throughput_share"].notna(), cuda, ""))
+    compute = table[[c for c in CUDA_COMPUTE if c in table]].max(axis=1)
+    cuda = np.where(table["dram_throughput_share"] > compute, "memory", "compute")
+    judged = np.where(table["memory_bound"].notna(), ascend, np.where(compute.notna(), cuda, ""))
     return judged.astype(object)
 
 
@@ -198,7 +211,11 @@ def measured_kernels(parts: list[dict]) -> dict[str, dict]:
 def _highest(kernels: pd.Series, means: pd.DataFrame, choices: tuple) -> np.ndarray:
     """Per kernel: the highest of its means of ``choices``' counters, each times its factor (NaN where it has none
     of them): a cube kernel's MTE2 share is its ``aic_`` one, a vector kernel's its ``aiv_`` one (the other is 0)."""
-    found = [kernels.map(means[means["name"] == n].groupby("kernel")["value"].mean() * f) for n, f in choices]
+    names = means["name"].astype(str)
+    found = [
+        kernels.map(means[(names == n) | names.str.endswith("." + n)].groupby("kernel")["value"].mean() * f)
+        for n, f in choices
+    ]
     return pd.concat(found, axis=1).max(axis=1).to_numpy(dtype=float)
 
 

@@ -583,8 +583,8 @@ def _measured_saving(total_ns: int, measured: dict) -> tuple[int, Basis, str]:
     achieved = float(measured["achieved_share"])
     saving = int(total_ns * max(0.0, 1 - achieved / GEMM_TARGET))
     model = (
-        f"{measured['basis']}: {measured['bound']}-bound, its busiest unit at {achieved:.0%} of peak; the time at "
-        f"{GEMM_TARGET:.0%}"
+        f"the GEMM at {GEMM_TARGET:.0%} of its busiest unit's peak; its efficiency {measured['basis']}: "
+        f"{measured['bound']}-bound, that unit at {achieved:.0%} of peak"
     )
     return saving, Basis.MODELLED, model
 
