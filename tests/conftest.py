@@ -143,7 +143,8 @@ def assert_same_data(got, want, where: str = "") -> None:
 def same_section(module, job: perrank.Job, joined: ta.Trace, options: Options = DEFAULT) -> dict | None:
     """A module's section of a job analysed rank by rank against the joined trace's (both None, or equal as plain
     data); the joined one, as plain data."""
-    want, got = module.section(joined, options), module.job_section(job, options)
+    name = module.__name__.rsplit(".", 1)[-1]
+    want, got = module.section(joined, options), module.job_section(job.merged(name), job, options)
     assert (got is None) == (want is None), module.__name__
     if want is None:
         return None

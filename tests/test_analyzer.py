@@ -62,8 +62,10 @@ def test_the_toy_is_the_same_in_the_cli_per_rank_report(joined, two_ranks, tmp_p
 
 @pytest.fixture
 def broken(monkeypatch):
-    """A registry whose ``broken`` analyzer fails on rank 1, and ``needs_broken`` reads its parts."""
-    monkeypatch.setattr(analyzers, "ANALYZERS", (*SMALL, toy_analyzer.BROKEN, toy_analyzer.NEEDS_BROKEN))
+    """A registry whose ``broken`` analyzer fails on rank 1, ``needs_broken`` reads its merged part as it declares,
+    and ``reads_broken`` reads it without declaring it."""
+    registry = (*SMALL, toy_analyzer.BROKEN, toy_analyzer.NEEDS_BROKEN, toy_analyzer.READS_BROKEN)
+    monkeypatch.setattr(analyzers, "ANALYZERS", registry)
 
 
 @pytest.mark.parametrize("per_rank", [False, True], ids=["joined", "per_rank"])
@@ -73,9 +75,11 @@ def test_a_failing_part_is_named_where_and_what_needs_it_says_so(broken, two_ran
     where = "rank 1" if per_rank else "ranks 0, 1"
     said = [str(w.message) for w in caught if w.category is AnalyzerFailed]
     assert f"analyzer broken failed on {where}: ValueError: a bug on rank 1" in said
-    assert f"analyzer needs_broken needs broken, which failed on {where} (ValueError: a bug on rank 1)" in said
+    for reader in ("needs_broken", "reads_broken"):
+        assert f"analyzer {reader} needs broken, which failed on {where} (ValueError: a bug on rank 1)" in said
+    assert not [w for w in said if "TypeError" in w or "AttributeError" in w], said
     ledger = {f["id"]: f["value"] for f in report["sections"]["ledger"]["facts"]}
-    assert ledger["missing_sections"] == "broken, needs_broken"
+    assert ledger["missing_sections"] == "broken, needs_broken, reads_broken"
     assert list(report["sections"]) == ["ledger", "summary"]
 
 

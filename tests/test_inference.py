@@ -315,7 +315,7 @@ def test_rank_by_rank_equals_joined(name):
         path, joined = RECORDED / f"{name}.json.gz", _recorded(name)[0]
     job = perrank.load_job(path)
     same_section(inference, job, joined, Options())
-    same_findings(inference.job_findings(job), inference.findings(joined))
+    same_findings(inference.job_findings(job.merged("inference"), job), inference.findings(joined))
 
 
 def test_the_dashboard_page_draws_the_iterations_tpot_and_bandwidth_against_the_peak():

@@ -44,7 +44,7 @@ def test_the_intervals_of_the_largest_trace_come_back_and_pack_small():
     """h200/big (356k events): the hotspots part's busy spans (per op and kernel, so not sorted as a whole, with
     steps of seconds between them), the idle claims, the busy union and every device event as recorded."""
     trace = load_shared("h200", "big", "big.json.gz")
-    spans = hotspots.summarize(trace).work.spans.unpacked()
+    spans = hotspots.rank_part(trace).work.spans.unpacked()
     assert len(spans[0]) > 30_000 and (np.diff(spans[0]) < 0).any() and np.abs(np.diff(spans[0])).max() > 2**31
     idle = idle_claims(trace)[0]
     device = _device(trace)

@@ -1,6 +1,6 @@
-"""A job analysed rank by rank (each rank loaded and summarized alone in a worker, only its summary back) gives the
+"""A job analysed rank by rank (each rank loaded and analysed alone in a worker, only its parts back) gives the
 report of the joined job: every section, fact, table row and finding, on real multi-rank jobs of both platforms,
-of the whole run and of one step; the summaries are a small fraction of the ranks' tables; the CLI's --per-rank
+of the whole run and of one step; the parts are a small fraction of the ranks' tables; the CLI's --per-rank
 writes the same report."""
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
 
 FSDP = REPO / "sample_traces" / "fsdp"
-SUMMARY_SHARE = 0.03
-"""A large rank's summary is at most this share of its tables' memory (h200/big: 1.5 %)."""
+PARTS_SHARE = 0.03
+"""A large rank's parts are at most this share of its tables' memory (h200/big: 1.5 %)."""
 SMALL_RANK_SHARE = 0.08
 """A small rank's, whose parts' fixed costs weigh more (ddp_overlap, 52k events: 5.2 %)."""
 
@@ -60,13 +60,13 @@ def _table_bytes(trace: ta.Trace) -> int:
     return int(trace.events.memory_usage(deep=True).sum() + trace.memory_events.memory_usage(deep=True).sum())
 
 
-def test_summaries_are_a_small_fraction_of_the_tables():
+def test_parts_are_a_small_fraction_of_the_tables():
     big = load_shared("h200", "big", "big.json.gz")
-    summary = perrank.summarize_rank(big.events, big.memory_events, big.meta, None)
-    assert len(pickle.dumps(summary)) < SUMMARY_SHARE * _table_bytes(big)
+    parts = perrank.analyse_rank(big.events, big.memory_events, big.meta, None)
+    assert len(pickle.dumps(parts)) < PARTS_SHARE * _table_bytes(big)
     job, _ = job_pair("ddp_overlap")
-    for summary in job.ranks:
-        assert len(pickle.dumps(summary)) < SMALL_RANK_SHARE * _table_bytes(ta.load(summary.meta.paths[0]))
+    for parts in job.ranks:
+        assert len(pickle.dumps(parts)) < SMALL_RANK_SHARE * _table_bytes(ta.load(parts.meta.paths[0]))
 
 
 def test_cli_per_rank_writes_the_joined_report(tmp_path, capsys):

@@ -23,7 +23,7 @@ CASES = [*JOBS, "fsdp"]
 def test_the_section_from_the_parts_is_the_joined_one(name):
     job, joined = job_pair(name)
     want = distributed.section(joined, Options())
-    got = distributed.job_section(job, Options())
+    got = distributed.job_section(job.merged("distributed"), job, Options())
     assert want is not None, "every job here has collectives"
     assert_same_data(got.to_dict(), want.to_dict())
 
@@ -31,7 +31,7 @@ def test_the_section_from_the_parts_is_the_joined_one(name):
 @pytest.mark.parametrize("name", CASES)
 def test_the_findings_from_the_parts_are_the_joined_ones(name):
     job, joined = job_pair(name)
-    same_findings(distributed.job_findings(job), distributed.findings(joined))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(joined))
 
 
 def test_a_rank_late_from_data_loading_is_named_from_the_parts():
@@ -41,16 +41,20 @@ def test_a_rank_late_from_data_loading_is_named_from_the_parts():
     job, joined = perrank.load_job(path), ta.load(path)
     want = distributed.findings(joined)
     assert "distributed.late_rank" in {f.id for f in want}
-    same_findings(distributed.job_findings(job), want)
+    same_findings(distributed.job_findings(job.merged("distributed"), job), want)
     assert_same_data(
-        distributed.job_section(job, Options()).to_dict(), distributed.section(joined, Options()).to_dict()
+        distributed.job_section(job.merged("distributed"), job, Options()).to_dict(),
+        distributed.section(joined, Options()).to_dict(),
     )
 
 
 def test_a_short_top_truncates_the_merged_tables_as_the_joined_one():
     job, joined = job_pair("dlrm_8rank")
     options = Options(top=3)
-    assert_same_data(distributed.job_section(job, options).to_dict(), distributed.section(joined, options).to_dict())
+    assert_same_data(
+        distributed.job_section(job.merged("distributed"), job, options).to_dict(),
+        distributed.section(joined, options).to_dict(),
+    )
 
 
 def test_the_jobs_cover_what_the_cross_rank_stage_does():
@@ -59,24 +63,24 @@ def test_the_jobs_cover_what_the_cross_rank_stage_does():
     ids = {}
     for name in CASES:
         job, _ = job_pair(name)
-        section = distributed.job_section(job, Options())
+        section = distributed.job_section(job.merged("distributed"), job, Options())
         ids[name] = {t.id for t in section.tables}
     assert "late_arrivals" in ids["ddp_no_overlap"] | ids["dlrm_8rank"]
     assert "pipeline_bubble" in ids["ascend_pp2_4rank"]
     job, _ = job_pair("ascend_level1_2rank")
-    assert all(part["tasks"] for part in job.parts("distributed"))
+    assert all(part.tasks for part in job.parts("distributed"))
 
 
 def test_a_step_of_the_job_from_the_parts_is_the_joined_step():
     job, view = step_pair("ddp_no_overlap", 1)
     same_section(distributed, job, view)
-    same_findings(distributed.job_findings(job), distributed.findings(view))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(view))
 
 
 def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
     job, view = step_pair("ascend_pp2_4rank", 0)
     same_section(distributed, job, view)
-    same_findings(distributed.job_findings(job), distributed.findings(view))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(view))
 
 
 def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
@@ -88,7 +92,9 @@ def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
     every = Options(top=len(late))
     want = distributed.section(joined, every).table("late_arrivals")
     assert len(want.frame) == len(late)
-    assert_same_data(distributed.job_section(job, every).table("late_arrivals").to_dict(), want.to_dict())
+    assert_same_data(
+        distributed.job_section(job.merged("distributed"), job, every).table("late_arrivals").to_dict(), want.to_dict()
+    )
 
 
 @pytest.mark.parametrize(("name", "rank"), [("ddp_no_overlap", 0), ("ddp_overlap", 1), ("dlrm_8rank", 3)])
@@ -124,7 +130,7 @@ def test_a_rank_activity_pickles_packed_after_being_asked():
     """A rank's activity that has answered for a window (its busy union unpacked) pickles as small as before, and the
     copy answers the same."""
     job, _ = job_pair("ddp_overlap")
-    activity = job.part("distributed", 1)["activity"][1]
+    activity = job.part("distributed", 1).activity[1]
     before = len(pickle.dumps(activity, protocol=pickle.HIGHEST_PROTOCOL))
     starts, ends = activity.busy
     window = (int(starts[len(starts) // 2]), int(ends[-1]))
@@ -134,7 +140,7 @@ def test_a_rank_activity_pickles_packed_after_being_asked():
     assert answer[0] > 0 and pickle.loads(sent).cause(*window) == answer
 
 
-def _part_bytes(part: dict) -> int:
+def _part_bytes(part: object) -> int:
     return len(pickle.dumps(part, protocol=pickle.HIGHEST_PROTOCOL))
 
 
@@ -147,4 +153,4 @@ def test_a_ranks_part_is_small_against_its_event_table():
     part = job.part("distributed", 0)
     assert _part_bytes(part) <= 0.02 * table_bytes
     host = events["kind"].isin(["annotation", "cpu_op", "python", "runtime"]).sum()
-    assert len(part["activity"][0].host) <= 0.05 * host
+    assert len(part.activity[0].host) <= 0.05 * host

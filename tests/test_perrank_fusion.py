@@ -29,7 +29,7 @@ def test_job_section_and_findings_equal_the_joined_ones(name):
     job, joined = job_pair(name)
     want = same_section(fusion, job, joined, Options())
     assert table_rows(want, "opportunities")
-    found = same_findings(fusion.job_findings(job), fusion.findings(joined))
+    found = same_findings(fusion.job_findings(job.merged("fusion"), job), fusion.findings(joined))
     assert any(f.claims for f in found)
     assert all(set(f.claims) <= set(joined.meta.ranks) for f in found)
 
@@ -40,7 +40,7 @@ def test_chains_are_discovered_over_all_ranks():
     want = same_section(fusion, job, joined, Options())
     chains = [r for r in table_rows(want, "opportunities") if r["pattern"] == "Repeated memory-bound chain"]
     assert chains
-    found = {f.title: f for f in fusion.job_findings(job)}
+    found = {f.title: f for f in fusion.job_findings(job.merged("fusion"), job)}
     claimed = [f for title, f in found.items() if title.startswith("Repeated memory-bound chain")]
     assert claimed and all(set(f.claims) == {0, 1} for f in claimed)
 
@@ -57,13 +57,13 @@ def test_step_scoped_job_equals_the_joined_step():
     job, joined = step_pair("ddp_overlap")
     want = same_section(fusion, job, joined, Options(top=5))
     assert len(table_rows(want, "opportunities")) == 5
-    found = same_findings(fusion.job_findings(job), fusion.findings(joined))
+    found = same_findings(fusion.job_findings(job.merged("fusion"), job), fusion.findings(joined))
     assert found and all(f.steps == len(joined.meta.ranks) for f in found)
 
 
 def test_a_rank_part_is_small():
     """The part of a 356k-event trace, claimed intervals and discovery runs included, is under 1 % of its events."""
     trace = load_shared("h200", "big", "big.json.gz")
-    part = fusion.summarize(TraceData(trace.events, trace.memory_events, trace.meta))
+    part = fusion.rank_part(TraceData(trace.events, trace.memory_events, trace.meta))
     assert len(part.groups) and len(part.runs) and all(c.count for c in part.groups["claims"])
     assert len(pickle.dumps(part)) < PART_SHARE * trace.events.memory_usage(deep=True).sum()

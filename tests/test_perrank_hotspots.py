@@ -43,7 +43,9 @@ def test_job_truncated_and_kind_filtered_tables_equal_joined(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_job_hotspot_findings_equal_joined(name):
     job, joined = job_pair(name)
-    assert same_findings(hotspots.job_findings(job), hotspots.findings(joined)), "the joined trace has hotspot findings"
+    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), hotspots.findings(joined)), (
+        "the joined trace has hotspot findings"
+    )
 
 
 def test_step_scoped_job_hotspots_equal_joined_step():
@@ -53,7 +55,9 @@ def test_step_scoped_job_hotspots_equal_joined_step():
     view = joined.scoped(step=step)
     same_section(hotspots, job, view, Options())
     same_section(gemm, job, view, Options())
-    assert same_findings(hotspots.job_findings(job), hotspots.findings(view)), "the joined trace has hotspot findings"
+    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), hotspots.findings(view)), (
+        "the joined trace has hotspot findings"
+    )
 
 
 def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():
@@ -74,5 +78,5 @@ def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():
 def test_hotspots_part_is_small_on_the_largest_trace():
     """On h200/big (356k events) the part pickles to under ``PART_BUDGET`` of the event table's memory."""
     trace = load_shared("h200", "big", "big.json.gz")
-    part = hotspots.summarize(trace)
+    part = hotspots.rank_part(trace)
     assert len(pickle.dumps(part)) < PART_BUDGET * trace.events.memory_usage(deep=True).sum()

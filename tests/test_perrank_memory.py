@@ -21,7 +21,7 @@ PART_BUDGET = 0.02
 def test_job_memory_equals_joined(name):
     job, joined = job_pair(name)
     assert same_section(memory, job, joined, Options()), "the job has a memory section"
-    same_findings(memory.job_findings(job), memory.findings(joined))
+    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined))
 
 
 @pytest.mark.parametrize("name", WITH_MEMORY)
@@ -29,13 +29,15 @@ def test_job_memory_truncated_tables_equal_joined(name):
     """A small ``top`` cuts the merged tables (live blocks, per op, never freed) as it cuts the joined ones."""
     job, joined = job_pair(name)
     assert same_section(memory, job, joined, Options(top=3)), "the job has a memory section"
-    same_findings(memory.job_findings(job), memory.findings(joined))
+    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined))
 
 
 def test_job_without_memory_has_no_section():
     job, joined = job_pair("dlrm_8rank")
-    assert memory.section(joined, Options()) is None and memory.job_section(job, Options()) is None
-    assert memory.findings(joined) == [] and memory.job_findings(job) == []
+    assert (
+        memory.section(joined, Options()) is None and memory.job_section(job.merged("memory"), job, Options()) is None
+    )
+    assert memory.findings(joined) == [] and memory.job_findings(job.merged("memory"), job) == []
 
 
 def test_step_scoped_job_memory_equals_joined_step():
@@ -43,13 +45,13 @@ def test_step_scoped_job_memory_equals_joined_step():
     step = joined.steps_recorded()[1]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
     assert same_section(memory, job, joined.scoped(step=step), Options()), "the job has a memory section"
-    same_findings(memory.job_findings(job), memory.findings(joined.scoped(step=step)))
+    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined.scoped(step=step)))
 
 
 @pytest.mark.parametrize("name", ["fsdp"])
 def test_memory_part_is_small(name):
     """A rank's part pickles to a small share of its event table."""
     job, joined = job_pair(name)
-    for summary in job.ranks:
-        events = joined.events[joined.events["rank"] == summary.rank].memory_usage(deep=True).sum()
-        assert len(pickle.dumps(summary.parts["memory"])) < PART_BUDGET * events
+    for of_rank in job.ranks:
+        events = joined.events[joined.events["rank"] == of_rank.rank].memory_usage(deep=True).sum()
+        assert len(pickle.dumps(of_rank.parts["memory"])) < PART_BUDGET * events

@@ -4,6 +4,8 @@ Its functions live in a module (not a test's body) so that worker processes and 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pandas as pd
 
 from traceanalyzer.analyzer import Analyzer
@@ -17,55 +19,73 @@ from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 
-def rank_part(view: TraceData, options: Options) -> pd.DataFrame:
+@dataclass(frozen=True)
+class ToyPart:
+    """Kernels per rank: one row per rank (``rank``, ``kernels``, ``kernel_ns``), of one rank or of a job."""
+
+    by_rank: pd.DataFrame
+
+
+def rank_part(view: TraceData, options: Options) -> ToyPart:
     """Per rank of the view: its kernels and their device time."""
     kernels = view.events[view.events["kind"] == Kind.KERNEL.value]
     table = kernels.groupby("rank", sort=True)["dur"].agg(["size", "sum"]).reset_index()
-    return table.set_axis(["rank", "kernels", "kernel_ns"], axis=1)
+    return ToyPart(table.set_axis(["rank", "kernels", "kernel_ns"], axis=1))
 
 
-def _merged(job: JobData, name: str = "toy") -> pd.DataFrame:
-    """The ranks' parts of analyzer ``name``, one after another (each rank is in one part)."""
-    return stack(job.parts(name)).sort_values("rank", kind="stable").reset_index(drop=True)
+def merge(parts: list[ToyPart], job: JobData) -> ToyPart:
+    """The ranks' rows one after another, in rank order (each rank is in one part)."""
+    table = stack([p.by_rank for p in parts]).sort_values("rank", kind="stable").reset_index(drop=True)
+    return ToyPart(table)
 
 
-def section(job: JobData, options: Options) -> Section:
+def section(part: ToyPart, job: JobData, options: Options) -> Section:
     """Kernels per rank, and their sum."""
-    table = _merged(job)
-    facts = [Fact("kernels", "kernels", int(table["kernels"].sum()), Unit.COUNT, Per.TOTAL)]
-    return Section("toy", "Toy: kernels per rank", facts, [Table("by_rank", "Kernels per rank", table, Per.TOTAL)])
+    facts = [Fact("kernels", "kernels", int(part.by_rank["kernels"].sum()), Unit.COUNT, Per.TOTAL)]
+    return Section(
+        "toy", "Toy: kernels per rank", facts, [Table("by_rank", "Kernels per rank", part.by_rank, Per.TOTAL)]
+    )
 
 
-def findings(job: JobData) -> list[Finding]:
+def findings(part: ToyPart, job: JobData) -> list[Finding]:
     """One informational finding: the kernel time per step (what the toy is about)."""
-    total = int(_merged(job)["kernel_ns"].sum())
+    total = int(part.by_rank["kernel_ns"].sum())
     return [make("toy", "kernels", "Kernel time (toy)", "Nothing to do.", job_step_time(job), concerns_ns=total)]
 
 
-TOY = Analyzer("toy", rank_part, section, findings, needs=("steps",))
+TOY = Analyzer("toy", rank_part, merge, section, findings, needs=("steps",))
 
 
-def broken_part(view: TraceData, options: Options) -> pd.DataFrame:
+def broken_part(view: TraceData, options: Options) -> ToyPart:
     """A part that fails where rank 1 is in the view."""
     if 1 in view.meta.ranks:
         raise ValueError("a bug on rank 1")
     return rank_part(view, options)
 
 
-def broken_section(job: JobData, options: Options) -> Section:
-    """The section of the broken analyzer's parts."""
-    return Section("broken", "Broken", tables=[Table("by_rank", "Kernels per rank", _merged(job, "broken"))])
+def broken_section(part: ToyPart, job: JobData, options: Options) -> Section:
+    """The section of the broken analyzer's part."""
+    return Section("broken", "Broken", tables=[Table("by_rank", "Kernels per rank", part.by_rank)])
 
 
-def needs_broken_section(job: JobData, options: Options) -> Section:
-    """A section that reads the broken analyzer's parts."""
-    return Section("needs_broken", "Needs broken", tables=[Table("by_rank", "Kernels", _merged(job, "broken"))])
+def needs_broken_section(part: ToyPart, job: JobData, options: Options) -> Section:
+    """A section that reads the broken analyzer's merged part."""
+    broken: ToyPart = job.merged("broken")
+    return Section("needs_broken", "Needs broken", tables=[Table("by_rank", "Kernels", broken.by_rank)])
 
 
-BROKEN = Analyzer("broken", broken_part, broken_section)
-NEEDS_BROKEN = Analyzer("needs_broken", rank_part, needs_broken_section, needs=("broken",))
+BROKEN = Analyzer("broken", broken_part, merge, broken_section)
+NEEDS_BROKEN = Analyzer("needs_broken", rank_part, merge, needs_broken_section, needs=("broken",))
 
 
-def failing_part(view: TraceData, options: Options) -> pd.DataFrame:
+def undeclared_section(part: ToyPart, job: JobData, options: Options) -> Section:
+    """A section that reads the broken analyzer's merged part without declaring it in ``needs``."""
+    return needs_broken_section(part, job, options)
+
+
+READS_BROKEN = Analyzer("reads_broken", rank_part, merge, undeclared_section)
+
+
+def failing_part(view: TraceData, options: Options) -> ToyPart:
     """A part that fails everywhere."""
     raise ValueError("a bug")

@@ -1,5 +1,5 @@
-"""A job analysed rank by rank: each rank is loaded and summarized where it is parsed (a worker process here, or a
-Dask worker), and only its summary comes back, so the parent's memory grows with the summaries, not with the sum
+"""A job analysed rank by rank: each rank is loaded and analysed where it is parsed (a worker process here, or a
+Dask worker), and only its parts come back, so the parent's memory grows with the parts, not with the sum
 of the traces. ``Job`` is the facade: the same report and findings as the joined trace's."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from traceanalyzer.analyzer import Analyzer
 from traceanalyzer.analyzers.memory import compact_module_memory
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
-from traceanalyzer.jobdata import JobData, RankSummary
+from traceanalyzer.jobdata import JobData, RankParts
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import json as json_renderer
@@ -42,7 +42,7 @@ class Job(JobData):
 
     def build_report(self, top: int = 15, kind: str | None = None) -> Report:
         """The report of the job's scope as typed data (sections and ranked findings); a ``top`` beyond the one the
-        ranks were summarized with says where a table is cut."""
+        ranks were analysed with says where a table is cut."""
         return build_job(self, Options(top=top, kind=kind), self.registry)
 
     def report(self, top: int = 15, kind: str | None = None) -> dict:
@@ -59,30 +59,30 @@ def load_job(
     step: int | None = None,
     top: int = DEFAULT.top,
 ) -> Job:
-    """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: summarize that step of each rank;
-    ``top``: the rows per table its reports will show) into a Job of the ranks' summaries."""
+    """Load a job rank by rank (arguments as ``traceanalyzer.load``; ``step``: analyse that step of each rank;
+    ``top``: the rows per table its reports will show) into a Job of the ranks' parts."""
     options = Options(top=top)
     registry = tuple(analyzers.registered())
-    work = functools.partial(summarize_rank, step=step, options=options, registry=registry)
-    ranks, meta = loading.load_per_rank(path, work, rules, progress, cache, scheduler)
-    summaries = [replace(summary, meta=rank_meta) for rank_meta, summary in ranks]  # named as the user gave them
+    analyse = functools.partial(analyse_rank, step=step, options=options, registry=registry)
+    loaded, meta = loading.load_per_rank(path, analyse, rules, progress, cache, scheduler)
+    ranks = [replace(parts, meta=rank_meta) for rank_meta, parts in loaded]  # named as the user gave them
     if step is not None:
-        check_step("; ".join(meta.paths), {s for summary in summaries for s in summary.steps}, step)
-    return Job(meta, summaries, Scope(step=step), options, registry=registry)
+        check_step("; ".join(meta.paths), {s for parts in ranks for s in parts.steps}, step)
+    return Job(meta, ranks, Scope(step=step), options, registry=registry)
 
 
-def summarize_rank(
+def analyse_rank(
     events: pd.DataFrame,
     memory: pd.DataFrame,
     meta: TraceMeta,
     step: int | None,
     options: Options = DEFAULT,
     registry: Sequence[Analyzer] | None = None,
-) -> RankSummary:
-    """One rank's summary (of one step of it, when given; empty for a rank without that step): every analyzer's
-    part (``registry``'s, default all), the steps it recorded, the table sizes and its meta."""
+) -> RankParts:
+    """One rank's parts (of one step of it, when given; empty for a rank without that step): every analyzer's part
+    (``registry``'s, default all), the steps it recorded, the table sizes and its meta."""
     trace = TraceData(events, memory, meta)
     view = trace.scoped(step=step, check=False)
     parts = analyzers.rank_parts(view, options, registry)
     compact_module_memory(meta.extra)  # the meta goes back too: its side tables reduced to what is read
-    return RankSummary(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)
+    return RankParts(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

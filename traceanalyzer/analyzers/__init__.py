@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
-from traceanalyzer.analyzer import Analyzer
+from traceanalyzer.analyzer import Analyzer, stacked
 from traceanalyzer.analyzers import (
     ascend,
     counters,
@@ -29,29 +29,44 @@ from traceanalyzer.analyzers import (
 )
 from traceanalyzer.errors import AnalyzerFailed
 from traceanalyzer.findings import Finding, rank
-from traceanalyzer.jobdata import Failed, JobData, RankSummary
+from traceanalyzer.jobdata import Failed, JobData, PartFailed, RankParts
 from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
 
-LEDGER = Analyzer("ledger", ledger.summarize, ledger.job_section, needs=("steps",))
+LEDGER: Analyzer = Analyzer("ledger", ledger.rank_part, ledger.merge, ledger.job_section, needs=("steps",))
 """What was analysed: the first section of every report, which also names the sections whose analyzer failed."""
 
 ANALYZERS: tuple[Analyzer, ...] = (
     LEDGER,
-    Analyzer("steps", steps.summarize, steps.job_section),
-    Analyzer("hotspots", hotspots.summarize, hotspots.job_section, hotspots.job_findings, ("steps", "gemm")),
-    Analyzer("gemm", gemm.summarize, gemm.job_section),
-    Analyzer("counters", counters.summarize, counters.job_section),
-    Analyzer("health", health.summarize, health.job_section, health.job_findings, ("steps",)),
-    Analyzer("distributed", distributed.summarize, distributed.job_section, distributed.job_findings, ("steps",)),
-    Analyzer("fusion", fusion.summarize, fusion.job_section, fusion.job_findings, ("steps",)),
-    Analyzer("memory", memory.summarize, memory.job_section, memory.job_findings, ("steps",)),
-    Analyzer("ascend", ascend.summarize, ascend.job_section, ascend.job_findings, ("steps",)),
+    Analyzer("steps", steps.rank_part, steps.merge, steps.job_section),
+    Analyzer(
+        "hotspots",
+        hotspots.rank_part,
+        stacked,
+        hotspots.job_section,
+        hotspots.job_findings,
+        ("steps", "gemm", "counters"),
+    ),
+    Analyzer("gemm", gemm.rank_part, gemm.merge, gemm.job_section),
+    Analyzer("counters", counters.rank_part, stacked, counters.job_section),
+    Analyzer("health", health.rank_part, health.merge, health.job_section, health.job_findings, ("steps",)),
+    Analyzer(
+        "distributed",
+        distributed.rank_part,
+        distributed.merge,
+        distributed.job_section,
+        distributed.job_findings,
+        ("steps",),
+    ),
+    Analyzer("fusion", fusion.rank_part, fusion.merge, fusion.job_section, fusion.job_findings, ("steps",)),
+    Analyzer("memory", memory.rank_part, memory.merge, memory.job_section, memory.job_findings, ("steps",)),
+    Analyzer("ascend", ascend.rank_part, ascend.merge, ascend.job_section, ascend.job_findings, ("steps",)),
     Analyzer(
         "inference",
-        inference.summarize,
+        inference.rank_part,
+        inference.merge,
         inference.job_section,
         inference.job_findings,
         ("steps",),
@@ -85,8 +100,8 @@ def as_job(view: TraceData, options: Options, registry: Sequence[Analyzer] | Non
 def _one_part_job(view: TraceData, options: Options, registry: Sequence[Analyzer]) -> JobData:
     rank = view.meta.ranks[0] if view.meta.ranks else 0
     parts = rank_parts(view, options, registry)
-    summary = RankSummary(rank, view.meta, view.base.steps_recorded(), len(view.events), len(view.memory_events), parts)
-    return JobData(view.meta, [summary], view.scope, options)
+    one = RankParts(rank, view.meta, view.base.steps_recorded(), len(view.events), len(view.memory_events), parts)
+    return JobData(view.meta, [one], view.scope, options, registry)
 
 
 def job_findings(job: JobData, registry: Sequence[Analyzer] | None = None) -> list[Finding]:
@@ -97,7 +112,7 @@ def job_findings(job: JobData, registry: Sequence[Analyzer] | None = None) -> li
 
 def _ranked(job: JobData, registry: Sequence[Analyzer]) -> list[Finding]:
     names = {a.name for a in registry}
-    found = _each(job, registry, lambda a: a.findings(job))
+    found = _each(job, registry, lambda a: a.findings(job.merged(a.name), job))
     return rank([f for of_one in found for f in of_one], _headroom(job) if "health" in names else None)
 
 
@@ -105,8 +120,10 @@ def job_sections(job: JobData, options: Options, registry: Sequence[Analyzer] | 
     """The ledger, then every analyzer's section that has something to say, from the job's parts."""
     first, *rest = registered(registry)
     failed: list[str] = []
-    found = [s for s in _each(job, rest, lambda a: a.section(job, options), failed) if s is not None]
-    led = first.section(job, options)
+    found = [
+        s for s in _each(job, rest, lambda a: a.section(job.merged(a.name), job, options), failed) if s is not None
+    ]
+    led = first.section(job.merged(first.name), job, options)
     assert led is not None, "the ledger always has a section"
     return [_marked(led, failed, _absent(job, rest, found, failed)), *found]
 
@@ -128,7 +145,7 @@ def _absent(
     failed."""
     shown = {s.id for s in found} | set(failed)
     saying = [a for a in registry if a.absence is not None and a.name not in shown]
-    whys = [(a.name, _each(job, [a], lambda a: a.absence(job))) for a in saying]
+    whys = [(a.name, _each(job, [a], lambda a: a.absence(job.merged(a.name), job))) for a in saying]
     return [(name, why[0]) for name, why in whys if why and why[0]]
 
 
@@ -144,50 +161,37 @@ def _headroom(job: JobData) -> dict[int, int] | None:
     """The ranks' device headroom (``health.critical``), or None (device savings unbounded) with a warning when it
     cannot be read."""
     try:
-        _check_parts(job, "health", "health")
         return health.job_device_headroom(job)
     except Exception as e:  # the health analyzer's failure is already reported; rank the findings anyway
-        warnings.warn(f"device headroom not known ({_problem(e)}): device savings not bounded", stacklevel=4)
+        warnings.warn(f"device headroom not known ({_problem(e, 'health')}): device savings not bounded", stacklevel=4)
         return None
 
 
-class _PartFailed(Exception):
-    """An analyzer's part, or one it needs, could not be made (the problem, as the rank's worker caught it)."""
-
-
-def _check_parts(job: JobData, analyzer: str, of: str) -> None:
-    """A ``_PartFailed`` when a part of ``of`` failed on some rank (or a rank lacks it): named where it failed,
-    and, when ``of`` is another analyzer's, as what ``analyzer`` needs."""
-    parts = [summary.parts.get(of, Failed("no part", f"rank {summary.rank}")) for summary in job.ranks]
-    failed = [p for p in parts if isinstance(p, Failed)]
-    if not failed:
-        return
-    where = failed[0].where or "a rank"
-    if of == analyzer:
-        raise _PartFailed(f"failed on {where}: {failed[0].problem}")
-    raise _PartFailed(f"needs {of}, which failed on {where} ({failed[0].problem})")
-
-
 def _each(job: JobData, registry: Sequence[Analyzer], call: Callable, failed: list[str] | None = None) -> list:
-    """``call(analyzer)`` for every analyzer whose parts (its own and those it needs) were made; one that fails is
-    an AnalyzerFailed warning naming where (its name added to ``failed``), so that one analyzer's bug does not hide
-    the others' results."""
+    """``call(analyzer)`` for every analyzer whose merged parts (those it needs, then its own) were made; one that
+    fails is an AnalyzerFailed warning naming where (its name added to ``failed``), so that one analyzer's bug does
+    not hide the others' results."""
     out = []
     for analyzer in registry:
         try:
-            for of in (analyzer.name, *analyzer.needs):
-                _check_parts(job, analyzer.name, of)
+            for of in (*analyzer.needs, analyzer.name):
+                job.merged(of)
             out.append(call(analyzer))
         except Exception as e:
-            warnings.warn(f"analyzer {analyzer.name} {_problem(e)}", AnalyzerFailed, stacklevel=4)
+            warnings.warn(f"analyzer {analyzer.name} {_problem(e, analyzer.name)}", AnalyzerFailed, stacklevel=4)
             if failed is not None:
                 failed.append(analyzer.name)
     return out
 
 
-def _problem(e: Exception) -> str:
-    """What went wrong, as the warning says it."""
-    return str(e) if isinstance(e, _PartFailed) else f"failed: {type(e).__name__}: {e}"
+def _problem(e: Exception, analyzer: str) -> str:
+    """What went wrong with ``analyzer``, as the warning says it: its own part failed (where), a part it reads
+    failed (which, where), or it failed itself."""
+    if not isinstance(e, PartFailed):
+        return f"failed: {type(e).__name__}: {e}"
+    if e.analyzer == analyzer:
+        return f"failed on {e.where}: {e.problem}"
+    return f"needs {e.analyzer}, which failed on {e.where} ({e.problem})"
 
 
 def _where(ranks: Sequence[int]) -> str:

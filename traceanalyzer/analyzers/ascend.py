@@ -6,11 +6,13 @@ Overlap follows msprof's OverlapAnalysis (anchors-ascend.md §13): Computing = �
 union; each clipped to the step.
 
 Rank by rank, each table has an additive half (``core_totals``, ``kernel_totals``, ``aicpu_totals``: counts, sums,
-maxes per key) and a combining half (shares, means, order, truncation); ``summarize`` gives a rank's halves, its
+maxes per key) and a combining half (shares, means, order, truncation); ``rank_part`` gives a rank's halves, its
 overlap rows and its AI_CPU task unions, and the joined path is the combining half over the whole trace's part.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -156,7 +158,7 @@ def aicpu_work(events: pd.DataFrame) -> dict[int, dict[str, Intervals]]:
     tasks = events.loc[events["core"] == AI_CPU, ["rank", "name", "ts", "dur"]]
     return {
         int(rank): {
-            str(name): intervals.union(group["ts"].to_numpy(), (group["ts"] + group["dur"]).to_numpy())
+            str(name): intervals.union(group.ts.to_numpy(), (group.ts + group.dur).to_numpy())
             for name, group in by_rank.groupby(by_rank["name"].astype(str), sort=True)
         }
         for rank, by_rank in tasks.groupby("rank", sort=True, observed=True)
@@ -231,50 +233,67 @@ def _marker_windows(events: pd.DataFrame):
     ]
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict | None:
-    """The part of a rank (or of a whole trace): totals per core group, per kernel and core, per AI_CPU op, the
-    AI_CPU ops' task unions and the overlap rows; None off Ascend."""
-    if not is_ascend(trace):
-        return None
-    return remember(trace, "ascend.part", lambda: _part(trace))
+@dataclass(frozen=True)
+class AscendPart:
+    """The part of a rank (or of a whole trace): totals per core group (``core_totals``), per kernel and core
+    (``kernel_totals``), per AI_CPU op (``aicpu_totals``), the AI_CPU ops' task unions per rank and op name, the
+    overlap rows, and msprof's step figures and HCCL link tables of the rank."""
+
+    cores: pd.DataFrame
+    kernels: pd.DataFrame
+    ai_cpu: pd.DataFrame
+    ai_cpu_work: dict[int, dict[str, Intervals]]
+    overlap: pd.DataFrame
+    step_trace: pd.DataFrame
+    hccl_links: pd.DataFrame
+    hccl_matrix: pd.DataFrame
 
 
-def _part(trace: TraceData) -> dict:
-    """The part, computed (see ``summarize``)."""
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> AscendPart | None:
+    """The part of a rank (or of a whole trace); None off Ascend."""
+    return _part(trace) if is_ascend(trace) else None
+
+
+def _part(trace: TraceData) -> AscendPart:
+    """The part of an Ascend trace (see ``rank_part``), once per trace."""
+    return remember(trace, "ascend.part", lambda: _part_of(trace))
+
+
+def _part_of(trace: TraceData) -> AscendPart:
+    """The part of an Ascend trace, computed."""
     events = trace.events
-    return {
-        "cores": core_totals(events),
-        "kernels": kernel_totals(events),
-        "ai_cpu": aicpu_totals(events),
-        "ai_cpu_work": aicpu_work(events),
-        "overlap": overlap(trace),
-        "step_trace": step_traces(trace.meta),
-        "hccl_links": per_rank(trace.meta, HCCL_LINKS),
-        "hccl_matrix": per_rank(trace.meta, HCCL_MATRIX),
-    }
+    return AscendPart(
+        cores=core_totals(events),
+        kernels=kernel_totals(events),
+        ai_cpu=aicpu_totals(events),
+        ai_cpu_work=aicpu_work(events),
+        overlap=overlap(trace),
+        step_trace=step_traces(trace.meta),
+        hccl_links=per_rank(trace.meta, HCCL_LINKS),
+        hccl_matrix=per_rank(trace.meta, HCCL_MATRIX),
+    )
 
 
-def _ascend_parts(job: JobData) -> list[dict]:
-    """The job's Ascend parts (empty off Ascend)."""
-    return [p for p in job.parts("ascend") if p is not None] if is_ascend(job) else []
+def merge(parts: list[AscendPart | None], job: JobData) -> list[AscendPart]:
+    """The analyzer's merge rule: the ranks' Ascend parts in rank order, added up where read (none off Ascend)."""
+    return [p for p in parts if p is not None] if is_ascend(job) else []
 
 
 def findings(trace) -> list[Finding]:
     """AI_CPU fallbacks over 20 µs, on Ascend traces only."""
     if not is_ascend(trace):
         return []
-    return _aicpu_finding([summarize(trace)], step_time(trace))
+    return _aicpu_finding([_part(trace)], step_time(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank."""
-    parts = _ascend_parts(job)
+def job_findings(parts: list[AscendPart], job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged part."""
     return _aicpu_finding(parts, job_step_time(job)) if parts else []
 
 
-def _aicpu_finding(parts: list[dict], step: StepTime) -> list[Finding]:
+def _aicpu_finding(parts: list[AscendPart], step: StepTime) -> list[Finding]:
     """The AI_CPU finding from the parts (none when no task ran over 20 µs)."""
-    ops = _aicpu_table([p["ai_cpu"] for p in parts])
+    ops = _aicpu_table([p.ai_cpu for p in parts])
     slow = ops[ops["slow"] > 0]
     if not len(slow):
         return []
@@ -293,7 +312,7 @@ def _aicpu_finding(parts: list[dict], step: StepTime) -> list[Finding]:
             saving_ns=int(slow["exposed_ns"].sum()),
             basis=Basis.MEASURED,
             model=AI_CPU_SAVING,
-            claims=_claims([p["ai_cpu_work"] for p in parts], set(slow["name"])),
+            claims=_claims([p.ai_cpu_work for p in parts], set(slow["name"])),
             where={"ops": slow["name"].head(10).tolist()},
             evidence={
                 "tasks_over_20us": int(slow["slow"].sum()),
@@ -320,12 +339,11 @@ def section(trace: TraceData, options: Options) -> Section | None:
     """The Ascend section: core-type breakdown, msprof-style overlap per step and AI_CPU ops."""
     if not is_ascend(trace):
         return None
-    return _section([summarize(trace)], trace.meta.extra, options)
+    return _section([_part(trace)], trace.meta.extra, options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank."""
-    parts = _ascend_parts(job)
+def job_section(parts: list[AscendPart], job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part."""
     return _section(parts, job.meta.extra, options) if parts else None
 
 
@@ -349,13 +367,13 @@ def _matrix(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return order.drop(columns=["local"]).reset_index(drop=True)
 
 
-def _section(parts: list[dict], extra: dict, options: Options) -> Section:
+def _section(parts: list[AscendPart], extra: dict, options: Options) -> Section:
     """The section from the parts of the ranks (or the one part of a joined trace) and the trace's extra facts."""
-    cores = _core_shares([p["cores"] for p in parts])
+    cores = _core_shares([p.cores for p in parts])
     by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
     share = dict(zip(cores["core_group"], cores["share"], strict=True))
     facts = [Fact("profiler_level", "profiler level", extra.get("profiler_level", ""))]
-    aicpu = _aicpu_table([p["ai_cpu"] for p in parts])
+    aicpu = _aicpu_table([p.ai_cpu for p in parts])
     facts.append(
         Fact("ai_core_idle_ns", "AI Core idle during AI_CPU tasks", int(aicpu["exposed_ns"].sum()), Unit.NS, Per.TOTAL)
     )
@@ -372,24 +390,24 @@ def _section(parts: list[dict], extra: dict, options: Options) -> Section:
         facts=facts,
         tables=[
             Table("core_breakdown", "Device time by core type", cores, Per.TOTAL),
-            Table("top_kernels", "Top kernels", _kernel_shares([p["kernels"] for p in parts], options.top), Per.TOTAL),
-            Table("overlap", "Overlap per step (msprof lanes)", stack([p["overlap"] for p in parts]), Per.STEP),
+            Table("top_kernels", "Top kernels", _kernel_shares([p.kernels for p in parts], options.top), Per.TOTAL),
+            Table("overlap", "Overlap per step (msprof lanes)", stack([p.overlap for p in parts]), Per.STEP),
             Table(
                 "step_trace",
                 "msprof's own figures per step (step_trace_time.csv or analysis.db)",
-                stack([p["step_trace"] for p in parts]),
+                stack([p.step_trace for p in parts]),
                 Per.STEP,
             ),
             Table("ai_cpu_ops", "AI_CPU ops", aicpu.head(options.top), Per.TOTAL),
             Table(
                 "hccl_links",
                 "HCCL transfers per op and link (msprof's communication.json)",
-                _links([p["hccl_links"] for p in parts]).head(options.top),
+                _links([p.hccl_links for p in parts]).head(options.top),
             ),
             Table(
                 "hccl_matrix",
                 "HCCL links (src-dst: ranks in the group) per op type, msprof's communication_matrix.json step totals",
-                _matrix([p.get("hccl_matrix", pd.DataFrame()) for p in parts]).head(options.top),
+                _matrix([p.hccl_matrix for p in parts]).head(options.top),
                 Per.STEP,
             ),
         ],

@@ -17,6 +17,8 @@ time and calls per name); the combining half divides and orders.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -119,18 +121,35 @@ def _steps(spans: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
-    """The part of a rank (or a whole trace): weighted sums per kernel and counter, per step and counter, samples by
-    source, and device time and calls per kernel name."""
+@dataclass(frozen=True)
+class CountersPart:
+    """The part of a rank (or a whole trace): weighted sums per kernel and counter (``by_kernel``), per step and
+    counter (``by_step``), samples by source (``sources``), and device time (ns) and calls per kernel name
+    (``kernels``); the job's are these of every rank (``stacked``), added up where read."""
+
+    by_kernel: pd.DataFrame
+    by_step: pd.DataFrame
+    sources: pd.DataFrame
+    kernels: pd.DataFrame
+
+
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> CountersPart:
+    """The part of a rank (or a whole trace)."""
     rows = counter_rows(trace)
     kernels = trace.events[trace.events["kind"] == Kind.KERNEL.value]
     g = kernels.groupby(kernels["name"].astype(str), sort=True)["dur"]
-    return {
-        "by_kernel": _sums(rows, ["rank", *KEY]),
-        "by_step": _sums(rows[rows["step"] != NO_ROW], STEP_KEY),
-        "sources": rows.groupby(rows["source"].astype(str), sort=True).size().rename("samples").reset_index(),
-        "kernels": pd.DataFrame({"calls": g.size(), "total_ns": g.sum()}).reset_index(names="kernel"),
-    }
+    return CountersPart(
+        by_kernel=_sums(rows, ["rank", *KEY]),
+        by_step=_sums(rows[rows["step"] != NO_ROW], STEP_KEY),
+        sources=rows.groupby(rows["source"].astype(str), sort=True).size().rename("samples").reset_index(),
+        kernels=pd.DataFrame({"calls": g.size(), "total_ns": g.sum()}).reset_index(names="kernel"),
+    )
+
+
+def job_parts(job: JobData) -> list[CountersPart]:
+    """The job's counters parts, in rank order (of the analyzers that need ``counters``)."""
+    parts: list[CountersPart] = job.merged("counters")
+    return parts
 
 
 def _sums(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
@@ -156,14 +175,14 @@ def _means(parts: list[pd.DataFrame], key: list[str]) -> pd.DataFrame:
     return table.assign(value=table["weighted"] / table["weight"].where(table["weight"] > 0))
 
 
-def efficiency(parts: list[dict], top: int) -> pd.DataFrame:
+def efficiency(parts: list[CountersPart], top: int) -> pd.DataFrame:
     """The hot kernels (most device time first, ``top`` of them) with their measured efficiency (shares of the
     peak, from their counters) and the basis: which counters measured them, or that none did (modelled)."""
-    kernels = stack([p["kernels"] for p in parts])
+    kernels = stack([p.kernels for p in parts])
     if not len(kernels):
         return pd.DataFrame(columns=["kernel", "calls", "total_ns", "basis"])
     hot = kernels.groupby("kernel")[["calls", "total_ns"]].sum().sort_values("total_ns", ascending=False).head(top)
-    means = _means([p["by_kernel"] for p in parts], KEY)
+    means = _means([p.by_kernel for p in parts], KEY)
     out = hot.reset_index()
     measured = means[means["kernel"].isin(out["kernel"])]
     for column, choices in EFFICIENCY.items():
@@ -198,7 +217,7 @@ def _achieved(table: pd.DataFrame) -> np.ndarray:
     return out
 
 
-def measured_kernels(parts: list[dict]) -> dict[str, dict]:
+def measured_kernels(parts: list[CountersPart]) -> dict[str, dict]:
     """Per kernel with counters: its measured bound, achieved share of that unit's peak and basis (``efficiency`` of
     every kernel of the parts), for the findings that judge a kernel's efficiency."""
     table = efficiency(parts, top=1 << 62)
@@ -226,22 +245,22 @@ def findings(trace) -> list:
 
 def section(trace: TraceData, options: Options) -> Section | None:
     """The counters section (None when no rank recorded counters)."""
-    return _section([summarize(trace)], options)
+    return _section([rank_part(trace)], options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank."""
-    return _section(job.parts("counters"), options)
+def job_section(parts: list[CountersPart], job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's parts (stacked in rank order)."""
+    return _section(parts, options)
 
 
-def _section(parts: list[dict], options: Options) -> Section | None:
+def _section(parts: list[CountersPart], options: Options) -> Section | None:
     """Samples by source, the hot kernels' efficiency, and each counter per kernel and per step."""
-    sources = stack([p["sources"] for p in parts])
+    sources = stack([p.sources for p in parts])
     if not len(sources):
         return None
     sources = sources.groupby("source", sort=True)["samples"].sum().reset_index()
-    per_kernel = _means([p["by_kernel"] for p in parts], KEY).sort_values(["weight"], ascending=False)
-    per_step = _means([p["by_step"] for p in parts], STEP_KEY)
+    per_kernel = _means([p.by_kernel for p in parts], KEY).sort_values(["weight"], ascending=False)
+    per_step = _means([p.by_step for p in parts], STEP_KEY)
     count = int(sources["samples"].sum())
     return Section(
         "counters",

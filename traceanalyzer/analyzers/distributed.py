@@ -16,10 +16,10 @@ M = union of communication, and X = union of memory copies and sets:
   Overlapped), idle = Free (the rest of the Stage: msprof's figures miss it by its µs rounding), over the Stage;
   ``basis`` says so.
 
-A job analysed rank by rank gives the same section and findings from its ranks' parts (``summarize``): each rank's
+A job analysed rank by rank gives the same section and findings from its ranks' parts (``rank_part``): each rank's
 overlap rows and collective calls on their own (``collective_calls.rank_calls``) and what it did
 (``collective_calls.RankActivity``); matching, offsets, waits, late arrivals and the pipeline bubble are then
-computed over all ranks' rows by the same code as for the joined trace (``_JobView`` is what either path gathers).
+computed over all ranks' rows by the same code as for the joined trace (``JobView`` is what either path gathers).
 """
 
 from __future__ import annotations
@@ -192,9 +192,9 @@ def _with_shares(table: pd.DataFrame) -> pd.DataFrame:
 
 
 @dataclass
-class _JobView:
+class JobView:
     """A job seen in a scope: what the section and the findings read, gathered from a joined trace
-    (``_view_of_trace``) or from the parts of a job analysed rank by rank (``_view_of_job``): the scope, the job's
+    (``_view_of_trace``) or from the parts of a job analysed rank by rank (``merge``): the scope, the job's
     calls matched across ranks, the overlap tables of the scope and of the whole job, the job's late arrivals, the
     nominal link bandwidth, whether several ranks have events, the ranks whose compute is in the scope, and each
     rank's step time in the scope and in the whole job."""
@@ -212,15 +212,15 @@ class _JobView:
     activity: Callable[[int], collective_calls.RankActivity]
 
 
-def _trace_view(trace: TraceData) -> _JobView:
-    """The ``_JobView`` of a (scoped) trace, gathered once per trace view."""
+def _trace_view(trace: TraceData) -> JobView:
+    """The ``JobView`` of a (scoped) trace, gathered once per trace view."""
     return remember(trace, "distributed.view", lambda: _view_of_trace(trace))
 
 
-def _view_of_trace(trace: TraceData) -> _JobView:
-    """The ``_JobView`` of a trace's scope, its job being its base: the joined path."""
+def _view_of_trace(trace: TraceData) -> JobView:
+    """The ``JobView`` of a trace's scope, its job being its base: the joined path."""
     base = trace.base
-    return _JobView(
+    return JobView(
         scope=trace.scope,
         job_calls=_job_calls(base),
         overlap=lambda: overlap(trace),
@@ -257,28 +257,42 @@ def _rank_activity(trace: TraceData, rank: int) -> collective_calls.RankActivity
     return collective_calls.rank_activity(events[events["rank"] == rank], calls[calls["rank"] == rank])
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
+@dataclass(frozen=True)
+class DistributedPart:
     """The part of a rank (or of a joined trace's ranks): its collective calls on their own (the per-rank stage, of
-    the whole run, as matching needs every call), its overlap rows of the scope (and of the whole run when the scope
-    is a step), what each rank did (``RankActivity``: its device busy union and the host ranges a late arrival's
-    window can pick), the ranks with events and with compute in the scope, and whether it has HCCL tasks."""
+    the whole run, as matching needs every call; ``collective_calls.packed``), its overlap rows of the scope and of
+    the whole run (the same rows unless the scope is a step), what each rank did (``RankActivity``: its device busy
+    union and the host ranges a late arrival's window can pick), the ranks with events and with compute in the
+    scope, and whether it has HCCL tasks."""
+
+    calls: pd.DataFrame
+    overlap: list[dict]
+    job_overlap: list[dict]
+    activity: dict[int, collective_calls.RankActivity]
+    with_events: set[int]
+    tasks: bool
+    computing: set[int]
+
+
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> DistributedPart:
+    """The part of a rank (or of a joined trace's ranks)."""
     base = trace.base
     calls = collective_calls.rank_calls(base)
-    scoped = trace.scope.step is not None
+    rows = overlap_rows(trace)
     kinds = base.events["kind"]
     ranks = base.events["rank"]
-    return {
-        "calls": collective_calls.packed(calls),
-        "overlap": overlap_rows(trace),
-        "job_overlap": overlap_rows(base) if scoped else None,
-        "activity": {
+    return DistributedPart(
+        calls=collective_calls.packed(calls),
+        overlap=rows,
+        job_overlap=overlap_rows(base) if trace.scope.step is not None else rows,
+        activity={
             int(rank): collective_calls.rank_activity(_events_of(base.events, rank), calls[calls["rank"] == rank])
             for rank in base.meta.ranks
         },
-        "with_events": {int(r) for r in ranks.unique()},
-        "tasks": bool((kinds == Kind.COMM_TASK.value).any()),
-        "computing": attribution.computing_ranks(trace),
-    }
+        with_events={int(r) for r in ranks.unique()},
+        tasks=bool((kinds == Kind.COMM_TASK.value).any()),
+        computing=attribution.computing_ranks(trace),
+    )
 
 
 def _events_of(events: pd.DataFrame, rank: int) -> pd.DataFrame:
@@ -287,33 +301,26 @@ def _events_of(events: pd.DataFrame, rank: int) -> pd.DataFrame:
     return events if mine.all() else events[mine]
 
 
-def _view_of_job(job: JobData) -> _JobView:
-    """The ``_JobView`` of a job from its ranks' parts: the per-rank call rows through the same cross-rank stage, the
-    overlap rows put together, each late rank's activity from its part."""
-    parts = job.parts(ANALYZER)
-    rows = collective_calls.unpacked([p["calls"] for p in parts])
-    job_calls = collective_calls.cross_rank(rows, job.meta, any(p["tasks"] for p in parts))
-    activity = {rank: activity for p in parts for rank, activity in p["activity"].items()}
-    scoped = job.scope.step is not None
-    whole = [p["job_overlap"] if scoped else p["overlap"] for p in parts]
-    return _JobView(
+def merge(parts: list[DistributedPart], job: JobData) -> JobView:
+    """The analyzer's merge rule: the ``JobView`` of a job from its ranks' parts: the per-rank call rows through the
+    same cross-rank stage, the overlap rows put together, each late rank's activity from its part."""
+    rows = collective_calls.unpacked([p.calls for p in parts])
+    job_calls = collective_calls.cross_rank(rows, job.meta, any(p.tasks for p in parts))
+    activity = {rank: activity for p in parts for rank, activity in p.activity.items()}
+    whole = [p.job_overlap for p in parts]
+    return JobView(
         scope=job.scope,
         job_calls=job_calls,
-        overlap=functools.cache(lambda: overlap_of([row for p in parts for row in p["overlap"]])),
+        overlap=functools.cache(lambda: overlap_of([row for p in parts for row in p.overlap])),
         job_overlap=functools.cache(lambda: overlap_of([row for rank_rows in whole for row in rank_rows])),
         job_late=functools.cache(lambda: collective_calls.late_arrivals(job_calls, activity.__getitem__)),
         link_gbps=devices.link_gbps(job.meta),
-        several_ranks=len(set().union(*(p["with_events"] for p in parts))) > 1,
-        computing=set().union(*(p["computing"] for p in parts)),
+        several_ranks=len(set().union(*(p.with_events for p in parts))) > 1,
+        computing=set().union(*(p.computing for p in parts)),
         step_time=lambda rank: steps.job_step_time(job, rank),
         job_step_time=lambda rank: steps.job_step_time(job, rank, whole=True),
         activity=activity.__getitem__,
     )
-
-
-def _job_view(job: JobData) -> _JobView:
-    """The ``_JobView`` of a job analysed rank by rank, gathered once per job."""
-    return remember(job, ANALYZER, lambda: _view_of_job(job))
 
 
 def collectives(trace: TraceData) -> pd.DataFrame:
@@ -322,7 +329,7 @@ def collectives(trace: TraceData) -> pd.DataFrame:
     return _collectives(_trace_view(trace))
 
 
-def _collectives(view: _JobView) -> pd.DataFrame:
+def _collectives(view: JobView) -> pd.DataFrame:
     """The job's matched calls of the view's scope (its rank, its step)."""
     calls = view.job_calls
     if view.scope.rank is not None:
@@ -343,7 +350,7 @@ def late_arrivals(trace: TraceData) -> pd.DataFrame:
     return _late_arrivals(_trace_view(trace))
 
 
-def _late_arrivals(view: _JobView) -> pd.DataFrame:
+def _late_arrivals(view: JobView) -> pd.DataFrame:
     """The job's late arrivals in the view's scope: those its rank (if any) was late for, in its step (if any)."""
     late = view.job_late()
     if view.scope.rank is not None and len(late):
@@ -358,7 +365,7 @@ def per_rank(trace) -> pd.DataFrame:
     return _per_rank(_trace_view(trace))
 
 
-def _per_rank(view: _JobView) -> pd.DataFrame:
+def _per_rank(view: JobView) -> pd.DataFrame:
     """Per rank of the scope: the overlap breakdown summed, the share of communication hidden, its calls and the
     time they waited for peers (an empty table without overlap rows)."""
     table = view.overlap()
@@ -445,12 +452,12 @@ def findings(trace) -> list[Finding]:
     return _findings(_trace_view(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank."""
-    return _findings(_job_view(job))
+def job_findings(view: JobView, job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged part."""
+    return _findings(view)
 
 
-def _findings(view: _JobView) -> list[Finding]:
+def _findings(view: JobView) -> list[Finding]:
     """The findings of the view, in their fixed order, those worth at least ``MIN_COST_SHARE`` of step time."""
     calls = _collectives(view)
     if not len(calls):
@@ -474,7 +481,7 @@ def _exposed_transfer(calls: pd.DataFrame) -> pd.Series:
     return (calls["exposed_ns"] - np.nan_to_num(wait)).clip(lower=0)
 
 
-def _exposed(view: _JobView, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
+def _exposed(view: JobView, calls: pd.DataFrame, collective: str, phases: tuple[str, ...]) -> Finding | None:
     """The exposed ``collective`` of these phases on the rank where its transfer is most exposed (waits left out),
     worded for gradient all-reduce (after or at the end of backward) or parameter all-gather; None without one."""
     mine = calls[(calls["collective"] == collective) & calls["phase"].isin(phases)]
@@ -506,7 +513,7 @@ def _exposed(view: _JobView, calls: pd.DataFrame, collective: str, phases: tuple
     )  # fmt: skip
 
 
-def _exposed_rest(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+def _exposed_rest(view: JobView, calls: pd.DataFrame) -> Finding | None:
     """The exposed transfer of the collectives the gradient all-reduce and all-gather findings leave out (other
     collectives, other phases; send/recv is the pipeline bubble's), on the rank where it is most exposed; None
     without any."""
@@ -541,7 +548,7 @@ def _absent_wait(calls: pd.DataFrame) -> pd.Series:
     return np.fmin(beyond.clip(lower=0), calls["exposed_ns"].astype(float))
 
 
-def _waiting_for_absent(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+def _waiting_for_absent(view: JobView, calls: pd.DataFrame) -> Finding | None:
     """Exposed communication that waits for ranks not in the trace, on the rank that waits most: measured, its
     saving the wait (it goes when the late rank arrives with the others); None without such waiting."""
     wait = _absent_wait(calls)
@@ -567,7 +574,7 @@ def _waiting_for_absent(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     )  # fmt: skip
 
 
-def _explained_late(view: _JobView) -> pd.DataFrame:
+def _explained_late(view: JobView) -> pd.DataFrame:
     """Late arrivals on ranks whose work is recorded (a rank loaded from its communication alone cannot be judged),
     of a rank that makes its peers wait at least ``LATE_RANK_MIN_SHARE`` of their step time (less is jitter)."""
     late = _late_arrivals(view)
@@ -584,7 +591,7 @@ def _explained_late(view: _JobView) -> pd.DataFrame:
     return late[late["late_rank"].isin(keep)]
 
 
-def _straggler(view: _JobView) -> Finding | None:
+def _straggler(view: JobView) -> Finding | None:
     """The late rank: the one whose explained late arrivals made its peers wait longest, with the main cause and
     host range, weighed against the step time of the rank that waited most (of the whole job where that rank is out
     of the view's scope, which the advice says); it claims the late rank's own device idle in its late windows, so
@@ -627,7 +634,7 @@ def _idle_in_windows(activity: collective_calls.RankActivity, late: pd.DataFrame
     return intervals.subtract(windows, activity.busy)
 
 
-def _small_messages(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+def _small_messages(view: JobView, calls: pd.DataFrame) -> Finding | None:
     """Many collectives under ``SMALL_MESSAGE_BYTES`` per step on the rank with the most (at least
     ``SMALL_MESSAGES_PER_STEP``), costing their exposed transfer; None otherwise."""
     small = calls[(calls["bytes"] > 0) & (calls["bytes"] < SMALL_MESSAGE_BYTES)]
@@ -649,7 +656,7 @@ def _small_messages(view: _JobView, calls: pd.DataFrame) -> Finding | None:
     )  # fmt: skip
 
 
-def _low_bandwidth(view: _JobView, calls: pd.DataFrame) -> Finding | None:
+def _low_bandwidth(view: JobView, calls: pd.DataFrame) -> Finding | None:
     """Large collectives below ``LOW_BUS_SHARE`` of the nominal link bandwidth, on the rank that would save most at
     ``REACHABLE_BUS_SHARE`` of it; None without any (or without a known link)."""
     large = calls[(calls["bytes"] >= LARGE_MESSAGE_BYTES) & calls["transfer_ns"].notna() & calls["link_gbps"].notna()]
@@ -683,12 +690,12 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(_trace_view(trace), options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank."""
-    return _section(_job_view(job), options)
+def job_section(view: JobView, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part."""
+    return _section(view, options)
 
 
-def _section(view: _JobView, options: Options) -> Section | None:
+def _section(view: JobView, options: Options) -> Section | None:
     """The section of the view (None without calls or overlap rows): per-rank, per-step and most exposed tables,
     their facts, and across several ranks the clock offsets, pipeline bubble and late arrivals."""
     calls = _collectives(view)
@@ -741,7 +748,7 @@ def _top(calls: pd.DataFrame, top: int) -> pd.DataFrame:
     return top_calls
 
 
-def _cross_rank(view: _JobView, tables: list[Table], top: int) -> list[Fact]:
+def _cross_rank(view: JobView, tables: list[Table], top: int) -> list[Fact]:
     """Clock offsets and late arrivals (tables appended), and the facts they give."""
     offsets = collective_calls.clock_offsets_of(view.job_calls)
     tables.append(Table("clock_offsets", "Clock offsets", offsets))
@@ -783,7 +790,7 @@ def pipeline_bubble(trace: TraceData) -> pd.DataFrame:
     return _pipeline_bubble(_trace_view(trace))
 
 
-def _pipeline_bubble(view: _JobView) -> pd.DataFrame:
+def _pipeline_bubble(view: JobView) -> pd.DataFrame:
     """The pipeline bubble per rank and step of the view's scope, its stages matched over the whole job."""
     return _in_scope(pipeline.bubble(view.job_calls, view.job_overlap()), view.scope)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -20,7 +21,7 @@ import pandas as pd
 from traceanalyzer import devices
 from traceanalyzer.analyzers import roofline
 from traceanalyzer.jobdata import JobData
-from traceanalyzer.memo import per_trace, remember
+from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
@@ -49,27 +50,40 @@ ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share i
 def gemm_throughput(trace: TraceData) -> pd.DataFrame:
     """Per GEMM op name and math dtype: calls, FLOPs, bytes, device time caused, achieved TFLOP/s, share of the dense
     peak, and the roofline's least time for its calls (``limit_ns``) with the limit that binds most of it."""
-    return _rated([summarize(trace)], trace.meta)
+    return _rated([rank_part(trace)], trace.meta)
 
 
 @per_trace
 def gemm_roofline(trace: TraceData) -> pd.DataFrame:
     """Per GEMM shape: FLOPs and bytes, intensity against the device's ridge point, the binding limit (memory or
     compute), achieved TFLOP/s and GB/s, the attainable TFLOP/s and the share of it reached."""
-    return _roofline([summarize(trace)], trace.meta)
+    return _roofline([rank_part(trace)], trace.meta)
+
+
+GemmPart = pd.DataFrame
+"""A rank's part: one row per GEMM shape and math dtype (``PART_COLUMNS``, added up across ranks per ``SHAPE``)."""
+
+
+@dataclass(frozen=True)
+class GemmJob:
+    """The job part: ``gemm_throughput`` and ``gemm_roofline`` of the ranks' parts added up per shape."""
+
+    throughput: pd.DataFrame
+    roofline: pd.DataFrame
+
+
+def merge(parts: list[GemmPart], job: JobData) -> GemmJob:
+    """The job's GEMMs: the ranks' shapes added up, rated against the job's device."""
+    return GemmJob(_rated(parts, job.meta), _roofline(parts, job.meta))
 
 
 def job_throughput(job: JobData) -> pd.DataFrame:
-    """``gemm_throughput`` of a job analysed rank by rank (once per job)."""
-    return remember(job, "gemm.throughput", lambda: _rated(job.parts("gemm"), job.meta)).copy(deep=False)
+    """``gemm_throughput`` of a job (of the analyzers that need ``gemm``)."""
+    merged: GemmJob = job.merged("gemm")
+    return merged.throughput.copy(deep=False)
 
 
-def job_roofline(job: JobData) -> pd.DataFrame:
-    """``gemm_roofline`` of a job analysed rank by rank (once per job)."""
-    return remember(job, "gemm.roofline", lambda: _roofline(job.parts("gemm"), job.meta)).copy(deep=False)
-
-
-def summarize(trace: TraceData, options: Options = DEFAULT) -> pd.DataFrame:
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> GemmPart:
     """A rank's part (or a joined trace's): per GEMM shape and math dtype, the calls, FLOPs, bytes and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
@@ -107,7 +121,7 @@ def _totals(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return frame.groupby(keys)[sums].sum().reset_index()
 
 
-def _rated(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
+def _rated(parts: list[GemmPart], meta: TraceMeta) -> pd.DataFrame:
     """The throughput table from parts (any ranks): their shapes' roofline times added up per (op, dtype), rated
     against the device's peak, the GEMMs with the most device time first."""
     shapes = _limited(_totals(stack(parts), SHAPE), meta)
@@ -122,7 +136,7 @@ def _rated(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
     return table.sort_values("device_ns", ascending=False).reset_index(drop=True)[COLUMNS]
 
 
-def _roofline(parts: list[pd.DataFrame], meta: TraceMeta) -> pd.DataFrame:
+def _roofline(parts: list[GemmPart], meta: TraceMeta) -> pd.DataFrame:
     """The per-shape roofline table from parts (any ranks), the shapes with the most device time first."""
     table = _limited(_totals(stack(parts), SHAPE), meta)
     if not len(table):
@@ -214,9 +228,9 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(gemm_throughput(trace), gemm_roofline(trace), trace.meta, options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank."""
-    return _section(job_throughput(job), job_roofline(job), job.meta, options)
+def job_section(part: GemmJob, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part."""
+    return _section(part.throughput.copy(deep=False), part.roofline.copy(deep=False), job.meta, options)
 
 
 ROOFLINE_UNITS = {

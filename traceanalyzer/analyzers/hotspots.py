@@ -345,14 +345,14 @@ def findings(trace: TraceData) -> list[Finding]:
     """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
     GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
     state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    measured = counters.measured_kernels([counters.summarize(trace)])
+    measured = counters.measured_kernels([counters.rank_part(trace)])
     return _findings([_work(trace)], trace.meta, compute_step_time(trace), gemm_throughput(trace), measured)
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank."""
-    works = [part.work for part in job.parts("hotspots")]
-    measured = counters.measured_kernels(job.parts("counters"))
+def job_findings(parts: list[HotspotsPart], job: JobData) -> list[Finding]:
+    """``findings`` of a job's parts (stacked in rank order)."""
+    works = [part.work for part in parts]
+    measured = counters.measured_kernels(counters.job_parts(job))
     return _findings(works, job.meta, job_compute_step_time(job), job_throughput(job), measured)
 
 
@@ -653,9 +653,9 @@ def section(trace: TraceData, options: Options) -> Section:
     return _section([_tables(trace)], trace.meta.start_ns, options)
 
 
-def job_section(job: JobData, options: Options) -> Section:
-    """``section`` of a job analysed rank by rank."""
-    return _section([part.tables for part in job.parts("hotspots")], job.meta.start_ns, options)
+def job_section(parts: list[HotspotsPart], job: JobData, options: Options) -> Section:
+    """``section`` of a job's parts (stacked in rank order)."""
+    return _section([part.tables for part in parts], job.meta.start_ns, options)
 
 
 @dataclass
@@ -674,7 +674,7 @@ class HotspotsPart:
     work: Work
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> HotspotsPart:
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> HotspotsPart:
     """A rank's part: the partial tables of every level, its graph launches, and the work its findings rank."""
     return HotspotsPart(_tables(trace), _work(trace))
 

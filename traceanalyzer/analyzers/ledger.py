@@ -6,6 +6,8 @@ Nothing is skipped silently: every count here that is not zero also has a warnin
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
@@ -22,31 +24,53 @@ from traceanalyzer.vocabulary import GRAPH_LAUNCH, matches
 
 def section(trace: TraceData, options: Options) -> Section:
     """The ledger section (always present)."""
-    return _section(trace.meta, trace.base.meta.ranks, str(trace.scope), step_table(trace), [summarize(trace)])
+    return _section(trace.meta, trace.base.meta.ranks, str(trace.scope), step_table(trace), rank_part(trace))
 
 
-def job_section(job: JobData, options: Options) -> Section:
-    """``section`` of a job analysed rank by rank."""
-    return _section(job.meta, job.meta.ranks, str(job.scope), job_step_table(job), job.parts("ledger"))
+def job_section(part: LedgerPart, job: JobData, options: Options) -> Section:
+    """``section`` of a job's merged part."""
+    return _section(job.meta, job.meta.ranks, str(job.scope), job_step_table(job), part)
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
-    """A rank's part (or a joined trace's): its device time, how much of it is linked to an op or replayed from a
-    graph (ns), and its device work outside steps."""
+@dataclass(frozen=True)
+class LedgerPart:
+    """A rank's part (or a job's, merged): its device time, how much of it is linked to an op or replayed from a
+    graph (ns), its counter samples (count), and its device work outside steps (``outside_steps``)."""
+
+    device_ns: int
+    linked_ns: int
+    replayed_ns: int
+    counter_samples: int
+    outside: pd.DataFrame
+
+
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> LedgerPart:
+    """A rank's part (or a joined trace's)."""
     work = trace.events.loc[trace.events["kind"].isin(BUSY), ["dur", "op"]]
-    return {
-        "device_ns": int(work["dur"].sum()),
-        "linked_ns": int(work.loc[work["op"] != NO_ROW, "dur"].sum()),
-        "replayed_ns": int(graph_replayed(trace)["dur"].sum()),
-        "outside": outside_steps(trace),
-        "counter_samples": int((trace.events["kind"] == Kind.COUNTER.value).sum()),
-    }
+    return LedgerPart(
+        device_ns=int(work["dur"].sum()),
+        linked_ns=int(work.loc[work["op"] != NO_ROW, "dur"].sum()),
+        replayed_ns=int(graph_replayed(trace)["dur"].sum()),
+        counter_samples=int((trace.events["kind"] == Kind.COUNTER.value).sum()),
+        outside=outside_steps(trace),
+    )
 
 
-def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame, parts: list[dict]) -> Section:
-    """The ledger from the facts of what was loaded, its steps and the parts of its ranks."""
-    device_ns = sum(p["device_ns"] for p in parts)
-    outside = stack([p["outside"] for p in parts])
+def merge(parts: list[LedgerPart], job: JobData) -> LedgerPart:
+    """The job's part: the ranks' times and samples added, their work outside steps one after another."""
+    return LedgerPart(
+        device_ns=sum(p.device_ns for p in parts),
+        linked_ns=sum(p.linked_ns for p in parts),
+        replayed_ns=sum(p.replayed_ns for p in parts),
+        counter_samples=sum(p.counter_samples for p in parts),
+        outside=stack([p.outside for p in parts]),
+    )
+
+
+def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame, part: LedgerPart) -> Section:
+    """The ledger from the facts of what was loaded, its steps and the part of its ranks."""
+    device_ns = part.device_ns
+    outside = part.outside
     missing = humanize.ranges(humanize.missing_runs(meta.world_size, ranks))
     facts = [
         Fact("scope", "scope", scope),
@@ -62,17 +86,17 @@ def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame,
             Unit.NS,
             Per.TOTAL,
         ),
-        Fact("op_linked_share", "device time linked to an op", _share(parts, "linked_ns", device_ns), Unit.SHARE),
+        Fact("op_linked_share", "device time linked to an op", _share(part.linked_ns, device_ns), Unit.SHARE),
         Fact(
             "graph_replayed_share",
             "device time replayed from CUDA/HIP graphs",
-            _share(parts, "replayed_ns", device_ns),
+            _share(part.replayed_ns, device_ns),
             Unit.SHARE,
         ),
         Fact(
             "counter_samples",
             "hardware counter samples read (see the counters section)",
-            sum(p.get("counter_samples", 0) for p in parts),
+            part.counter_samples,
             Unit.COUNT,
             Per.TOTAL,
         ),
@@ -115,9 +139,9 @@ def _ranks_text(meta: TraceMeta) -> str:
     return text if meta.rank_known else text + " (not recorded; assumed)"
 
 
-def _share(parts: list[dict], key: str, total: int) -> float:
-    """The parts' ``key`` (ns) summed, as a share of ``total`` (0 when it is 0)."""
-    return float(sum(p[key] for p in parts) / total) if total else 0.0
+def _share(part_ns: int, total: int) -> float:
+    """``part_ns`` as a share of ``total`` (0 when it is 0)."""
+    return float(part_ns / total) if total else 0.0
 
 
 def _steps_text(steps: pd.DataFrame) -> str:

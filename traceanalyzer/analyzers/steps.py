@@ -27,12 +27,14 @@ Every share of step time in the product is a share of ``step_ns``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
 from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
-from traceanalyzer.memo import per_trace, remember
+from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
 from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, TraceMeta, category_text
@@ -322,7 +324,7 @@ def step_time(trace: TraceData, rank: int | None = None) -> StepTime:
 
 
 def job_step_time(job: JobData, rank: int | None = None, whole: bool = False) -> StepTime:
-    """``step_time`` of a job analysed rank by rank (``whole``: of its whole run, also when it was summarized for
+    """``step_time`` of a job analysed rank by rank (``whole``: of its whole run, also when it was analysed for
     one step)."""
     return _step_time(job_step_table(job, whole), job.meta, rank)
 
@@ -361,18 +363,38 @@ def kind_totals(events: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def _added_kinds(totals: list[pd.DataFrame]) -> pd.DataFrame:
+    """``kind_totals`` of several parts added up per kind (by kind)."""
+    return pd.concat(totals, ignore_index=True).groupby("kind", sort=True)[["count", "total_ns"]].sum().reset_index()
+
+
 def _shares_by_kind(totals: list[pd.DataFrame]) -> pd.DataFrame:
     """``kind_totals`` of several parts added up, with each kind's share, largest first (ties by kind)."""
-    table = pd.concat(totals, ignore_index=True).groupby("kind", sort=True)[["count", "total_ns"]].sum().reset_index()
+    table = _added_kinds(totals)
     table["device_share"] = table["total_ns"] / max(int(table["total_ns"].sum()), 1)
     return table.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict[str, pd.DataFrame | None]:
-    """A rank's part: its step table and its device time per kind (and its whole run's step table when the scope is
-    a step or a rank)."""
-    whole = step_table(trace.base) if _narrowed(trace.scope) else None
-    return {"steps": step_table(trace), "by_kind": kind_totals(trace.events), "whole": whole}
+@dataclass(frozen=True)
+class StepsPart:
+    """A rank's part (or a job's, merged): its step table (``STEP_COLUMNS``), its device time per kind
+    (``kind_totals``), and its whole run's step table (the same as ``steps`` unless the scope is a step or a rank)."""
+
+    steps: pd.DataFrame
+    by_kind: pd.DataFrame
+    whole: pd.DataFrame
+
+
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> StepsPart:
+    """A rank's part: its step table and its device time per kind (and its whole run's step table)."""
+    table = step_table(trace)
+    return StepsPart(table, kind_totals(trace.events), step_table(trace.base) if _narrowed(trace.scope) else table)
+
+
+def merge(parts: list[StepsPart], job: JobData) -> StepsPart:
+    """The job's steps: the ranks' step tables one after another (each rank is in one part), kinds' totals added."""
+    steps, whole = (pd.concat([getattr(p, key) for p in parts], ignore_index=True) for key in ("steps", "whole"))
+    return StepsPart(steps, _added_kinds([p.by_kind for p in parts]), whole)
 
 
 def _narrowed(scope: Scope) -> bool:
@@ -381,10 +403,10 @@ def _narrowed(scope: Scope) -> bool:
 
 
 def job_step_table(job: JobData, whole: bool = False) -> pd.DataFrame:
-    """``step_table`` of a job analysed rank by rank: the ranks' step tables one after another (``whole``: of their
-    whole runs, also when summarized for one step)."""
-    key = "whole" if whole and _narrowed(job.scope) else "steps"
-    return remember(job, f"steps.{key}", lambda: pd.concat([p[key] for p in job.parts("steps")], ignore_index=True))
+    """``step_table`` of a job analysed rank by rank (of the analyzers that need ``steps``): the ranks' step tables
+    one after another (``whole``: of their whole runs, also when analysed for one step)."""
+    merged: StepsPart = job.merged("steps")
+    return merged.whole if whole else merged.steps
 
 
 def section(trace: TraceData, options: Options) -> Section:
@@ -392,9 +414,9 @@ def section(trace: TraceData, options: Options) -> Section:
     return _section(step_table(trace), time_by_kind(trace.events))
 
 
-def job_section(job: JobData, options: Options) -> Section:
-    """``section`` of a job analysed rank by rank."""
-    return _section(job_step_table(job), _shares_by_kind([p["by_kind"] for p in job.parts("steps")]))
+def job_section(part: StepsPart, job: JobData, options: Options) -> Section:
+    """``section`` of a job's merged part."""
+    return _section(part.steps, _shares_by_kind([part.by_kind]))
 
 
 def _section(table: pd.DataFrame, by_kind: pd.DataFrame) -> Section:

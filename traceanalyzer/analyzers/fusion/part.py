@@ -60,12 +60,12 @@ class Part:
     compiled: bool
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> Part:
     """The trace's part (once per trace)."""
-    return remember(trace, f"{__name__}.summarize", lambda: _summarize(trace))
+    return remember(trace, f"{__name__}.rank_part", lambda: _part_of(trace))
 
 
-def _summarize(trace: TraceData) -> Part:
+def _part_of(trace: TraceData) -> Part:
     match = matched(trace)
     compiled = bool(trace.events["name"].cat.categories.str.contains(COMPILED_REGION).any())
     launches = launch_counts(trace.events)

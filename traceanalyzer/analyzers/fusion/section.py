@@ -20,7 +20,7 @@ from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.fusion import discovery
 from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, measured, rank_steps, whole
 from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
-from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, summarize
+from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, rank_part
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.steps import (
     compute_step_time,
@@ -221,12 +221,12 @@ def _claims(groups: pd.DataFrame, rows: np.ndarray) -> Claims:
 
 def combined(trace: TraceData) -> Combined:
     """The trace's opportunities, combined from its own part (once per trace)."""
-    return remember(trace, f"{__name__}.combined", lambda: combine([summarize(trace)], trace.meta, rank_steps(trace)))
+    return remember(trace, f"{__name__}.combined", lambda: combine([rank_part(trace)], trace.meta, rank_steps(trace)))
 
 
-def job_combined(job: JobData) -> Combined:
-    """A job's opportunities, combined from its ranks' parts (once per job)."""
-    return remember(job, ANALYZER, lambda: combine(job.parts(ANALYZER), job.meta, compute_steps(job_step_table(job))))
+def merge(parts: list[Part], job: JobData) -> Combined:
+    """The analyzer's merge rule: a job's opportunities, combined from its ranks' parts over its compute steps."""
+    return combine(parts, job.meta, compute_steps(job_step_table(job)))
 
 
 @per_trace
@@ -249,9 +249,9 @@ def findings(trace: TraceData) -> list[Finding]:
     return _findings(combined(trace), compute_step_time(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank, from its ranks' parts."""
-    return _findings(job_combined(job), job_compute_step_time(job))
+def job_findings(part: Combined, job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged part."""
+    return _findings(part, job_compute_step_time(job))
 
 
 def _findings(combined: Combined, step: StepTime) -> list[Finding]:
@@ -302,9 +302,9 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(combined(trace).table, trace.meta, options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank, from its ranks' parts."""
-    return _section(job_combined(job).table, job.meta, options)
+def job_section(part: Combined, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part."""
+    return _section(part.table, job.meta, options)
 
 
 def _section(table: pd.DataFrame, meta: TraceMeta, options: Options) -> Section | None:

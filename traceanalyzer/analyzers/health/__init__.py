@@ -3,10 +3,10 @@
 
 Contract: each check is a function of a ``TraceData`` returning a DataFrame keyed by rank (memoised per trace), a
 ``merged_*`` that combines such tables of several ranks, and a ``*_findings(health, context)`` that turns the
-merged data (``part.Part``) into findings with a per-step concern and saving. ``summarize`` is a trace's part (a
-job's rank alone, where it is loaded), ``job.merge`` combines parts; ``section``/``findings`` of a joined trace
-read the merge of its own part, ``job_section``/``job_findings`` that of a job's ranks' parts, so both paths run
-the same code. The public names of the checks are reachable from here (``health.device_busy``, …).
+merged data (``part.Part``) into findings with a per-step concern and saving. ``rank_part`` is a trace's part (a
+job's rank alone, where it is loaded), ``merge`` combines parts (``job.merge_parts``); ``section``/``findings`` of
+a joined trace read the merge of its own part, ``job_section``/``job_findings`` that of a job's ranks' parts, so
+both paths run the same code. The public names of the checks are reachable from here (``health.device_busy``, …).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from traceanalyzer.analyzers.health.gaps import (
     idle_gaps,
 )
 from traceanalyzer.analyzers.health.idle import explained_share, idle_findings
-from traceanalyzer.analyzers.health.job import merge, summarize
+from traceanalyzer.analyzers.health.job import merge_parts, rank_part
 from traceanalyzer.analyzers.health.launch import TINY_KERNEL_NS, launch_bound, launch_findings
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.analyzers.health.precision import TF32_SPEEDUP, fp32_findings, fp32_gemms
@@ -62,10 +62,11 @@ __all__ = [
     "job_device_headroom",
     "job_findings",
     "job_section",
+    "merge",
+    "rank_part",
     "launch_bound",
     "section",
     "shape_changes",
-    "summarize",
     "sync_places",
     "sync_stalls",
 ]
@@ -73,12 +74,12 @@ __all__ = [
 
 def _health(trace: TraceData) -> Part:
     """The health data of a joined trace: the merge of its own single part (once per trace)."""
-    return remember(trace, "health.merged", lambda: merge([summarize(trace)]))
+    return remember(trace, "health.merged", lambda: merge_parts([rank_part(trace)]))
 
 
-def _job_health(job: JobData) -> Part:
-    """The health data of a job analysed rank by rank: the merge of its ranks' parts (once per job)."""
-    return remember(job, "health", lambda: merge(job.parts("health")))
+def merge(parts: list[Part], job: JobData) -> Part:
+    """The analyzer's merge rule: ``merge_parts`` (it needs none of the job's facts)."""
+    return merge_parts(parts)
 
 
 def _context(trace: TraceData) -> Context:
@@ -105,8 +106,9 @@ def device_headroom(trace: TraceData) -> dict[int, int]:
 
 
 def job_device_headroom(job: JobData) -> dict[int, int]:
-    """``device_headroom`` of a job analysed rank by rank, from its ranks' parts."""
-    return headroom(steps.job_step_table(job), _job_health(job).blocked)
+    """``device_headroom`` of a job, from its merged health part."""
+    merged: Part = job.merged("health")
+    return headroom(steps.job_step_table(job), merged.blocked)
 
 
 def findings(trace: TraceData) -> list[Finding]:
@@ -114,9 +116,9 @@ def findings(trace: TraceData) -> list[Finding]:
     return _findings(_health(trace), _context(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank, from its ranks' parts."""
-    return _findings(_job_health(job), _job_context(job))
+def job_findings(part: Part, job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged part."""
+    return _findings(part, _job_context(job))
 
 
 def _findings(health: Part, context: Context) -> list[Finding]:
@@ -158,12 +160,12 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(health, _context(trace), options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank, from its ranks' parts (the largest gaps per device that a report
-    of the job's summarized ``top`` shows: a longer gap table says so)."""
+def job_section(part: Part, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part (the largest gaps per device that a report of the ``top`` the ranks were
+    analysed with shows: a longer gap table says so)."""
     kept = max(GAPS_KEPT, job.options.top)
-    cut = f"at most {kept} gaps per device (a rank's summary keeps no more)" if options.top > kept else ""
-    return _section(_job_health(job), _job_context(job), options, cut)
+    cut = f"at most {kept} gaps per device (a rank's part keeps no more)" if options.top > kept else ""
+    return _section(part, _job_context(job), options, cut)
 
 
 def _section(health: Part, context: Context, options: Options, gaps_note: str = "") -> Section | None:

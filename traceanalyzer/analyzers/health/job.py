@@ -1,6 +1,6 @@
-"""The two stages of every health check: ``summarize`` gives the health data of a trace's ranks (a part: one rank
-alone where a job's rank is loaded, or all ranks of a joined trace), ``merge`` combines parts into the data of
-all their ranks, which the section and the findings read. The joined path is ``merge`` of its own single part.
+"""The two stages of every health check: ``rank_part`` gives the health data of a trace's ranks (a part: one rank
+alone where a job's rank is loaded, or all ranks of a joined trace), ``merge_parts`` combines parts into the data
+of all their ranks, which the section and the findings read. The joined path is the merge of its own single part.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.tracedata import TraceData
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> Part:
     """The health data of a trace's ranks: per-rank tables, the largest gaps of each device (as many as a report of
     ``options.top`` rows shows, at least ``GAPS_KEPT``), idle claims, sums."""
     return Part(
@@ -57,7 +57,7 @@ def summarize(trace: TraceData, options: Options = DEFAULT) -> Part:
     )
 
 
-def merge(parts: list[Part]) -> Part:
+def merge_parts(parts: list[Part]) -> Part:
     """The health data of all the parts' ranks (parts in rank order), each table ordered as its check orders it."""
     stepped = [rank for p in parts for rank in p.stepped]
     return Part(

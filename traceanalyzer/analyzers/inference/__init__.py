@@ -53,39 +53,49 @@ class InferenceAnalysis:
 
 def analyze(trace: TraceData) -> InferenceAnalysis:
     """The inference views of a trace (empty tables and a ``reason`` when it holds no generation)."""
-    return remember(trace, "inference.analysis", lambda: _analysis(summarize(trace), trace.meta))
+    return remember(trace, "inference.analysis", lambda: _analysis(rank_part(trace), trace.meta))
 
 
-def job_analyze(job: JobData) -> InferenceAnalysis:
-    """``analyze`` of a job analysed rank by rank, from its ranks' parts."""
-    return remember(job, "inference.analysis", lambda: _analysis(_joined(job.parts("inference")), job.meta))
+def merge(parts: list[InferencePart], job: JobData) -> InferenceAnalysis:
+    """The analyzer's merge rule: ``analyze`` of a job, from its ranks' parts joined."""
+    return _analysis(_joined(parts), job.meta)
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> dict:
-    """A rank's part (or a joined trace's): its iterations, kernel time per phase, peak allocated memory per rank,
-    and why it has no iterations."""
+@dataclass(frozen=True)
+class InferencePart:
+    """A rank's part (or a joined trace's): its iterations (``phases.iterations``), kernel time per phase, peak
+    allocated memory per rank (bytes), and why it has no iterations ('' when it has)."""
+
+    iterations: pd.DataFrame
+    kernels: pd.DataFrame
+    peak_allocated: dict[int, int]
+    reason: str
+
+
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> InferencePart:
+    """A rank's part (or a joined trace's)."""
     found = phases.iterations(trace)
     memory = trace.memory_events
     known = memory[memory["total_allocated"] != NO_ROW]
     peaks = known.groupby("rank")["total_allocated"].max().to_dict() if len(known) else {}
-    return {
-        "iterations": found,
-        "kernels": phases.phase_kernels(trace),
-        "peak_allocated": {int(r): int(v) for r, v in peaks.items()},
-        "reason": "" if len(found) else _reason(trace),
-    }
+    return InferencePart(
+        iterations=found,
+        kernels=phases.phase_kernels(trace),
+        peak_allocated={int(r): int(v) for r, v in peaks.items()},
+        reason="" if len(found) else _reason(trace),
+    )
 
 
-def _joined(parts: list[dict]) -> dict:
+def _joined(parts: list[InferencePart]) -> InferencePart:
     """The parts of several ranks as one."""
-    reasons = [p["reason"] for p in parts if p["reason"]]
-    found = stack([p["iterations"] for p in parts])
-    return {
-        "iterations": found,
-        "kernels": stack([p["kernels"] for p in parts]),
-        "peak_allocated": {r: v for p in parts for r, v in p["peak_allocated"].items()},
-        "reason": "" if len(found) else (reasons[0] if reasons else "no ranks"),
-    }
+    reasons = [p.reason for p in parts if p.reason]
+    found = stack([p.iterations for p in parts])
+    return InferencePart(
+        iterations=found,
+        kernels=stack([p.kernels for p in parts]),
+        peak_allocated={r: v for p in parts for r, v in p.peak_allocated.items()},
+        reason="" if len(found) else (reasons[0] if reasons else "no ranks"),
+    )
 
 
 def _reason(trace: TraceData) -> str:
@@ -98,16 +108,16 @@ def _reason(trace: TraceData) -> str:
     )
 
 
-def _analysis(part: dict, meta: TraceMeta) -> InferenceAnalysis:
+def _analysis(part: InferencePart, meta: TraceMeta) -> InferenceAnalysis:
     """The inference views from a (joined) part."""
-    line = metrics.timeline(part["iterations"], meta)
+    line = metrics.timeline(part.iterations, meta)
     return InferenceAnalysis(
         line,
         metrics.phases(line),
         metrics.requests(line),
-        part["kernels"],
-        _kv(part["iterations"], part["peak_allocated"], meta),
-        part["reason"],
+        part.kernels,
+        _kv(part.iterations, part.peak_allocated, meta),
+        part.reason,
     )
 
 
@@ -139,14 +149,14 @@ def findings(trace: TraceData) -> list[Finding]:
     return _findings(analyze(trace), steps.step_time(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank."""
-    return _findings(job_analyze(job), steps.job_step_time(job))
+def job_findings(analysis: InferenceAnalysis, job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged part."""
+    return _findings(analysis, steps.job_step_time(job))
 
 
-def job_absence(job: JobData) -> str:
+def job_absence(analysis: InferenceAnalysis, job: JobData) -> str:
     """Why the job has no Inference section ('' when it has one)."""
-    return job_analyze(job).reason
+    return analysis.reason
 
 
 def _findings(analysis: InferenceAnalysis, step) -> list[Finding]:
@@ -162,9 +172,9 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(analyze(trace), trace.meta, options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank."""
-    return _section(job_analyze(job), job.meta, options)
+def job_section(analysis: InferenceAnalysis, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged part."""
+    return _section(analysis, job.meta, options)
 
 
 TIMELINE_UNITS = {

@@ -3,8 +3,9 @@
 
 Contract: ``analyze(trace) -> MemoryAnalysis`` (memoised per trace; bytes in bytes, times in ns on the trace's time
 base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only its summary part.
-A job analysed rank by rank: ``summarize(trace) -> MemoryPart`` per rank; ``job_section(job, options)`` and
-``job_findings(job)`` read ``job_summary(job)``, the parts combined as ``analyze`` combines the joined trace's.
+A job analysed rank by rank: ``rank_part(trace) -> MemoryPart`` per rank; ``merge(parts, job)`` combines them as
+``analyze`` combines the joined trace's, and ``job_section(part, job, options)``, ``job_findings(part, job)`` read
+the merged part.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from traceanalyzer.analyzers.memory.analysis import (
     analyze,
     combine,
     compact_module_memory,
-    job_summary,
+    merge,
     module_memory,
-    summarize,
+    rank_part,
 )
 from traceanalyzer.analyzers.memory.section import job_section, section
 
@@ -42,9 +43,9 @@ __all__ = [
     "findings",
     "job_findings",
     "job_section",
-    "job_summary",
+    "merge",
     "compact_module_memory",
     "module_memory",
     "section",
-    "summarize",
+    "rank_part",
 ]

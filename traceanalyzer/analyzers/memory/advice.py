@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemorySummary, analyze, job_summary
+from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemorySummary, analyze
 from traceanalyzer.analyzers.steps import job_step_time, step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
 from traceanalyzer.humanize import size
@@ -72,11 +72,11 @@ def findings(trace: TraceData) -> list[Finding]:
     return _findings(analyze(trace), step_time(trace))
 
 
-def job_findings(job: JobData) -> list[Finding]:
-    """``findings`` of a job analysed rank by rank, from its ranks' memory parts."""
+def job_findings(part: MemorySummary, job: JobData) -> list[Finding]:
+    """``findings`` of a job's merged memory part."""
     if not job.memory_events:
         return []
-    return _findings(job_summary(job), job_step_time(job))
+    return _findings(part, job_step_time(job))
 
 
 def _findings(analysis: MemorySummary, step_ns: StepTime) -> list[Finding]:

@@ -5,7 +5,7 @@ Where the source records no running totals (2021 Kineto traces: ``Bytes`` only) 
 running sum, relative to an unknown baseline; where it records no block addresses, allocations cannot be paired
 with frees, so the blocks live at the peak and the unfreed blocks are unknown.
 
-Two stages: ``summarize`` reduces a trace (one rank alone, or every rank of a joined trace) to a ``MemoryPart``
+Two stages: ``rank_part`` reduces a trace (one rank alone, or every rank of a joined trace) to a ``MemoryPart``
 per pool (peaks, every block live at a peak, per-op sums, step levels, unfreed blocks grouped); ``combine`` merges
 parts into the ``MemorySummary`` the section and the findings read. ``analyze`` is ``combine`` of the trace's own
 part plus the per-event tables (timeline, blocks); a job analysed rank by rank combines its ranks' parts.
@@ -133,7 +133,7 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
     return MemoryAnalysis(**vars(summary), timeline=_timeline(mem), blocks=blocks)
 
 
-def summarize(trace: TraceData, options: Options = DEFAULT) -> MemoryPart:
+def rank_part(trace: TraceData, options: Options = DEFAULT) -> MemoryPart:
     """The trace's memory part (a rank's, for a job analysed rank by rank)."""
     return remember(trace, "memory.part", lambda: _part_of(trace))
 
@@ -144,9 +144,9 @@ def _part_of(trace: TraceData) -> MemoryPart:
     return _part(trace, mem, _blocks(mem))
 
 
-def job_summary(job: JobData) -> MemorySummary:
-    """The memory summary of a job analysed rank by rank: its ranks' parts combined (once per job)."""
-    return remember(job, "memory", lambda: combine(job.parts("memory"), job.meta))
+def merge(parts: list[MemoryPart], job: JobData) -> MemorySummary:
+    """The analyzer's merge rule: the memory of a job, its ranks' parts combined (``combine``)."""
+    return combine(parts, job.meta)
 
 
 def _part(trace: TraceData, mem: pd.DataFrame, blocks: pd.DataFrame) -> MemoryPart:

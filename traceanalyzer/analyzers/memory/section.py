@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemorySummary, analyze, job_summary
+from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemorySummary, analyze
 from traceanalyzer.humanize import size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
@@ -24,11 +24,11 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(analyze(trace), trace.meta, options)
 
 
-def job_section(job: JobData, options: Options) -> Section | None:
-    """``section`` of a job analysed rank by rank, from its ranks' memory parts."""
+def job_section(part: MemorySummary, job: JobData, options: Options) -> Section | None:
+    """``section`` of a job's merged memory part."""
     if not job.memory_events:
         return None
-    return _section(job_summary(job), job.meta, options)
+    return _section(part, job.meta, options)
 
 
 def _section(m: MemorySummary, meta: TraceMeta, options: Options) -> Section | None:
