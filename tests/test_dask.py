@@ -1,5 +1,5 @@
 """Ranks parsed on a real Dask cluster (a LocalCluster: a scheduler and two worker processes) give the same job as
-parsing them here; a job analysed rank by rank there (only the summaries come back) gives the local report; without
+parsing them here; a job analysed rank by rank there (only the parts come back) gives the local report; without
 Dask, or without a reachable scheduler, --scheduler is one line and exit 2."""
 
 from __future__ import annotations

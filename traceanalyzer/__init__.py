@@ -6,7 +6,7 @@ t.events          # the common event table (pandas)
 t.hotspots()      # kernels ranked by total time
 t.findings()      # what to do next, ranked by what it is worth
 ta.compare(t, ta.load("after.json.gz"))   # baseline → candidate, per step
-ta.load_job("job/").report()              # a job analysed rank by rank: only the ranks' summaries kept
+ta.load_job("job/").report()              # a job analysed rank by rank: only the ranks' parts kept
 torch.profiler.profile(on_trace_ready=ta.on_trace_ready("profile_traces"))   # each window's trace and digest
 
 The names below are imported on first use (``traceanalyzer.lazy``): ``import traceanalyzer`` loads no pandas.

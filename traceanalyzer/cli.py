@@ -326,7 +326,7 @@ def _trace_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
 
 
 def _job_report(args: argparse.Namespace, rules: tuple[Rule, ...]):
-    """The job analysed rank by rank (only the ranks' summaries come back) and its report."""
+    """The job analysed rank by rank (only the ranks' parts come back) and its report."""
     cache = False if args.no_cache else None
     job = perrank.load_job(args.paths, rules, progress_bars.Stderr(), cache, args.scheduler, args.step, args.top)
     return job, job.build_report(top=args.top, kind=args.kind)

@@ -62,7 +62,7 @@ def json_size(path: Path) -> int:
 
 def estimate(rank_json_bytes: list[int], workers: int, kept: bool = True) -> Estimate:
     """The memory a load of ranks of these JSON sizes needs here with ``workers`` parsing at once here (0: all are
-    parsed elsewhere, on a cluster); ``kept``: the ranks' tables are joined here (else only their summaries come
+    parsed elsewhere, on a cluster); ``kept``: the ranks' tables are joined here (else only their parts come
     back, and the parses running at once are what it needs)."""
     total = sum(rank_json_bytes)
     largest = sorted(rank_json_bytes, reverse=True)[:workers]

@@ -240,7 +240,7 @@ def _check_memory(missing: list, hits: list, plan: _Plan) -> None:
     if free is None or need.need_bytes + need_hits <= free or os.environ.get("TRACEANALYZER_MEMORY_CHECK") == "0":
         return
     advice = (
-        "analyse it rank by rank (--per-rank, which keeps only the ranks' summaries), or on a Dask cluster "
+        "analyse it rank by rank (--per-rank, which keeps only the ranks' parts), or on a Dask cluster "
         "(--scheduler tcp://HOST:PORT), load fewer ranks, "
         if len(missing) > 1 and plan.work is None
         else "run it on a machine with more memory, "

@@ -32,7 +32,7 @@ LARGEST_GAPS = 10
 
 GAPS_KEPT = Options().top
 """How many of the largest gaps of each device a part keeps, described: as many as a default report lists
-(``Options.top`` is not known where a rank is summarized; describing a gap costs a pass over the rank's host
+(``Options.top`` is not known where a rank is analysed; describing a gap costs a pass over the rank's host
 events)."""
 
 
