@@ -2,7 +2,8 @@
 (``section``).
 
 Contract: ``analyze(trace) -> MemoryAnalysis`` (memoised per trace; bytes in bytes, times in ns on the trace's time
-base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only its summary part.
+base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only its job part
+(``MemoryJobPart``).
 A job analysed rank by rank: ``rank_part(trace) -> MemoryPart`` per rank; ``merge(parts, job)`` combines them as
 ``analyze`` combines the joined trace's, and ``job_section(part, job, options)``, ``job_findings(part, job)`` read
 the merged part.
@@ -18,8 +19,8 @@ from traceanalyzer.analyzers.memory.analysis import (
     MODULE_MEMORY,
     OUTSIDE_OP,
     MemoryAnalysis,
+    MemoryJobPart,
     MemoryPart,
-    MemorySummary,
     analyze,
     combine,
     compact_module_memory,
@@ -37,7 +38,7 @@ __all__ = [
     "OUTSIDE_OP",
     "MemoryAnalysis",
     "MemoryPart",
-    "MemorySummary",
+    "MemoryJobPart",
     "analyze",
     "combine",
     "findings",

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemorySummary, analyze
+from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemoryJobPart, analyze
 from traceanalyzer.analyzers.steps import job_step_time, step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
 from traceanalyzer.humanize import size
@@ -72,15 +72,15 @@ def findings(trace: TraceData) -> list[Finding]:
     return _findings(analyze(trace), step_time(trace))
 
 
-def job_findings(part: MemorySummary, job: JobData) -> list[Finding]:
+def job_findings(part: MemoryJobPart, job: JobData) -> list[Finding]:
     """``findings`` of a job's merged memory part."""
     if not job.memory_events:
         return []
     return _findings(part, job_step_time(job))
 
 
-def _findings(analysis: MemorySummary, step_ns: StepTime) -> list[Finding]:
-    """The findings of a memory summary, per device pool, then per leaking pool."""
+def _findings(analysis: MemoryJobPart, step_ns: StepTime) -> list[Finding]:
+    """The findings of a memory job part, per device pool, then per leaking pool."""
     found = []
     for _, peak in analysis.device_peaks.iterrows():
         live = _pool(analysis.live_at_peak, peak)

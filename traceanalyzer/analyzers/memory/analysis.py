@@ -7,7 +7,7 @@ with frees, so the blocks live at the peak and the unfreed blocks are unknown.
 
 Two stages: ``rank_part`` reduces a trace (one rank alone, or every rank of a joined trace) to a ``MemoryPart``
 per pool (peaks, every block live at a peak, per-op sums, step levels, unfreed blocks grouped); ``combine`` merges
-parts into the ``MemorySummary`` the section and the findings read. ``analyze`` is ``combine`` of the trace's own
+parts into the ``MemoryJobPart`` the section and the findings read. ``analyze`` is ``combine`` of the trace's own
 part plus the per-event tables (timeline, blocks); a job analysed rank by rank combines its ranks' parts.
 """
 
@@ -81,7 +81,7 @@ class MemoryPart:
 
 
 @dataclass
-class MemorySummary:
+class MemoryJobPart:
     """What the memory section and findings read (``combine`` of parts); bytes in bytes, times in ns on the trace's
     time base."""
 
@@ -107,8 +107,8 @@ class MemorySummary:
 
 
 @dataclass
-class MemoryAnalysis(MemorySummary):
-    """Everything the memory analysis finds: the summary, and the per-event tables."""
+class MemoryAnalysis(MemoryJobPart):
+    """Everything the memory analysis finds: the job part, and the per-event tables."""
 
     timeline: pd.DataFrame  # ts, rank, device, allocated, reserved (reserved NaN where not recorded)
     blocks: pd.DataFrame  # every allocation, paired with its free by address
@@ -129,8 +129,8 @@ def _analyze(trace: TraceData) -> MemoryAnalysis:
     mem = _prepared(trace.memory_events)
     blocks = _blocks(mem)
     part = remember(trace, "memory.part", lambda: _part(trace, mem, blocks))
-    summary = combine([part], trace.meta)
-    return MemoryAnalysis(**vars(summary), timeline=_timeline(mem), blocks=blocks)
+    merged = combine([part], trace.meta)
+    return MemoryAnalysis(**vars(merged), timeline=_timeline(mem), blocks=blocks)
 
 
 def rank_part(trace: TraceData, options: Options = DEFAULT) -> MemoryPart:
@@ -144,7 +144,7 @@ def _part_of(trace: TraceData) -> MemoryPart:
     return _part(trace, mem, _blocks(mem))
 
 
-def merge(parts: list[MemoryPart], job: JobData) -> MemorySummary:
+def merge(parts: list[MemoryPart], job: JobData) -> MemoryJobPart:
     """The analyzer's merge rule: the memory of a job, its ranks' parts combined (``combine``)."""
     return combine(parts, job.meta)
 
@@ -171,12 +171,12 @@ def _part(trace: TraceData, mem: pd.DataFrame, blocks: pd.DataFrame) -> MemoryPa
     )
 
 
-def combine(parts: list[MemoryPart], meta: TraceMeta) -> MemorySummary:
+def combine(parts: list[MemoryPart], meta: TraceMeta) -> MemoryJobPart:
     """The combining stage: the parts' pools one after another (in the parts' order), per-op statistics added up
     and ranked, capacities from ``meta``, leak fits, notes and CANN module memory."""
     peaks = _with_capacity(stack([p.peaks for p in parts]), meta)
     step_memory = stack([p.step_memory for p in parts])
-    return MemorySummary(
+    return MemoryJobPart(
         peaks=peaks,
         live_at_peak=stack([p.live_at_peak for p in parts]).astype(dict.fromkeys(CONTEXT_COLUMNS, "str")),
         per_op=_per_op(stack([p.op_sums for p in parts])),
@@ -199,7 +199,7 @@ def _notes(parts: list[MemoryPart]) -> list[str]:
 
 def compact_module_memory(extra: dict) -> None:
     """Keep of a rank's npu_module_mem samples (``extra[MODULE_MEMORY]``) only what ``module_memory`` reads: per
-    device and module its largest sample and its last, in their order; so a rank's summary carries a few rows, not
+    device and module its largest sample and its last, in their order; so a rank's part carries a few rows, not
     every sample."""
     samples = extra.get(MODULE_MEMORY)
     if not isinstance(samples, pd.DataFrame) or not len(samples):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemorySummary, analyze
+from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemoryJobPart, analyze
 from traceanalyzer.humanize import size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
@@ -24,15 +24,15 @@ def section(trace: TraceData, options: Options) -> Section | None:
     return _section(analyze(trace), trace.meta, options)
 
 
-def job_section(part: MemorySummary, job: JobData, options: Options) -> Section | None:
+def job_section(part: MemoryJobPart, job: JobData, options: Options) -> Section | None:
     """``section`` of a job's merged memory part."""
     if not job.memory_events:
         return None
     return _section(part, job.meta, options)
 
 
-def _section(m: MemorySummary, meta: TraceMeta, options: Options) -> Section | None:
-    """The section of a memory summary (``meta``: the job's facts: time base, snapshot tables)."""
+def _section(m: MemoryJobPart, meta: TraceMeta, options: Options) -> Section | None:
+    """The section of a memory job part (``meta``: the job's facts: time base, snapshot tables)."""
     peaks = _ranked_pools(m.peaks)
     if not len(peaks):
         return None
@@ -67,7 +67,7 @@ def _section(m: MemorySummary, meta: TraceMeta, options: Options) -> Section | N
     return Section("memory", "Memory", facts=_peak_facts(top, m), tables=tables)
 
 
-def _peak_facts(top: pd.Series, m: MemorySummary) -> list[Fact]:
+def _peak_facts(top: pd.Series, m: MemoryJobPart) -> list[Fact]:
     """The facts of the job's highest peak (the pool with the most allocated bytes)."""
     reserved = None if np.isnan(top["peak_reserved_bytes"]) else float(top["peak_reserved_bytes"])
     facts = [
