@@ -19,7 +19,7 @@ import numpy as np
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import callpath, health
-from traceanalyzer.analyzers.steps import step_spans, step_table, step_time
+from traceanalyzer.analyzers.summary import step_spans, step_table, step_time
 from traceanalyzer.options import Options
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
 

@@ -16,7 +16,7 @@ from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
 from traceanalyzer.errors import AnalyzerFailed
 
-SMALL = (analyzers.LEDGER, *(a for a in analyzers.ANALYZERS if a.name == "steps"))
+SMALL = (analyzers.LEDGER, *(a for a in analyzers.ANALYZERS if a.name == "summary"))
 """The ledger and what it needs: the least registry a report runs."""
 
 

@@ -20,8 +20,7 @@ import traceanalyzer as ta
 from tests.conftest import facts, load_shared, rows, shared_path
 from traceanalyzer import cli
 from traceanalyzer.analyzers import ascend as ascend_analyzer
-from traceanalyzer.analyzers import health
-from traceanalyzer.analyzers import steps as steps_analyzer
+from traceanalyzer.analyzers import health, summary
 from traceanalyzer.schema import Kind, Platform
 
 MSINSIGHT = ("public", "ascend", "msinsight")
@@ -513,7 +512,7 @@ def test_qwen_every_section_measures_every_rank_by_its_step_figures():
         }
         for key, values in ours.items():
             assert values == pytest.approx([theirs[key]] * len(values), rel=1e-3), (rank, key)
-        profiled = steps_analyzer.BASIS_PROFILER if rank in (1, 3) else steps_analyzer.BASIS_EVENTS
+        profiled = summary.BASIS_PROFILER if rank in (1, 3) else summary.BASIS_EVENTS
         assert step["basis"] == parts["basis"] == busy.loc[rank, "basis"] == profiled
     median = pd.Series([_stage_figures(r)["Stage"] for r in range(4)]).median()
     assert facts(trace.report(), "summary")["step_ns"] == pytest.approx(median, rel=1e-3)

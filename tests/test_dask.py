@@ -109,7 +109,7 @@ def test_without_dask_scheduler_says_how_to_install(monkeypatch, capsys):
 
 def test_an_analyzer_added_to_the_registry_is_in_the_report_made_on_the_cluster(scheduler, monkeypatch, tmp_path):
     """A toy analyzer (tests/toy_analyzer.py) runs on the workers and shows what it shows in the joined report."""
-    steps = [a for a in analyzers.ANALYZERS if a.name == "steps"]
+    steps = [a for a in analyzers.ANALYZERS if a.name == "summary"]
     monkeypatch.setattr(analyzers, "ANALYZERS", (analyzers.LEDGER, *steps, toy_analyzer.TOY))
     for name, source in (("a", "fused_ops.json.gz"), ("b", "unfused_ops.json.gz")):
         shutil.copy(REPO / "sample_traces" / source, tmp_path / f"{name}.json.gz")

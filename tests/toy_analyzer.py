@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from traceanalyzer.analyzer import Analyzer
-from traceanalyzer.analyzers.steps import job_step_time
+from traceanalyzer.analyzers.summary import job_step_time
 from traceanalyzer.findings import Finding, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
@@ -53,7 +53,7 @@ def findings(part: ToyPart, job: JobData) -> list[Finding]:
     return [make("toy", "kernels", "Kernel time (toy)", "Nothing to do.", job_step_time(job), concerns_ns=total)]
 
 
-TOY = Analyzer("toy", rank_part, merge, section, findings, needs=("steps",))
+TOY = Analyzer("toy", rank_part, merge, section, findings, needs=("summary",))
 
 
 def broken_part(view: TraceData, options: Options) -> ToyPart:

@@ -8,7 +8,7 @@ rank by rank (here or on Dask workers).
   runs it once per job.
 - ``section(job_part, job, options)`` and ``findings(job_part, job)`` read the merged part; the merged parts of the
   analyzers named in ``needs`` they read as ``job.merged(name)`` (through those analyzers' accessors, such as
-  ``steps.job_step_table``), and ``job.meta``/``job.scope`` for the job's facts.
+  ``summary.job_step_table``), and ``job.meta``/``job.scope`` for the job's facts.
 - ``absence(job_part, job)``, where an analyzer has one, says why its section is missing (the ledger names it).
 
 A part that failed on a rank is named there ("broken failed on rank 1: ..."), and an analyzer that needs it says

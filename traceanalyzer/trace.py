@@ -24,7 +24,7 @@ from traceanalyzer.analyzers import (
     job_findings,
     ledger,
     memory,
-    steps,
+    summary,
 )
 from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
@@ -86,7 +86,7 @@ class Trace(TraceData):
 
     def steps(self) -> pd.DataFrame:
         """Per (rank, step): step time as the device experiences it, host and device spans, bound, busy (ns)."""
-        return steps.step_table(self)
+        return summary.step_table(self)
 
     def findings(self) -> list[Finding]:
         """Every analyzer's findings, ranked by saving (pushed ones first)."""

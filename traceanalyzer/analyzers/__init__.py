@@ -25,7 +25,7 @@ from traceanalyzer.analyzers import (
     inference,
     ledger,
     memory,
-    steps,
+    summary,
 )
 from traceanalyzer.errors import AnalyzerFailed
 from traceanalyzer.findings import Finding, rank
@@ -35,41 +35,41 @@ from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
 
-LEDGER: Analyzer = Analyzer("ledger", ledger.rank_part, ledger.merge, ledger.job_section, needs=("steps",))
+LEDGER: Analyzer = Analyzer("ledger", ledger.rank_part, ledger.merge, ledger.job_section, needs=("summary",))
 """What was analysed: the first section of every report, which also names the sections whose analyzer failed."""
 
 ANALYZERS: tuple[Analyzer, ...] = (
     LEDGER,
-    Analyzer("steps", steps.rank_part, steps.merge, steps.job_section),
+    Analyzer("summary", summary.rank_part, summary.merge, summary.job_section),
     Analyzer(
         "hotspots",
         hotspots.rank_part,
         stacked,
         hotspots.job_section,
         hotspots.job_findings,
-        ("steps", "gemm", "counters"),
+        ("summary", "gemm", "counters"),
     ),
     Analyzer("gemm", gemm.rank_part, gemm.merge, gemm.job_section),
     Analyzer("counters", counters.rank_part, stacked, counters.job_section),
-    Analyzer("health", health.rank_part, health.merge, health.job_section, health.job_findings, ("steps",)),
+    Analyzer("health", health.rank_part, health.merge, health.job_section, health.job_findings, ("summary",)),
     Analyzer(
         "distributed",
         distributed.rank_part,
         distributed.merge,
         distributed.job_section,
         distributed.job_findings,
-        ("steps",),
+        ("summary",),
     ),
-    Analyzer("fusion", fusion.rank_part, fusion.merge, fusion.job_section, fusion.job_findings, ("steps",)),
-    Analyzer("memory", memory.rank_part, memory.merge, memory.job_section, memory.job_findings, ("steps",)),
-    Analyzer("ascend", ascend.rank_part, ascend.merge, ascend.job_section, ascend.job_findings, ("steps",)),
+    Analyzer("fusion", fusion.rank_part, fusion.merge, fusion.job_section, fusion.job_findings, ("summary",)),
+    Analyzer("memory", memory.rank_part, memory.merge, memory.job_section, memory.job_findings, ("summary",)),
+    Analyzer("ascend", ascend.rank_part, ascend.merge, ascend.job_section, ascend.job_findings, ("summary",)),
     Analyzer(
         "inference",
         inference.rank_part,
         inference.merge,
         inference.job_section,
         inference.job_findings,
-        ("steps",),
+        ("summary",),
         inference.job_absence,
     ),
 )

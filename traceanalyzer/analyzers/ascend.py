@@ -20,7 +20,7 @@ import pandas as pd
 from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import shape_changes
-from traceanalyzer.analyzers.steps import job_step_time, step_time
+from traceanalyzer.analyzers.summary import job_step_time, step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData

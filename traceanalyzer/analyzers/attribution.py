@@ -9,7 +9,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.steps import BUSY, step_table
+from traceanalyzer.analyzers.summary import BUSY, step_table
 from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, Kind, Platform, category_text, codes_at
 from traceanalyzer.tracedata import TraceData

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.steps import step_spans
+from traceanalyzer.analyzers.summary import step_spans
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, Kind

@@ -1,6 +1,6 @@
 """Communication/compute overlap per rank and step, collective calls across ranks, stragglers, and their findings.
 
-Overlap breakdown, per rank and step. The step span is the step model's (``analyzers.steps``): from the start
+Overlap breakdown, per rank and step. The step span is the step model's (``analyzers.summary``): from the start
 of the step's device work to the start of the next step's (the whole device span when there are no steps), so
 device work outside every step is in no span. Over the step span, with C = union of compute kernels,
 M = union of communication, and X = union of memory copies and sets:
@@ -11,7 +11,7 @@ M = union of communication, and X = union of memory copies and sets:
   and msprof's Communication(Not Overlapped).
 * Beside the parts: ``preparing`` = first compute or communication − step start, and ``device_free`` = the gaps
   of C ∪ M between its first start and last end (msprof's Preparing and Free).
-* A rank the step model measures by its profiler's figures (``steps.profiler_steps``: no kernels recorded) takes
+* A rank the step model measures by its profiler's figures (``summary.profiler_steps``: no kernels recorded) takes
   its parts from them: compute only = Computing − Overlapped, hidden = Overlapped, exposed = Communication(Not
   Overlapped), idle = Free (the rest of the Stage: msprof's figures miss it by its µs rounding), over the Stage;
   ``basis`` says so.
@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import devices, humanize, intervals
-from traceanalyzer.analyzers import attribution, collective_calls, pipeline, steps
+from traceanalyzer.analyzers import attribution, collective_calls, pipeline, summary
 from traceanalyzer.analyzers.advice import DATA_LOADING_ADVICE
-from traceanalyzer.analyzers.steps import step_spans, step_time
+from traceanalyzer.analyzers.summary import step_spans, step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
@@ -72,7 +72,7 @@ def overlap_rows(trace: TraceData) -> list[dict]:
     alone are its share of the job's: ``overlap_of`` of the ranks' rows in rank order is the job's table)."""
     spans = step_spans(trace)
     rows = window_rows(trace, lambda events, rank: _windows(events, spans, rank))
-    return _profiled(rows, steps.profiler_steps(trace))
+    return _profiled(rows, summary.profiler_steps(trace))
 
 
 def _profiled(rows: list[dict], figures: pd.DataFrame) -> list[dict]:
@@ -80,7 +80,7 @@ def _profiled(rows: list[dict], figures: pd.DataFrame) -> list[dict]:
     theirs = {(int(f.rank), int(f.step)): f for f in figures.itertuples(index=False)}
     for row in rows:
         f = theirs.get((row["rank"], row["step"]))
-        row["basis"] = steps.BASIS_EVENTS if f is None else steps.BASIS_PROFILER
+        row["basis"] = summary.BASIS_EVENTS if f is None else summary.BASIS_PROFILER
         if f is not None:
             idle = max(f.stage_ns - f.computing_ns - f.communication_not_overlapped_ns, 0)  # Free, to msprof's rounding
             parts = (f.computing_ns - f.overlapped_ns, f.overlapped_ns, f.communication_not_overlapped_ns, 0, idle)
@@ -317,8 +317,8 @@ def merge(parts: list[DistributedPart], job: JobData) -> JobView:
         link_gbps=devices.link_gbps(job.meta),
         several_ranks=len(set().union(*(p.with_events for p in parts))) > 1,
         computing=set().union(*(p.computing for p in parts)),
-        step_time=lambda rank: steps.job_step_time(job, rank),
-        job_step_time=lambda rank: steps.job_step_time(job, rank, whole=True),
+        step_time=lambda rank: summary.job_step_time(job, rank),
+        job_step_time=lambda rank: summary.job_step_time(job, rank, whole=True),
         activity=activity.__getitem__,
     )
 

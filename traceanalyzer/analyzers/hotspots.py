@@ -18,7 +18,7 @@ from traceanalyzer.analyzers import advice, counters, roofline
 from traceanalyzer.analyzers.attribution import in_steps
 from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
-from traceanalyzer.analyzers.steps import compute_step_time, job_compute_step_time, step_table
+from traceanalyzer.analyzers.summary import compute_step_time, job_compute_step_time, step_table
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember

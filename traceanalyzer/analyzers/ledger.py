@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize
-from traceanalyzer.analyzers.steps import BUSY, job_step_table, outside_steps, step_table
+from traceanalyzer.analyzers.summary import BUSY, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, codes_at

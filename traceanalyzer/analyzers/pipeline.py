@@ -24,7 +24,7 @@ import pandas as pd
 
 from traceanalyzer import humanize
 from traceanalyzer.analyzers import attribution
-from traceanalyzer.analyzers.steps import step_time
+from traceanalyzer.analyzers.summary import step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.schema import NO_ROW
 from traceanalyzer.tracedata import TraceData

@@ -43,7 +43,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
     Element,
     Pattern,
 )
-from traceanalyzer.analyzers.steps import compute_steps, step_table
+from traceanalyzer.analyzers.summary import compute_steps, step_table
 from traceanalyzer.intervals import narrow
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.schema import NO_ROW, Kind
@@ -546,5 +546,5 @@ def _nth(group: np.ndarray) -> np.ndarray:
 
 
 def rank_steps(trace: TraceData) -> int:
-    """Number of (rank, step) pairs with a step marker whose kernels were recorded (``steps.compute_steps``)."""
+    """Number of (rank, step) pairs with a step marker whose kernels were recorded (``summary.compute_steps``)."""
     return compute_steps(step_table(trace))

@@ -22,7 +22,7 @@ from traceanalyzer.analyzers.fusion.matching import discovered, launch_median, m
 from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
 from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, rank_part
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
-from traceanalyzer.analyzers.steps import (
+from traceanalyzer.analyzers.summary import (
     compute_step_time,
     compute_steps,
     job_compute_step_time,

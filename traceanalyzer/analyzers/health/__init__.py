@@ -16,7 +16,7 @@ from dataclasses import replace
 import pandas as pd
 
 from traceanalyzer import humanize
-from traceanalyzer.analyzers import steps
+from traceanalyzer.analyzers import summary
 from traceanalyzer.analyzers.attribution import steps_count, steps_in
 from traceanalyzer.analyzers.health.causes import idle_causes
 from traceanalyzer.analyzers.health.critical import headroom
@@ -84,15 +84,15 @@ def merge(parts: list[Part], job: JobData) -> Part:
 
 def _context(trace: TraceData) -> Context:
     """A joined trace's facts, step time and number of distinct steps."""
-    by_rank = {rank: steps.step_time(trace, rank) for rank in trace.meta.ranks}
-    return Context(trace.meta, steps.step_time(trace), steps_count(trace), by_rank, _spans(steps.step_table(trace)))
+    by_rank = {rank: summary.step_time(trace, rank) for rank in trace.meta.ranks}
+    return Context(trace.meta, summary.step_time(trace), steps_count(trace), by_rank, _spans(summary.step_table(trace)))
 
 
 def _job_context(job: JobData) -> Context:
     """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
-    by_rank = {rank: steps.job_step_time(job, rank) for rank in job.meta.ranks}
-    table = steps.job_step_table(job)
-    return Context(job.meta, steps.job_step_time(job), steps_in(table), by_rank, _spans(table))
+    by_rank = {rank: summary.job_step_time(job, rank) for rank in job.meta.ranks}
+    table = summary.job_step_table(job)
+    return Context(job.meta, summary.job_step_time(job), steps_in(table), by_rank, _spans(table))
 
 
 def _spans(table: pd.DataFrame) -> pd.DataFrame:
@@ -102,13 +102,13 @@ def _spans(table: pd.DataFrame) -> pd.DataFrame:
 
 def device_headroom(trace: TraceData) -> dict[int, int]:
     """Per rank: how far its device time per step can shrink before its steps turn host-bound (``critical``)."""
-    return headroom(steps.step_table(trace), _health(trace).blocked)
+    return headroom(summary.step_table(trace), _health(trace).blocked)
 
 
 def job_device_headroom(job: JobData) -> dict[int, int]:
     """``device_headroom`` of a job, from its merged health part."""
     merged: Part = job.merged("health")
-    return headroom(steps.job_step_table(job), merged.blocked)
+    return headroom(summary.job_step_table(job), merged.blocked)
 
 
 def findings(trace: TraceData) -> list[Finding]:
@@ -136,7 +136,7 @@ def _findings(health: Part, context: Context) -> list[Finding]:
 
 def _busy_note(busy: pd.DataFrame) -> str:
     """What the busy table of ranks measured by their profiler's figures rests on (nothing when there are none)."""
-    ranks = sorted(busy.loc[busy["basis"] == steps.BASIS_PROFILER, "rank"].astype(int).unique().tolist())
+    ranks = sorted(busy.loc[busy["basis"] == summary.BASIS_PROFILER, "rank"].astype(int).unique().tolist())
     if not ranks:
         return ""
     return (

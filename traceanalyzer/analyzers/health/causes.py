@@ -22,7 +22,7 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.attribution import is_one_of, kind_rows, linked, locate, name_hits, place_text
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
-from traceanalyzer.analyzers.steps import BUSY
+from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.intervals import Intervals, Packed
 from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, Kind, positions

@@ -1,7 +1,7 @@
 """Device idle: busy share per device, the largest idle gaps with what the host did, and the idle inside steps
 (its causes and findings: ``causes``, ``idle``).
 
-A rank the step model measures by its profiler's per-step figures (``steps.profiler_steps``: its compute was not
+A rank the step model measures by its profiler's per-step figures (``summary.profiler_steps``: its compute was not
 recorded, only its communication ops) is busy and idle as those figures say (Stage − Free, Free); where its gaps
 lie is not known, so it has no gap counts, no gaps listed and no idle claims (nothing to find a cause for)."""
 
@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.attribution import describe, host_activity, kind_rows, rank_busy
-from traceanalyzer.analyzers.steps import BASIS_EVENTS, BASIS_PROFILER, BUSY, profiler_steps, step_spans
+from traceanalyzer.analyzers.summary import BASIS_EVENTS, BASIS_PROFILER, BUSY, profiler_steps, step_spans
 from traceanalyzer.findings import Claims
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options

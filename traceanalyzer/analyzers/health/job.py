@@ -25,7 +25,7 @@ from traceanalyzer.analyzers.health.precision import device_in_steps_ns, fp32_ge
 from traceanalyzer.analyzers.health.shapes import compile_ns, merged_shapes, shape_rows
 from traceanalyzer.analyzers.health.syncs import dtoh_copies, merged_copies, merged_places, sync_places
 from traceanalyzer.analyzers.health.transfers import host_copies, merged_host_copies, serial_copies
-from traceanalyzer.analyzers.steps import step_table
+from traceanalyzer.analyzers.summary import step_table
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.tracedata import TraceData
 

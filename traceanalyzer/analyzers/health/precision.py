@@ -10,7 +10,7 @@ from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits, rank_spans
 from traceanalyzer.analyzers.health.part import Context, Part
-from traceanalyzer.analyzers.steps import BUSY
+from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.intervals import Packed
 from traceanalyzer.memo import per_trace, remember

@@ -18,7 +18,7 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import kind_rows
 from traceanalyzer.analyzers.health.part import Context, Part
-from traceanalyzer.analyzers.steps import BUSY
+from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind, category_text, positions

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from traceanalyzer import devices
-from traceanalyzer.analyzers import steps
+from traceanalyzer.analyzers import summary
 from traceanalyzer.analyzers.inference import checks, metrics, phases
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData
@@ -146,12 +146,12 @@ def _kv(iterations: pd.DataFrame, peaks: dict[int, int], meta: TraceMeta) -> dic
 def findings(trace: TraceData) -> list[Finding]:
     """Inference findings (decode launch-bound, per-token syncs, stalls at new KV lengths, unfused prefill
     attention, KV headroom), each with its saving per token or per request."""
-    return _findings(analyze(trace), steps.step_time(trace))
+    return _findings(analyze(trace), summary.step_time(trace))
 
 
 def job_findings(analysis: InferenceAnalysis, job: JobData) -> list[Finding]:
     """``findings`` of a job's merged part."""
-    return _findings(analysis, steps.job_step_time(job))
+    return _findings(analysis, summary.job_step_time(job))
 
 
 def job_absence(analysis: InferenceAnalysis, job: JobData) -> str:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemoryJobPart, analyze
-from traceanalyzer.analyzers.steps import job_step_time, step_time
+from traceanalyzer.analyzers.summary import job_step_time, step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
 from traceanalyzer.humanize import size
 from traceanalyzer.jobdata import JobData

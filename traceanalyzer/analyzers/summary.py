@@ -1,4 +1,5 @@
-"""The step model, defined once: for each rank and step, the host span, the device span and the step time.
+"""The step model, defined once, and the report's ``summary`` section of it: for each rank and step, the host span,
+the device span and the step time.
 
 - **host span**: the step marker (``ProfilerStep#N``) from its start to its end.
 - **device span**: from the first to the last device work launched in the step (work launched before the recorded
@@ -405,7 +406,7 @@ def _narrowed(scope: Scope) -> bool:
 def job_step_table(job: JobData, whole: bool = False) -> pd.DataFrame:
     """``step_table`` of a job analysed rank by rank (of the analyzers that need ``steps``): the ranks' step tables
     one after another (``whole``: of their whole runs, also when analysed for one step)."""
-    merged: StepsPart = job.merged("steps")
+    merged: StepsPart = job.merged("summary")
     return merged.whole if whole else merged.steps
 
 
