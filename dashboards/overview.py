@@ -14,7 +14,7 @@ from traceanalyzer import humanize
 from traceanalyzer.analyzers.health.causes import PAINTED
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
-from traceanalyzer.schema import BUSY_KINDS
+from traceanalyzer.schema import BUSY
 
 TITLE_CHARS = 160
 HOVER_CHARS = 1_000
@@ -99,7 +99,7 @@ def _kinds(view: View) -> str:
     table = view.table("summary", "time_by_kind")
     if table is None or not len(table.frame):
         return "–"
-    busy = {k.value for k in BUSY_KINDS}
+    busy = set(BUSY)
     rows = list(table.frame.itertuples())
     work = ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows if r.kind in busy)
     waits = ", ".join(f"{r.kind} {humanize.duration(r.total_ns)}" for r in rows if r.kind not in busy)

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.renderers.perfetto import event_args
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, TIMELINE_DEVICE, Kind
 
 STACK_DEPTH = 256
 """Most call-stack frames walked up from one event (a with_stack trace nests a few dozen; the step ends the walk)."""
@@ -18,7 +18,6 @@ LINKED = 64
 """Device events listed at most for one launch."""
 TOP_NAMES = 25
 """Names listed at most in a range's totals by name."""
-_DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
 
 
 def stack_rows(events: pd.DataFrame, row: int) -> list[int]:
@@ -66,7 +65,7 @@ def details(events: pd.DataFrame, row: int) -> dict:
     """Everything the details panel shows of one event: name, kind, place, duration, self time, the event table's
     values it has (args), its launch link and its call stack (outermost first)."""
     ev = events.loc[row]
-    device = str(ev["kind"]) in _DEVICE
+    device = str(ev["kind"]) in TIMELINE_DEVICE
     link, other = linked(events, row)
     return {
         "row": int(row),
@@ -107,7 +106,7 @@ def by_kind(hits: pd.DataFrame) -> pd.DataFrame:
     """A range's events per kind: how many and their summed time inside it (device kinds first, then host)."""
     g = hits.groupby("kind", sort=False)["inside_ns"].agg(["size", "sum"])
     out = pd.DataFrame({"kind": g.index, "events": g["size"].to_numpy(), "time_ns": g["sum"].to_numpy()})
-    out["device"] = out["kind"].isin(_DEVICE)
+    out["device"] = out["kind"].isin(TIMELINE_DEVICE)
     return out.sort_values(["device", "time_ns"], ascending=False).drop(columns="device").reset_index(drop=True)
 
 

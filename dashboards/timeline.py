@@ -16,13 +16,11 @@ from traceanalyzer.dashboards.names import middle
 
 from traceanalyzer import humanize
 from traceanalyzer.renderers.timeline import device_lanes, laid_out, lane_rows
-from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, positions
+from traceanalyzer.schema import HOST, NO_ROW, TIMELINE_DEVICE, Kind, positions
 
 LEVEL_CHOICES = (4, 8, 16, 64)
 """Host levels per thread the page offers; the first is the default."""
 
-_DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
-_HOST = [k.value for k in HOST_KINDS]
 
 Steps = int | tuple[int, ...]
 """The step(s) a timeline draws: one step, or several drawn at once (the multi-step view)."""
@@ -40,7 +38,7 @@ def host_levels(events: pd.DataFrame, python: bool = False) -> np.ndarray:
     parent = events["parent"].to_numpy()
     depth = events["depth"].to_numpy()
     kind = events["kind"]
-    host = kind.isin(_HOST).to_numpy()
+    host = kind.isin(HOST).to_numpy()
     is_step = (kind == Kind.STEP.value).to_numpy()
     counting = host & ~is_step & (python | (kind != Kind.PYTHON.value).to_numpy())
     counts = np.zeros(len(events), dtype=np.int32)
@@ -80,9 +78,9 @@ def step_lanes(
     rows = np.flatnonzero((events["rank"] == rank).to_numpy() & np.isin(events["step"].to_numpy(), steps_of(step)))
     mine = events.iloc[rows]
     kinds = mine["kind"]
-    device = mine[kinds.isin(_DEVICE).to_numpy()]
+    device = mine[kinds.isin(TIMELINE_DEVICE).to_numpy()]
     level = levels[rows]
-    host_mask = kinds.isin(_HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
+    host_mask = kinds.isin(HOST).to_numpy() & (python | (kinds != Kind.PYTHON.value).to_numpy())
     is_step = (kinds == Kind.STEP.value).to_numpy()
     outer = np.zeros(len(rows), dtype=bool) if around is None else around[rows] & host_mask & ~is_step
     steps = mine[host_mask & is_step]
@@ -263,7 +261,7 @@ def fusion_marks(occurrences: pd.DataFrame, events: pd.DataFrame, rank: int, ste
     rows = np.flatnonzero(
         (events["rank"] == rank).to_numpy()
         & np.isin(events["step"].to_numpy(), steps_of(step))
-        & events["kind"].isin(_DEVICE).to_numpy()
+        & events["kind"].isin(TIMELINE_DEVICE).to_numpy()
     )
     work = events.iloc[rows]
     device = (

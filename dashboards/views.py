@@ -11,9 +11,9 @@ import pandas as pd
 from traceanalyzer.dashboards import slices, timeline
 
 from traceanalyzer.analyzers import fusion, health
-from traceanalyzer.analyzers.hotspots import DEVICE, Level
+from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.report import Report
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import BUSY, DEVICE, NO_ROW, Kind
 from traceanalyzer.section import Fact, Section, Table
 from traceanalyzer.trace import Trace
 
@@ -130,7 +130,7 @@ class View:
     def first_work(self) -> pd.Series:
         """Start (ns) of each (rank, device)'s first device work, where the health analyzer's gap offsets count from."""
         events = self.trace.events
-        busy = events[events["kind"].isin([k.value for k in BUSY_KINDS])]
+        busy = events[events["kind"].isin(BUSY)]
         return busy.groupby(["rank", "device"])["ts"].min()
 
     def _marks(self, rank: int | None, step: timeline.Steps, levels: int, python: bool) -> pd.DataFrame:

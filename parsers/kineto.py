@@ -343,7 +343,7 @@ def _events_frame(cols: _Columns) -> pd.DataFrame:
 
 
 _KIND_ORDER = [k.value for k in Kind]
-_STEP_KIND_CODES = [_KIND_ORDER.index(k.value) for k in (Kind.CPU_OP, Kind.ANNOTATION)]
+_STEP_KIND_CODES = [_KIND_ORDER.index(k) for k in schema.PATH]
 """Kinds a ``ProfilerStep#N`` event can have before it is re-kinded as a step marker."""
 
 
@@ -358,7 +358,7 @@ def _kinds(cat: pd.Categorical, name: pd.Categorical) -> pd.Categorical:
 
 def _fill_device_lanes(df: pd.DataFrame) -> None:
     """Device work without device/stream args (MTIA, old traces) takes them from pid/tid."""
-    device_rows = df["kind"].isin([k.value for k in schema.DEVICE_KINDS | {Kind.GPU_ANNOTATION}]).to_numpy()
+    device_rows = df["kind"].isin(schema.ON_DEVICE_LANE).to_numpy()
     for col, lane in (("device", "pid"), ("stream", "tid")):
         missing = device_rows & (df[col].to_numpy() == NO_ROW)
         if missing.any():
@@ -566,5 +566,5 @@ def _platform(events: pd.DataFrame, devices: list[Device]) -> Platform:
     runtime = events.loc[events["kind"] == Kind.RUNTIME.value, "name"]
     if len(runtime) and runtime.astype(str).str.startswith("hip").mean() > 0.5:
         return Platform.ROCM
-    device_work = events["kind"].isin([k.value for k in schema.DEVICE_KINDS]).any()
+    device_work = events["kind"].isin(schema.DEVICE).any()
     return Platform.CUDA if device_work or devices else Platform.CPU

@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import REPO, load_shared
 from traceanalyzer import load
 from traceanalyzer.analyzers import callpath, collective_calls
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, PATH, Kind
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
 
@@ -23,7 +23,7 @@ def _walked(events, row: int) -> dict:
         name, kind = str(events["name"].iat[r]), str(events["kind"].iat[r])
         if kind == Kind.STEP.value:
             step = name
-        elif kind in callpath.PATH_KINDS:
+        elif kind in PATH:
             path.append(name)
             annotations += [name] if kind == Kind.ANNOTATION.value else []
         elif kind == Kind.PYTHON.value and name.startswith(MODULE_PREFIX):

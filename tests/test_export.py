@@ -14,7 +14,7 @@ import traceanalyzer as ta
 from tests.conftest import REPO
 from traceanalyzer import cli
 from traceanalyzer.renderers import perfetto
-from traceanalyzer.schema import EVENT_COLUMNS
+from traceanalyzer.schema import DEVICE, EVENT_COLUMNS
 
 SAMPLES = REPO / "sample_traces"
 FSDP = SAMPLES / "fsdp"
@@ -123,12 +123,12 @@ def test_perfetto_export_joins_each_launch_to_its_kernel_and_keeps_the_args(fsdp
     starts = {e["id"]: e for e in events if e["ph"] == "s"}
     ends = {e["id"]: e for e in events if e["ph"] == "f"}
     table = fsdp.events
-    launched = table[(table["launch"] >= 0) & table["kind"].isin(perfetto.DEVICE_KIND_NAMES)]
+    launched = table[(table["launch"] >= 0) & table["kind"].isin(DEVICE)]
     assert set(starts) == set(ends) and len(ends) == len(launched) == annotated["otherData"]["launch_flows"] > 0
     for flow_id, end in ends.items():
         launch = slices[(starts[flow_id]["pid"], starts[flow_id]["tid"], starts[flow_id]["ts"])]
         work = slices[(end["pid"], end["tid"], end["ts"])]
-        assert end["bp"] == "e" and launch["cat"] == "runtime" and work["cat"] in perfetto.DEVICE_KIND_NAMES
+        assert end["bp"] == "e" and launch["cat"] == "runtime" and work["cat"] in DEVICE
         assert launch["args"]["correlation"] == work["args"]["correlation"] == end["args"]["correlation"]
     kernels = [e for e in slices.values() if e["cat"] == "kernel"]
     assert all("stream" in k["args"] and "device" in k["args"] for k in kernels)
@@ -164,6 +164,6 @@ def test_every_finding_is_on_the_findings_track_at_its_times(fsdp, annotated):
 
 def test_big_traces_are_written_as_a_subset_that_says_so(fsdp):
     events, note = perfetto.subset(fsdp.events, limit=len(fsdp.events) // 2)
-    device = fsdp.events["kind"].isin(perfetto.DEVICE_KIND_NAMES)
+    device = fsdp.events["kind"].isin(DEVICE)
     assert len(events) <= len(fsdp.events) // 2 and device[events.index].sum() == device.sum()
     assert "call depth" in note and f"{len(fsdp.events):,}" in note

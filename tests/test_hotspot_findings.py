@@ -11,6 +11,7 @@ from conftest import REPO, load_shared
 import traceanalyzer as ta
 from traceanalyzer.analyzers import hotspots
 from traceanalyzer.findings import PUSH_THRESHOLD, Severity
+from traceanalyzer.schema import DEVICE
 from traceanalyzer.vocabulary import GRAPH_REPLAYED
 
 
@@ -79,7 +80,7 @@ def graph_replay() -> tuple[ta.Trace, dict]:
 def test_graph_replayed_work_has_its_own_row_in_the_op_tables(graph_replay):
     trace, _ = graph_replay
     ev = trace.events
-    device = ev[ev["kind"].isin(hotspots.DEVICE)]
+    device = ev[ev["kind"].isin(DEVICE)]
     launched = ev["name"].astype(str).reindex(device["launch"].clip(lower=0)).to_numpy()
     replayed = device[(launched == "cudaGraphLaunch") & (device["op"] == -1)]
     ops = trace.hotspots("op_device").set_index("name")

@@ -12,6 +12,7 @@ from tests.conftest import JOBS, job_pair, load_shared, same_findings, same_sect
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import gemm, hotspots
 from traceanalyzer.options import Options
+from traceanalyzer.schema import BUSY, DEVICE
 
 NAMES = [*JOBS, "fsdp"]
 WITH_GEMMS = ["ddp_overlap", "ddp_no_overlap", "dlrm_8rank", "fsdp"]
@@ -35,7 +36,7 @@ def test_job_truncated_and_kind_filtered_tables_equal_joined(name):
     job, joined = job_pair(name)
     same_section(hotspots, job, joined, Options(top=3))
     same_section(gemm, job, joined, Options(top=3))
-    kind = str(joined.events.loc[joined.events["kind"].isin(hotspots.DEVICE), "kind"].iloc[-1])
+    kind = str(joined.events.loc[joined.events["kind"].isin(DEVICE), "kind"].iloc[-1])
     same_section(hotspots, job, joined, Options(top=4, kind=kind))
     same_section(gemm, job, joined, Options(top=4, kind=kind))
 
@@ -65,7 +66,7 @@ def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():
     _, joined = job_pair("ddp_no_overlap")
     finding = hotspots.findings(joined)[0]
     ev = joined.events
-    busy = ev[ev["kind"].isin(hotspots.BUSY) & (ev["step"] >= 0)]
+    busy = ev[ev["kind"].isin(BUSY) & (ev["step"] >= 0)]
     op_name = np.asarray(ev["name"].astype(str))[busy["op"].to_numpy()]
     mine = busy[(busy["op"].to_numpy() >= 0) & (op_name == finding.where["name"])]
     assert sorted(finding.claims) == sorted(mine["rank"].unique())

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ _COLLECTIVE_IN_NAME = (
 
 def classify(events: pd.DataFrame, rules: tuple[Rule, ...] = ()) -> pd.DataFrame:
     """Re-kind device rows of a linked table as communication where any signal says so."""
-    device_kinds = [Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATION]
+    device_kinds = [k for k in Kind if k in BUSY_KINDS]  # in the order Kind declares them
     column = _with_kinds(events["kind"], device_kinds + [r.kind for r in rules])
     kinds = column.cat.categories
     kind = column.cat.codes.to_numpy().copy()

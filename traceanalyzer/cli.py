@@ -22,7 +22,7 @@ from traceanalyzer import __version__, arguments, cluster, lazy, outputs
 from traceanalyzer.errors import AnalyzerFailed, TraceError
 from traceanalyzer.humanize import printable, size
 from traceanalyzer.renderers import FORMATS, render
-from traceanalyzer.schema import DEVICE_KINDS
+from traceanalyzer.schema import DEVICE
 from traceanalyzer.tokens import CHARS_PER_TOKEN, DIGEST_BUDGET, LEAST_DIGEST_BUDGET
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def report_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", type=int, help="only this rank")
     p.add_argument(
         "--kind",
-        choices=sorted(k.value for k in DEVICE_KINDS),
+        choices=DEVICE,
         help="only this kind of device work in the kernel table",
     )
     p.add_argument(

@@ -12,11 +12,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import HOST, LINKABLE_DEVICE, NO_ROW, Kind
 
 _STEP_NUMBER = re.compile(r"(\d+)\s*$")
-_HOST = [k.value for k in HOST_KINDS]
-_DEVICE = [k.value for k in DEVICE_KINDS | {Kind.GPU_ANNOTATION, Kind.COMM_TASK}]
 
 
 def link(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -67,7 +65,7 @@ class HostTree:
         self.depth = np.zeros(n, dtype=np.int32)
         self.op = np.full(n, NO_ROW, dtype=np.int64)
         self.top_op = np.full(n, NO_ROW, dtype=np.int64)
-        host = events["kind"].isin(_HOST).to_numpy()
+        host = events["kind"].isin(HOST).to_numpy()
         self.rows = np.flatnonzero(host)
         ts = events["ts"].to_numpy()[self.rows]
         end = ts + events["dur"].to_numpy()[self.rows]
@@ -207,7 +205,7 @@ def _launches(events: pd.DataFrame) -> np.ndarray:
     corr = events["correlation"].to_numpy()
     kind = events["kind"]
     runtime = np.flatnonzero((kind == Kind.RUNTIME.value).to_numpy() & (corr != NO_ROW))
-    device = np.flatnonzero(kind.isin(_DEVICE).to_numpy() & (corr != NO_ROW))
+    device = np.flatnonzero(kind.isin(LINKABLE_DEVICE).to_numpy() & (corr != NO_ROW))
     if not len(runtime) or not len(device):
         return out
     order = np.argsort(corr[runtime], kind="stable")  # equal ids: the first runtime call comes first
@@ -259,5 +257,5 @@ def _launched_before_window(events: pd.DataFrame, launch: np.ndarray) -> np.ndar
     runtime = (events["kind"] == Kind.RUNTIME.value).to_numpy() & (corr != NO_ROW)
     if not runtime.any():
         return np.zeros(len(events), dtype=bool)
-    device = events["kind"].isin(_DEVICE).to_numpy()
+    device = events["kind"].isin(LINKABLE_DEVICE).to_numpy()
     return device & (launch == NO_ROW) & (corr != NO_ROW) & (corr < corr[runtime].min())

@@ -8,7 +8,7 @@ such labels, or ``NO_ROW`` where there is no link.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -54,6 +54,51 @@ BUSY_KINDS = frozenset({Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.COMMUNICATIO
 
 HOST_KINDS = frozenset({Kind.CPU_OP, Kind.PYTHON, Kind.ANNOTATION, Kind.STEP, Kind.RUNTIME})
 """Kinds that run on a host thread and nest into a call tree."""
+
+
+def kind_names(kinds: Iterable[Kind]) -> tuple[str, ...]:
+    """The ``kind`` column's values of some kinds, sorted (what ``isin`` and ``kind_rows`` take)."""
+    return tuple(sorted(k.value for k in kinds))
+
+
+# Every set of kinds the product selects by, built here once and used by name (tests/test_layers.py fails on a set
+# of kinds spelled out anywhere else). Values of the ``kind`` column, sorted.
+DEVICE = kind_names(DEVICE_KINDS)
+"""Rows on a device stream (``DEVICE_KINDS``)."""
+BUSY = kind_names(BUSY_KINDS)
+"""Device work that makes a device busy (``BUSY_KINDS``): waits do not."""
+HOST = kind_names(HOST_KINDS)
+"""Host rows that nest into a call tree (``HOST_KINDS``)."""
+HOST_WORK = kind_names(HOST_KINDS - {Kind.STEP})
+"""Host rows that are work a thread does: annotations, ops, Python frames, runtime calls (not step markers)."""
+HOST_CALLS = kind_names({Kind.CPU_OP, Kind.PYTHON, Kind.RUNTIME})
+"""Host rows that are calls: ops, Python frames and runtime calls (not annotations or step markers)."""
+CALL_TREE = kind_names(HOST_KINDS - {Kind.RUNTIME})
+"""Host rows a call path is read from: step markers, annotations, ops and Python frames (runtime calls are leaves)."""
+PATH = kind_names({Kind.ANNOTATION, Kind.CPU_OP})
+"""Host rows that name a place in a call path: annotations and ops."""
+MARKERS = kind_names({Kind.ANNOTATION, Kind.RUNTIME})
+"""Host rows whose names mark what a program does (annotations, and runtime calls such as a graph launch)."""
+REQUEST_HOST = kind_names({Kind.ANNOTATION, Kind.CPU_OP, Kind.RUNTIME})
+"""Host rows a request starts with where no step marks it: annotations, ops and runtime calls (no Python frames)."""
+OPS_AND_KERNELS = kind_names({Kind.CPU_OP, Kind.KERNEL})
+"""Rows whose names tell what the model computes: host ops and device kernels."""
+DEVICE_WORK = kind_names(BUSY_KINDS - {Kind.COMMUNICATION})
+"""Device work other than communication: kernels, copies and sets."""
+CORE_WORK = kind_names({Kind.KERNEL, Kind.COMMUNICATION})
+"""Device work that runs on the compute cores: kernels and collectives (not copies, sets or waits)."""
+NON_COPY_WORK = kind_names(BUSY_KINDS - {Kind.MEMCPY})
+"""Busy device work other than copies: kernels, sets and collectives."""
+NOT_COMPUTE = kind_names({Kind.SYNC, Kind.COMMUNICATION})
+"""Device rows that wait or communicate: left out of the device's compute."""
+MEMORY_OPS = kind_names({Kind.MEMCPY, Kind.MEMSET})
+"""Device rows that copy or set memory."""
+ON_DEVICE_LANE = kind_names(DEVICE_KINDS | {Kind.GPU_ANNOTATION})
+"""Rows recorded on a device lane: a stream's rows and the annotations projected on it."""
+LINKABLE_DEVICE = kind_names(DEVICE_KINDS | {Kind.GPU_ANNOTATION, Kind.COMM_TASK})
+"""Device rows a host launch can be linked to: a stream's rows, annotations projected on it and collectives' tasks."""
+TIMELINE_DEVICE = kind_names(DEVICE_KINDS | {Kind.COMM_TASK})
+"""Device rows the timeline draws on a device lane: a stream's rows and collectives' tasks."""
 
 
 class Platform(str, Enum):

@@ -27,7 +27,7 @@ from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS, HCCL_MATRIX, STEP_TRACE
-from traceanalyzer.schema import BUSY_KINDS, Kind, Platform, TraceMeta
+from traceanalyzer.schema import BUSY, CORE_WORK, HOST_CALLS, Kind, Platform, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
@@ -65,7 +65,7 @@ def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
 
 def core_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per core group: count and total device time (ns), the additive half of ``core_breakdown``."""
-    device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    device = events[events["kind"].isin(CORE_WORK)]
     group = device["core"].astype(str).map(CORE_GROUPS).fillna("other")
     group = group.where(device["kind"] != Kind.COMMUNICATION.value, "communication")
     table = device.groupby(group.to_numpy())["dur"].agg(["size", "sum"]).reset_index()
@@ -88,7 +88,7 @@ def top_kernels(events: pd.DataFrame, top: int) -> pd.DataFrame:
 
 def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per compute kernel or collective name and core type: count and total time (ns), untruncated."""
-    device = events[events["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    device = events[events["kind"].isin(CORE_WORK)]
     g = device.groupby([device["name"].astype(str), device["core"].astype(str)])["dur"]
     table = pd.DataFrame({"count": g.size(), "total_ns": g.sum()}).reset_index()
     table.columns = ["name", "core", "count", "total_ns"]
@@ -130,7 +130,7 @@ def aicpu_totals(events: pd.DataFrame) -> pd.DataFrame:
 def _covered_by_other_work(events: pd.DataFrame, ops: pd.DataFrame) -> np.ndarray:
     """Per AI_CPU task: how much of it other device work of its rank (AI Core and vector kernels, communication,
     copies) runs beside."""
-    other = events[events["kind"].isin([k.value for k in BUSY_KINDS]) & (events["core"] != AI_CPU)]
+    other = events[events["kind"].isin(BUSY) & (events["core"] != AI_CPU)]
     out = np.zeros(len(ops), dtype=np.int64)
     for rank, mine in other.groupby("rank", observed=True):
         at = np.flatnonzero(ops["rank"].to_numpy() == rank)
@@ -193,7 +193,7 @@ def overlap(trace: TraceData) -> pd.DataFrame:
     table["basis"] = BASIS_EVENTS
     ev = trace.events
     kernels = set(ev.loc[ev["kind"] == Kind.KERNEL.value, "rank"].unique())
-    host = set(ev.loc[ev["kind"].isin([Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value]), "rank"].unique())
+    host = set(ev.loc[ev["kind"].isin(HOST_CALLS), "rank"].unique())
     return _from_step_trace(table, step_traces(trace.meta), kernels, host)
 
 

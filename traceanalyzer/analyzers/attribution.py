@@ -9,12 +9,11 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.summary import BUSY, step_table
+from traceanalyzer.analyzers.summary import step_table
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind, Platform, category_text, codes_at
+from traceanalyzer.schema import BUSY, HOST_WORK, NO_ROW, Kind, Platform, category_text, codes_at
 from traceanalyzer.tracedata import TraceData
 
-HOST_ACTIVITY_KINDS = (Kind.ANNOTATION.value, Kind.PYTHON.value, Kind.CPU_OP.value, Kind.RUNTIME.value)
 """Host event kinds that describe what the host was doing at a moment."""
 
 
@@ -133,7 +132,7 @@ def _host_rows(trace: TraceData) -> dict[int, tuple[np.ndarray, ...]]:
 
 
 def _host_rows_of(events: pd.DataFrame) -> dict[int, tuple[np.ndarray, ...]]:
-    rows = kind_rows(events, HOST_ACTIVITY_KINDS)
+    rows = kind_rows(events, HOST_WORK)
     rank = events["rank"].to_numpy()[rows]
     ts = events["ts"].to_numpy()[rows]
     columns = (events.index.to_numpy()[rows], ts, ts + events["dur"].to_numpy()[rows], events["depth"].to_numpy()[rows])

@@ -14,14 +14,13 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind, category_text
+from traceanalyzer.schema import CALL_TREE, NO_ROW, Kind, category_text
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
 SEPARATOR = " › "
 """Joins the names along a path, outermost first."""
 
-PATH_KINDS = frozenset({Kind.ANNOTATION.value, Kind.CPU_OP.value})
 """Kinds that name a path: user annotations (record_function) and CPU ops; step markers are left out."""
 
 USER_FRAMES = 6
@@ -105,7 +104,7 @@ class Walk:
         self.names = category_text(events["name"])  # code -1 (missing): ''
         self.codes = np.r_[np.asarray(events["name"].array.codes, dtype=np.int64), -1]
         kinds, kind_codes = category_text(events["kind"]), events["kind"].array.codes
-        self.kind = {k: (kinds == k)[kind_codes] for k in (Kind.STEP.value, *PATH_KINDS, Kind.PYTHON.value)}
+        self.kind = {k: (kinds == k)[kind_codes] for k in CALL_TREE}
         codes = self.codes[:-1]
         is_module = np.array([n.startswith(MODULE_PREFIX) for n in self.names], dtype=bool)[codes]
         library = np.array([bool(LIBRARY_FRAME.search(n)) for n in self.names], dtype=bool)[codes]

@@ -31,7 +31,7 @@ from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.devices import link_gbps
 from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS
-from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
+from traceanalyzer.schema import DEVICE_WORK, HOST_WORK, NO_ROW, Kind, TraceMeta
 from traceanalyzer.tables import per_rank, stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
@@ -410,8 +410,6 @@ LATE_COLUMNS = [
     "match", "step", "collective", "group", "late_rank", "caused_wait_ns", "window_ns", "late_compute_ns", "cause",
     "detail", "late_start_ns",
 ]  # fmt: skip
-_HOST_WORK = [Kind.ANNOTATION.value, Kind.CPU_OP.value, Kind.PYTHON.value, Kind.RUNTIME.value]
-_DEVICE_BUSY = [Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value]
 
 
 def late_arrivals(table: pd.DataFrame, activity: Callable[[int], RankActivity]) -> pd.DataFrame:
@@ -454,10 +452,10 @@ def rank_activity(events: pd.DataFrame, calls: pd.DataFrame) -> RankActivity:
     """What one rank did, from its events and its rows of a calls table (per-rank or matched): enough to explain
     any window that ends where one of its calls that can be a late arrival (not a send/recv) starts."""
     starts = np.sort(calls.loc[~pipeline.is_p2p(calls), "start_ns"].to_numpy(dtype=np.int64))
-    device = events["kind"].isin(_DEVICE_BUSY).to_numpy()
+    device = events["kind"].isin(DEVICE_WORK).to_numpy()
     ts, dur = events["ts"].to_numpy()[device], events["dur"].to_numpy()[device]
     busy = intervals.union(ts, ts + dur)
-    host = events.loc[events["kind"].isin(_HOST_WORK).to_numpy(), _HOST_RANGE]  # not every column: big's took 50 MiB
+    host = events.loc[events["kind"].isin(HOST_WORK).to_numpy(), _HOST_RANGE]  # not every column: big's took 50 MiB
     recorded = bool(device.any() or len(host))
     busy = intervals.clip(busy, np.iinfo(np.int64).min, int(starts[-1])) if len(starts) else intervals.EMPTY
     return RankActivity(busy, host_ranges(host[_pickable(host, busy, starts)]), recorded)

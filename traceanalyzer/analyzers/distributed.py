@@ -39,7 +39,7 @@ from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import MEMORY_OPS, NO_ROW, Kind
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import Scope, TraceData
 
@@ -54,9 +54,8 @@ LANES = {
 }
 """Ascend ``Overlap Analysis`` lanes (the trace's own breakdown) and the columns they are reported in."""
 
-_COMPUTE = [Kind.KERNEL.value]
-_COMM = [Kind.COMMUNICATION.value]
-_MEMORY = [Kind.MEMCPY.value, Kind.MEMSET.value]
+_COMPUTE = (Kind.KERNEL.value,)
+_COMM = (Kind.COMMUNICATION.value,)
 _READ = ("rank", "ts", "dur", "kind", "name")
 """The event-table columns the overlap breakdown reads."""
 
@@ -106,11 +105,11 @@ def window_rows(trace: TraceData, windows) -> list[dict]:
     device work) and the trace's own overlap lanes summed over it (ns); ranks in order."""
     rows = []
     ev = trace.events
-    device = ev.loc[ev["kind"].isin(_COMPUTE + _COMM + _MEMORY + [Kind.OVERLAP_LANE.value]), list(_READ)]
+    device = ev.loc[ev["kind"].isin((*_COMPUTE, *_COMM, *MEMORY_OPS, Kind.OVERLAP_LANE.value)), list(_READ)]
     by_rank = dict(list(device.groupby("rank", sort=True)))
     for rank in np.unique(ev["rank"].to_numpy()):
         events = by_rank.get(rank, device.iloc[:0])
-        sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", _MEMORY))}
+        sets = {name: _union(events, kinds) for name, kinds in (("c", _COMPUTE), ("m", _COMM), ("x", MEMORY_OPS))}
         lanes = events[events["kind"] == Kind.OVERLAP_LANE.value]
         for step, start, end in windows(events, rank):
             row = {"rank": int(rank), "step": step, "start_ns": start, "span_ns": end - start}
@@ -120,7 +119,7 @@ def window_rows(trace: TraceData, windows) -> list[dict]:
     return rows
 
 
-def _union(events: pd.DataFrame, kinds: list[str]) -> intervals.Intervals:
+def _union(events: pd.DataFrame, kinds: tuple[str, ...]) -> intervals.Intervals:
     """The union of the intervals of the events of these kinds."""
     rows = events[events["kind"].isin(kinds)]
     return intervals.union(rows["ts"].to_numpy(), (rows["ts"] + rows["dur"]).to_numpy())
@@ -130,7 +129,7 @@ def _windows(events: pd.DataFrame, spans: pd.DataFrame, rank: int) -> list[tuple
     """(step, start, end) of each step span of one rank; without steps, the whole device span."""
     spans = spans[spans["rank"] == rank]
     if not len(spans):
-        device = events[events["kind"].isin(_COMPUTE + _COMM + _MEMORY)]
+        device = events[events["kind"].isin((*_COMPUTE, *_COMM, *MEMORY_OPS))]
         if not len(device):
             return []
         return [(NO_ROW, int(device["ts"].min()), int((device["ts"] + device["dur"]).max()))]

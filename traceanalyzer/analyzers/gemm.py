@@ -23,7 +23,7 @@ from traceanalyzer.analyzers import roofline
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, TraceMeta, category_text, per_pair
+from traceanalyzer.schema import BUSY, NO_ROW, Kind, TraceMeta, category_text, per_pair
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
@@ -87,7 +87,7 @@ def rank_part(trace: TraceData, options: Options = DEFAULT) -> GemmPart:
     """A rank's part (or a joined trace's): per GEMM shape and math dtype, the calls, FLOPs, bytes and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
-    device = ev.loc[ev["kind"].isin([k.value for k in BUSY_KINDS]) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
+    device = ev.loc[ev["kind"].isin(BUSY) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
     tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()

@@ -24,9 +24,10 @@ from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import (
-    BUSY_KINDS,
-    DEVICE_KINDS,
+    BUSY,
+    DEVICE,
     NO_ROW,
+    NOT_COMPUTE,
     Kind,
     TraceMeta,
     category_text,
@@ -45,9 +46,6 @@ from traceanalyzer.vocabulary import (
     MATMUL_OP,
     NORMALISATION,
 )
-
-DEVICE = [k.value for k in DEVICE_KINDS]
-BUSY = [k.value for k in BUSY_KINDS]
 
 
 class Level(str, Enum):
@@ -378,7 +376,7 @@ def _work_of(trace: TraceData) -> Work:
     """The device work in steps (all of it without steps) as partials and busy intervals per (op, kernel)."""
     ev = trace.events
     events = in_steps(trace, ev.loc[ev["kind"].isin(DEVICE), [*USED, "step"]])
-    compute = events[~events["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
+    compute = events[~events["kind"].isin(NOT_COMPUTE)]
     pairs, spans = _pairs(events[events["kind"].isin(BUSY)], ev)
     return Work(
         bool(len(step_table(trace))),
@@ -504,7 +502,7 @@ def _dominant(work: _Counted) -> tuple[pd.DataFrame, dict]:
     """The op-level table when ops account for most device time, else the kernel table; plus each op's top kernel.
     Waits are left out (a stream waiting on an event is not a hotspot), and so is communication: it costs the step
     only what compute does not hide, which the distributed findings report (transfer and waiting for peers apart)."""
-    kernels = work.kernels[~work.kernels["kind"].isin([Kind.SYNC.value, Kind.COMMUNICATION.value])]
+    kernels = work.kernels[~work.kernels["kind"].isin(NOT_COMPUTE)]
     linked = work.pairs[work.pairs["linked"] & (work.pairs["compute"] > 0)]
     if linked["compute_ns"].sum() * 2 < kernels["total_ns"].sum():
         return ranked_level(kernels, Level.KERNEL), {}

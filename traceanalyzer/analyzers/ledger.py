@@ -12,10 +12,10 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize
-from traceanalyzer.analyzers.summary import BUSY, job_step_table, outside_steps, step_table
+from traceanalyzer.analyzers.summary import job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, codes_at
+from traceanalyzer.schema import BUSY, NO_ROW, Kind, TraceMeta, codes_at
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData

@@ -38,15 +38,19 @@ from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
-from traceanalyzer.schema import BUSY_KINDS, DEVICE_KINDS, HOST_KINDS, NO_ROW, Kind, TraceMeta, category_text
+from traceanalyzer.schema import (
+    BUSY,
+    CORE_WORK,
+    DEVICE,
+    HOST_WORK,
+    NO_ROW,
+    Kind,
+    TraceMeta,
+    category_text,
+)
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import per_rank
 from traceanalyzer.tracedata import Scope, TraceData
-
-DEVICE = tuple(sorted(k.value for k in DEVICE_KINDS))
-"""Device kinds by name, in a fixed order."""
-BUSY = tuple(sorted(k.value for k in BUSY_KINDS))
-"""Device kinds that make a device busy, by name."""
 
 DEVICE_BOUND_LAG = 0.05
 """A step is device-bound when its device work ends more than this share of the step after its marker ends..."""
@@ -180,7 +184,7 @@ def _host_work_ends(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
     """Per (rank, step) of ``steps``: where its last host work (an op, frame, annotation or runtime call, not the
     marker) ends, NO_ROW where the marker holds none."""
     held = events.loc[
-        events["kind"].isin([k.value for k in HOST_KINDS if k is not Kind.STEP]) & (events["step"] != NO_ROW),
+        events["kind"].isin(HOST_WORK) & (events["step"] != NO_ROW),
         ["rank", "step", "ts", "dur"],
     ]
     ends = (held["ts"] + held["dur"]).groupby([held["rank"], held["step"]], observed=True).max()
@@ -203,9 +207,7 @@ def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
             "device_start_ns": work["start"].min().reindex(whole, fill_value=NO_ROW),
             "device_end_ns": work["end"].max().reindex(whole, fill_value=NO_ROW),
             "device_busy_ns": _busy_per_group(group[busy], ts[busy], ts[busy] + dur[busy], len(steps)),
-            "kernels": np.bincount(
-                group[np.isin(kinds, [Kind.KERNEL.value, Kind.COMMUNICATION.value])[kind]], minlength=len(steps)
-            ),
+            "kernels": np.bincount(group[np.isin(kinds, CORE_WORK)[kind]], minlength=len(steps)),
         },
         index=whole,
     )
@@ -422,7 +424,7 @@ def job_section(part: StepsPart, job: JobData, options: Options) -> Section:
 
 def _section(table: pd.DataFrame, by_kind: pd.DataFrame) -> Section:
     """The summary section from a step table and the device time by kind."""
-    kernels = by_kind[by_kind["kind"].isin([Kind.KERNEL.value, Kind.COMMUNICATION.value])]
+    kernels = by_kind[by_kind["kind"].isin(CORE_WORK)]
     comm = int(kernels.loc[kernels["kind"] == Kind.COMMUNICATION.value, "total_ns"].sum())
     device = _recorded(table)  # without device work the device figures are unknown, not zero
     facts = [

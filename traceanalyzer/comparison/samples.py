@@ -14,7 +14,7 @@ import pandas as pd
 
 from traceanalyzer.analyzers.hotspots import Level, hotspots
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import DEVICE, NO_ROW, Kind
 from traceanalyzer.trace import Trace
 
 STEP_TIME = "step_ns"
@@ -22,9 +22,6 @@ STEP_TIME = "step_ns"
 
 METRICS = ("step_ns", "device_busy_ns", "comm_exposed_ns", "comm_hidden_ns", "idle_ns")
 """Per-unit quantities of the summary: step time, device busy, exposed and hidden communication, device idle."""
-
-DEVICE = [k.value for k in DEVICE_KINDS]
-"""Device kinds by name."""
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,12 @@ import pandas as pd
 
 from traceanalyzer import humanize, outputs
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind
+from traceanalyzer.schema import DEVICE, NO_ROW, Kind
 
 MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
 FINDINGS_PID = 0
 FINDINGS_PROCESS = "traceanalyzer findings"
-DEVICE_KIND_NAMES = sorted(k.value for k in DEVICE_KINDS)
 ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "step", "bytes")
 """Integer columns written to an event's args where it has a value (not NO_ROW)."""
 TEXT_ARG_COLUMNS = ("input_dims", "input_types", "collective", "group", "core", "cat")
@@ -83,7 +82,7 @@ def subset(events: pd.DataFrame, limit: int = MAX_EVENTS) -> tuple[pd.DataFrame,
     """The events to write and, when some are left out, a sentence saying which."""
     if len(events) <= limit:
         return events, ""
-    device = events["kind"].isin(DEVICE_KIND_NAMES).to_numpy()
+    device = events["kind"].isin(DEVICE).to_numpy()
     depth = events["depth"].to_numpy()
     kept_depth = -1
     for d in range(int(depth.max()) + 1):

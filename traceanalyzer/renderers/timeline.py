@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.schema import DEVICE_KINDS, HOST_KINDS, Kind
+from traceanalyzer.schema import HOST, TIMELINE_DEVICE, Kind
 
 MAX_SEGMENTS = 40_000
 """The most segments one timeline sends to the browser."""
@@ -31,8 +31,6 @@ CATEGORY = {
 }
 """Colour group of each event kind on the timeline."""
 
-_DEVICE = [k.value for k in DEVICE_KINDS | {Kind.COMM_TASK}]
-_HOST = [k.value for k in HOST_KINDS]
 SEGMENT_COLUMNS = ["lane", "category", "start_ns", "end_ns", "count", "name", "row"]
 
 
@@ -40,8 +38,8 @@ def step_segments(events: pd.DataFrame, rank: int, step: int, window: tuple[int,
     """Segments of one (rank, step), optionally only those in window (ns from step start): lane, colour, start/end
     (ns from the step's first event), events merged, name; finer when the window is narrower."""
     mine = events[(events["rank"] == rank) & (events["step"] == step)]
-    device = mine[mine["kind"].isin(_DEVICE)]
-    host = mine[mine["kind"].isin(_HOST) & (mine["depth"] <= MAX_HOST_DEPTH)]
+    device = mine[mine["kind"].isin(TIMELINE_DEVICE)]
+    host = mine[mine["kind"].isin(HOST) & (mine["depth"] <= MAX_HOST_DEPTH)]
     return laid_out(pd.concat([_device_lanes(device), _host_lanes(host)]), window)
 
 

@@ -46,7 +46,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
 from traceanalyzer.analyzers.summary import compute_steps, step_table
 from traceanalyzer.intervals import narrow
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, PATH
 from traceanalyzer.tracedata import TraceData
 
 ANALYZER = "fusion"
@@ -436,7 +436,7 @@ def _optimizer(trace, ctx: _Context, tokens: np.ndarray) -> list[Found]:
 
 def _optimizer_steps(ev: pd.DataFrame) -> np.ndarray:
     """Rows of the optimizer-step markers (an annotation; torch_npu: a CPU op), in row order."""
-    marker_kind = ev["kind"].isin([Kind.ANNOTATION.value, Kind.CPU_OP.value]).to_numpy()
+    marker_kind = ev["kind"].isin(PATH).to_numpy()
     step_names = np.asarray(ev["name"].cat.categories.astype(str).str.match(OPTIMIZER_STEP.pattern), dtype=bool)
     codes = ev["name"].cat.codes.to_numpy()
     return np.flatnonzero(marker_kind & np.append(step_names, False)[codes])

@@ -35,7 +35,7 @@ from traceanalyzer.analyzers.fusion.patterns import (
 )
 from traceanalyzer.intervals import Intervals, Packed, narrow, pack
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind, category_text
+from traceanalyzer.schema import DEVICE_WORK, NO_ROW, Kind, category_text
 from traceanalyzer.vocabulary import (
     ATTENTION_KERNEL,
     CONV_KERNEL,
@@ -45,7 +45,6 @@ from traceanalyzer.vocabulary import (
     dtype_bytes,
 )
 
-WORK_KINDS = (Kind.KERNEL.value, Kind.MEMCPY.value, Kind.MEMSET.value)
 """Device work a fusion can remove (communication is never fused away)."""
 
 COMPUTE_BOUND = re.compile("|".join(r.pattern for r in (GEMM_KERNEL, ATTENTION_KERNEL, CONV_KERNEL)), re.IGNORECASE)
@@ -107,14 +106,14 @@ def stream(trace) -> Entries:
 
 
 def device_work(trace) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of the device work (``WORK_KINDS``) and, per event, whether it is compute-bound device work (GEMM,
+    """Rows of the device work (``DEVICE_WORK``) and, per event, whether it is compute-bound device work (GEMM,
     attention, convolution: ``COMPUTE_BOUND``), once per trace."""
     return remember(trace, f"{__name__}.device_work", lambda: _device_work(trace.events))
 
 
 def _device_work(ev: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """``device_work`` of an event table (each distinct kernel name searched once)."""
-    rows = np.flatnonzero(ev["kind"].isin(WORK_KINDS).to_numpy())
+    rows = np.flatnonzero(ev["kind"].isin(DEVICE_WORK).to_numpy())
     bound = np.zeros(len(ev), dtype=bool)
     bound[rows] = per_text(ev["name"], rows, finds(COMPUTE_BOUND), bool)
     return rows, bound

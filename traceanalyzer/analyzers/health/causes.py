@@ -22,10 +22,9 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.attribution import is_one_of, kind_rows, linked, locate, name_hits, place_text
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
-from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.intervals import Intervals, Packed
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind, positions
+from traceanalyzer.schema import BUSY, HOST_WORK, NO_ROW, Kind, positions
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
@@ -76,8 +75,6 @@ COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "e
 """``recorded``: the host events the profiler recorded on the rank's launching threads that start inside the cause's
 idle (what its own overhead inflates: each costs the host a few µs under the profiler)."""
 
-_HOST = (Kind.CPU_OP.value, Kind.PYTHON.value, Kind.ANNOTATION.value, Kind.RUNTIME.value)
-
 
 def idle_causes(trace: TraceData) -> tuple[pd.DataFrame, dict[tuple[int, str], Packed]]:
     """Per rank and cause: the idle inside steps it explains (ns, total), how many gaps, where most of it is (place
@@ -96,7 +93,7 @@ class _Host:
 
     def __init__(self, trace: TraceData) -> None:
         events = trace.events
-        self.rows = kind_rows(events, _HOST)
+        self.rows = kind_rows(events, HOST_WORK)
         column = {c: events[c].to_numpy()[self.rows] for c in ("ts", "dur", "rank")}
         self.ts, self.end, self.rank = column["ts"], column["ts"] + column["dur"], column["rank"]
         self.thread = _threads(events)[self.rows]

@@ -14,11 +14,11 @@ import pandas as pd
 
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.attribution import describe, host_activity, kind_rows, rank_busy
-from traceanalyzer.analyzers.summary import BASIS_EVENTS, BASIS_PROFILER, BUSY, profiler_steps, step_spans
+from traceanalyzer.analyzers.summary import BASIS_EVENTS, BASIS_PROFILER, profiler_steps, step_spans
 from traceanalyzer.findings import Claims
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.options import Options
-from traceanalyzer.schema import NO_ROW
+from traceanalyzer.schema import BUSY, NO_ROW
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 

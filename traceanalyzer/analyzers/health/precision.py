@@ -10,11 +10,10 @@ from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits, rank_spans
 from traceanalyzer.analyzers.health.part import Context, Part
-from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.findings import Finding
 from traceanalyzer.intervals import Packed
 from traceanalyzer.memo import per_trace, remember
-from traceanalyzer.schema import Kind, TraceMeta, category_text, codes_at
+from traceanalyzer.schema import BUSY, Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (

@@ -18,10 +18,9 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import kind_rows
 from traceanalyzer.analyzers.health.part import Context, Part
-from traceanalyzer.analyzers.summary import BUSY
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import NO_ROW, Kind, category_text, positions
+from traceanalyzer.schema import BUSY, NO_ROW, Kind, category_text, positions
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import COMPILE_CALL

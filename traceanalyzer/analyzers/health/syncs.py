@@ -26,7 +26,7 @@ from traceanalyzer.analyzers.health.idle import PER_STEP, cause_note
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import HOST_KINDS, Kind
+from traceanalyzer.schema import HOST, Kind
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS
@@ -83,7 +83,7 @@ def _idle_after(trace: TraceData, calls: pd.DataFrame) -> np.ndarray:
 
 def _data_loading(events: pd.DataFrame) -> dict[int, intervals.Intervals]:
     """Per rank: when the host loads data (DataLoader ranges and frames), as disjoint intervals."""
-    host = is_one_of(events["kind"], [k.value for k in HOST_KINDS])
+    host = is_one_of(events["kind"], HOST)
     return rank_spans(events, np.flatnonzero(host & name_hits(events["name"], DATA_LOADING)))
 
 

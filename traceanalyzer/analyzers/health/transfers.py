@@ -17,7 +17,7 @@ from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.intervals import Packed
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import NO_ROW, NON_COPY_WORK, Kind
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DTOH_COPY, HTOD_COPY, PAGEABLE_COPY
@@ -91,7 +91,7 @@ def _serial_copies(trace: TraceData) -> dict[int, tuple[Packed, Packed]]:
     copies = in_step_rows(trace, kind_rows(events, [Kind.MEMCPY.value]))
     host = name_hits(names, HTOD_COPY) | name_hits(names, DTOH_COPY)
     copies = copies[host[copies] & ~name_hits(names, PAGEABLE_COPY)[copies]]
-    work = kind_rows(events, [Kind.KERNEL.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
+    work = kind_rows(events, NON_COPY_WORK)
     ts, end = events["ts"].to_numpy(), (events["ts"] + events["dur"]).to_numpy()
     out = {}
     for r in np.unique(rank[copies]).tolist():
@@ -108,7 +108,7 @@ def _exposed(trace: TraceData, copies: pd.DataFrame) -> np.ndarray:
     """Per copy: its time with no other device work of its rank running (the other work: busy minus the copy)."""
     events = trace.events
     out = np.zeros(len(copies), dtype=np.int64)
-    work = kind_rows(events, [Kind.KERNEL.value, Kind.MEMSET.value, Kind.COMMUNICATION.value])
+    work = kind_rows(events, NON_COPY_WORK)
     others = {
         int(r): intervals.union(events["ts"].to_numpy()[work][m], (events["ts"] + events["dur"]).to_numpy()[work][m])
         for r in rank_busy(trace)

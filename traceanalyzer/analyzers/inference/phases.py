@@ -25,7 +25,16 @@ import pandas as pd
 from traceanalyzer import intervals
 from traceanalyzer.analyzers.gemm import elem_bytes, geometry
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import BUSY_KINDS, NO_ROW, Kind, category_text, per_pair
+from traceanalyzer.schema import (
+    BUSY,
+    MARKERS,
+    NO_ROW,
+    OPS_AND_KERNELS,
+    REQUEST_HOST,
+    Kind,
+    category_text,
+    per_pair,
+)
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
@@ -135,7 +144,7 @@ def _kernels(table: pd.DataFrame, at: np.ndarray, device: pd.DataFrame, rank: in
 def is_training(ev: pd.DataFrame) -> bool:
     """Whether the events hold a backward pass (autograd ops or backward kernels)."""
     names = ev["name"].array
-    codes = names.codes[ev["kind"].isin([Kind.CPU_OP.value, Kind.KERNEL.value]).to_numpy()]
+    codes = names.codes[ev["kind"].isin(OPS_AND_KERNELS).to_numpy()]
     used = np.unique(codes[codes >= 0])
     return bool(len(used)) and bool(matches(np.asarray(names.categories, dtype=object), BACKWARD_KERNEL)[used].any())
 
@@ -147,7 +156,7 @@ def _requests(ev: pd.DataFrame) -> pd.DataFrame:
         start = steps["ts"].to_numpy(np.int64)
         end = start + steps["dur"].to_numpy(np.int64)
     else:  # one request: from the first host event on (device work can be recorded before it)
-        host = ev[ev["kind"].isin([Kind.CPU_OP.value, Kind.ANNOTATION.value, Kind.RUNTIME.value])]
+        host = ev[ev["kind"].isin(REQUEST_HOST)]
         start = np.array([(host if len(host) else ev)["ts"].min()], dtype=np.int64)
         end = np.array([(ev["ts"] + ev["dur"]).max()], dtype=np.int64)
     order = np.argsort(start, kind="stable")
@@ -166,7 +175,7 @@ def _anchors(ev: pd.DataFrame) -> pd.DataFrame:
         return _outermost(found)
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(TOKEN_EMBEDDING))]
     tokens = _token_lookups(ops)
-    host = ev[ev["kind"].isin([Kind.ANNOTATION.value, Kind.RUNTIME.value])]
+    host = ev[ev["kind"].isin(MARKERS)]
     host_names = category_text(host["name"])[host["name"].array.codes]
     repeat = matches(host_names, FORWARD_REPEAT)
     repeated = _repeated(host[repeat], host_names[repeat])
@@ -432,7 +441,7 @@ def _add_device(table: pd.DataFrame, ev: pd.DataFrame, blocks: pd.DataFrame) -> 
     device-to-host copies that make the host wait, and the device idle after its host syncs; the iteration of each
     device row, and those rows."""
     n = len(table)
-    device = ev[ev["kind"].isin([k.value for k in BUSY_KINDS])]
+    device = ev[ev["kind"].isin(BUSY)]
     launch = device["launch"].to_numpy(np.int64)
     launched = ev["ts"].reindex(launch[launch != NO_ROW]).to_numpy()
     when = device["ts"].to_numpy(np.int64).copy()
