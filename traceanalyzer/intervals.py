@@ -23,15 +23,12 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     order = np.argsort(starts, kind="stable")
     s = np.asarray(starts, dtype=np.int64)[order]
     e = np.asarray(ends, dtype=np.int64)[order]
-    reach = np.maximum.accumulate(e)
+    del order
     new_group = np.empty(len(s), dtype=bool)
     new_group[0] = True
-    new_group[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new_group) - 1
-    out_s = s[new_group]
-    out_e = np.zeros(len(out_s), dtype=np.int64)
-    np.maximum.at(out_e, group, e)
-    return out_s, out_e
+    new_group[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    first = np.flatnonzero(new_group)  # each group's first interval; its end is the group's largest end
+    return s[first], np.maximum.reduceat(e, first)
 
 
 def length(ivs: Intervals) -> int:

@@ -96,7 +96,7 @@ class _Host:
         self.rows = kind_rows(events, HOST_WORK)
         column = {c: events[c].to_numpy()[self.rows] for c in ("ts", "dur", "rank")}
         self.ts, self.end, self.rank = column["ts"], column["ts"] + column["dur"], column["rank"]
-        self.thread = _threads(events)[self.rows]
+        self.thread = _threads(events, self.rows)
         kind = events["kind"]
         runtime = (kind == Kind.RUNTIME.value).to_numpy()
         python = (kind == Kind.PYTHON.value).to_numpy()
@@ -125,10 +125,13 @@ class _Host:
         self.launch = (runtime & is_one_of(names, LAUNCH_CALLS))[self.rows]
 
 
-def _threads(events: pd.DataFrame) -> np.ndarray:
-    """Per event: one integer per (process, thread) lane."""
-    pid, tid = (np.asarray(events[c].array.codes, dtype=np.int64) for c in ("pid", "tid"))
-    return (pid + 1) * (int(tid.max(initial=0)) + 2) + tid + 1
+def _threads(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+    """Per event of ``rows`` (positions): one integer per (process, thread) lane (computed at those rows only: a
+    lane per event of the whole table is three int64 columns, 8 MiB of transient on big)."""
+    tid_codes = np.asarray(events["tid"].array.codes)
+    pid = np.asarray(events["pid"].array.codes)[rows].astype(np.int64)
+    tid = tid_codes[rows].astype(np.int64)
+    return (pid + 1) * (int(tid_codes.max(initial=0)) + 2) + tid + 1
 
 
 def _pageable_copy_calls(events: pd.DataFrame) -> np.ndarray:
@@ -216,10 +219,12 @@ def _rank_causes(trace, host, rank, gaps, found, weights) -> None:
     )
     mine = host.rank == rank
     main = _main_thread(host, events, rank, mine)
-    threads = _threads(events)
-    thread = np.where(launch >= 0, threads[np.maximum(launch, 0)], main)
+    launcher = np.maximum(launch, 0)
+    thread = np.where(launch >= 0, _threads(events, launcher), main)
     launch_end = np.where(
-        launch >= 0, (events["ts"] + events["dur"]).to_numpy()[np.maximum(launch, 0)], np.iinfo(np.int64).max
+        launch >= 0,
+        events["ts"].to_numpy()[launcher] + events["dur"].to_numpy()[launcher],
+        np.iinfo(np.int64).max,
     )
     queued = launch_end <= a
     _add(found, rank, QUEUED, (a[queued], b[queued]))
@@ -278,7 +283,7 @@ def _main_thread(host: _Host, events: pd.DataFrame, rank: int, mine: np.ndarray)
     steps = kind_rows(events, [Kind.STEP.value])
     steps = steps[events["rank"].to_numpy()[steps] == rank]
     if len(steps):
-        return int(_threads(events)[steps[0]])
+        return int(_threads(events, steps[:1])[0])
     launches = host.thread[mine & host.launch]
     values, counts = np.unique(launches if len(launches) else host.thread[mine], return_counts=True)
     return int(values[np.argmax(counts)]) if len(values) else -1
