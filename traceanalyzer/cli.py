@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from traceanalyzer.renderers.document import Display
 
 # What the commands run is imported when one runs: --version and --help start without pandas (traceanalyzer.lazy).
+allocator = lazy.Module("traceanalyzer.allocator")
 cache = lazy.Module("traceanalyzer.cache")
 classify = lazy.Module("traceanalyzer.classify")
 comparison = lazy.Module("traceanalyzer.comparison")
@@ -292,6 +293,7 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    allocator.map_large_blocks()  # before pandas and the rest are imported: their transients fragment the heap too
     _check_options(args, args.paths)
     budget = _budget(args.budget)
     per_rank = _per_rank(args)

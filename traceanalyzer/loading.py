@@ -4,8 +4,6 @@ TraceData."""
 from __future__ import annotations
 
 import collections
-import ctypes
-import ctypes.util
 import functools
 import multiprocessing
 import os
@@ -22,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import cache, classify, cluster, footprint, linking, outputs, schema
+from traceanalyzer import allocator, cache, classify, cluster, footprint, linking, outputs, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.parsers import detect, sizes
@@ -374,7 +372,7 @@ def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | 
 def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     """Parse, link and classify one rank's trace."""
     events, memory, meta = unit.parse()
-    _give_back_freed_memory()  # the parse's freed chunks, so that the link's arrays add to less (big: 218 -> 181 MiB)
+    allocator.give_back()  # the parse's freed chunks, so that the link's arrays add to less (big: 218 -> 181 MiB)
     events = sizes.check(schema.conform(events, _RAW_COLUMNS), meta)
     events, memory = linking.link(events, memory)
     events = classify.classify(events, rules)
@@ -488,27 +486,8 @@ def _joined(parts: list[dict], ranks: list[int], offsets: list[int], links: tupl
         else:
             out[name] = np.concatenate(pieces)
         del pieces
-        _give_back_freed_memory()
+        allocator.give_back()
     return out
-
-
-def _give_back_freed_memory() -> None:
-    """Return freed heap pages to the system (glibc's malloc_trim; nothing elsewhere): the ranks' columns are many
-    blocks of a few hundred kB whose space the joined columns cannot reuse, so without it the parent's memory
-    would hold both."""
-    if _LIBC is not None:
-        _LIBC.malloc_trim(0)
-
-
-def _libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") else None
-    except OSError:
-        return None
-
-
-_LIBC = _libc()
 
 
 def _same_text_dtype(columns: list[pd.Categorical]) -> list[pd.Categorical]:
