@@ -21,8 +21,9 @@ PACKAGES = {
 
 LAYERS = (
     # the vocabulary of the data: no import of ours but each other
-    ("traceanalyzer.errors", "traceanalyzer.schema", "traceanalyzer.intervals", "traceanalyzer.records",
-     "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices", "traceanalyzer.options",
+    ("traceanalyzer.errors", "traceanalyzer.allocator", "traceanalyzer.schema", "traceanalyzer.intervals",
+     "traceanalyzer.records", "traceanalyzer.humanize", "traceanalyzer.vocabulary", "traceanalyzer.devices",
+     "traceanalyzer.options",
      "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
      "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout", "traceanalyzer.outputs",
      "traceanalyzer.tokens", "traceanalyzer.arguments"),
