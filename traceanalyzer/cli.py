@@ -7,6 +7,7 @@ failed (``--fail-on-regression``: the candidate regressed), 4 the compare gate c
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -472,7 +473,8 @@ class Waiting:
 
     def __enter__(self) -> Waiting:
         self._start = time.monotonic()
-        threading.Thread(target=self._tick, daemon=True).start()
+        if math.isfinite(self.after_s):  # an infinite wait means never (Event.wait cannot take it)
+            threading.Thread(target=self._tick, daemon=True).start()
         return self
 
     def _tick(self) -> None:
