@@ -42,24 +42,54 @@ PROFILED_EVENTS_PER_MS = 20
 launching threads per ms of it (one per 50 µs: at the few µs each costs, a sizeable part of that idle is the profiler's;
 on our pairs the idle of a GC pause or a planning stall has under 1 per ms, a launch or optimizer loop 100 or more)."""
 
+PROFILER_EVENT_NS = 4_150
+"""What recording one host event costs the host under torch.profiler (ns; ``record_shapes``, ``profile_memory``,
+``with_stack``, ``with_flops``, torch 2.11 on the lent H200's host). Fitted on half of the pairs of
+``sample_traces/pairs`` (``launch_bound``, ``optimizer_loop``, ``allocator``, ``python_gc``, ``side_stream_copy``):
+the value, on a 50 ns grid, that brings their top findings' savings without the profiler (``without_profiler``)
+closest to the fixes' unprofiled CUDA-event gains (least squares of the log ratio); checked on the other half
+(``tests/test_pairs.py``, docs/diagnosis.md). Corroborated by the whole steps: the host-bound pair traces' profiled
+median step less the unprofiled one, per host event recorded in a step, is 1.8-7.3 µs."""
 
-def profiled_note(row: pd.Series) -> str:
-    """What the profiler inflates, said of a cause whose idle is dense with host events it recorded, else ''."""
-    if not row["idle_ns"] or row["recorded"] * 1e6 < PROFILED_EVENTS_PER_MS * row["idle_ns"]:
+
+def without_profiler(row: pd.Series, saving_ns: int) -> int:
+    """A saving (ns) made of a cause's idle, less what recording the host events inside that idle cost the host
+    (``PROFILER_EVENT_NS`` each, at the density of ``row``'s recorded events per ns of idle), never below 0: the
+    saving estimated for a run without the profiler."""
+    if not row["idle_ns"]:
+        return int(saving_ns)
+    return int(saving_ns * max(0.0, 1 - PROFILER_EVENT_NS * row["recorded"] / row["idle_ns"]))
+
+
+def profiled_note(row: pd.Series | None, saving_ns: int) -> str:
+    """What the profiler inflates, said of a cause whose idle is dense with host events it recorded, with the saving
+    (ns per step) as traced and estimated without the profiler; else ''."""
+    if row is None or not row["idle_ns"] or row["recorded"] * 1e6 < PROFILED_EVENTS_PER_MS * row["idle_ns"]:
         return ""
     every = humanize.duration(row["idle_ns"] / row["recorded"], 0)
     return (
         f" This idle was measured under the profiler, which recorded a host event every {every} of it on "
-        "the threads that launch the work; recording each costs the host a few µs (more with "
-        "with_stack/record_shapes), so the profiler inflates host time here (2-3x on launch-bound loops) and the "
-        "saving without the profiler is smaller."
+        f"the threads that launch the work; recording each costs the host about "
+        f"{humanize.duration(PROFILER_EVENT_NS, 1)} (fitted on our H200 pairs, with_stack/record_shapes), so the "
+        f"profiler inflates host time here: the saving is ~{humanize.duration(saving_ns)}/step as traced and "
+        f"~{humanize.duration(without_profiler(row, saving_ns))}/step without the profiler (estimated)."
     )
 
 
-def cause_note(health: Part, rank: int, cause: str) -> str:
-    """``profiled_note`` of one rank's cause ('' where the cause explains none of its idle)."""
+def cause_row(health: Part, rank: int, cause: str) -> pd.Series | None:
+    """One rank's row of the cause table for a cause, None where the cause explains none of its idle."""
     rows = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == cause)]
-    return profiled_note(rows.iloc[0]) if len(rows) else ""
+    return rows.iloc[0] if len(rows) else None
+
+
+def unprofiled_evidence(row: pd.Series | None, saving_ns: int, device_ns: int = 0) -> dict:
+    """The evidence keys of a saving (ns per step) made of a cause's idle plus ``device_ns`` of device time (which
+    the profiler does not inflate): as traced, and estimated without the profiler (``without_profiler``)."""
+    host = saving_ns if row is None else without_profiler(row, saving_ns)
+    return {
+        "saving_traced_ns_per_step": int(saving_ns + device_ns),
+        "saving_without_profiler_ns_per_step": int(host + device_ns),
+    }
 
 
 PER_STEP = " (the median over the rank's steps of that idle in each step)"
@@ -166,7 +196,7 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
             continue
         idle = humanize.duration(per_step)
         title, text = _titles(row, gpu, idle, context.meta)
-        text += profiled_note(row)
+        text += profiled_note(row, per_step)
         rank_text = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
         out.append(
             fnd.make(
@@ -186,7 +216,8 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
                     "gaps": int(row["gaps"]),
                     "idle_ns": int(row["idle_ns"]),
                     "explained_share": explained_share(health, rank),
-                },
+                }
+                | unprofiled_evidence(row, per_step),
             )
         )
     return out

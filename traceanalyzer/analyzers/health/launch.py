@@ -19,7 +19,7 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
-from traceanalyzer.analyzers.health.idle import PER_STEP, profiled_note
+from traceanalyzer.analyzers.health.idle import PER_STEP, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -173,7 +173,7 @@ def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
         ANALYZER,
         "launch_bound",
         title,
-        text + advice.CAPTURE_LOOP[advice.platform(context.meta)] + profiled_note(cause),
+        text + advice.CAPTURE_LOOP[advice.platform(context.meta)] + profiled_note(cause, idle),
         context.step_of(rank),
         concerns_ns=context.as_total(rank, idle),
         saving_ns=context.as_total(rank, idle),
@@ -184,5 +184,6 @@ def _launch_finding(health: Part, context: Context, rank: int) -> Finding:
         where=where,
         evidence={
             "launch_places": mine.head(3).to_dict(orient="records"),
-        },
+        }
+        | unprofiled_evidence(cause, idle),
     )

@@ -22,7 +22,7 @@ from traceanalyzer.analyzers.attribution import (
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
-from traceanalyzer.analyzers.health.idle import PER_STEP, cause_note
+from traceanalyzer.analyzers.health.idle import PER_STEP, cause_row, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.memo import per_trace
@@ -142,6 +142,7 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
     total = int(places["syncs"].sum())
     claims = health.cause_claims(rank, "host_sync")
     idle = context.median_per_step(claims)
+    row = cause_row(health, rank, "host_sync")
     scaler = bool(health.causes.loc[health.causes["cause"] == "host_sync", "grad_scaler"].any())
     per_rank = " per rank" if len(context.meta.ranks) > 1 else ""
     on_rank = f" of rank {rank}" if len(context.meta.ranks) > 1 else ""
@@ -154,7 +155,7 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
             f"{total / steps:g} host syncs per step{per_rank} leave the {accelerator(context)}{on_rank} idle "
             f"{humanize.duration(idle)}/step (most at {where}): {fix}",
             _sync_advice(context, top, where, int(copies.loc[copies["pageable"], "count"].sum()), scaler)
-            + cause_note(health, rank, "host_sync"),
+            + profiled_note(row, idle),
             context.step_of(rank),
             concerns_ns=int(places.loc[places["rank"] == rank, "sync_ns"].sum()),
             saving_ns=context.as_total(rank, idle),
@@ -171,7 +172,8 @@ def sync_findings(health: Part, context: Context) -> list[Finding]:
                 "grad_scaler": scaler,
                 "dtoh_copies": {name: int(n) for name, n in copies.groupby("name", sort=False)["count"].sum().items()},
                 "places": places.head(LARGEST_GAPS).to_dict(orient="records"),
-            },
+            }
+            | unprofiled_evidence(row, idle),
         )
     ]
 

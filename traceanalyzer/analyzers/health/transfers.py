@@ -12,7 +12,7 @@ from traceanalyzer import devices, humanize, intervals
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
-from traceanalyzer.analyzers.health.idle import cause_note
+from traceanalyzer.analyzers.health.idle import cause_row, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Claims, Finding
 from traceanalyzer.intervals import Packed
@@ -139,7 +139,9 @@ def _pageable_finding(
     total, size, count = int(rows["total_ns"].sum()), int(rows["bytes"].sum()), int(rows["count"].sum())
     pinned = int(size / bandwidth * 1e9)
     faster = max(total - pinned, 0) if not rows["unknown_bytes"].any() else 0
-    idle = context.as_total(rank, context.median_per_step(health.cause_claims(rank, "pageable_copy")))
+    idle_per_step = context.median_per_step(health.cause_claims(rank, "pageable_copy"))
+    idle = context.as_total(rank, idle_per_step)
+    row = cause_row(health, rank, "pageable_copy")
     directions = "/".join(rows["direction"].drop_duplicates())
     on_rank = f" on rank {rank}" if len(context.meta.ranks) > 1 else ""
     return fnd.make(
@@ -152,7 +154,7 @@ def _pageable_finding(
         f"blocks the host until it is done. Allocate the host buffer pinned (torch.empty(..., pin_memory=True), "
         f"DataLoader(pin_memory=True)) and copy with .to(device, non_blocking=True); at {source} these copies would "
         f"take {humanize.duration(pinned / steps)}/step, and a side stream can overlap them with compute."
-        + cause_note(health, rank, "pageable_copy"),
+        + profiled_note(row, idle_per_step),
         context.step_of(rank),
         concerns_ns=total + idle,
         saving_ns=faster + idle,
@@ -169,7 +171,8 @@ def _pageable_finding(
             "idle_after_ns": idle,
             "exposed_ns": int(rows["exposed_ns"].sum()),
             "unknown_bytes": int(rows["unknown_bytes"].sum()),
-        },
+        }
+        | unprofiled_evidence(row, idle_per_step, faster // steps),
     )
 
 
@@ -238,6 +241,7 @@ def _serial_finding(health: Part, context: Context, rank: int, exposed: interval
         "the rank's steps), bounded by where the step turns host-bound",
         claims={rank: exposed},
         where={"rank": rank, "directions": directions},
-        evidence={"copies": count, "bytes": size, "alone_ns": intervals.length(exposed)},
+        evidence={"copies": count, "bytes": size, "alone_ns": intervals.length(exposed)}
+        | unprofiled_evidence(None, 0, per_step),
         device_time=True,
     )
