@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import traceanalyzer as ta
 from tests.test_step_model import _assert_steps_match_cuda_events
+from traceanalyzer.analyzers.health.idle import PROFILER_EVENT_NS
 from traceanalyzer.findings import Basis
 
 PAIRS = Path(__file__).resolve().parent.parent / "sample_traces" / "pairs"
@@ -88,6 +90,29 @@ def test_the_saving_without_the_profiler_is_within_half_and_twice_the_unprofiled
     assert 0.5 * unprofiled <= estimate <= 2 * unprofiled, (cause in FITTED, estimate / 1e6, unprofiled / 1e6)
     if "profiler inflates host time" in top.advice:
         assert "without the profiler (estimated)" in top.advice and estimate < top.saving_ns
+
+
+OVERHEAD = PAIRS / "overhead"
+HOST_CATEGORIES = ("cpu_op", "python_function", "cuda_runtime", "user_annotation")
+"""The trace categories of host events (what ``idle_causes``' ``recorded`` counts) in ``scripts/record/overhead.py``'s
+counts."""
+
+
+def test_the_per_event_cost_lies_in_what_the_microbenchmark_measured():
+    """``PROFILER_EVENT_NS`` (fitted on half the pairs) lies within the profiler's cost per host event that
+    ``scripts/record/overhead.py`` measured with the pairs' settings (with_stack) on programs apart from the pairs:
+    the median profiled less the median unprofiled host time, per host event of the exported trace."""
+    runs = sorted(OVERHEAD.glob("run*.json"))
+    if not runs:
+        pytest.skip(f"{OVERHEAD} not recorded here")
+    costs = []
+    for run in runs:
+        for bench in json.loads(run.read_text())["benchmarks"].values():
+            profiled = bench["with_stack"]
+            events = sum(n for cat, n in profiled["events"].items() if cat in HOST_CATEGORIES)
+            extra = np.median(profiled["profiled_ns"]) - np.median(bench["unprofiled_ns"])
+            costs.append(extra / events)
+    assert min(costs) <= PROFILER_EVENT_NS <= max(costs), sorted(costs)
 
 
 def test_the_fixed_trace_no_longer_pushes_the_cause(pair):

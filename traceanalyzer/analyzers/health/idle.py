@@ -48,8 +48,10 @@ PROFILER_EVENT_NS = 4_150
 ``sample_traces/pairs`` (``launch_bound``, ``optimizer_loop``, ``allocator``, ``python_gc``, ``side_stream_copy``):
 the value, on a 50 ns grid, that brings their top findings' savings without the profiler (``without_profiler``)
 closest to the fixes' unprofiled CUDA-event gains (least squares of the log ratio); checked on the other half
-(``tests/test_pairs.py``, docs/diagnosis.md). Corroborated by the whole steps: the host-bound pair traces' profiled
-median step less the unprofiled one, per host event recorded in a step, is 1.8-7.3 µs."""
+(``tests/test_pairs.py``, docs/diagnosis.md). Cross-checked on programs apart from the pairs:
+``scripts/record/overhead.py`` on two lent H200 hosts (``sample_traces/pairs/overhead/``) measured 1.3-4.3 µs per host
+event with the same settings (median 2.6 µs), and the host-bound pair traces' profiled median step less the
+unprofiled one, per host event recorded in a step, is 1.8-7.3 µs."""
 
 
 def without_profiler(row: pd.Series, saving_ns: int) -> int:
