@@ -96,6 +96,21 @@ def load_shared(*parts: str) -> ta.Trace:
     return _LOADED[path]
 
 
+def assert_inside_the_trace(trace: ta.Trace) -> None:
+    """No step ends past the last event the trace recorded (a step marker's tail is not an event of its own) and no
+    finding claims time before its first event or after that last one: public inference traces' last ProfilerStep
+    outlasts every other event (12.2 ms on the H100 Qwen trace), and epoch-ns times once lost up to 256 ns in a
+    float step edge. Checked on every public trace by the corpus and digest tests, which have run the findings."""
+    ev = trace.events
+    held = ev[ev["kind"] != "step"]
+    first, last = int(ev["ts"].min()), int((held["ts"] + held["dur"]).max())
+    steps = trace.steps()
+    assert (steps["start_ns"] + steps["step_ns"] <= last).all()
+    for finding in trace.findings():
+        for starts, ends in finding.claims.values():
+            assert not len(starts) or (starts.min() >= first and ends.max() <= last), finding.title
+
+
 JOBS = {
     "ddp_overlap": ("h200", "ddp_overlap"),
     "ddp_no_overlap": ("h200", "ddp_no_overlap"),

@@ -9,7 +9,7 @@ import re
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import PUBLIC_ASCEND, REPO, SHARED, renamed_top_kernel
+from tests.conftest import PUBLIC_ASCEND, REPO, SHARED, assert_inside_the_trace, renamed_top_kernel
 from traceanalyzer import humanize
 from traceanalyzer.cli import main
 from traceanalyzer.renderers.digest import DEFAULT_BUDGET, LEAST_BUDGET, tokens
@@ -23,6 +23,8 @@ ASCEND_RUNS = (
     ("msinsight", "pytorch_text", "level1"),
     ("msinsight", "pytorch_text", "level2"),
     ("msinsight", "pytorch_db", "level0"),
+    ("msinsight", "pytorch_db", "level1"),
+    ("msinsight", "pytorch_db", "level2"),
 )
 """The Ascend runs under ../shared/traces/public/ascend, each a folder of ranks."""
 
@@ -51,6 +53,7 @@ def test_digest_fits_its_budget_and_says_what_it_left_out(path):
     pushed = [f for f in report["findings"] if f["pushed"]]
     shown = re.findall(r"^F(\d+) \[", digest, flags=re.MULTILINE)
     assert len(shown) == len(pushed) or "pushed findings (the budget)" in digest
+    assert_inside_the_trace(trace)  # no step or finding past the trace's events (issue 23; the digest ran them)
 
 
 def test_digest_numbers_are_the_json_reports():

@@ -141,23 +141,8 @@ def test_a_saving_the_profiler_inflates_says_so(pair):
         assert "profiler inflates" not in top.advice, (traced, unprofiled, top.advice)
 
 
-STEP_MISSES = {
-    ("side_stream_copy", "fix"): "the first step's own first device work is the prefetch on the side stream, 168 µs "
-    "before the compute stream (where the CUDA event is recorded) drains the work queued before the window",
-    ("recompile", "fix"): "the last step: its CUDA-event period is its body plus the median time between bodies "
-    "(115 µs of prof.step() and timing code after the step marker ends), which the trace does not hold",
-}
-"""The steps of the pairs that miss their CUDA-event time by more than 2 %, and why (the step model's rule)."""
-
-
 def test_every_step_is_within_2_percent_of_cuda_events(pair):
     """First and last steps included, problem and fix: the step model against the events around each loop body."""
     cause, problem, fixed = pair
     for variant, trace in (("problem", problem), ("fix", fixed)):
-        meta = json.loads((PAIRS / cause / f"{variant}.meta.json").read_text())
-        try:
-            _assert_steps_match_cuda_events(trace, meta)
-        except AssertionError:
-            if (cause, variant) not in STEP_MISSES:
-                raise
-            pytest.xfail(f"{cause} {variant}: {STEP_MISSES[cause, variant]}")
+        _assert_steps_match_cuda_events(trace, json.loads((PAIRS / cause / f"{variant}.meta.json").read_text()))

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import PUBLIC_TORCH, REPO, load_shared, shared_path
+from tests.conftest import REPO, shared_path
 
 SAMPLES = REPO / "sample_traces"
 RECORDED = [
@@ -89,6 +89,16 @@ def test_every_h200_step_is_within_2_percent_of_cuda_events(name):
     _assert_steps_match_cuda_events(*_recorded(shared_path("h200", f"{name}.json.gz").with_name(Path(name).name)))
 
 
+GATE = SAMPLES / "gate"
+GATE_RUNS = sorted(str(p.relative_to(GATE)).removesuffix(".meta.json") for p in GATE.glob("*/*.meta.json"))
+"""The regression gate's calibration runs (``sample_traces/gate``), each with CUDA events around every step's body."""
+
+
+@pytest.mark.parametrize("name", GATE_RUNS, ids=GATE_RUNS)
+def test_every_gate_step_is_within_2_percent_of_cuda_events(name):
+    _assert_steps_match_cuda_events(*_recorded(GATE / name))
+
+
 def test_cuda_graph_replays_end_each_step_where_cuda_events_say():
     """``cuda_graph/`` (recorded on ``shared/tracegen``'s pattern) marks a CUDA event after each loop body, before
     ``prof.step()``: on the device it fires when the body's work is done, so each interval runs from one step's
@@ -130,32 +140,3 @@ def test_device_work_outside_the_window_is_in_no_step_and_the_ledger_says_so():
     ) == outside["device_ns"].sum()
     spans = trace.overlap()
     assert (spans["span_ns"].groupby(spans["rank"]).sum() <= trace.steps().groupby("rank")["step_ns"].sum()).all()
-
-
-SMALL_PUBLIC_BYTES = 150_000
-"""The public torch traces checked below: every profiler trace under ../shared/traces/public/torch up to this size
-(gzipped), found by listing the folder, so a trace added there is checked too."""
-NOT_PROFILER_TRACES = {"benchmark_simple_add_et.json.gz"}
-"""Files there that are not profiler traces (a PyTorch execution trace)."""
-SMALL_PUBLIC = sorted(
-    str(p.relative_to(PUBLIC_TORCH))
-    for p in PUBLIC_TORCH.rglob("*.json*")
-    if p.stat().st_size <= SMALL_PUBLIC_BYTES and p.name not in NOT_PROFILER_TRACES
-)
-
-
-@pytest.mark.parametrize("name", SMALL_PUBLIC, ids=SMALL_PUBLIC)
-def test_no_step_and_no_finding_reaches_outside_the_trace(name):
-    """No step ends past the last event the trace recorded (a step marker's tail is not an event of its own) and
-    no finding claims time before the first or after that last event: public inference traces' last ProfilerStep
-    outlasts every other event (12.2 ms on the H100 Qwen trace), and epoch-ns times once lost up to 256 ns in a
-    float step edge."""
-    trace = load_shared("public", "torch", *Path(name).parts)
-    ev = trace.events
-    held = ev[ev["kind"] != "step"]
-    first, last = int(ev["ts"].min()), int((held["ts"] + held["dur"]).max())
-    steps = trace.steps()
-    assert (steps["start_ns"] + steps["step_ns"] <= last).all()
-    for finding in trace.findings():
-        for starts, ends in finding.claims.values():
-            assert not len(starts) or (starts.min() >= first and ends.max() <= last), finding.title

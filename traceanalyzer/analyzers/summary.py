@@ -5,15 +5,19 @@ the device span and the step time.
 - **device span**: from the first to the last device work launched in the step (work launched before the recorded
   window, or outside every step, belongs to no step).
 - **step time** (``step_ns``): the step as the device experiences it (what a CUDA event recorded at the top of the
-  loop body measures), from where the device reaches the step to where it reaches the next one. The device reaches
-  a step at its host start (the marker's start: a stall before the first launch, such as loading the batch, is this
-  step's), or later where it is still busy with earlier work (the previous step's device work, or work of no step
-  launched before this one): then at that work's end, or at the step's first device work if that comes first. For
-  the first recorded step the earlier work may be unrecorded: where its first device work waited in the queue
-  (``QUEUED_NS`` after its launch call returned), the device was busy until then. The last step of a rank, and a
-  step whose next iteration was not recorded (a profiler schedule that skips steps), ends where its own device work
-  ends or where its host work ends, whichever is later; its host work ends at the marker's end, or at the end of the
-  last host event the marker holds where that comes first (a step never extends past what the trace recorded).
+  loop body measures), from where the device reaches the step to where it reaches the next one. Edges are read on
+  the rank's **primary stream** (the one with the most compute and copy time: where such events are recorded; a
+  side stream's prefetch or a collective's stream does not move them). The device reaches a step at its host start
+  (the marker's start: a stall before the first launch, such as loading the batch, is this step's), or later where
+  the primary stream is still busy with earlier work (the previous step's work there, or work of no step launched
+  before this one): then at that work's end, or at the step's first work there if that comes first. For the first
+  recorded step the earlier work may be unrecorded: where none is recorded and its first work waited in the queue
+  (``QUEUED_NS`` after its launch call returned), the stream was busy until then. The last step of a rank, and a
+  step whose next iteration was not recorded (a profiler schedule that skips steps), ends where its own work on
+  the primary stream ends or where its host work ends, whichever is later; its host work runs until its thread's
+  next call after the marker begins (the loop's next code, the profiler's exit), else to the marker's end, or to
+  the end of the last host event the marker holds where that comes first (a step never extends past what the trace
+  recorded).
 - **bound**: ``device`` when the device is the limit (its work ends well after the host has finished the step, or
   it is busy nearly all the step), else ``host`` (the device waits for the host to launch work); empty when the run
   recorded no device work at all (a memory snapshot, a CPU-only trace): nothing says which side waited.
@@ -100,13 +104,18 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     ]
     if not len(markers):
         return pd.DataFrame({c: pd.Series(dtype=object if c in _TEXT else "int64") for c in STEP_COLUMNS})
-    device = events.loc[events["kind"].isin(DEVICE) & (events["step"] != NO_ROW), ["rank", "step", "kind", "ts", "dur"]]
+    device = events.loc[
+        events["kind"].isin(DEVICE) & (events["step"] != NO_ROW), ["rank", "step", "kind", "ts", "dur", "stream"]
+    ]
     markers = markers.assign(end=markers["ts"] + markers["dur"])
     host = markers.groupby(["rank", "step"], sort=True).agg(host_start_ns=("ts", "min"), host_end_ns=("end", "max"))
     table = pd.concat([host.reset_index(), _device_columns(device, host.index)], axis=1)
-    table["before_ns"] = _work_before(events, table)
-    table["queued_ns"] = _first_queue_delay(events, device, host.index)
+    primary = _primary_streams(events)
+    table = pd.concat([table, _primary_spans(device, host.index, primary)], axis=1)
+    table["before_ns"] = _work_before(events, table, primary)
+    table["queued_ns"] = _first_queue_delay(events, device, host.index, primary)
     table["held_end_ns"] = _host_work_ends(events, host.index)
+    table["next_call_ns"] = _next_calls(events, host.index)
     return _profiled(_periods(table), profiler_steps(trace))
 
 
@@ -148,27 +157,66 @@ def _profiled(table: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def _work_before(events: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
-    """Per step of ``table``: the latest end of busy device work of no step that started before the step's own first
-    device work (its host start where it has none) on its rank: work launched before the window or between steps,
-    queued ahead of the step's, which the device runs first. NO_ROW where there is none."""
-    outside = events.loc[events["kind"].isin(BUSY) & (events["step"] == NO_ROW), ["rank", "ts", "dur"]]
+def _primary_streams(events: pd.DataFrame) -> pd.Series:
+    """Per rank: its primary stream, the one with the most busy time of compute and copies (the compute stream,
+    where a loop's CUDA events are recorded; a collective's stream can be busier, waiting for a peer), else of any
+    busy work; the rank's step edges are where that stream reaches them."""
+    work = events.loc[events["kind"].isin(BUSY), ["rank", "kind", "stream", "dur"]]
+    if not len(work):
+        return pd.Series(dtype="int64")
+    own = work["kind"] != Kind.COMMUNICATION.value
+    ranks_with = set(work.loc[own, "rank"].tolist())
+    work = work[own | ~work["rank"].isin(ranks_with)]
+    totals = work.groupby(["rank", "stream"], observed=True)["dur"].sum().reset_index()
+    totals = totals.sort_values(["rank", "dur", "stream"], ascending=[True, False, True], kind="stable")
+    return totals.drop_duplicates("rank").set_index("rank")["stream"].astype("int64")
+
+
+def _on_primary(work: pd.DataFrame, primary: pd.Series) -> pd.DataFrame:
+    """The rows of some device work that run on their rank's primary stream."""
+    return work[work["stream"].to_numpy() == work["rank"].map(primary).fillna(NO_ROW).to_numpy()]
+
+
+def _primary_spans(device: pd.DataFrame, steps: pd.MultiIndex, primary: pd.Series) -> pd.DataFrame:
+    """Per (rank, step) of ``steps``, in its order: the first start and last end of its busy work on the rank's
+    primary stream (NO_ROW where it has none there)."""
+    work = _on_primary(device[device["kind"].isin(BUSY)], primary)
+    spans = (
+        work.assign(end=work["ts"] + work["dur"])
+        .groupby(["rank", "step"], observed=True)
+        .agg(primary_start_ns=("ts", "min"), primary_end_ns=("end", "max"))
+    )
+    return spans.reindex(steps, fill_value=NO_ROW).reset_index(drop=True).astype(np.int64)
+
+
+def _work_before(events: pd.DataFrame, table: pd.DataFrame, primary: pd.Series) -> np.ndarray:
+    """Per step of ``table``: the latest end of busy device work of no step on the rank's primary stream that
+    started before the step's own first work there (its first device work, or its host start, where it has none
+    there): work launched before the window or between steps, queued ahead of the step's, which that stream runs
+    first. NO_ROW where there is none."""
+    outside = _on_primary(
+        events.loc[events["kind"].isin(BUSY) & (events["step"] == NO_ROW), ["rank", "ts", "dur", "stream"]], primary
+    )
     out = np.full(len(table), NO_ROW, dtype=np.int64)
     for rank, work in outside.groupby("rank", observed=True):
         work = work.sort_values("ts", kind="stable")
         reach = np.maximum.accumulate((work["ts"] + work["dur"]).to_numpy())
         mine = (table["rank"] == rank).to_numpy()
-        own = table.loc[mine, "device_start_ns"].to_numpy()
+        own = table.loc[mine, "primary_start_ns"].to_numpy()
+        own = np.where(own != NO_ROW, own, table.loc[mine, "device_start_ns"].to_numpy())
         first = np.where(own != NO_ROW, own, table.loc[mine, "host_start_ns"].to_numpy())
         at = np.searchsorted(work["ts"].to_numpy(), first, side="left")
         out[mine] = np.where(at > 0, reach[np.maximum(at - 1, 0)], NO_ROW)
     return out
 
 
-def _first_queue_delay(events: pd.DataFrame, device: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
-    """Per (rank, step) of ``steps``: how long its first busy device work waited after its launch call returned (the
-    device was still busy with earlier work), 0 where it has no device work or no recorded launch."""
-    busy = device[device["kind"].isin(BUSY)]
+def _first_queue_delay(
+    events: pd.DataFrame, device: pd.DataFrame, steps: pd.MultiIndex, primary: pd.Series
+) -> np.ndarray:
+    """Per (rank, step) of ``steps``: how long its first busy work on the rank's primary stream waited after its
+    launch call returned (that stream was still busy with earlier work), 0 where it has no work there or no
+    recorded launch."""
+    busy = _on_primary(device[device["kind"].isin(BUSY)], primary)
     first = busy.loc[busy.groupby(["rank", "step"], observed=True)["ts"].idxmin()]
     launch = events["launch"].reindex(first.index).to_numpy()
     calls = events[["ts", "dur"]].reindex(launch)
@@ -189,6 +237,27 @@ def _host_work_ends(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
     ]
     ends = (held["ts"] + held["dur"]).groupby([held["rank"], held["step"]], observed=True).max()
     return ends.reindex(steps, fill_value=NO_ROW).to_numpy(np.int64)
+
+
+def _next_calls(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
+    """Per (rank, step) of ``steps``: where the first host event of its marker's thread that starts at or after the
+    marker's end begins (what the loop runs after the step: the next iteration, the profiler's exit), NO_ROW where
+    the trace holds none."""
+    host = events["kind"].isin(HOST_WORK)
+    marker = (events["kind"] == Kind.STEP.value) & (events["step"] != NO_ROW)
+    out = np.full(len(steps), NO_ROW, dtype=np.int64)
+    pid, tid = (np.asarray(events[c].array.codes, dtype=np.int64) for c in ("pid", "tid"))
+    lanes = (pid + 1) * (int(tid.max(initial=0)) + 2) + tid + 1
+    for lane in np.unique(lanes[marker.to_numpy()]):
+        on = (lanes == lane) & host.to_numpy()
+        starts = np.sort(events["ts"].to_numpy()[on])
+        rows = events[marker.to_numpy() & (lanes == lane)]
+        ends = (rows["ts"] + rows["dur"]).to_numpy()
+        at = np.searchsorted(starts, ends, side="left")
+        where = steps.get_indexer(pd.MultiIndex.from_arrays([rows["rank"].to_numpy(), rows["step"].to_numpy()]))
+        found = (at < len(starts)) & (where >= 0)
+        out[where[found]] = starts[at[found]]
+    return out
 
 
 def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
@@ -267,21 +336,35 @@ def _neighbour(table: pd.DataFrame, values, offset: int) -> np.ndarray:
     return out
 
 
+def _lead(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per step: the first start and last end of the device work that sets its edges: its work on the rank's
+    primary stream, or all its device work where it has none there."""
+    on = (table["primary_start_ns"] != NO_ROW).to_numpy()
+    start = np.where(on, table["primary_start_ns"], table["device_start_ns"])
+    return start, np.where(on, table["primary_end_ns"], table["device_end_ns"])
+
+
 def _starts(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
-    """Where the device reaches each step: its host start, or the end of earlier work it is still busy with."""
+    """Where the device reaches each step: its host start, or the end of earlier work its primary stream is still
+    busy with (recorded earlier work first; else, where its first work there waited, that work's start)."""
+    first, last = _lead(table)
     earlier = (table.groupby("rank")["step"].shift(1) == table["step"] - 1).to_numpy()
-    previous_end = _neighbour(table, table["device_end_ns"], -1)
+    previous_end = _neighbour(table, last, -1)
+    before = table["before_ns"].to_numpy()
     queued = table["queued_ns"].to_numpy() > QUEUED_NS  # the first work waited for earlier work, maybe unrecorded
-    ready = np.where(earlier, previous_end, np.where(queued, table["device_start_ns"], NO_ROW))
-    reached = np.maximum(table["host_start_ns"].to_numpy(), np.maximum(ready, table["before_ns"].to_numpy()))
-    return np.where(has_device, np.minimum(table["device_start_ns"], reached), table["host_start_ns"])
+    ready = np.where(earlier, previous_end, np.where(before != NO_ROW, before, np.where(queued, first, NO_ROW)))
+    reached = np.maximum(table["host_start_ns"].to_numpy(), np.maximum(ready, before))
+    return np.where(has_device, np.minimum(first, reached), table["host_start_ns"])
 
 
 def _own_ends(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
-    """Where each step's own work ends: its device work or its host work (marker, or last host event it holds)."""
+    """Where each step's own work ends: its device work (on the primary stream) or its host work: up to its
+    thread's next call after the marker, else the marker's end or the last host event it holds, if earlier."""
     held = table["held_end_ns"].to_numpy()
     host_end = np.where(held != NO_ROW, np.minimum(table["host_end_ns"], held), table["host_end_ns"])
-    return np.maximum(host_end, np.where(has_device, table["device_end_ns"], 0))
+    nxt = table["next_call_ns"].to_numpy()
+    host_end = np.where(nxt != NO_ROW, np.maximum(host_end, nxt), host_end)
+    return np.maximum(host_end, np.where(has_device, _lead(table)[1], 0))
 
 
 def compute_steps(table: pd.DataFrame) -> int:
