@@ -18,7 +18,7 @@ from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
 from traceanalyzer import cli, perrank
-from traceanalyzer.analyzers.steps import BASIS_EVENTS
+from traceanalyzer.analyzers.summary import BASIS_EVENTS
 from traceanalyzer.options import DEFAULT, Options
 
 REPO = Path(__file__).resolve().parents[1]
