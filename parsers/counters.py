@@ -10,16 +10,21 @@ Two shapes are read, both Chrome trace events of the file's ``traceEvents``:
   ``CUDA_PROFILER_RANGE`` activity, as in HTA's cupti_profiler sample): one range per kernel, its metrics as args
   (``smsp__sass_thread_inst_executed_op_ffma_pred_on.sum``: a value over the range's interval).
 
-They are read in a second pass over the file, only when the first pass counted such events (``wanted``).
+They are read in a second pass over the file, only when the first pass counted such events (``wanted``). Times are
+read as the event reader reads the file's: decimals kept as written (no float64 round trip), so a sample's µs
+timestamp with ns digits is the same ns as its kernel's in a trace read exactly (epoch µs above 2**43 with a
+fraction), and rounded to the ns as the float reader does otherwise; numeric strings are numbers too.
 """
 
 from __future__ import annotations
 
+import decimal
 import math
+from decimal import Decimal
 from pathlib import Path
 
+import msgspec
 import numpy as np
-import orjson
 import pandas as pd
 from traceanalyzer.parsers.jsonstream import read_all
 
@@ -99,24 +104,29 @@ def no_samples() -> pd.DataFrame:
     return pd.DataFrame(columns=_SAMPLE)
 
 
-def read(path: Path) -> pd.DataFrame:
-    """The counter samples of the trace at ``path``, in time order, as event rows (``samples``)."""
+_DECODER = msgspec.json.Decoder(float_hook=Decimal)
+"""JSON with its fractions as exact Decimals (as written)."""
+
+
+def read(path: Path, exact: bool = False) -> pd.DataFrame:
+    """The counter samples of the trace at ``path``, in time order, as event rows (``samples``); ``exact``: the
+    event reader kept every digit of the file's timestamps (truncated to the ns), else it rounded them to the ns."""
     try:
-        data = orjson.loads(read_all(path))
-    except orjson.JSONDecodeError as e:
+        data = _DECODER.decode(read_all(path))
+    except msgspec.DecodeError as e:
         raise TraceError(path, f"is not readable JSON ({e})") from None
     events = data.get("traceEvents", []) if isinstance(data, dict) else data
-    rows = [row for ev in events if isinstance(ev, dict) for row in _rows(ev)]
+    rows = [row for ev in events if isinstance(ev, dict) for row in _rows(ev, exact)]
     return samples(pd.DataFrame(rows, columns=_SAMPLE).sort_values("ts", kind="stable").reset_index(drop=True))
 
 
-def _rows(ev: dict) -> list[tuple]:
+def _rows(ev: dict, exact: bool) -> list[tuple]:
     """The counter rows of one event (none for any other event)."""
     ph, args = ev.get("ph"), ev.get("args")
     if not isinstance(args, dict):
         return []
     if ph == "C":
-        ts = _ns(ev.get("ts"))
+        ts = _ns(ev.get("ts"), exact)
         track = str(ev.get("name", ""))
         series = [(k, v) for k, v in args.items() if _number(v)]
         return [
@@ -134,7 +144,7 @@ def _rows(ev: dict) -> list[tuple]:
             if ts is not None
         ]
     if ph == "X" and ev.get("cat") == RANGE_CATEGORY:
-        ts, dur = _ns(ev.get("ts")), _ns(ev.get("dur"))
+        ts, dur = _ns(ev.get("ts"), exact), _ns(ev.get("dur"), exact)
         device = args.get("device")
         device = int(device) if isinstance(device, int) and not isinstance(device, bool) else NO_ROW
         return [
@@ -147,14 +157,23 @@ def _rows(ev: dict) -> list[tuple]:
 
 def _number(value) -> bool:
     """Is the value a finite JSON number (not a bool)?"""
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    return isinstance(value, int | float | Decimal) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _ns(value) -> int | None:
-    """A µs number as ns: integer µs exactly, a fraction rounded to the ns (as the event reader's float path)."""
-    if not _number(value) or abs(value) >= 9.2e15:
+def _ns(value, exact: bool) -> int | None:
+    """A µs number (or numeric string) as ns: integer µs exactly; a fraction truncated to its ns digit where the
+    event reader read the trace ``exact``, else rounded to the ns as its float path does; None for anything else."""
+    if isinstance(value, str):
+        try:
+            value = Decimal(value.strip())
+        except decimal.InvalidOperation:
+            return None
+    if not _number(value) or abs(value) >= Decimal("9.2e15"):
         return None
     if isinstance(value, int):
         return value * 1000
+    if exact:
+        return int(Decimal(value).scaleb(3))
+    value = float(value)
     whole = math.floor(value)
     return int(whole) * 1000 + int(np.rint((value - whole) * 1000))

@@ -210,7 +210,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     """Parse one Kineto trace file into (events, memory, meta) without links or steps; impossible values are dropped
     or clipped, each kind counted in ``meta.adjustments`` with a warning."""
     stream = Stream()
-    read = Reader(_fields(_needs_exact_ts(path)))
+    exact = _needs_exact_ts(path)
+    read = Reader(_fields(exact))
     chunks = map_chunks(path, read, stream, _chunk_columns, worker_count(path), threads=read.native)
     cols = _Columns(chunks)
     del chunks
@@ -230,7 +231,7 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     for reason, count in adjusted.items():
         meta.adjust(reason, count)
     if cols.counters:
-        events = counters.with_samples(events, counters.read(path))
+        events = counters.with_samples(events, counters.read(path, exact))
     return events, memory, meta
 
 

@@ -10,12 +10,14 @@ Kineto trace has counter tracks (``"ph": "C"``): those tests use a fixture deriv
 from __future__ import annotations
 
 import csv
+import decimal
 import gzip
 import json
 import math
 import sqlite3
 import warnings
 
+import msgspec
 import pytest
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
@@ -142,6 +144,41 @@ def test_kineto_counter_track_is_read_counted_and_attributed_to_the_running_kern
     sampled = {k["name"] for k in kernels}
     assert {b for k, b in efficiency.items() if k in sampled} == {"measured (Kineto counter track)"}
     assert {b for k, b in efficiency.items() if k not in sampled} == {counters.MODELLED}
+
+
+EPOCH_US = decimal.Decimal(1_700_000_000_000_000)
+
+
+def _epoch_with_counters_at_kernel_starts(tmp_path):
+    """Derived fixture: our gpu_bound recording moved onto the epoch (µs with ns digits, beyond 2**43 µs: a float64
+    keeps only a quarter µs there), with a counter sample at the exact start of each of its first 20 kernels, as
+    written (the kernel's own decimal text)."""
+    source = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
+    data = msgspec.json.Decoder(float_hook=decimal.Decimal).decode(gzip.decompress(source.read_bytes()))
+    for event in data["traceEvents"]:
+        if isinstance(event.get("ts"), int | decimal.Decimal):
+            event["ts"] += EPOCH_US
+    kernels = sorted((e for e in data["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
+                     key=lambda e: e["ts"])[:20]  # fmt: skip
+    data["traceEvents"] += [{"ph": "C", "name": "sm_active", "pid": k["pid"], "ts": k["ts"], "args": {"pct": i}}
+                            for i, k in enumerate(kernels)]  # fmt: skip
+    path = tmp_path / "gpu_bound_epoch_counters.json.gz"
+    path.write_bytes(gzip.compress(msgspec.json.Encoder(decimal_format="number").encode(data)))
+    return path, kernels
+
+
+def test_counter_samples_keep_the_ns_digits_of_epoch_timestamps(tmp_path):
+    """A sample written with its kernel's start time (epoch µs, ns digits) starts at that kernel's ns exactly and
+    is attributed to it; through a float64 it would move by up to 125 ns."""
+    path, kernels = _epoch_with_counters_at_kernel_starts(tmp_path)
+    starts = [int(k["ts"] * 1000) for k in kernels]
+    assert any(round(float(k["ts"]) * 1000) != ns for k, ns in zip(kernels, starts, strict=True))
+    trace = ta.load(path)
+    samples = counters.counter_rows(trace).sort_values("value")
+    assert samples["ts"].tolist() == starts
+    device = trace.select(kind=Kind.KERNEL.value)
+    assert set(starts) <= set(device["ts"].tolist())
+    assert samples["kernel"].tolist() == [k["name"] for k in kernels]
 
 
 def test_ascend_database_pmu_table_is_read_like_the_csv_columns():

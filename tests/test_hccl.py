@@ -21,6 +21,7 @@ from conftest import load_shared, shared_path
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 from traceanalyzer.parsers.ascend.summaries import HCCL_MATRIX
 
+from traceanalyzer.analyzers import hccl
 from traceanalyzer.tables import per_rank
 
 MS = 1_000_000
@@ -218,3 +219,35 @@ def test_qwen_links_by_peer_are_communication_matrix_totals():
         assert row["transport"] == v["Transport Type"]
         assert row["bytes"] == round(v["Transit Size(MB)"] * 1e6)
         assert row["bandwidth_gbps"] == v["Bandwidth(GB/s)"]
+
+
+def _union_ns(spans: list[tuple[int, int]]) -> int:
+    """The length of the union of (start, end) spans, in Python ints (exact at any size)."""
+    total, reach = 0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total, reach = total + end - start, end
+        elif end > reach:
+            total, reach = total + end - reach, end
+    return total
+
+
+@pytest.mark.parametrize("export", ["pytorch_text", "pytorch_db"])
+def test_union_transfer_time_is_exact_to_the_ns(export):
+    """Epoch ns (beyond 2**53) of the level-0 tasks: each op's union of data-moving tasks, summed in Python ints,
+    equals the transfer time to the ns (a float64 of the start times moves them by up to 256 ns)."""
+    trace = load_shared("public", "ascend", "msinsight", export, "level0")
+    calls, events = trace.collectives(), trace.events
+    tasks = events[events["kind"] == "comm_task"]
+    assert int(tasks["ts"].min()) > 2**53
+    names, cats = tasks["name"].astype(str), tasks["cat"].astype(str)
+    typed = [n if n not in ("", "N/A") else c for n, c in zip(names, cats, strict=True)]
+    moving = tasks[[bool(hccl.TRANSFER_TASK.match(t)) for t in typed]]
+    lost = 0
+    for call in calls.itertuples():
+        start, end = int(call.start_ns), int(call.start_ns) + int(call.dur_ns)
+        mine = moving[(moving["rank"] == call.rank) & (moving["ts"] >= start) & (moving["ts"] < end)]
+        spans = [(int(t), int(t) + int(d)) for t, d in zip(mine["ts"], mine["dur"], strict=True)]
+        assert int(call.transfer_ns) == _union_ns(spans), call.name
+        lost += float(np.float64(spans[0][0])) != spans[0][0] if spans else 0
+    assert lost  # the start times are ones a float64 does not hold

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -136,10 +137,10 @@ def _ints(values) -> np.ndarray:
 
 
 def _exact_int(value) -> int:
-    """An integral number or numeric string as an int, exactly where it is written as digits (19-digit ns)."""
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value)
-    return int(float(value))
+    """An integral number or numeric string as an int, exactly as written (19-digit ns, "1700000000123456789.0")."""
+    if isinstance(value, str):
+        return int(Decimal(value.strip()))
+    return int(value)
 
 
 def _durations(start, end) -> np.ndarray:

@@ -153,11 +153,12 @@ def _main_plane_transfer(tasks: pd.DataFrame, lanes: pd.DataFrame) -> pd.Series:
 
 
 def _union_transfer(tasks: pd.DataFrame) -> pd.Series:
-    """Per call: the length of the union of its data-moving tasks over all lanes."""
+    """Per call: the length of the union of its data-moving tasks over all lanes, in integer ns (epoch ns are beyond
+    2**53: a float64 would move them by up to 256 ns)."""
     moving = tasks[tasks["transfer"]].sort_values(["call", "ts"], kind="stable")
-    reach = moving.groupby("call")["end"].cummax().groupby(moving["call"]).shift()
-    start = np.maximum(moving["ts"].to_numpy(dtype=float), reach.fillna(-np.inf).to_numpy())
-    length = np.clip(moving["end"].to_numpy() - start, 0, None)
+    reach = moving.groupby("call")["end"].cummax().groupby(moving["call"]).shift(fill_value=np.iinfo(np.int64).min)
+    start = np.maximum(moving["ts"].to_numpy(np.int64), reach.to_numpy(np.int64))
+    length = np.clip(moving["end"].to_numpy(np.int64) - start, 0, None)
     return pd.Series(length, index=moving.index).groupby(moving["call"]).sum()
 
 
