@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
 import json
 import re
 
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO, load_shared, shared_path
+from tests.conftest import REPO, job_pair, load_shared, same_section, shared_path
 from traceanalyzer import devices
 from traceanalyzer.analyzers import gemm, hotspots
 
@@ -110,3 +112,105 @@ def test_the_throughput_table_says_which_limit_binds_each_op():
     assert table.loc["aten::bmm", "bound"] == "memory" and table.loc["aten::mm", "bound"] == "compute"
     bmm = table.loc["aten::bmm"]
     assert bmm["limit_share"] > 0.7 > 3 * bmm["peak_share"]  # 76 % of bandwidth, not "21 % of the tensor peak"
+
+
+LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
+CUPTI = ("public", "torch", "hta", "cupti_profiler", "benchmark_result_924719_1679055439_trace.json.gz")
+TENSOR_PIPE = "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active"
+SM = "sm__throughput.avg.pct_of_peak_sustained_elapsed"
+DRAM = "dram__throughput.avg.pct_of_peak_sustained_elapsed"
+
+
+def _measured(report: dict) -> dict:
+    table = next(t for t in report["sections"]["gemm"]["tables"] if t["id"] == "gemm_measured")
+    return {r["kernel"]: r for r in table["rows"]}
+
+
+def _weighted(rows: list[dict], column: str) -> float:
+    weights = [float(r["Duration(us)"]) for r in rows]
+    return sum(float(r[column]) * w for r, w in zip(rows, weights, strict=True)) / sum(weights)
+
+
+@pytest.mark.parametrize("level", ["level1", "level2"])
+def test_ascend_matmuls_are_measured_by_their_pmu_mac_ratio_in_the_gemm_section(level):
+    """msinsight text samples with PMU columns, shapes not recorded on their ops: the GEMM section still lists each
+    MatMul kernel, its efficiency the duration-weighted aic_mac_ratio of its kernel_details rows (basis says so),
+    and its bound msprof's memory_bound (mte2 / max(mac, vec)) over those rows."""
+    parts = (*LEVEL1[:-2], level, LEVEL1[-1])
+    folder = shared_path(*parts, "ASCEND_PROFILER_OUTPUT")
+    with open(folder / "kernel_details.csv", newline="") as f:
+        details = list(csv.DictReader(f))
+    measured = _measured(load_shared(*parts).report())
+    matmuls = {r["Name"] for r in details if "MatMul" in r["Name"] and r.get("aic_mac_ratio", "N/A") != "N/A"}
+    assert matmuls and matmuls <= set(measured)
+    for name in matmuls:
+        mine = [r for r in details if r["Name"] == name]
+        mac, vec = _weighted(mine, "aic_mac_ratio"), _weighted(mine, "aiv_vec_ratio")
+        mte2 = max(_weighted(mine, "aic_mte2_ratio"), _weighted(mine, "aiv_mte2_ratio"))
+        row = measured[name]
+        assert row["efficiency"] == pytest.approx(mac, rel=1e-6), name
+        assert row["efficiency_basis"].startswith("measured (aic_mac_ratio, from kernel_details PMU")
+        assert row["bound"] == ("memory" if mte2 / max(mac, vec) > 1 else "compute")
+        assert row["device_ns"] == pytest.approx(sum(float(r["Duration(us)"]) for r in mine) * 1000, abs=len(mine))
+    assert not any("Conv2D" in k for k in measured)  # convolutions are not matrix multiplies here
+
+
+def test_cupti_range_gemms_count_their_flops_and_say_why_no_efficiency():
+    """HTA's A100 cupti_profiler sample: its sgemm ranges' FP instruction counters give the FLOPs they executed
+    (2 per FFMA, 1 per FADD/FMUL; fp32 SIMT math); the ranges are the replay pass's, no kernel time is recorded, so
+    the efficiency is not claimed and the basis says why."""
+    events = json.loads(gzip.decompress(shared_path(*CUPTI).read_bytes()))["traceEvents"]
+    name = "ampere_sgemm_32x32_sliced1x4_tn"
+    ranges = [e["args"] for e in events if e.get("cat") == "cuda_profiler_range" and e["name"] == name]
+    op = "smsp__sass_thread_inst_executed_op_{}_pred_on.sum"
+    flops = sum(2 * a[op.format("ffma")] + a[op.format("fadd")] + a[op.format("fmul")] for a in ranges)
+    row = _measured(load_shared(*CUPTI).report())[name]
+    assert (row["calls"], row["measured_flops"], row["flops_math"]) == (len(ranges), flops, "fp32")
+    assert row["peak_tflops"] == 19.5 and row["efficiency"] is None and row["device_ns"] is None
+    assert row["efficiency_basis"].startswith("not measured: FLOPs counted, no kernel time recorded")
+
+
+def _with_gemm_ranges(tmp_path):
+    """Derived fixture: our gpu_bound recording (H200, bf16 aten::mm) with a CUPTI range over each of its nvjet
+    GEMM kernels, tensor pipe 62.5 %, SM 70 %, DRAM 20 % of peak."""
+    source = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
+    data = json.loads(gzip.decompress(source.read_bytes()))
+    gemms = [e for e in data["traceEvents"] if e.get("cat") == "kernel" and e["name"].startswith("nvjet")]
+    data["traceEvents"] += [
+        {"ph": "X", "cat": "cuda_profiler_range", "name": k["name"], "pid": k["pid"], "tid": k["tid"], "ts": k["ts"],
+         "dur": k["dur"], "args": {TENSOR_PIPE: 62.5, SM: 70.0, DRAM: 20.0}}
+        for k in gemms
+    ]  # fmt: skip
+    path = tmp_path / "gpu_bound_gemm_ranges.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return path
+
+
+def test_gemm_tables_take_measured_efficiency_and_bound_where_counters_measured_the_kernels(tmp_path):
+    """The throughput and roofline rows of the GEMMs whose kernels have counters say measured (tensor pipe share,
+    compute-bound as SM > DRAM throughput); the same recording without counters says modelled (FLOPs / peak, the
+    roofline's limit share and intensity vs ridge)."""
+    measured = ta.load(_with_gemm_ranges(tmp_path)).report()
+    modelled = ta.load(REPO / "sample_traces" / "gpu_bound").report()
+    for table in ("gemm_throughput", "gemm_roofline"):
+        got = next(t for t in measured["sections"]["gemm"]["tables"] if t["id"] == table)["rows"]
+        was = next(t for t in modelled["sections"]["gemm"]["tables"] if t["id"] == table)["rows"]
+        assert len(got) == len(was) > 0
+        for new, old in zip(got, was, strict=True):
+            assert new["efficiency"] == pytest.approx(0.625)
+            assert new["efficiency_basis"] == "measured (tensor pipe % of peak, from CUPTI range profiler)"
+            assert (new["bound"], new["bound_basis"]) == ("compute", "measured (CUPTI range profiler)")
+            share = "limit_share" if table == "gemm_roofline" else "peak_share"
+            assert old["efficiency"] == old[share] and new[share] == old[share]
+            assert old["efficiency_basis"] == (
+                gemm.MODELLED_ROOFLINE if table == "gemm_roofline" else gemm.MODELLED_PEAK
+            )
+            assert old["bound_basis"] == gemm.MODELLED_BOUND
+    assert "gemm_measured" not in {t["id"] for t in modelled["sections"]["gemm"]["tables"]}
+
+
+@pytest.mark.parametrize("name", ["ascend_pp2_4rank", "ascend_level1_2rank"])
+def test_a_job_analysed_rank_by_rank_has_the_joined_measured_gemm_section(name):
+    job, joined = job_pair(name)
+    section = same_section(gemm, job, joined)
+    assert section is not None and any(t["id"] == "gemm_measured" for t in section["tables"])

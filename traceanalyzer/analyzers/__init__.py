@@ -49,7 +49,7 @@ ANALYZERS: tuple[Analyzer, ...] = (
         hotspots.job_findings,
         ("summary", "gemm", "counters"),
     ),
-    Analyzer("gemm", gemm.rank_part, gemm.merge, gemm.job_section),
+    Analyzer("gemm", gemm.rank_part, gemm.merge, gemm.job_section, needs=("counters",)),
     Analyzer("counters", counters.rank_part, stacked, counters.job_section),
     Analyzer("health", health.rank_part, health.merge, health.job_section, health.job_findings, ("summary",)),
     Analyzer(

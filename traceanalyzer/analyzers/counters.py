@@ -52,6 +52,13 @@ EFFICIENCY = {
 the factor that makes a share of each. A counter track's series (``<track>.<series>``: NVML GPM's
 ``any_tensor_util_pct``, ``dram_bw_util_pct``, ``fp32_util_pct``, each a percent of the GPU's peak over its sampled
 interval) matches by its series name."""
+FLOP_COUNTERS = {
+    f"smsp__sass_thread_inst_executed_op_{math}{op}_pred_on.sum": (dtype, 2 if op == "fma" else 1)
+    for math, dtype in (("f", "fp32"), ("h", "fp16"), ("d", "fp64"))
+    for op in ("add", "mul", "fma")
+}
+"""CUDA's per-thread floating-point instruction counts (CUPTI range profiler) → the math they run and the FLOPs per
+instruction (a fused multiply-add is two): their sum over a kernel's ranges is the FLOPs it executed, measured."""
 MODELLED = "modelled: no counters recorded for this kernel (the GEMM roofline is a model)"
 MEASURED = "measured ({sources})"
 """The basis of a kernel's efficiency: its counters (by source), or none (the roofline's model only)."""
@@ -153,13 +160,14 @@ def job_parts(job: JobData) -> list[CountersPart]:
 
 
 def _sums(rows: pd.DataFrame, key: list[str]) -> pd.DataFrame:
-    """Per key: samples, the interval weight and the weighted sum of the values (the additive half of a mean)."""
+    """Per key: samples, the interval weight, the weighted sum of the values (the additive half of a mean) and
+    their plain sum (of counts such as instructions executed)."""
     if not len(rows):
-        return pd.DataFrame(columns=[*key, "samples", "weight", "weighted"])
+        return pd.DataFrame(columns=[*key, "samples", "weight", "weighted", "total"])
     frame = rows.assign(**{k: rows[k].astype(str) for k in key if k not in ("rank", "step")})
     frame = frame.assign(weighted=frame["value"] * frame["weight"])
     table = frame.groupby(key, sort=True).agg(
-        samples=("value", "size"), weight=("weight", "sum"), weighted=("weighted", "sum")
+        samples=("value", "size"), weight=("weight", "sum"), weighted=("weighted", "sum"), total=("value", "sum")
     )
     return table.reset_index()
 
@@ -170,20 +178,20 @@ def _means(parts: list[pd.DataFrame], key: list[str]) -> pd.DataFrame:
     table = stack(parts)
     if not len(table):
         return table.assign(value=pd.Series(dtype=float))
-    table = table.sort_values("rank", kind="stable").groupby(key, sort=True)[["samples", "weight", "weighted"]].sum()
+    sums = ["samples", "weight", "weighted", "total"]
+    table = table.sort_values("rank", kind="stable").groupby(key, sort=True)[sums].sum()
     table = table.reset_index()
     return table.assign(value=table["weighted"] / table["weight"].where(table["weight"] > 0))
 
 
 def efficiency(parts: list[CountersPart], top: int) -> pd.DataFrame:
-    """The hot kernels (most device time first, ``top`` of them) with their measured efficiency (shares of the
-    peak, from their counters) and the basis: which counters measured them, or that none did (modelled)."""
-    kernels = stack([p.kernels for p in parts])
-    if not len(kernels):
-        return pd.DataFrame(columns=["kernel", "calls", "total_ns", "basis"])
-    hot = kernels.groupby("kernel")[["calls", "total_ns"]].sum().sort_values("total_ns", ascending=False).head(top)
+    """The hot kernels (most device time first, then those only counters name, ``top`` of them) with their measured
+    efficiency (shares of the peak, from their counters), the FLOPs their instruction counters say they executed,
+    and the basis: which counters measured them, or that none did (modelled)."""
     means = _means([p.by_kernel for p in parts], KEY)
-    out = hot.reset_index()
+    out = _hot(stack([p.kernels for p in parts]), means).head(top)
+    if not len(out):
+        return pd.DataFrame(columns=["kernel", "calls", "total_ns", "basis"])
     measured = means[means["kernel"].isin(out["kernel"])]
     for column, choices in EFFICIENCY.items():
         out[column] = _highest(out["kernel"], measured, choices)
@@ -193,7 +201,32 @@ def efficiency(parts: list[CountersPart], top: int) -> pd.DataFrame:
     out["memory_bound"] = out["mte2_busy_share"] / busiest.where(busiest > 0)
     out["bound"] = _bound(out)
     out["achieved_share"] = _achieved(out)
+    out["measured_flops"], out["flops_math"] = _flops(out["kernel"], measured)
     return out.dropna(axis=1, how="all")
+
+
+def _hot(kernels: pd.DataFrame, means: pd.DataFrame) -> pd.DataFrame:
+    """Kernels by device time (most first), then the kernels only counter samples name (a range profiler that
+    replays each kernel records no kernel events): their calls the most samples of one counter, no device time."""
+    hot = kernels.groupby("kernel")[["calls", "total_ns"]].sum().sort_values("total_ns", ascending=False)
+    named = means[(means["kernel"] != "") & ~means["kernel"].isin(hot.index)] if len(means) else means
+    calls = named.groupby("kernel")["samples"].max() if len(named) else pd.Series(dtype=np.int64)
+    unseen = pd.DataFrame({"calls": calls, "total_ns": np.nan}).sort_values("calls", ascending=False, kind="stable")
+    return pd.concat([hot, unseen]).rename_axis("kernel").reset_index() if len(unseen) else hot.reset_index()
+
+
+def _flops(kernels: pd.Series, means: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """Per kernel: the FLOPs its floating-point instruction counters (``FLOP_COUNTERS``) sum to over its samples and
+    the math most of them ran (fp32, fp16, fp64); NaN and None without such counters."""
+    counted = means[means["name"].isin(list(FLOP_COUNTERS))]
+    if not len(counted):
+        return np.full(len(kernels), np.nan), np.full(len(kernels), None, dtype=object)
+    math, per = zip(*(FLOP_COUNTERS[n] for n in counted["name"]), strict=True)
+    counted = counted.assign(math=list(math), flops=counted["total"].to_numpy(float) * np.array(per))
+    by_math = counted.groupby(["kernel", "math"])["flops"].sum().unstack(fill_value=0.0)
+    total = by_math.sum(axis=1).where(lambda t: t > 0)
+    main = by_math.idxmax(axis=1).where(total.notna())
+    return kernels.map(total).to_numpy(dtype=float), kernels.map(main).to_numpy(dtype=object)
 
 
 def _bound(table: pd.DataFrame) -> np.ndarray:

@@ -7,6 +7,13 @@ math it ran (fp32 inputs on TF32 tensor cores are measured against the TF32 peak
 is clipped at 100 % and the row says so. Per shape, the roofline (``roofline``) judges each GEMM against the limit
 that binds it: a GEMV or skinny GEMM (decode at batch 1) against HBM bandwidth, a large GEMM against the peak;
 ``limit_ns`` is the least time its calls could take, ``limit_share`` the share of that attainable rate reached.
+
+Where hardware counters measured the kernels a GEMM ran (``analyzers.counters``: Ascend PMU ``aic_mac_ratio``, CUDA
+tensor-pipe or SM throughput, or FLOPs counted by CUPTI's instruction counters over the kernel's time), the tables
+say so: ``efficiency`` is the measured share of the compute unit's peak (weighted by the device time of the measured
+kernels under the row) and ``bound`` the counters' verdict (memory- or compute-bound), each with its basis column
+(``efficiency_basis``, ``bound_basis``); elsewhere both stay the model's (FLOPs / peak, the roofline). The
+``gemm_measured`` table lists every GEMM kernel the counters measured, with or without recorded shapes.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import devices
-from traceanalyzer.analyzers import roofline
+from traceanalyzer.analyzers import counters, roofline
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
@@ -27,7 +34,7 @@ from traceanalyzer.schema import BUSY, NO_ROW, Kind, TraceMeta, category_text, p
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
-from traceanalyzer.vocabulary import GEMM_OPS, TF32_KERNEL, dtype_bytes, dtype_key, matches
+from traceanalyzer.vocabulary import CONV_KERNEL, GEMM_KERNEL, GEMM_OPS, TF32_KERNEL, dtype_bytes, dtype_key, matches
 
 COLUMNS = [
     "op", "dtype", "calls", "flops", "bytes", "device_ns", "tflops", "peak_tflops", "peak_share",
@@ -38,9 +45,27 @@ ROOFLINE_COLUMNS = [
     "tflops", "gbps", "limit_tflops", "limit_ns", "limit_share", "note",
 ]  # fmt: skip
 SHAPE = ["op", "dtype", "batch", "m", "n", "k"]
-"""A part's key: one GEMM shape (``batch`` 1 for mm/addmm; C[m, n] = A[m, k] · B[k, n])."""
-PART_COLUMNS = [*SHAPE, "calls", "flops", "bytes", "device_ns"]
-"""A part's columns: per shape, the additive half of the tables."""
+"""One GEMM shape (``batch`` 1 for mm/addmm; C[m, n] = A[m, k] · B[k, n])."""
+PART_COLUMNS = [*SHAPE, "kernel", "calls", "flops", "bytes", "device_ns"]
+"""A part's columns: per shape and main kernel (the call's longest device event), the additive half of the tables."""
+MEASURED_COLUMNS = [
+    "kernel", "calls", "device_ns", "efficiency", "efficiency_basis", "bound", "bound_share", "bound_basis",
+    "measured_flops", "flops_math", "measured_tflops", "peak_tflops",
+]  # fmt: skip
+MEASURED_SHARES = (
+    ("mac_busy_share", "aic_mac_ratio"),
+    ("tensor_pipe_share", "tensor pipe % of peak"),
+    ("fp32_pipe_share", "FP32 pipe % of peak"),
+    ("sm_throughput_share", "SM throughput % of peak"),
+)
+"""The counters' compute-unit shares a GEMM kernel's measured efficiency is read from (the first recorded), and
+the counter each names: the cube MAC busy share on Ascend, the tensor pipe (else the FP32 pipe, else SM throughput)
+on CUDA."""
+MODELLED_PEAK = "modelled (FLOPs / peak)"
+MODELLED_ROOFLINE = "modelled (roofline: FLOPs and bytes / its limit)"
+MODELLED_BOUND = "modelled (intensity vs ridge point)"
+NOT_JUDGED = "not judged (no counters, no peak for the device)"
+"""The basis of a row's efficiency or bound where no counter measured its kernels."""
 
 ABOVE_PEAK = "above the data-sheet peak: the kernel time is suspect, the share is clipped at 100 %"
 """The note of a row whose computed rate exceeds the device's peak."""
@@ -61,7 +86,7 @@ def gemm_roofline(trace: TraceData) -> pd.DataFrame:
 
 
 GemmPart = pd.DataFrame
-"""A rank's part: one row per GEMM shape and math dtype (``PART_COLUMNS``, added up across ranks per ``SHAPE``)."""
+"""A rank's part: one row per GEMM shape, math dtype and main kernel (``PART_COLUMNS``, added up across ranks)."""
 
 
 @dataclass(frozen=True)
@@ -70,11 +95,21 @@ class GemmJob:
 
     throughput: pd.DataFrame
     roofline: pd.DataFrame
+    kernels: pd.DataFrame
+    """Device time (ns) per shape and main kernel of its calls, for the counters' upgrade (``_upgraded``)."""
 
 
 def merge(parts: list[GemmPart], job: JobData) -> GemmJob:
     """The job's GEMMs: the ranks' shapes added up, rated against the job's device."""
-    return GemmJob(_rated(parts, job.meta), _roofline(parts, job.meta))
+    return GemmJob(_rated(parts, job.meta), _roofline(parts, job.meta), _by_kernel(parts))
+
+
+def _by_kernel(parts: list[GemmPart]) -> pd.DataFrame:
+    """Device time (ns) per shape and main kernel of the parts' calls."""
+    table = stack(parts)
+    if not len(table):
+        return pd.DataFrame(columns=[*SHAPE, "kernel", "device_ns"])
+    return table.groupby([*SHAPE, "kernel"], as_index=False)["device_ns"].sum()
 
 
 def job_throughput(job: JobData) -> pd.DataFrame:
@@ -89,6 +124,8 @@ def rank_part(trace: TraceData, options: Options = DEFAULT) -> GemmPart:
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
     device = ev.loc[ev["kind"].isin(BUSY) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
+    longest = device.sort_values("dur", kind="stable").groupby("op")["name"].last()
+    kernel = longest.astype(str).reindex(ops.index, fill_value="").to_numpy(dtype=object)
     tf32_name = matches(np.asarray(device["name"].array.categories, dtype=object), TF32_KERNEL)
     tf32 = pd.Series(tf32_name[device["name"].array.codes]).groupby(device["op"].to_numpy()).any()
     shapes = _per_distinct(ops["name"], ops["input_dims"], lambda name, dims: geometry(GEMM_OPS.get(name, ""), dims))
@@ -109,10 +146,11 @@ def rank_part(trace: TraceData, options: Options = DEFAULT) -> GemmPart:
             "flops": 2.0 * fb * fm * fn * fk,
             "bytes": elem * (fb * (fm * fk + fk * fn + fm * fn) + extra),
             "device_ns": device_ns,
+            "kernel": kernel,
         }
     )
     frame = frame[(frame["flops"] > 0) & (frame["device_ns"] > 0)]
-    return _totals(frame.assign(calls=1), SHAPE)
+    return _totals(frame.assign(calls=1), [*SHAPE, "kernel"])
 
 
 def _totals(frame: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -223,14 +261,111 @@ def elem_bytes(types_text: str) -> int:
     return dtype_bytes(_first_type(types_text))
 
 
+def measured_gemms(counter_parts: list[counters.CountersPart], meta: TraceMeta) -> pd.DataFrame:
+    """Per GEMM kernel (by name; convolutions excluded) that counters measured (``counters.summarize`` parts), most
+    device time first: its efficiency (the compute unit's share of its peak) and bound with their bases, and the
+    FLOPs its instruction counters counted (with the TFLOP/s and the peak share they give over its device time)."""
+    if not sum(len(p.sources) for p in counter_parts):
+        return pd.DataFrame(columns=MEASURED_COLUMNS)
+    table = counters.efficiency(counter_parts, top=1 << 62)
+    names = table["kernel"].astype(str).to_numpy(dtype=object)
+    gemm = matches(names, GEMM_KERNEL) & ~matches(names, CONV_KERNEL) & table["basis"].str.startswith("measured")
+    table = table[gemm].reset_index(drop=True)
+    if not len(table):
+        return pd.DataFrame(columns=MEASURED_COLUMNS)
+    out = pd.DataFrame({"kernel": table["kernel"], "calls": table["calls"]})
+    out["device_ns"] = table.get("total_ns", np.nan)
+    out["efficiency"], out["efficiency_basis"] = np.nan, ""
+    for column, counter in reversed(MEASURED_SHARES):  # the first recorded wins
+        share = table[column] if column in table else pd.Series(np.nan, index=table.index)
+        found = share.notna()
+        out.loc[found, "efficiency"] = share[found]
+        out.loc[found, "efficiency_basis"] = [
+            f"measured ({counter}, from {_sources(b)})" for b in table["basis"][found]
+        ]
+    out["measured_flops"] = table.get("measured_flops", np.nan)
+    out["flops_math"] = table.get("flops_math", None)
+    device = devices.of_trace(meta)
+    out["peak_tflops"] = [device.peak_tflops.get(m, np.nan) if device and m else np.nan for m in out["flops_math"]]
+    out["measured_tflops"] = out["measured_flops"] / out["device_ns"].where(out["device_ns"] > 0) / 1e3
+    counted = out["efficiency"].isna() & (out["measured_tflops"] / out["peak_tflops"]).notna()
+    out.loc[counted, "efficiency"] = (out["measured_tflops"] / out["peak_tflops"])[counted]
+    out.loc[counted, "efficiency_basis"] = (
+        "measured (FP instructions executed / kernel time, against the peak of their math)"
+    )
+    out.loc[out["efficiency"].isna(), "efficiency_basis"] = [
+        _unmeasured(row) for row in out[out["efficiency"].isna()].itertuples()
+    ]
+    out["bound"] = table["bound"].replace("", np.nan) if "bound" in table else np.nan
+    out["bound_share"] = table.get("achieved_share", np.nan)
+    out["bound_basis"] = np.where(out["bound"].notna(), [f"measured ({_sources(b)})" for b in table["basis"]], "")
+    return out.sort_values("device_ns", ascending=False, kind="stable").reset_index(drop=True)[MEASURED_COLUMNS]
+
+
+def _sources(basis: str) -> str:
+    """The counter sources a ``counters.MEASURED`` basis names ('kernel_details PMU, l2_cache.csv')."""
+    return basis.removeprefix("measured (").removesuffix(")")
+
+
+def _unmeasured(row) -> str:
+    """Why a GEMM kernel with counters has no measured efficiency: FLOPs counted without a kernel time or a peak
+    for their math, or no counter of a compute unit."""
+    if row.measured_flops == row.measured_flops:
+        if row.device_ns != row.device_ns:
+            return "not measured: FLOPs counted, no kernel time recorded (a range profiler replays each kernel)"
+        return f"not measured: FLOPs counted, no {row.flops_math} peak for the device"
+    return "not measured: its counters measure no compute unit"
+
+
+def _upgraded(table: pd.DataFrame, kernels: pd.DataFrame, measured: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """A throughput (``keys`` op, dtype) or roofline (``keys`` SHAPE) table with ``efficiency`` and ``bound`` from
+    the counters where they measured the main kernels of the row's calls (the efficiency weighted by those kernels'
+    device time, the bound of the one with the most), else the model's (peak share, limit share, intensity), each
+    with its basis column."""
+    modelled = "limit_share" if "intensity" in table else "peak_share"
+    out = table.copy()
+    judged = out[modelled].notna() & (out["bound"] != roofline.UNKNOWN)
+    out["efficiency"] = out[modelled]
+    out["efficiency_basis"] = np.where(
+        judged, MODELLED_ROOFLINE if modelled == "limit_share" else MODELLED_PEAK, NOT_JUDGED
+    )
+    out["bound_basis"] = np.where(judged, MODELLED_BOUND, NOT_JUDGED)
+    rated = measured[measured["efficiency"].notna()]
+    if not len(out) or not len(rated):
+        return out
+    calls = kernels.groupby([*keys, "kernel"], as_index=False)["device_ns"].sum()
+    calls = calls.merge(rated[["kernel", "efficiency", "efficiency_basis", "bound", "bound_basis"]], on="kernel")
+    if not len(calls):
+        return out
+    calls = calls.assign(weighted=calls["efficiency"] * calls["device_ns"]).sort_values("device_ns", kind="stable")
+    g = calls.groupby(keys)
+    per = g[["weighted", "device_ns"]].sum()
+    per["efficiency"] = per["weighted"] / per["device_ns"]
+    per = per.join(g[["efficiency_basis", "bound", "bound_basis"]].last())
+    found = out.set_index(keys).index.isin(per.index)
+    at = per.reindex(out.set_index(keys).index[found])
+    out.loc[found, "efficiency"] = at["efficiency"].to_numpy()
+    out.loc[found, "efficiency_basis"] = at["efficiency_basis"].to_numpy()
+    bounded = found.copy()
+    bounded[found] = at["bound"].notna().to_numpy()
+    out.loc[bounded, "bound"] = at["bound"].dropna().to_numpy()
+    out.loc[bounded, "bound_basis"] = at["bound_basis"].dropna().to_numpy()
+    return out
+
+
 def section(trace: TraceData, options: Options) -> Section | None:
-    """Achieved GEMM throughput against the device's dense peak, and each shape against its roofline limit."""
-    return _section(gemm_throughput(trace), gemm_roofline(trace), trace.meta, options)
+    """Achieved GEMM throughput against the device's dense peak, each shape against its roofline limit, both
+    upgraded to measured where counters measured their kernels, and the GEMM kernels the counters measured."""
+    measured = measured_gemms([counters.rank_part(trace)], trace.meta)
+    kernels = _by_kernel([rank_part(trace)])
+    return _section(gemm_throughput(trace), gemm_roofline(trace), kernels, measured, trace.meta, options)
 
 
 def job_section(part: GemmJob, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part."""
-    return _section(part.throughput.copy(deep=False), part.roofline.copy(deep=False), job.meta, options)
+    """``section`` of a job's merged part (and the counters' parts of its ranks)."""
+    measured = measured_gemms(counters.job_parts(job), job.meta)
+    throughput, roofs = part.throughput.copy(deep=False), part.roofline.copy(deep=False)
+    return _section(throughput, roofs, part.kernels, measured, job.meta, options)
 
 
 ROOFLINE_UNITS = {
@@ -240,6 +375,7 @@ ROOFLINE_UNITS = {
     "k": Unit.COUNT,
     "intensity": Unit.NUMBER,
     "ridge": Unit.NUMBER,
+    "efficiency": Unit.SHARE,
 }
 ROOFLINE_NOTE = (
     "intensity and ridge in FLOPs per byte; bytes: both inputs and the output (and a bias) moved once, from the "
@@ -248,26 +384,67 @@ ROOFLINE_NOTE = (
 )
 
 
-def _section(table: pd.DataFrame, shapes: pd.DataFrame, meta: TraceMeta, options: Options) -> Section | None:
-    """The section of the throughput and roofline tables (their ``options.top`` rows); None when no GEMM was rated."""
-    if not len(table):
+MEASURED_UNITS = {"efficiency": Unit.SHARE, "calls": Unit.COUNT, "measured_flops": Unit.COUNT}
+MEASURED_NOTE = (
+    "efficiency: the compute unit's busy share of its peak as the counters measure it (Ascend aic_mac_ratio; CUDA "
+    "tensor pipe or SM throughput % of peak; else FLOPs counted by the FP instruction counters over the kernel's "
+    "time against the data-sheet peak of their math); bound and bound_share: the unit the counters say limits the "
+    "kernel (msprof's memory_bound on Ascend, DRAM vs SM throughput on CUDA) and its busy share; measured_flops: "
+    "2 per fused multiply-add, 1 per add or multiply, summed over the kernel's ranges"
+)
+
+
+def _section(
+    table: pd.DataFrame,
+    shapes: pd.DataFrame,
+    kernels: pd.DataFrame,
+    measured: pd.DataFrame,
+    meta: TraceMeta,
+    options: Options,
+) -> Section | None:
+    """The section of the throughput and roofline tables, upgraded by the counters, and the measured GEMM kernels
+    (their ``options.top`` rows each); None when no GEMM was rated or measured."""
+    if not len(table) and not len(measured):
         return None
+    tables = []
+    if len(table):
+        throughput = _upgraded(table, kernels, measured, ["op", "dtype"])
+        roofs = _upgraded(shapes, kernels, measured, SHAPE)
+        tables += [
+            Table(
+                "gemm_throughput",
+                "Achieved throughput per GEMM op and dtype",
+                throughput.head(options.top),
+                Per.TOTAL,
+                {"efficiency": Unit.SHARE},
+            ),
+            Table(
+                "gemm_roofline",
+                "Roofline per GEMM shape: memory- or compute-bound, and the share of its limit reached",
+                roofs.head(options.top),
+                Per.TOTAL,
+                ROOFLINE_UNITS,
+                ROOFLINE_NOTE,
+            ),
+        ]
+    if len(measured):
+        tables.append(
+            Table(
+                "gemm_measured",
+                "Measured efficiency per GEMM kernel (hardware counters)",
+                measured.head(options.top),
+                Per.TOTAL,
+                MEASURED_UNITS,
+                MEASURED_NOTE,
+            )
+        )
     return Section(
         "gemm",
         "Matrix multiplies: achieved throughput and roofline",
         facts=[
             Fact("peak_source", "peak source", "vendor data sheets, dense (no sparsity)"),
             Fact("bandwidth_source", "bandwidth source", devices.bandwidth(meta)[1]),
+            Fact("measured_kernels", "GEMM kernels measured by counters", len(measured), Unit.COUNT, Per.TOTAL),
         ],
-        tables=[
-            Table("gemm_throughput", "Achieved throughput per GEMM op and dtype", table.head(options.top), Per.TOTAL),
-            Table(
-                "gemm_roofline",
-                "Roofline per GEMM shape: memory- or compute-bound, and the share of its limit reached",
-                shapes.head(options.top),
-                Per.TOTAL,
-                ROOFLINE_UNITS,
-                ROOFLINE_NOTE,
-            ),
-        ],
+        tables=tables,
     )
