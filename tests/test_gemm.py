@@ -214,3 +214,21 @@ def test_a_job_analysed_rank_by_rank_has_the_joined_measured_gemm_section(name):
     job, joined = job_pair(name)
     section = same_section(gemm, job, joined)
     assert section is not None and any(t["id"] == "gemm_measured" for t in section["tables"])
+
+
+def test_our_h200_gpm_recording_judges_its_gemm_by_the_measured_tensor_pipe():
+    """sample_traces/counters/gemm_bound (NVML GPM counter track on the H200): the aten::mm rows of both tables are
+    measured, their efficiency the tensor-pipe share the counters attribute to its kernel, within 5 points of Nsight
+    Compute's tensor-pipe figure for that kernel (``ncu_truth``), compute-bound; the model's peak share stays beside
+    it."""
+    folder = REPO / "sample_traces" / "counters"
+    truth = json.loads((folder / "gemm_bound.meta.json").read_text())["ncu_truth"]
+    report = ta.load(folder / "gemm_bound.json.gz").report()
+    kernel = _measured(report)[truth["kernel"]]
+    assert kernel["efficiency"] == pytest.approx(truth["tensor_hmma_active_pct"] / 100, abs=0.05)
+    for table in ("gemm_throughput", "gemm_roofline"):
+        row = next(t for t in report["sections"]["gemm"]["tables"] if t["id"] == table)["rows"][0]
+        assert row["op"] == "aten::mm" and row["efficiency"] == pytest.approx(kernel["efficiency"])
+        assert row["efficiency_basis"] == "measured (tensor pipe % of peak, from Kineto counter track)"
+        assert (row["bound"], row["bound_basis"]) == ("compute", "measured (Kineto counter track)")
+        assert row["limit_share"] < row["efficiency"]  # the model's share of the peak, from FLOPs over device time
