@@ -422,6 +422,12 @@ def test_ascend_host_syncs_count_like_cuda_ones():
     in_steps = int((calls["step"] >= 0).sum())
     report = rank0.report()
     assert in_steps > 0 and facts(report, "health")["host_syncs"] == in_steps
+    # costed as on CUDA: the NPU idle the drained queue leaves, measured, at most the time the syncs block
+    finding = next(f for f in rank0.findings() if f.id == "health.sync")
+    places = finding.evidence["places"]
+    assert {p["calls"] for p in places} == {"AscendCL@aclrtSynchronizeStreamWithTimeout"}
+    assert sum(p["syncs"] for p in places) == in_steps and finding.basis.value == "measured"
+    assert 0 < finding.saving_ns <= sum(p["idle_after_ns"] for p in places) <= finding.evidence["sync_ns"]
 
 
 def test_single_step_ledger_names_the_step_and_labels_counts_and_identifiers():
@@ -536,3 +542,37 @@ def test_qwen_kernel_findings_are_per_step_of_the_ranks_whose_kernels_were_recor
     )  # fmt: skip
     finding = next(f for f in trace.findings() if f.analyzer == "hotspots" and matmul in f.title)
     assert f"in {calls // 2} calls" in finding.title
+
+
+def test_qwen_ranks_without_host_events_or_kernels_leave_host_span_and_kernel_count_unknown():
+    """Ranks 1 and 3 wrote no trace_view.json, kernel_details.csv or profiler database (their folders hold only
+    step_trace_time.csv, communication*.json and an analysis.db of CommAnalyzer* / StepTraceTime tables): their
+    host span, kernel count and bound are not known, not the span and count of their communication ops (722.8 ms
+    and 15 on rank 1), and the job medians are those of ranks 0 and 2, which the warning of each says."""
+    trace = load_shared(*QWEN)
+    for rank in (1, 3):
+        folder = shared_path(*QWEN, f"rank_{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT")
+        assert not {"trace_view.json", "kernel_details.csv"} & {f.name for f in folder.iterdir()}
+        with sqlite3.connect(sqlite_reader.uri(folder / "analysis.db"), uri=True) as con:
+            tables = {t for (t,) in con.execute("select name from sqlite_master where type = 'table'")}
+        assert tables == {"CommAnalyzerBandwidth", "CommAnalyzerMatrix", "CommAnalyzerTime", "StepTraceTime"}
+    report = trace.report()
+    steps = {r["rank"]: r for r in rows(report, "summary", "steps")}
+    for rank in (1, 3):
+        assert steps[rank]["host_ns"] is None and steps[rank]["kernels"] is None
+        assert steps[rank]["bound"] == summary.BOUND_UNKNOWN
+    kernels = {}
+    for rank in (0, 2):  # one step each: every row of the rank's kernel table
+        with open(shared_path(*QWEN, f"rank_{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT", "kernel_details.csv")) as f:
+            kernels[rank] = len(list(csv.DictReader(f)))
+    assert [steps[r]["kernels"] for r in (0, 2)] == [kernels[0], kernels[2]]
+    lacking = [w for w in trace.meta.warnings if "host span, kernel count and step bound are left unknown" in w]
+    assert sorted(w.split("/st_level2_qwen3_4rank/")[1][:16] for w in lacking) == [
+        "rank_1_ascend_pt",
+        "rank_3_ascend_pt",
+    ]
+    assert facts(report, "ledger")["ranks_from_figures"].startswith("2 (ranks 1, 3): compute, communication and free")
+    figures = facts(report, "summary")
+    assert figures["kernels"] == pd.Series(list(kernels.values())).median()
+    assert figures["host_step_ns"] == pd.Series([steps[0]["host_ns"], steps[2]["host_ns"]]).median()
+    assert figures["bound"].startswith("host (2 of 4 steps)") and summary.BOUND_UNKNOWN in figures["bound"]

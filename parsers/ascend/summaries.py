@@ -60,7 +60,8 @@ def _what_is_missing(folder: Path, stepped: bool) -> str:
     if stepped:
         return lacks + (
             f"are its events, and its compute, communication and free time per step are msprof's "
-            f"({step_trace.CSV_FILE}): no kernels, host or memory data for this rank"
+            f"({step_trace.CSV_FILE}): no kernels, host or memory data for this rank (its host span, kernel count "
+            "and step bound are left unknown)"
         )
     return lacks + "are loaded: no compute, host or memory data for this rank"
 

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize
-from traceanalyzer.analyzers.summary import job_step_table, outside_steps, step_table
+from traceanalyzer.analyzers.summary import BASIS_PROFILER, job_step_table, outside_steps, step_table
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.schema import BUSY, NO_ROW, Kind, TraceMeta, codes_at
@@ -78,6 +78,11 @@ def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame,
         Fact("steps", "steps analysed", _steps_text(steps)),
         Fact("ranks", "ranks analysed (of the world size)", _ranks_text(meta)),
         Fact("missing_ranks", "ranks not in the trace", missing or "none"),
+        Fact(
+            "ranks_from_figures",
+            "ranks without kernels or host events (their profiler's step figures)",
+            _figured(steps),
+        ),
         Fact("device_ns", "device time", device_ns, Unit.NS, Per.TOTAL),
         Fact(
             "outside_steps_ns",
@@ -137,6 +142,19 @@ def _ranks_text(meta: TraceMeta) -> str:
     ids = ", ".join(map(str, meta.ranks))
     text = f"{len(meta.ranks)} (rank{'s' if len(meta.ranks) != 1 else ''} {ids}) of {meta.world_size}"
     return text if meta.rank_known else text + " (not recorded; assumed)"
+
+
+def _figured(steps: pd.DataFrame) -> str:
+    """The ranks whose steps their profiler's figures measure (no kernels or host events were written for them), by
+    id, and what is therefore not known of them; ``none`` when every rank has its events."""
+    ranks = sorted(int(r) for r in steps.loc[steps["basis"] == BASIS_PROFILER, "rank"].unique()) if len(steps) else []
+    if not ranks:
+        return "none"
+    ids = ", ".join(map(str, ranks))
+    return (
+        f"{len(ranks)} (rank{'s' if len(ranks) != 1 else ''} {ids}): compute, communication and free time are the "
+        "profiler's step figures; host span, kernel count, step bound and idle gaps not known"
+    )
 
 
 def _share(part_ns: int, total: int) -> float:

@@ -66,6 +66,12 @@ NOT_RECORDED = ""
 """The bound of a step of a run that recorded no device work."""
 BASIS_EVENTS = "events"
 BASIS_PROFILER = "profiler's step figures (step_trace_time; no kernels recorded)"
+BOUND_UNKNOWN = "not known (no host events)"
+"""The bound of a step measured by its profiler's figures alone: without host events, host- or device-bound is not
+known."""
+UNKNOWN_WITHOUT_EVENTS = ("host_ns", "kernels")
+"""Step columns a rank measured by its profiler's figures alone does not know: it recorded no host events (its
+host span) and no kernels (their count); left empty rather than taken from its communication ops."""
 """Where a step row's figures come from: the rank's events, or its profiler's own per-step figures."""
 PROFILER_FIGURES = (
     "stage_ns", "computing_ns", "communication_ns", "communication_not_overlapped_ns", "overlapped_ns", "free_ns",
@@ -154,6 +160,9 @@ def _profiled(table: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     table.loc[use, "kernel_ns"] = theirs["computing_ns"].to_numpy()
     table.loc[use, "communication_ns"] = theirs["communication_ns"].to_numpy()
     table.loc[use, "basis"] = BASIS_PROFILER
+    for column in UNKNOWN_WITHOUT_EVENTS if use.any() else ():  # unknown, not its communication ops' span or count
+        table[column] = table[column].astype(float).mask(use)
+    table.loc[use, "bound"] = BOUND_UNKNOWN
     return table
 
 

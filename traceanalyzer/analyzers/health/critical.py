@@ -42,10 +42,11 @@ def merged_blocked(tables: list[pd.DataFrame]) -> pd.DataFrame:
 
 
 def headroom(steps: pd.DataFrame, waits: pd.DataFrame) -> dict[int, int]:
-    """Per rank: the median over its steps of step time less the host's own time (ns per step; never below 0)."""
+    """Per rank: the median over its steps of step time less the host's own time (ns per step; never below 0); a
+    rank whose host span is not known (no host events) has none."""
     if not len(steps):
         return {}
     table = steps[["rank", "step", "step_ns", "host_ns"]].merge(waits, on=["rank", "step"], how="left")
     own = np.maximum(table["host_ns"].to_numpy() - table["blocked_ns"].fillna(0).to_numpy(), 0)
     table["room"] = np.maximum(table["step_ns"].to_numpy() - own, 0)
-    return {int(rank): int(room) for rank, room in table.groupby("rank")["room"].median().items()}
+    return {int(rank): int(room) for rank, room in table.groupby("rank")["room"].median().dropna().items()}
