@@ -3,7 +3,6 @@ unit), the ranked findings with links to their evidence, and each step's device 
 
 from __future__ import annotations
 
-import numpy as np
 from dash import dcc, html
 from traceanalyzer.dashboards import charts, state
 from traceanalyzer.dashboards.blocks import fact_pair, facts_list, labelled
@@ -12,7 +11,6 @@ from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
 from traceanalyzer.analyzers.health.causes import PAINTED
-from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.schema import BUSY
 
@@ -109,44 +107,23 @@ def _kinds(view: View) -> str:
 def finding_link(view: View, finding: Finding, search: str) -> str:
     """The page (and table on it) that holds a finding's evidence, keeping the URL's picks, picking the rank the
     finding is about and asking for its rows (``row``: its ``where``) to be highlighted; a hotspot finding opens
-    the level whose table holds its name."""
+    the level whose table holds its name (View.place)."""
     anchor = FINDING_ANCHOR.get(finding.id, "")
     where = {EVIDENCE_COLUMNS.get(k, k): v for k, v in finding.where.items()}
     changes: dict = {"row": state.evidence_key(where) if where else None}
     if "rank" in finding.where:  # the evidence of one rank: its page shows that rank's rows
         changes["rank"] = finding.where["rank"]
-    if finding.analyzer == "hotspots":
-        ops = view.hotspots(Level.OP_DEVICE.value)["name"].astype(str)
-        changes["level"] = Level.OP_DEVICE.value if str(where.get("name")) in set(ops) else Level.KERNEL.value
+    level = view.place(finding).level
+    if level is not None:
+        changes["level"] = level
     search = state.updated(search, **changes)
     return FINDING_PAGE.get(finding.analyzer, "/") + search + (f"#{anchor}" if anchor else "")
-
-
-def timeline_place(view: View, finding: Finding) -> dict | None:
-    """Where a finding shows on the Timeline: the longest device interval it claims (on its rank, else the first
-    rank it claims time on), as rank, the step it starts in and ``at`` (start_ns-end_ns, absolute); None when it
-    claims none."""
-    if not finding.claims:
-        return None
-    rank = finding.where.get("rank")
-    rank = int(rank) if rank is not None and int(rank) in finding.claims else next(iter(finding.claims))
-    starts, ends = (np.asarray(a) for a in finding.claims[rank])
-    if not len(starts):
-        return None
-    longest = int(np.argmax(ends - starts))
-    start, end = int(starts[longest]), int(ends[longest])
-    steps = view.trace.steps()
-    inside = steps[
-        (steps["rank"] == rank) & (steps["start_ns"] <= start) & (start < steps["start_ns"] + steps["step_ns"])
-    ]
-    place = {"rank": int(rank), "at": f"{start}-{end}"}
-    return {**place, "step": int(inside["step"].iloc[0])} if len(inside) else place
 
 
 def _links(view: View, finding: Finding, search: str) -> list:
     """The finding's links: its evidence rows on their page, and its place on the Timeline where it has one."""
     links = [dcc.Link(f"{finding.analyzer} →", href=finding_link(view, finding, search))]
-    place = timeline_place(view, finding)
+    place = view.place(finding).timeline
     if place is not None:
         query = state.updated(search, row=None, step=place.get("step"), rank=place["rank"], at=place["at"])
         links += [html.Br(), dcc.Link("timeline →", href=f"/timeline{query}", className="timeline-link")]

@@ -43,6 +43,7 @@ class Job:
     guarded: bool = False  # opened by path from the page: its errors say nothing of the file (REFUSED)
     owner: str | None = None  # the browser session that opened it (None: the command line); its errors are its own
     temporary: Path | None = None  # a folder of ours (an upload's) removed once the trace is read
+    content: str | None = None  # the SHA-1 of its files' contents (content_key), None when they could not be read
 
     def elapsed_s(self) -> float:
         """Seconds spent so far (or in total, once finished)."""
@@ -69,7 +70,8 @@ class Store:
         temporary: Path | None = None,
     ) -> str:
         """Start loading paths (one trace, ranks side by side) for a browser session (owner) or for everyone (None);
-        temporary, a folder removed once they are read; returns the job key (content_key) at once unless wait. The
+        temporary, a folder removed once they are read; returns the job key (content_key) at once, or with wait once
+        the trace is loaded and its pages precomputed. The
         same contents opened again is the job already there (its key), unless that one failed."""
         key = content_key(paths)
         with self._lock:
@@ -101,9 +103,9 @@ class Store:
     def _add(self, label: str, paths: list[str], guarded: bool, owner: str | None, key: str | None = None) -> Job:
         """A new job under key (a failed open without one: a key no link can name)."""
         with self._lock:
-            key = key or f"failed-{next(self._keys)}"
+            content, key = key, key or f"failed-{next(self._keys)}"
             self._jobs.pop(key, None)  # a failed job of these contents is replaced by the new attempt
-            self._jobs[key] = Job(key, cut(label), list(paths), guarded=guarded, owner=owner)
+            self._jobs[key] = Job(key, cut(label), list(paths), guarded=guarded, owner=owner, content=content)
             return self._jobs[key]
 
     def dismiss(self, key: str) -> None:
@@ -117,7 +119,7 @@ class Store:
             job.message = "reading"
             trace = load(job.paths, progress=lambda msg: setattr(job, "message", msg))
             job.message = "analyzing"
-            view = View(trace, job.label)
+            view = View(trace, job.label, job.content)
             view.report()  # what the first page shows: the trace is ready once it is there
             job.view, job.state, job.message = view, "ready", "ready"
         except TraceError as e:
@@ -133,9 +135,10 @@ class Store:
 
     @staticmethod
     def _warm(view: View) -> None:
-        """Precompute the other pages' first visits while the user reads the first; a failure is noted (the page
-        that needs it computes it again on its visit and shows the error there)."""
+        """Keep the report in the trace cache and precompute the other pages' first visits while the user reads the
+        first; a failure is noted (the page that needs it computes it again on its visit and shows the error there)."""
         try:
+            view.keep()
             view.warm()
         except Exception as e:
             view.notes.append(f"precomputing the pages failed ({type(e).__name__}: {e})")

@@ -5,13 +5,16 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards import slices, timeline
 
+from traceanalyzer import reportcache
 from traceanalyzer.analyzers import fusion, health
 from traceanalyzer.analyzers.hotspots import Level
+from traceanalyzer.findings import Finding
 from traceanalyzer.report import Report
 from traceanalyzer.schema import BUSY, DEVICE, NO_ROW, Kind
 from traceanalyzer.section import Fact, Section, Table
@@ -31,6 +34,14 @@ TABLE_ROWS = 500
 """Rows per section table the pages get (the CLI prints the top 15; the pages sort and filter more)."""
 
 
+class Place(NamedTuple):
+    """Where a finding's evidence is shown: the hotspot level whose table holds its name (hotspot findings, else
+    None) and its place on the Timeline (rank, step, ``at``; None when it claims no device time)."""
+
+    level: str | None
+    timeline: dict | None
+
+
 @dataclass
 class Optional:
     """An optional analysis: its data, or why there is none."""
@@ -44,9 +55,13 @@ class View:
 
     NOTHING_FOUND = "the analyzer found nothing in this trace"
 
-    def __init__(self, trace: Trace, label: str) -> None:
+    def __init__(self, trace: Trace, label: str, content: str | None = None) -> None:
         self.trace = trace
         self.label = label
+        # the report is kept in the trace cache under the sources' contents (content: their SHA-1), when given
+        self.kept = reportcache.key(trace.meta.paths, content, f"top={TABLE_ROWS}") if content else None
+        self._built = False
+        self._places: list[Place] | None = None
         self.hotspots = lru_cache(maxsize=256)(self._hotspots)
         self.segments = lru_cache(maxsize=64)(self._segments)
         self.lanes = lru_cache(maxsize=16)(self._lanes)
@@ -69,13 +84,69 @@ class View:
 
     def report(self) -> Report:
         """The analyzers' report (sections and ranked findings, tables to TABLE_ROWS rows), with analyzer warnings
-        kept as notes."""
+        kept as notes: the one kept in the trace cache for these contents, else built."""
         if self._report is None:
+            found = reportcache.read(self.kept) if self.kept else None
+            if found is not None:
+                self._report, self.notes = found.report, found.notes
+                places = found.derived.get("places")
+                self._places = places if isinstance(places, list) else None
+                return self._report
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
                 self._report = self.trace.build_report(top=TABLE_ROWS)
             self.notes = list(dict.fromkeys(str(w.message) for w in caught if "analyzer" in str(w.message)))
+            self._built = True
         return self._report
+
+    def keep(self) -> None:
+        """Keep the report in the trace cache, if it was built here (not read from there) and has a key."""
+        if self._built and self.kept is not None:
+            derived: dict[str, object] = {"places": self.places()}
+            reportcache.write(self.kept, reportcache.Kept(self.report(), self.notes, derived), self.label)
+            self._built = False
+
+    def places(self) -> list[Place]:
+        """Where each of the report's findings is shown, in its order (kept with the report)."""
+        if self._places is None or len(self._places) != len(self.report().findings):
+            self._places = [self._place(f) for f in self.report().findings]
+        return self._places
+
+    def place(self, finding: Finding) -> Place:
+        """Where a finding is shown: the report's own from places(), another one's worked out now."""
+        for found, place in zip(self.report().findings, self.places(), strict=True):
+            if found is finding:
+                return place
+        return self._place(finding)
+
+    def _place(self, finding: Finding) -> Place:
+        """A finding's hotspot level (the op level when its name is an op's, else the kernel level) and Timeline
+        place."""
+        level = None
+        if finding.analyzer == "hotspots":
+            ops = set(self.hotspots(Level.OP_DEVICE.value)["name"].astype(str))
+            level = Level.OP_DEVICE.value if str(finding.where.get("name")) in ops else Level.KERNEL.value
+        return Place(level, self._timeline_place(finding))
+
+    def _timeline_place(self, finding: Finding) -> dict | None:
+        """Where a finding shows on the Timeline: the longest device interval it claims (on its rank, else the first
+        rank it claims time on), as rank, the step it starts in and ``at`` (start_ns-end_ns, absolute); None when it
+        claims none."""
+        if not finding.claims:
+            return None
+        rank = finding.where.get("rank")
+        rank = int(rank) if rank is not None and int(rank) in finding.claims else next(iter(finding.claims))
+        starts, ends = (np.asarray(a) for a in finding.claims[rank])
+        if not len(starts):
+            return None
+        longest = int(np.argmax(ends - starts))
+        start, end = int(starts[longest]), int(ends[longest])
+        steps = self.trace.steps()
+        inside = steps[
+            (steps["rank"] == rank) & (steps["start_ns"] <= start) & (start < steps["start_ns"] + steps["step_ns"])
+        ]
+        place = {"rank": int(rank), "at": f"{start}-{end}"}
+        return {**place, "step": int(inside["step"].iloc[0])} if len(inside) else place
 
     def section(self, section_id: str) -> Section | None:
         """The report's section with this id, or None when the analyzer had nothing to say."""

@@ -501,3 +501,34 @@ def describe() -> str:
         used = pd.Timestamp(entry.used_ns, unit="ns", tz="UTC").strftime("%Y-%m-%d %H:%M UTC")
         lines.append(f"  {humanize.size(entry.size, 1):>10}  last used {used}  {entry.source}")
     return "\n".join(lines) + "\n"
+
+
+def keep(path: Path, header: dict, body: bytes) -> bool:
+    """Store an entry of another kind than a rank's tables (a dashboard's report) at path, framed as those (so
+    ``entries``, eviction and ``clear`` count it; ``header["name"]`` says what it holds), the body's SHA-1 in its
+    header, atomically; False if it would not fit the cap or cannot be written."""
+    head = json.dumps({**header, "body_sha1": hashlib.sha1(body).hexdigest()}).encode()
+    if _HEAD.size + len(head) + len(body) > size_limit():
+        return False
+    return _store(path, [_HEAD.pack(_MAGIC, len(head), hashlib.sha1(head).digest()), head, body])
+
+
+def kept(path: Path) -> tuple[dict, memoryview] | None:
+    """The header and body of an entry written by ``keep`` (marked last used), or None when there is none;
+    ValueError (the entry removed) when it is not a regular file, truncated or corrupt."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError("not a regular file")
+        header, body = _split(path.read_bytes())
+        if hashlib.sha1(body).hexdigest() != header.get("body_sha1"):
+            raise ValueError("its body is truncated or corrupt")
+    except _unreadable() as e:
+        _remove(path)
+        raise ValueError(_one_line(e)) from e
+    with contextlib.suppress(OSError):
+        os.utime(path)
+    return header, body
