@@ -42,7 +42,8 @@ def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
     )
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
     app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))
-    app.layout = _layout  # called per page load: each browser page gets its own session id
+    app.server.before_request(lambda: _name_the_trace(store))
+    app.layout = lambda: _layout(store)  # called per page load: each browser page gets its own session id
     _loading_callbacks(app, store)
     _poll_callbacks(app, store)
     _page_callbacks(app, store)
@@ -89,8 +90,25 @@ def _check_host(hosts: set[str]) -> None:
         flask.abort(403)
 
 
-def _layout() -> html.Div:
-    """The page frame, with a fresh id of this browser page's session (its failed opens are its own)."""
+def _name_the_trace(store: Store) -> flask.Response | None:
+    """A page asked for without a trace (``/``, ``/hotspots?step=3``) once one is loaded: redirected to the same
+    page naming the first loaded trace, as the page would then name it itself; so it is drawn once, for the URL it
+    keeps (not once for no trace and again when the browser writes the trace into the URL)."""
+    request = flask.request
+    ready = store.ready()
+    if request.method != "GET" or request.path not in pages.PAGES or "trace" in request.args or not ready:
+        return None
+    return flask.redirect(request.path + state.updated(request.query_string.decode(), trace=ready[0].key))
+
+
+def _options(store: Store) -> list[dict]:
+    """The trace picker's options: the loaded traces, in the order they were opened."""
+    return [{"label": j.label, "value": j.key} for j in store.ready()]
+
+
+def _layout(store: Store) -> html.Div:
+    """The page frame, with a fresh id of this browser page's session (its failed opens are its own) and the traces
+    loaded so far in the picker (a page opened once they are is drawn at once, with no poll to wait for)."""
     nav = [
         dcc.Link(title, href=path, id=f"nav-{title.lower()}", className="nav") for path, title in pages.PAGES.items()
     ]
@@ -124,7 +142,7 @@ def _layout() -> html.Div:
                 [
                     html.B("traceanalyzer", style={"marginRight": "12px"}),
                     html.Div(
-                        dcc.Dropdown(id="trace", clearable=False, placeholder="loading…"),
+                        dcc.Dropdown(id="trace", options=_options(store), clearable=False, placeholder="loading…"),
                         style={"width": "300px", "display": "inline-block", "verticalAlign": "middle"},
                     ),
                     html.Span([" ", *_spaced(nav)], style={"marginLeft": "12px"}),
@@ -206,7 +224,7 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
     )
     def poll(_n, options, session):
         idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
-        ready = [{"label": j.label, "value": j.key} for j in store.ready()]
+        ready = _options(store)
         status = [_status_line(j) for j in store.pending(session)]
         return status, no_update if ready == (options or []) else ready, idle
 

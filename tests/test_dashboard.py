@@ -313,6 +313,38 @@ def test_compare_shows_the_gate_verdict_of_the_cli(browser, app_url):
     )
 
 
+def test_compare_computes_only_the_pair_the_user_picks_and_once(browser, app_url, monkeypatch):
+    """Opening Compare computes nothing (no candidate is picked for the user); picking one computes that pair, once:
+    a threshold typed after it and the page opened again reuse it."""
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from traceanalyzer import comparison
+
+    url, store, keys = app_url
+    made = []
+    real = comparison.compare
+
+    def counted(baseline, candidate, *args, **kwargs):
+        made.append((baseline, candidate))
+        return real(baseline, candidate, *args, **kwargs)
+
+    monkeypatch.setattr(comparison, "compare", counted)
+    baseline, candidate = store.view(keys["memory_peak"]), store.view(keys["gpt_train"])
+    browser.get(f"{url}/compare?trace={keys['memory_peak']}")
+    assert "Pick the baseline and the candidate" in _wait(browser, "#cmp-hint").text
+    assert _dropdown_value(browser, "#cmp-a") == baseline.label and made == []
+    _pick(browser, "#cmp-b", candidate.label)
+    _wait(browser, "#cmp-facts", "step time")
+    assert len(made) == 1 and made[0][0] is baseline.trace and made[0][1] is candidate.trace
+    WebDriverWait(browser, WAIT_S).until(lambda b: f"right={keys['gpt_train']}" in b.current_url)
+    _clickable(browser, "#cmp-pct").send_keys("10", Keys.ENTER)
+    _wait(browser, "#cmp-gate", "Gate:")
+    browser.get(browser.current_url)
+    _wait(browser, "#cmp-gate", "Gate:")
+    assert len(made) == 1
+
+
 def test_compare_of_a_gpu_and_an_ascend_trace_shows_the_categories(app_url):
     from traceanalyzer.dashboards import pages
 
@@ -441,11 +473,11 @@ def test_open_by_path_reaches_only_the_allowed_folders(browser, app_url, allowed
 def test_requests_for_another_host_are_refused(app_url):
     import http.client
 
-    url, _, _ = app_url
+    url, _, keys = app_url
     port = int(url.rsplit(":", 1)[1])
     for host, status in ((f"attacker.example:{port}", 403), (f"localhost:{port}", 200), (f"127.0.0.1:{port}", 200)):
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=WAIT_S)
-        conn.request("GET", "/", headers={"Host": host})
+        conn.request("GET", f"/?trace={keys['gpt_train']}", headers={"Host": host})
         assert conn.getresponse().status == status, host
         conn.close()
 

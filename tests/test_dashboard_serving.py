@@ -69,6 +69,19 @@ def test_every_response_forbids_framing_and_inline_scripts(app_url):
     assert _get(port, "/", "attacker.example").headers["X-Frame-Options"] == "DENY"  # the 403 too
 
 
+def test_a_page_asked_for_without_a_trace_names_the_first_loaded_one(app_url):
+    """The page is drawn once, for the URL it keeps: a link without a trace is sent to the same page and picks
+    naming the first loaded trace; one naming a trace, or a request that is no page, is answered as it is."""
+    url, store = app_url
+    port, key = int(url.rsplit(":", 1)[1]), store.ready()[0].key
+    moved = _get(port, "/hotspots?step=3&nonsense=1", f"127.0.0.1:{port}")
+    assert moved.status == 302 and moved.headers["Location"] == f"/hotspots?trace={key}&step=3"
+    assert _get(port, "/", f"127.0.0.1:{port}").headers["Location"] == f"/?trace={key}"
+    assert _get(port, f"/memory?trace={key}", f"127.0.0.1:{port}").status == 200
+    assert _get(port, "/_dash-layout", f"127.0.0.1:{port}").status == 200
+    assert _get(port, "/", f"attacker.example:{port}").status == 403  # the Host is checked first
+
+
 @pytest.mark.browser
 def test_every_page_works_under_the_policy_with_no_console_errors(browser, app_url):
     url, _ = app_url
