@@ -1,19 +1,22 @@
 """Time every dashboard interaction on a real trace: the app on one trace, driven in headless Chromium.
 
-    python3 bench/bench_dashboard.py [--trace PATH] [--runs 3]
+    python3 bench/bench_dashboard.py [--trace PATH] [--runs 5] [--only TEXT]
 
 The trace is loaded (and the view warmed) before the browser starts. Each interaction is set up (not timed), then
 done with selenium's own clicks; its time runs from the browser's pointerdown of the click (for a script action,
 its start) until the last Dash callback response has arrived and the page has stopped changing (the last DOM
 mutation), so it includes the server, the transfer and the browser's rendering; "with webdriver" also counts
 selenium's round trips before the click reaches the page. The poll interval's requests are left out. "KB" is
-the callback response bytes of one run. Prints the median of the runs per interaction.
+the callback response bytes of one run; "CPU ms" this process's user + system time over the interaction (the
+server's threads, and the script's own webdriver calls while it waits). Prints the median of the runs per
+interaction, and the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import statistics
 import sys
 import threading
@@ -100,6 +103,7 @@ class Timing(NamedTuple):
     from_click_ms: float  # from the browser's pointerdown (or, for a script action, its start) to settled
     with_driver_ms: float  # from just before selenium's call, so its round trips are included
     response_bytes: int  # Dash callback response bytes
+    cpu_ms: float = 0.0  # this process's CPU time over it: the server's, and the script's webdriver calls
 
 
 class Bench:
@@ -140,8 +144,9 @@ class Bench:
     def timed(self, action: Callable[[], None]) -> Timing:
         """Run action (clicks) and time it until the page settles."""
         start = self.driver.execute_script(START)
+        used = time.process_time()
         action()
-        return self.settle(start)
+        return self.settle(start)._replace(cpu_ms=(time.process_time() - used) * 1000)
 
     def open_dropdown(self, dropdown: str) -> None:
         """Open a dcc.Dropdown (so that picking an option is one click)."""
@@ -242,14 +247,15 @@ def main() -> int:
     """Entry point: print one line per interaction (median ms over the runs, response KB)."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", type=Path, default=BIG)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
     p.add_argument("--only", default="", help="run only interactions whose name contains this")
     args = p.parse_args()
     url = serve(args.trace)
     driver = browser()
     bench = Bench(driver, url)
-    print(f"| interaction | ms from click (median of {args.runs}) | runs | ms with webdriver | callback KB |")
-    print("|---|---:|---|---:|---:|")
+    print(f"load average before: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
+    print(f"| interaction | ms from click (median of {args.runs}) | runs | ms with webdriver | CPU ms | callback KB |")
+    print("|---|---:|---|---:|---:|---:|")
     try:
         for name, run in interactions(bench).items():
             if args.only not in name:
@@ -258,10 +264,13 @@ def main() -> int:
             times = [r.from_click_ms for r in results]
             runs = " / ".join(f"{t:.0f}" for t in times)
             driver_ms = statistics.median(r.with_driver_ms for r in results)
+            cpu_ms = statistics.median(r.cpu_ms for r in results)
             size = results[-1].response_bytes / 1024
-            print(f"| {name} | {statistics.median(times):.0f} | {runs} | {driver_ms:.0f} | {size:.0f} |", flush=True)
+            median = statistics.median(times)
+            print(f"| {name} | {median:.0f} | {runs} | {driver_ms:.0f} | {cpu_ms:.0f} | {size:.0f} |", flush=True)
     finally:
         driver.quit()
+    print(f"load average after: {' / '.join(f'{x:.1f}' for x in os.getloadavg())}", file=sys.stderr)
     return 0
 
 

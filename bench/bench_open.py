@@ -1,26 +1,39 @@
 """How long `traceanalyze dashboard TRACE` takes to show the trace's first page, cold and from the cache.
 
-    python3 bench/bench_open.py [--trace PATH] [--runs 3]
+    python3 bench/bench_open.py [--trace PATH] [--runs 5] [--baseline DIR]
 
 Each run starts the dashboard command as a fresh process with its own cache folder (XDG_CACHE_HOME under /tmp):
-"cold" with the cache off, "cached" after one load has written the entry. Headless Chromium opens the page as soon
-as the server answers; the time runs from starting the process, and from the server's first answer, until the
-Overview's findings table of the trace is shown (the load, the report, the page's poll and the browser's drawing
-included; from the start also the imports). Prints the median per mode.
+"cold" with the cache off, "cached" after the dashboard opened the trace once (its tables and report kept).
+Headless Chromium opens the page as soon as the server answers. "first page" is the browser's time from that
+navigation's start until the Overview's findings table of the trace is shown (a probe in the page notes when it
+first is: the rest of the load, the report, the page's poll and callbacks, the browser's drawing included); "FCP" is
+the browser's first-contentful-paint of the same navigation (the page frame: its header, before any trace data);
+"from start" runs from starting the process (its imports included). "server CPU s" is the server process's user +
+system time (all its threads) from its start until the page was shown, and the part after it answered. Prints the
+median per mode, and the load average before and after.
+
+``--baseline DIR`` runs each open a second time on another checkout's code, in turn with this one (this, baseline,
+this, ...), so that the two are measured under the same load; DIR holds the package as it is installed
+(``DIR/traceanalyzer`` with its ``dashboards`` and ``parsers`` inside), put first on PYTHONPATH. Make one with
+``bench/bench_open.py --layout COMMIT DIR``.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
 import os
+import shutil
 import socket
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import NamedTuple
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -32,6 +45,32 @@ TIMEOUT_S = 180
 SHOWN = "#findings"
 CLI = "import sys; from traceanalyzer.cli import main; sys.exit(main())"
 """What the installed `traceanalyze` runs."""
+WARM = "import sys; from traceanalyzer.dashboards.store import Store; Store().open(sys.argv[1:], wait=True)"
+"""One open of the trace by the dashboard's store (the tables and, where the code keeps it, the report cached)."""
+SUBPACKAGES = ("dashboards", "parsers")
+"""Top-level folders of the checkout installed inside the package (pyproject's package-dir)."""
+
+# Notes (performance.now(), ms from the navigation's start) when the first page's findings table is first shown.
+PROBE = """
+new MutationObserver((records, observer) => {
+  const shown = document.querySelector('SHOWN');
+  if (shown && shown.offsetParent !== null) { window.__shown = performance.now(); observer.disconnect(); }
+}).observe(document, {subtree: true, childList: true, attributes: true});
+""".replace("SHOWN", SHOWN)
+READ = """
+const paint = performance.getEntriesByName('first-contentful-paint')[0];
+return [window.__shown || null, paint ? paint.startTime : null];
+"""
+
+
+class Open(NamedTuple):
+    """One timed open."""
+
+    page_s: float  # browser: the navigation's start to the findings shown
+    fcp_s: float  # browser: the navigation's start to its first contentful paint
+    start_s: float  # from starting the process to the findings shown (as seen by this script)
+    cpu_s: float  # server process CPU (user + system) until the findings were shown
+    cpu_up_s: float  # the part of it after the server first answered
 
 
 def free_port() -> int:
@@ -41,17 +80,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def environment(cache: Path, cached: bool) -> dict[str, str]:
-    """The process environment of one run: its own cache folder, the cache on or off."""
-    env = dict(os.environ, XDG_CACHE_HOME=str(cache))
+def environment(cache: Path, cached: bool, code: Path | None) -> dict[str, str]:
+    """The process environment of one run: its own cache folder, the cache on or off, the code (None: this
+    checkout's, as installed)."""
+    env = dict(os.environ, XDG_CACHE_HOME=str(cache), PYTHONDONTWRITEBYTECODE="1")
     env["TRACEANALYZER_CACHE"] = "1" if cached else "0"
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
 
 
-def warm(trace: Path, env: dict[str, str]) -> None:
-    """Write the trace's cache entry (one load in its own process)."""
-    code = f"import traceanalyzer as ta; ta.load({str(trace)!r})"
-    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a running process, all its threads (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def wait_for_server(url: str, deadline: float) -> None:
@@ -65,10 +107,8 @@ def wait_for_server(url: str, deadline: float) -> None:
     raise TimeoutError("the dashboard did not start")
 
 
-def first_page_s(trace: Path, env: dict[str, str], driver) -> tuple[float, float]:
-    """Seconds from starting the dashboard process, and from the server's first answer, to its first page of the
-    trace shown in the browser."""
-    from selenium.webdriver.common.by import By
+def first_page(trace: Path, env: dict[str, str], driver) -> Open:
+    """Open the dashboard on trace in a fresh process and time its first page of the trace in the browser."""
     from selenium.webdriver.support.ui import WebDriverWait
 
     port = free_port()
@@ -78,55 +118,99 @@ def first_page_s(trace: Path, env: dict[str, str], driver) -> tuple[float, float
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_for_server(url, started + TIMEOUT_S)
-        serving = time.monotonic()
+        up_cpu = cpu_s(process.pid)
         driver.get(url)
-        WebDriverWait(driver, TIMEOUT_S, poll_frequency=0.02).until(
-            lambda d: any(e.is_displayed() for e in d.find_elements(By.CSS_SELECTOR, SHOWN))
+        shown, paint = WebDriverWait(driver, TIMEOUT_S, poll_frequency=0.02).until(
+            lambda d: (lambda r: r if r[0] is not None else False)(d.execute_script(READ))
         )
-        shown = time.monotonic()
-        return shown - started, shown - serving
+        end = time.monotonic()
+        used = cpu_s(process.pid)
+        return Open(shown / 1000, (paint or 0) / 1000, end - started, used, used - up_cpu)
     finally:
         process.terminate()
         process.wait()
 
 
 def browser():
-    """Headless Chromium."""
+    """Headless Chromium with the probe installed in every page."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
     for flag in CHROMIUM_FLAGS:
         options.add_argument(flag)
-    return webdriver.Chrome(service=Service(), options=options)
+    driver = webdriver.Chrome(service=Service(), options=options)
+    driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": PROBE})
+    return driver
+
+
+def layout(commit: str, into: Path) -> None:
+    """Write a commit's package as it is installed (``into/traceanalyzer``, its subpackages inside) for
+    --baseline."""
+    data = subprocess.run(["git", "-C", str(REPO), "archive", commit], check=True, capture_output=True).stdout
+    with tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            tar.extractall(tmp, filter="data")
+        package = into / "traceanalyzer"
+        shutil.copytree(Path(tmp) / "traceanalyzer", package)
+        for sub in SUBPACKAGES:
+            shutil.copytree(Path(tmp) / sub, package / sub)
+
+
+def one_open(trace: Path, mode: str, code: Path | None, driver) -> Open:
+    """One timed open in a fresh cache folder (for "cached", written by one open first)."""
+    with tempfile.TemporaryDirectory(prefix="ta-open-") as cache:
+        env = environment(Path(cache), mode == "cached", code)
+        if mode == "cached":
+            subprocess.run([sys.executable, "-c", WARM, str(trace)], env=env, check=True)
+        return first_page(trace, env, driver)
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages."""
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
 
 
 def main() -> None:
-    """Time both modes and print a Markdown table."""
+    """Time both modes (and the baseline's, in turn) and print a Markdown table."""
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trace", type=Path, default=BIG)
-    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--baseline", type=Path, metavar="DIR", help="another checkout's package, timed in turn")
+    p.add_argument("--layout", nargs=2, metavar=("COMMIT", "DIR"), help="write COMMIT's package to DIR and exit")
     args = p.parse_args()
+    if args.layout:
+        layout(args.layout[0], Path(args.layout[1]))
+        return
+    codes = {"this": None, **({"baseline": args.baseline.resolve()} if args.baseline else {})}
+    print(f"load average before: {load_average()}", file=sys.stderr)
     driver = browser()
-    results = {}
+    results: dict[tuple[str, str], list[Open]] = {}
     try:
         for mode in ("cold", "cached"):
-            times = []
             for _ in range(args.runs):
-                with tempfile.TemporaryDirectory(prefix="ta-open-") as cache:
-                    env = environment(Path(cache), mode == "cached")
-                    if mode == "cached":
-                        warm(args.trace, env)
-                    times.append(first_page_s(args.trace, env, driver))
-            results[mode] = times
+                for name, code in codes.items():
+                    results.setdefault((name, mode), []).append(one_open(args.trace, mode, code, driver))
     finally:
         driver.quit()
-    print("| trace | mode | from process start s (median) | from server up s (median) | runs s (start / up) |")
-    print("|---|---|---:|---:|---|")
-    for mode, times in results.items():
-        runs = " · ".join(f"{a:.2f} / {b:.2f}" for a, b in times)
-        start, up = (statistics.median(t[i] for t in times) for i in (0, 1))
-        print(f"| {args.trace.name} | {mode} | {start:.2f} | {up:.2f} | {runs} |")
+    print(f"load average after: {load_average()}", file=sys.stderr)
+    print(
+        "| code | mode | first page s (median) | FCP s | from process start s | server CPU s (after it answered) "
+        "| first page runs s |"
+    )
+    print("|---|---|---:|---:|---:|---:|---|")
+    for (name, mode), opens in results.items():
+        med = {f: statistics.median(getattr(o, f) for o in opens) for f in Open._fields}
+        runs = " · ".join(f"{o.page_s:.2f}" for o in opens)
+        print(
+            f"| {name} | {mode} | {med['page_s']:.2f} | {med['fcp_s']:.2f} | {med['start_s']:.2f} | "
+            f"{med['cpu_s']:.2f} ({med['cpu_up_s']:.2f}) | {runs} |"
+        )
+    if args.baseline:
+        for mode in ("cold", "cached"):
+            pairs = zip(results[("this", mode)], results[("baseline", mode)], strict=True)
+            ratio = statistics.median(a.page_s / b.page_s for a, b in pairs)
+            print(f"\n{mode}: first page this ÷ baseline, median of the paired runs: {ratio:.2f}")
 
 
 if __name__ == "__main__":
