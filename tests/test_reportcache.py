@@ -82,3 +82,12 @@ def test_no_report_is_kept_with_the_cache_off(cache_dir, builds, monkeypatch):
     trace = shared_path("h200", "gpt_train", "gpt_train.json.gz")
     assert _opened(trace) == _opened(trace) and builds["n"] == 2
     assert not cache_dir.exists() or not list(cache_dir.iterdir())
+
+
+def test_a_kept_report_others_can_write_is_not_read(cache_dir, builds):
+    """A pickle runs code when read: an entry that group or others may write is built again, never unpickled."""
+    trace = shared_path("h200", "gpt_train", "gpt_train.json.gz")
+    first = _opened(trace)
+    (entry,) = [e.path for e in cache.entries() if e.source.endswith(KEPT)]
+    entry.chmod(0o666)
+    assert _opened(trace) == first and builds["n"] == 2

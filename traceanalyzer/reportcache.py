@@ -6,8 +6,8 @@ header with its SHA-1, then the body, whose SHA-1 the header holds), so ``tracea
 size cap and ``cache clear`` count it. Its file is named by what the report is of (the sources as given, a SHA-1 of
 their contents, the report's options); its header says what built it (a digest of the package's code, parsers and
 analyzers included, and the pandas and numpy versions): an entry built otherwise is stale and replaced. The body is
-the report, its notes and what the dashboard derived from it, pickled: it is read only from the user's own cache
-folder, and only once its digest matches, as the tables' entries are.
+the report, its notes and what the dashboard derived from it, pickled: it is read only from an entry the user owns
+that no one else can write, and only once its digest matches, as the tables' entries are.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import pickle
+import stat
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -69,7 +71,7 @@ def built_with() -> list[str]:
 def read(where: Key) -> Kept | None:
     """The kept report, or None when the cache is off, unusable or has no current entry (a damaged one is removed,
     with a warning)."""
-    if not cache.enabled() or cache.unusable():
+    if not cache.enabled() or cache.unusable() or not _own(where.path):
         return None
     try:
         found = cache.kept(where.path)
@@ -82,6 +84,16 @@ def read(where: Key) -> Kept | None:
             where.path.unlink()
         return None
     return Kept(report, list(notes), dict(derived))
+
+
+def _own(path: Path) -> bool:
+    """Is the entry (if any) this user's alone: owned by them and writable by no one else? A pickle is read only
+    then, since whoever can write it can make it run code."""
+    try:
+        st = path.stat()
+    except OSError:
+        return True  # no entry: nothing is read
+    return st.st_uid == os.getuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
 def write(where: Key, kept: Kept, label: str) -> bool:
