@@ -528,7 +528,7 @@ def range_view(
 
 def perfetto_file(view: View) -> bytes:
     """The annotated trace (renderers.perfetto: the events plus a findings track) as gzipped JSON."""
-    doc = perfetto.document(view.trace)
+    doc = perfetto.document(view.trace.annotated())
     return gzip.compress(orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY), compresslevel=5)
 
 

@@ -179,18 +179,6 @@ def test_the_layer_test_sees_the_package():
 
 PRESENTERS = ("traceanalyzer.renderers", "traceanalyzer.notebook")
 """The modules that present: they receive values (a ``Report``, tables, figures), never a ``Trace``."""
-STILL_TAKE_A_TRACE = {
-    "traceanalyzer.renderers.export.write",
-    "traceanalyzer.renderers.perfetto.write",
-    "traceanalyzer.renderers.perfetto.document",
-    "traceanalyzer.renderers.perfetto.finding_slices",
-    "traceanalyzer.renderers.plots.hotspots",
-    "traceanalyzer.renderers.plots.steps",
-    "traceanalyzer.renderers.plots.timeline",
-    "traceanalyzer.renderers.plots.overlap",
-    "traceanalyzer.renderers.plots.memory",
-}
-"""Presenters that still take a trace (issue #25, item 2, not done): this list may only shrink."""
 _TRACE_TYPES = {"Trace", "TraceData", "Job", "JobData"}
 
 
@@ -213,8 +201,7 @@ def test_no_presenter_takes_a_trace():
         if name.startswith(PRESENTERS)
         for function in _takes_a_trace(ast.parse(path.read_text()))
     }
-    assert taking <= STILL_TAKE_A_TRACE, sorted(taking - STILL_TAKE_A_TRACE)
-    assert taking >= STILL_TAKE_A_TRACE, f"they take a trace no more: {STILL_TAKE_A_TRACE - taking}"
+    assert not taking, f"presenters that take a trace (give them values the facade computed): {sorted(taking)}"
 
 
 def test_the_presenter_check_fails_on_a_presenter_that_takes_a_trace(tmp_path):

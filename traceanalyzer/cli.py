@@ -353,7 +353,7 @@ def _export(args: argparse.Namespace) -> int:
             cache=False if args.no_cache else None,
             scheduler=args.scheduler,
         )
-        written = export.write(trace, args.to, Path(args.output), top=args.top)
+        written = trace.export(args.to, Path(args.output), top=args.top)
     _warn([str(w.message) for w in caught] + trace.meta.warnings)
     _write(f"wrote {written}\n", None)
     return EXIT_INTERNAL if _analyzer_failed(caught, args.keep_going) else EXIT_OK

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
@@ -31,7 +32,9 @@ from traceanalyzer.findings import Finding
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
 from traceanalyzer.renderers import digest as digest_renderer
+from traceanalyzer.renderers import export as export_renderer
 from traceanalyzer.renderers import json as json_renderer
+from traceanalyzer.renderers import perfetto
 from traceanalyzer.report import Report, build
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import Scope, TraceData
@@ -163,15 +166,28 @@ class Trace(TraceData):
         (hotspots, timeline); steps, overlap (multi-rank jobs) and memory (when recorded) are of the whole trace."""
         where = f" ({scope})" if scope.step is not None or scope.rank is not None else ""
         scoped = {k: v for k, v in (("step", scope.step), ("rank", scope.rank)) if v is not None}
-        out = [(f"Top kernels (total){where}", plots.hotspots(self, **scoped))]
-        out.append(("Steps, every rank", plots.steps(self)))
+        steps = self.steps()
+        out = [(f"Top kernels (total){where}", plots.hotspots(self.hotspots(**scoped)))]
+        out.append(("Steps, every rank", plots.steps(steps)))
         timeline = "Timeline of the median step" if scope.step is None else f"Timeline of step {scope.step}"
-        out.append((timeline, plots.timeline(self, rank=scope.rank, step=scope.step)))
+        out.append((timeline, plots.timeline(self.events, steps, rank=scope.rank, step=scope.step)))
         if len(self.meta.ranks) > 1:
-            out.append(("Exposed communication per rank and step", plots.overlap(self)))
+            out.append(("Exposed communication per rank and step", plots.overlap(self.overlap())))
         if len(self.memory_events):
-            out.append(("Memory over time", plots.memory(self)))
+            out.append(("Memory over time", plots.memory(self.memory())))
         return out
+
+    def annotated(self) -> perfetto.Annotated:
+        """What the annotated (Perfetto) trace is written from: the events, the meta, the steps, the findings."""
+        return perfetto.Annotated(self.events, self.meta, self.steps(), self.findings())
+
+    def export(self, target: str, out: Path, top: int = 15) -> str:
+        """Write the export ``target`` (one of ``export.TARGETS``) to ``out``: the annotated trace, or the loaded
+        tables and the report's (``top`` rows) as files; returns what was written, for the user."""
+        if target == "perfetto":
+            return perfetto.write(self.annotated(), out)
+        loaded = {"events": self.events, "memory_events": self.memory_events}
+        return export_renderer.write(self.build_report(top=top), loaded, target, out)
 
     def build_report(
         self, top: int = 15, step: int | None = None, rank: int | None = None, kind: str | None = None

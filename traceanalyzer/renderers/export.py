@@ -16,7 +16,6 @@ import pandas as pd
 
 from traceanalyzer import outputs
 from traceanalyzer.errors import TraceError
-from traceanalyzer.renderers import perfetto
 from traceanalyzer.report import Report
 from traceanalyzer.schema import EVENT_COLUMNS, MEMORY_COLUMNS, NO_ROW, Column
 from traceanalyzer.section import Table
@@ -38,13 +37,10 @@ def check_output(target: str, out: Path, inputs: list[outputs.Protected], force:
 PARQUET_INSTALL = "pip install 'traceanalyzer-hotspots[parquet]' (in a checkout: pip install '.[parquet]')"
 
 
-def write(trace, target: str, out: Path, top: int = 15) -> str:
-    """Write the export; returns what was written, for the user."""
-    if target == "perfetto":
-        return perfetto.write(trace, out)
-    report = trace.build_report(top=top)
-    tables = {"events": trace.events, "memory_events": trace.memory_events}
-    tables |= {f"{s.id}.{t.id}": _plain(t.frame) for s in report.sections for t in s.tables}
+def write(report: Report, loaded: dict[str, pd.DataFrame], target: str, out: Path) -> str:
+    """Write the tables export (csv or parquet) to the folder ``out``: the ``loaded`` tables (events, memory
+    events), every section table of ``report`` and a README.md of their columns; returns what was written."""
+    tables = loaded | {f"{s.id}.{t.id}": _plain(t.frame) for s in report.sections for t in s.tables}
     with outputs.folder_replacing(out) as into:
         for name, frame in tables.items():
             _save(frame, into / f"{name}.{target}", target)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +22,7 @@ import pandas as pd
 
 from traceanalyzer import humanize, outputs
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import DEVICE, NO_ROW, Kind
+from traceanalyzer.schema import DEVICE, NO_ROW, Kind, TraceMeta
 
 MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
@@ -35,9 +36,20 @@ FLOW = {"name": "launch", "cat": "launch → device"}
 """Name and category of the launch → device work flows."""
 
 
-def write(trace, out: Path) -> str:
+@dataclass(frozen=True)
+class Annotated:
+    """What the annotated trace is written from (the facade builds it: ``Trace.annotated()``): the event table, the
+    trace's meta (window, sources), its step table and its ranked findings."""
+
+    events: pd.DataFrame
+    meta: TraceMeta
+    steps: pd.DataFrame
+    findings: list[Finding]
+
+
+def write(annotated: Annotated, out: Path) -> str:
     """Write the annotated trace to ``out`` (.json or .json.gz); returns what was written."""
-    doc = document(trace)
+    doc = document(annotated)
     data = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
     with outputs.replacing(out) as f:
         if out.name.endswith(".gz"):
@@ -49,22 +61,22 @@ def write(trace, out: Path) -> str:
     return f"{meta['events_written']:,} events and {meta['finding_slices']:,} finding slices to {out}"
 
 
-def document(trace) -> dict:
+def document(annotated: Annotated) -> dict:
     """The Chrome-trace document: event slices, the findings track, and what was left out (``otherData``)."""
-    t0 = int(trace.meta.start_ns)
-    events, note = subset(trace.events)
+    t0 = int(annotated.meta.start_ns)
+    events, note = subset(annotated.events)
     if note:
         warnings.warn(note, stacklevel=2)
     lanes = _lanes(events)
-    findings = finding_slices(trace, t0)
+    findings = finding_slices(annotated, t0)
     slices = _event_slices(events, lanes, t0)
     flows = launch_flows(events, lanes, t0)
     meta = _metadata(lanes) + _finding_threads(findings)
     other = {
-        "source": "; ".join(trace.meta.paths),
+        "source": "; ".join(annotated.meta.paths),
         "start_ns": t0,
         "times": "µs relative to start_ns (three decimals: ns)",
-        "events_in_trace": len(trace.events),
+        "events_in_trace": len(annotated.events),
         "events_written": len(events),
         "finding_slices": len(findings),
         "launch_flows": len(flows) // 2,
@@ -203,12 +215,12 @@ def micros(ns: np.ndarray) -> list[float]:
     return [round(v / 1000, 3) for v in np.asarray(ns, dtype=np.int64).tolist()]
 
 
-def finding_slices(trace, t0: int) -> list[tuple[dict, tuple[int, int]]]:
+def finding_slices(annotated: Annotated, t0: int) -> list[tuple[dict, tuple[int, int]]]:
     """Per finding occurrence, its slice on the findings track and the (finding number, rank) lane it is on."""
-    steps = trace.steps()
+    steps = annotated.steps
     out = []
-    for number, finding in enumerate(trace.findings(), 1):
-        for rank, starts, ends, how in _ranges(finding, steps, trace.meta):
+    for number, finding in enumerate(annotated.findings, 1):
+        for rank, starts, ends, how in _ranges(finding, steps, annotated.meta):
             args = _args(finding, how)
             tid = number * 1000 + rank + 1
             for start, end in zip(starts, ends, strict=True):
