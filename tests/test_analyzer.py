@@ -4,8 +4,10 @@ a part that fails is named where it failed, and an analyzer that needs it says s
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
+from collections import Counter
 
 import pytest
 
@@ -88,3 +90,30 @@ def test_every_analyzer_has_a_unique_name_and_needs_only_registered_ones():
     assert len(set(names)) == len(names) and names[0] == "ledger"
     for analyzer in analyzers.ANALYZERS:
         assert set(analyzer.needs) <= set(names) - {analyzer.name}, analyzer.name
+
+
+def test_an_analysis_runs_once_per_scope_of_a_trace(monkeypatch):
+    """Findings, report and a scoped view's findings share one part and one findings call per scope."""
+    calls: Counter[str] = Counter()
+
+    def counted(what, call):
+        def run(*args):
+            calls[what] += 1
+            return call(*args)
+
+        return run
+
+    toy = dataclasses.replace(
+        toy_analyzer.TOY,
+        rank_part=counted("part", toy_analyzer.rank_part),
+        findings=counted("findings", toy_analyzer.findings),
+    )
+    monkeypatch.setattr(analyzers, "ANALYZERS", (*analyzers.ANALYZERS, toy))
+    t = ta.load(REPO / "sample_traces" / "unfused_ops.json.gz")
+    step = int(t.steps()["step"].iloc[0])
+    for _ in range(2):
+        assert any(f.analyzer == "toy" for f in t.findings())
+        assert any(f.analyzer == "toy" for f in t.build_report().findings)
+        assert any(f.analyzer == "toy" for f in t.scoped(step=step).findings())
+        assert any(f.analyzer == "toy" for f in t.build_report(step=step).findings)
+    assert calls == {"part": 2, "findings": 2}, "once for the whole trace, once for the step"

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.errors import TraceError
+from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, Kind, TraceMeta
 
 LINK_COLUMNS = ("parent", "launch", "op", "top_op", "caller")
@@ -59,14 +60,20 @@ class TraceData:
         return sorted({int(s) for s in markers if s != NO_ROW})
 
     def scoped(self, step: int | None = None, rank: int | None = None, check: bool = True) -> TraceData:
-        """The view of one step and/or rank; a step or rank the trace lacks is a TraceError naming the valid ones
-        (unless ``check`` is False: then the view is empty, as a rank of a job that lacks the step)."""
+        """The view of one step and/or rank, made once per scope of the trace (so its memo, every analysis of the
+        scope, is kept too); a step or rank the trace lacks is a TraceError naming the valid ones (unless ``check``
+        is False: then the view is empty, as a rank of a job that lacks the step)."""
         if step is None and rank is None:
             return self
         base = self.base
         scope = Scope(step if step is not None else self.scope.step, rank if rank is not None else self.scope.rank)
         if check:
             _check_scope(base, scope)
+        return remember(base, f"tracedata.scoped.{scope.step}.{scope.rank}", lambda: self._view(scope))
+
+    def _view(self, scope: Scope) -> TraceData:
+        """A new view of ``scope`` of the trace (``scoped`` keeps it)."""
+        base = self.base
         events, memory = _restrict(base.events, base.memory_events, scope)
         ranks = [scope.rank] if scope.rank is not None else list(base.meta.ranks)
         meta = replace(base.meta, ranks=ranks)
