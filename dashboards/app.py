@@ -15,10 +15,12 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 from traceanalyzer.dashboards import access, callbacks, pages, state
 from traceanalyzer.dashboards.store import Store
 
+from traceanalyzer import humanize
+
 UPLOAD_LIMIT_BYTES = 200 * (1 << 20)
 """Largest trace file accepted by the upload box."""
 UPLOAD_TOO_LARGE = (
-    f"upload refused: the file is over the {UPLOAD_LIMIT_BYTES >> 20} MiB upload limit "
+    f"upload refused: the file is over the {humanize.size(UPLOAD_LIMIT_BYTES, 0)} upload limit "
     "(open a larger trace by path: traceanalyze dashboard PATH or --allow DIR)"
 )
 """The one answer for an upload over the limit, from the browser (which then sends nothing) or the server."""
@@ -121,7 +123,7 @@ def _layout(store: Store) -> html.Div:
                 id="upload",
                 children=html.Span(
                     f"… or drop / pick a trace file: .json, .json.gz or a memory snapshot .pickle "
-                    f"(up to {UPLOAD_LIMIT_BYTES >> 20} MiB)"
+                    f"(up to {humanize.size(UPLOAD_LIMIT_BYTES, 0)})"
                 ),
                 max_size=UPLOAD_LIMIT_BYTES,
                 style={"border": "1px dashed #999", "padding": "6px", "marginTop": "4px"},
@@ -239,7 +241,9 @@ def _status_line(job) -> html.Div:
     if job.state == "error":
         dismiss = html.Button("×", id={"dismiss": job.key}, title="dismiss", className="dismiss")
         return html.Div([f"could not open {_shown(job.label)}: {job.message} ", dismiss], className="error")
-    return html.Div(f"loading {_shown(job.label)}: {job.message} … {job.elapsed_s():.1f} s", className="progress")
+    return html.Div(
+        f"loading {_shown(job.label)}: {job.message} … {humanize.seconds(job.elapsed_s())}", className="progress"
+    )
 
 
 def _shown(label: str, most: int = 200) -> str:

@@ -266,7 +266,7 @@ def all_ranks_note(view: View, levels: int) -> str:
         how = " and ".join(dict.fromkeys(table.loc[table["calls"] > 0, "method"]))
         note = f"All {len(view.ranks())} ranks on one time axis, on {clock}; clock offsets applied "
         note += f"(subtracted from each rank's times): {per}; estimated by the distributed analyzer from {how}, "
-        note += f"spread up to {table['spread_ns'].max() / 1e3:.2f} µs."
+        note += f"spread up to {humanize.duration(table['spread_ns'].max())}."
     shown = timeline_lanes.all_ranks_levels(levels, len(view.ranks()))
     if shown < levels:
         note += f" With {len(view.ranks())} ranks each shows its device streams and {shown} host level"
@@ -280,7 +280,7 @@ def _offset_said(offset, lowest: int) -> str:
         return f"rank {offset.rank} 0.00 µs (the reference)"
     if not offset.calls:
         return f"rank {offset.rank} none known (0 applied)"
-    return f"rank {offset.rank} {offset.offset_ns / 1e3:.2f} µs ({offset.calls} matched calls)"
+    return f"rank {offset.rank} {humanize.duration(offset.offset_ns)} ({offset.calls} matched calls)"
 
 
 def _note(seg: pd.DataFrame, found: pd.DataFrame, bounds: pd.DataFrame, stacked: bool = False) -> str:
@@ -429,7 +429,7 @@ def goto_options(view: View, rank: int | None, step: Steps, levels: int, python:
     found = view.marks(rank, step, levels, python).sort_values("start_ns")
     return [
         {
-            "label": f"{m.what} at {m.start_ns / NS_PER_MS:.2f} ms: {m.label}",
+            "label": f"{m.what} at {humanize.axis_ms(m.start_ns, 2)}: {m.label}",
             "value": f"{m.start_ns + origin}-{m.end_ns + origin}",
         }
         for m in found.itertuples()

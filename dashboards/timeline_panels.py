@@ -30,7 +30,7 @@ def details_panel(found: dict, origin: int) -> list:
         ("name", found["name"]),
         ("kind", found["kind"]),
         ("where", f"rank {found['rank']} · {found['where']} · step {step}"),
-        ("start", f"{(found['ts'] - origin) / NS_PER_MS:.4f} ms on the axis"),
+        ("start", f"{humanize.axis_ms(found['ts'] - origin)} on the axis"),
         ("duration", humanize.duration(found["dur_ns"])),
         ("self time", humanize.duration(found["self_ns"])),
         ("event row", str(found["row"])),
@@ -61,7 +61,7 @@ def range_panel(lo: int, hi: int, hits: pd.DataFrame, found: pd.DataFrame) -> li
     found: the drawn marks, ns on the axis)."""
     inside = found[(found["end_ns"] >= lo) & (found["start_ns"] <= hi)]
     said = (
-        f"Range {lo / NS_PER_MS:.4f}–{hi / NS_PER_MS:.4f} ms ({humanize.duration(hi - lo)}): {len(hits):,} events "
+        f"Range {humanize.axis_ms(lo)}–{humanize.axis_ms(hi)} ({humanize.duration(hi - lo)}): {len(hits):,} events "
         f"overlap it."
     )
     marks = [html.Li(f"{m.what}: {m.label}") for m in inside.itertuples()]

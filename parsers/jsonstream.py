@@ -27,6 +27,7 @@ import msgspec
 from traceanalyzer.parsers.columns import MAX_DEPTH, Columns, MalformedJSON, TooDeep
 
 from traceanalyzer.errors import TraceError
+from traceanalyzer.humanize import size
 
 try:  # ISA-L inflates gzip 3.5x faster than zlib (0.20 -> 0.06 s CPU on a 172 MB trace); optional
     from isal import igzip as _gzip
@@ -137,7 +138,7 @@ class _Body:
         if self.long_runs:
             out.append(
                 f"{path}: skipped {self.long_runs:,} bytes of padding (runs of whitespace or NUL bytes longer than "
-                f"{PADDING_KEPT >> 20} MiB, each read as its first {PADDING_KEPT >> 20} MiB)"
+                f"{size(PADDING_KEPT, 0)}, each read as its first {size(PADDING_KEPT, 0)})"
             )
         if self.run.strip(b" \t\r\n"):
             out.append(f"{path}: ignored {self.run_length:,} bytes of padding (NUL bytes) after the JSON document")

@@ -35,7 +35,7 @@ import pandas as pd
 from traceanalyzer.parsers import pickles
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.humanize import size
+from traceanalyzer.humanize import byte_count, size
 from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
 
 SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
@@ -692,21 +692,22 @@ def _warnings(path: Path, rep: _Replay) -> list[str]:
     if rep.shift_allocated:
         out.append(
             f"{path}: device {rep.device}: the history does not reach back to the first allocation (it keeps the "
-            f"last max_entries events): {rep.shift_allocated:,} B allocated before its first entry are counted in "
-            "every total, taken from the blocks allocated at the dump"
+            f"last max_entries events): {byte_count(rep.shift_allocated)} allocated before its first entry are "
+            "counted in every total, taken from the blocks allocated at the dump"
         )
     if rep.residual:
         out.append(
-            f"{path}: device {rep.device}: replaying the history ends {rep.residual:,} B away from the blocks "
+            f"{path}: device {rep.device}: replaying the history ends {byte_count(rep.residual)} away from the blocks "
             "allocated at the dump: blocks the allocator did not split, freed before the dump, are counted at their "
             "request rounded up to 512 B"
         )
     for oom in rep.ooms:
         out.append(
-            f"{path}: device {rep.device} ran out of memory: {oom['requested_bytes']:,} B requested with "
-            f"{oom['allocated_bytes']:,} B allocated and {oom['reserved_bytes']:,} B reserved "
-            f"({oom['unused_reserved_bytes']:,} B reserved but unallocated, the largest free range "
-            f"{oom['largest_free_bytes']:,} B); the driver reported {oom['device_free_bytes']:,} B free on the device"
+            f"{path}: device {rep.device} ran out of memory: {byte_count(oom['requested_bytes'])} requested with "
+            f"{byte_count(oom['allocated_bytes'])} allocated and {byte_count(oom['reserved_bytes'])} reserved "
+            f"({byte_count(oom['unused_reserved_bytes'])} reserved but unallocated, the largest free range "
+            f"{byte_count(oom['largest_free_bytes'])}); the driver reported {byte_count(oom['device_free_bytes'])} "
+            "free on the device"
         )
     return out
 

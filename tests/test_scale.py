@@ -183,7 +183,7 @@ def test_progress_of_bytes_read_and_the_estimate(monkeypatch):
     monkeypatch.setattr(loading, "SHOWN_FROM_BYTES", 0)
     said: list[str] = []
     ta.load(FUSED, progress=said.append)
-    assert any("GB of JSON: needs about" in m and "GiB available" in m for m in said)
+    assert any(" of JSON: needs about" in m and "GiB available" in m for m in said)
     size = FUSED.stat().st_size / 1e6
     assert said[-1] == f"reading {FUSED.name}: {size:,.0f} of {size:,.0f} MB"
 

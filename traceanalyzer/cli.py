@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from traceanalyzer import __version__, arguments, cluster, lazy, outputs
 from traceanalyzer.errors import AnalyzerFailed, TraceError
-from traceanalyzer.humanize import printable, size
+from traceanalyzer.humanize import printable, seconds, size
 from traceanalyzer.renderers import FORMATS, render
 from traceanalyzer.schema import DEVICE
 from traceanalyzer.tokens import CHARS_PER_TOKEN, DIGEST_BUDGET, LEAST_DIGEST_BUDGET
@@ -485,4 +485,4 @@ class Waiting:
     def __exit__(self, *exc: object) -> None:
         self._done.set()
         if self._shown:
-            print(f"traceanalyze: done in {time.monotonic() - self._start:.1f} s", file=sys.stderr, flush=True)
+            print(f"traceanalyze: done in {seconds(time.monotonic() - self._start)}", file=sys.stderr, flush=True)

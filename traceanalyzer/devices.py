@@ -80,8 +80,8 @@ def bandwidth(meta: TraceMeta) -> tuple[float, str]:
     device = of_trace(meta)
     name = meta.devices[0].name if meta.devices else ""
     if device and device.bandwidth:
-        return device.bandwidth, f"{name}: {device.bandwidth / 1e12:.2f} TB/s peak (data sheet)"
-    assumed = f"device '{name or 'unknown'}' not in the table: assumed {DEFAULT_BANDWIDTH / 1e12:.1f} TB/s"
+        return device.bandwidth, f"{name}: {humanize.bandwidth(device.bandwidth, 2)} peak (data sheet)"
+    assumed = f"device '{name or 'unknown'}' not in the table: assumed {humanize.bandwidth(DEFAULT_BANDWIDTH, 1)}"
     return DEFAULT_BANDWIDTH, assumed
 
 

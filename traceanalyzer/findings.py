@@ -211,7 +211,7 @@ def rank(findings: list[Finding], headroom: dict[int, int] | None = None) -> lis
         elif taken > 0:
             f.evidence["saving_before_overlap_ns_per_step"] = f.saving_ns
             f.saving_ns = int(f.saving_ns * (1 - taken))
-            cuts[id(f)] = (f"{taken:.0%} of its time counted under {{}}", [by])
+            cuts[id(f)] = (f"{humanize.share(taken, 0)} of its time counted under {{}}", [by])
         left = _left(f, spent, steps)
         if f.saving_ns > left:
             f.evidence["saving_before_step_budget_ns_per_step"] = f.saving_ns

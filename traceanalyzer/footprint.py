@@ -38,8 +38,8 @@ class Estimate:
     need_bytes: int
 
     def describe(self, available: int | None) -> str:
-        """E.g. '1.1 GB of JSON: needs about 1.4 GiB of memory (estimated), 20.3 GiB available'."""
-        text = f"{self.json_bytes / 1e9:.1f} GB of JSON: needs about {humanize.size(self.need_bytes, 1)} of memory"
+        """E.g. '1.1 GiB of JSON: needs about 1.4 GiB of memory (estimated), 20.3 GiB available'."""
+        text = f"{humanize.size(self.json_bytes, 1)} of JSON: needs about {humanize.size(self.need_bytes, 1)} of memory"
         return text + (f" (estimated), {humanize.size(available, 1)} available" if available else " (estimated)")
 
 

@@ -62,8 +62,38 @@ def size(n: float | None, digits: int = 2) -> str:
 
 
 def bandwidth(bytes_per_s: float | None, digits: int = 0) -> str:
-    """Bytes per second as GB/s (decimal, as link and memory bandwidths are quoted)."""
-    return "–" if bytes_per_s is None else f"{float(bytes_per_s) / 1e9:,.{digits}f} GB/s"
+    """Bytes per second as GB/s, or TB/s from 1 TB/s on (decimal, as link and memory bandwidths are quoted)."""
+    if bytes_per_s is None:
+        return "–"
+    unit, scale = ("TB/s", 1e12) if abs(float(bytes_per_s)) >= 1e12 else ("GB/s", 1e9)
+    return f"{float(bytes_per_s) / scale:,.{digits}f} {unit}"
+
+
+def tflops(tflops_per_s: float, digits: int = 0) -> str:
+    """A throughput in TFLOP/s (as device peaks are quoted), ``digits`` decimals."""
+    return f"{float(tflops_per_s):,.{digits}f} TFLOP/s"
+
+
+def amount_of(done: int, total: int, unit: str) -> str:
+    """How far a count has come, for a progress line: bytes in decimal MB (``12 of 340 MB``), else ``3 of 8 ranks``."""
+    if unit == "B":
+        return f"{done / 1e6:,.0f} of {total / 1e6:,.0f} MB"
+    return f"{done:,} of {total:,} {unit}"
+
+
+def byte_count(n: int) -> str:
+    """A byte count exactly, with thousands separators (``3,404,640,768 B``): where every byte matters."""
+    return f"{int(n):,} B"
+
+
+def seconds(s: float, digits: int = 1) -> str:
+    """Wall-clock seconds (what a progress line or a time limit says), ``digits`` decimals."""
+    return f"{float(s):,.{digits}f} s"
+
+
+def axis_ms(ns: float, digits: int = 4) -> str:
+    """Nanoseconds as a position on a figure's ms axis: always ms (the axis' unit), ``digits`` decimals."""
+    return f"{float(ns) / NS_PER_MS:,.{digits}f} ms"
 
 
 def share(x: float | None, digits: int = 1) -> str:

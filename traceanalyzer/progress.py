@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from traceanalyzer import lazy
+from traceanalyzer import humanize, lazy
 
 if TYPE_CHECKING:
     from tqdm import tqdm as Bar
@@ -55,7 +55,7 @@ class Messages(Progress):
 
     def count(self, what: str, done: int, total: int, unit: str) -> None:
         """Say e.g. 'reading big.json: 512 of 1,137 MB'."""
-        self.say(f"{what}: {_amount(done, unit)} of {_amount(total, unit)} {_unit_name(unit)}")
+        self.say(f"{what}: {humanize.amount_of(done, total, unit)}")
 
 
 class Stderr(Progress):
@@ -81,7 +81,7 @@ class Stderr(Progress):
         tenth = done * 10 // max(total, 1)
         if tenth > self._tenths.get(what, 0):
             self._tenths[what] = tenth
-            self.note(f"{what}: {_amount(done, unit)} of {_amount(total, unit)} {_unit_name(unit)}")
+            self.note(f"{what}: {humanize.amount_of(done, total, unit)}")
 
     def _bar(self, what: str, total: int, unit: str) -> Bar:
         if what not in self._bars:
@@ -90,14 +90,6 @@ class Stderr(Progress):
                 total=total, desc=what, unit=unit, unit_scale=scaled, unit_divisor=1024, file=self.stream, leave=False
             )
         return self._bars[what]
-
-
-def _amount(n: int, unit: str) -> str:
-    return f"{n / 1e6:,.0f}" if unit == "B" else f"{n:,}"
-
-
-def _unit_name(unit: str) -> str:
-    return "MB" if unit == "B" else unit
 
 
 @contextlib.contextmanager

@@ -15,6 +15,7 @@ import time
 import duckdb
 import pandas as pd
 
+from traceanalyzer import humanize
 from traceanalyzer.records import plain
 
 TABLE = "events"
@@ -55,7 +56,7 @@ def run(events: pd.DataFrame, sql: str, max_rows: int = 100, timeout_s: float = 
             result = con.execute(sql)
             rows = result.fetchmany(limit + 1)
         except duckdb.InterruptException:
-            raise QueryError(f"the query ran past {timeout_s:g} s and was interrupted") from None
+            raise QueryError(f"the query ran past {humanize.seconds(timeout_s, 0)} and was interrupted") from None
         except duckdb.Error as e:
             raise QueryError(f"DuckDB: {_first_line(e)}") from None
         finally:

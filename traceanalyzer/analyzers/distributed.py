@@ -668,10 +668,11 @@ def _low_bandwidth(view: JobView, calls: pd.DataFrame) -> Finding | None:
     ours = slow[slow["rank"] == rank]
     return make(
         ANALYZER, "low_bandwidth",
-        f"Low bus bandwidth: {ours['busbw_gbps'].median():.0f} GB/s of {ours['link_gbps'].iloc[0]:.0f}",
+        f"Low bus bandwidth: {humanize.bandwidth(ours['busbw_gbps'].median() * 1e9)} of "
+        f"{humanize.bandwidth(ours['link_gbps'].iloc[0] * 1e9)}",
         _ADVICE_BANDWIDTH, view.step_time(rank), concerns_ns=int(ours["transfer_ns"].sum()),
         saving_ns=int(saving[rank]), basis=Basis.MODELLED,
-        model=f"large collectives at {REACHABLE_BUS_SHARE:.0%} of the link's nominal bandwidth",
+        model=f"large collectives at {humanize.share(REACHABLE_BUS_SHARE, 0)} of the link's nominal bandwidth",
         where={"rank": rank},
         evidence={"calls": len(ours), "median_busbw_gbps": float(ours["busbw_gbps"].median())},
     )  # fmt: skip

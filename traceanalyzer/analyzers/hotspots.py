@@ -581,8 +581,8 @@ def _measured_saving(total_ns: int, measured: dict) -> tuple[int, Basis, str]:
     achieved = float(measured["achieved_share"])
     saving = int(total_ns * max(0.0, 1 - achieved / GEMM_TARGET))
     model = (
-        f"the GEMM at {GEMM_TARGET:.0%} of its busiest unit's peak; its efficiency {measured['basis']}: "
-        f"{measured['bound']}-bound, that unit at {achieved:.0%} of peak"
+        f"the GEMM at {humanize.share(GEMM_TARGET, 0)} of its busiest unit's peak; its efficiency "
+        f"{measured['basis']}: {measured['bound']}-bound, that unit at {humanize.share(achieved, 0)} of peak"
     )
     return saving, Basis.MODELLED, model
 
@@ -597,11 +597,12 @@ def _gemm_saving(rate: dict | None) -> tuple[int, Basis, str]:
     if limit == limit and limit > 0:  # the roofline's least time for these calls
         target_ns = limit / GEMM_TARGET
         side = "memory bandwidth" if rate.get("bound") == roofline.MEMORY else f"dense {rate['dtype']} peak"
-        model = f"the GEMM at {GEMM_TARGET:.0%} of its roofline ({rate.get('bound', '')}-bound: the device's {side})"
+        bound = rate.get("bound", "")
+        model = f"the GEMM at {humanize.share(GEMM_TARGET, 0)} of its roofline ({bound}-bound: the device's {side})"
     else:
         target_ns = rate["flops"] / (GEMM_TARGET * rate["peak_tflops"] * 1e3)
-        peak = f"dense {rate['dtype']} peak ({rate['peak_tflops']:.0f} TFLOP/s)"
-        model = f"the GEMM at {GEMM_TARGET:.0%} of the device's {peak}"
+        peak = f"dense {rate['dtype']} peak ({humanize.tflops(rate['peak_tflops'])})"
+        model = f"the GEMM at {humanize.share(GEMM_TARGET, 0)} of the device's {peak}"
     return max(int(rate["device_ns"] - target_ns), 0), Basis.MODELLED, model
 
 
@@ -609,9 +610,9 @@ def _rate_sentence(rate: dict | None) -> str:
     """What the GEMM achieves, against the device's peak for its dtype, as the advice's first sentence."""
     if not rate:
         return ""
-    text = f"It runs at {rate['tflops']:.0f} TFLOP/s ({rate['dtype']})"
+    text = f"It runs at {humanize.tflops(rate['tflops'])} ({rate['dtype']})"
     if rate["peak_tflops"] == rate["peak_tflops"]:  # not NaN: the device family is known
-        text += f", {rate['peak_share']:.0%} of the device's dense {rate['dtype']} peak"
+        text += f", {humanize.share(rate['peak_share'], 0)} of the device's dense {rate['dtype']} peak"
     if rate.get("note"):
         text += f" — {rate['note']}"
     return text + ". "

@@ -76,7 +76,7 @@ class Threshold:
 
     def describe(self) -> str:
         """E.g. '+10.0% and +1.00 ms per step'."""
-        parts = ([f"+{self.share:.1%}"] if self.share is not None else []) + (
+        parts = ([f"+{humanize.share(self.share)}"] if self.share is not None else []) + (
             [f"+{humanize.duration(self.ns)}"] if self.ns is not None else []
         )
         return " and ".join(parts) + " per step"
@@ -218,7 +218,7 @@ def _per_op(side: pd.DataFrame) -> np.ndarray:
 
 def _decide(verdict: GateVerdict) -> tuple[str, str]:
     """The outcome and its sentence (rules 1 and 2 of the module docstring)."""
-    step, limit, conf = verdict.step, verdict.threshold.describe(), f"{verdict.confidence:.0%}"
+    step, limit, conf = verdict.step, verdict.threshold.describe(), humanize.share(verdict.confidence, 0)
     grown = [w for w in verdict.work if w.outcome is Outcome.FAIL]
     if grown:
         what = "; ".join(_sentence(w, conf) for w in grown)

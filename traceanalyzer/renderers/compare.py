@@ -92,8 +92,8 @@ def _hardware(side: dict) -> str:
     parts = []
     for device in side["hardware"]:
         peaks = device["peak_tflops"]
-        peak = f"{peaks['bf16']:g} TFLOP/s bf16" if "bf16" in peaks else ""
-        bandwidth = f"{device['bandwidth_bytes_per_s'] / 1e12:g} TB/s" if device["bandwidth_bytes_per_s"] else ""
+        peak = f"{humanize.tflops(peaks['bf16'])} bf16" if "bf16" in peaks else ""
+        bandwidth = humanize.bandwidth(device["bandwidth_bytes_per_s"], 2) if device["bandwidth_bytes_per_s"] else ""
         parts.append(
             device["name"] + (f": {', '.join(p for p in (peak, bandwidth) if p)}" if peak or bandwidth else "")
         )
@@ -112,7 +112,7 @@ def _gate(data: dict) -> list[tuple[str, str]]:
                 "detectable",
                 f"with {step['steps'][0]} vs {step['steps'][1]} steps, changes below "
                 f"{humanize.share(step['detectable_share'])} cannot be told from noise "
-                f"({gate['confidence']:.0%} two-sided interval of the Hodges–Lehmann shift)",
+                f"({humanize.share(gate['confidence'], 0)} two-sided interval of the Hodges–Lehmann shift)",
             )
         )
     for work in gate["work"] + ([gate["host_time_per_op"]] if gate["host_time_per_op"] else []):
@@ -132,7 +132,7 @@ def _work(work: dict, confidence: float, per: str = " per step") -> str:
         text += f" ({_signed_share(work['estimate_share'])}"
         if work["low_share"] is not None:
             low, high = _signed_share(work["low_share"]), _signed_share(work["high_share"])
-            text += f", {confidence:.0%} interval {low} … {high}"
+            text += f", {humanize.share(confidence, 0)} interval {low} … {high}"
         text += ")"
     return text + ("" if per_op else f": {work['outcome']}")
 

@@ -13,7 +13,7 @@ from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemoryJobPart, analyze
 from traceanalyzer.analyzers.summary import job_step_time, step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
-from traceanalyzer.humanize import size
+from traceanalyzer.humanize import share, size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.records import records
 from traceanalyzer.tracedata import TraceData
@@ -141,7 +141,8 @@ def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list
         + f"): {first['op_name']} in {first['path']}"
     )
     advice = (
-        f"At the peak ({peak['path']}) {len(large)} block(s) of this step each hold ≥{LARGE_BLOCK_SHARE:.0%} of it, "
+        f"At the peak ({peak['path']}) {len(large)} block(s) of this step each hold "
+        f"≥{share(LARGE_BLOCK_SHARE, 0)} of it, "
         f"the largest {size(first['bytes'])} from {first['op_name']}{_code(first['stack'])}"
         + (" (fp32 inputs)" if fp32 else "")
         + f": {advice}."
@@ -171,7 +172,7 @@ def _activations(peak: pd.Series, live: pd.DataFrame, training: bool, step_ns: S
     if int(rest["bytes"].sum()) < max(ACTIVATION_SHARE * peak["peak_allocated_bytes"], ACTIVATION_MIN_BYTES):
         return []
     holders = rest.assign(where=rest["path"].map(_head)).groupby("where")["bytes"].sum().nlargest(TOP_HOLDERS)
-    share = rest["bytes"].sum() / peak["peak_allocated_bytes"]
+    held = rest["bytes"].sum() / peak["peak_allocated_bytes"]
     named = ", ".join(f"{w or OUTSIDE_OP} {size(b)}" for w, b in holders.items())
     advice = (
         "recompute them in backward with activation checkpointing (torch.utils.checkpoint) on the largest blocks, "
@@ -182,7 +183,7 @@ def _activations(peak: pd.Series, live: pd.DataFrame, training: bool, step_ns: S
     return [
         _finding(
             "activations",
-            f"Tensors of the step itself hold {share:.0%} of the {size(peak['peak_allocated_bytes'])} peak "
+            f"Tensors of the step itself hold {share(held, 0)} of the {size(peak['peak_allocated_bytes'])} peak "
             f"on device {peak['device']}",
             f"At the peak, {size(rest['bytes'].sum())} was allocated during the same step (largest holders: {named}), "
             f"against {size(peak['peak_allocated_bytes'] - in_step['bytes'].sum())} held across steps: {advice}.",
@@ -213,7 +214,8 @@ def _fragmentation(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
             "fragmentation",
             f"Fragmentation: {size(unused)} reserved but unallocated at the {size(allocated)} peak on device "
             f"{peak['device']} (reserve {size(reserved)}" + (f"; {headroom}" if headroom else "") + ")",
-            f"The caching allocator holds {unused / reserved:.0%} of its reserve unused at the peak ({peak['path']}"
+            f"The caching allocator holds {share(unused / reserved, 0)} of its reserve unused at the peak "
+            f"({peak['path']}"
             f"{_code(peak['stack'])}: fragmentation from blocks of changing sizes), memory no other allocation can "
             "use: set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True (Ascend: "
             "PYTORCH_NPU_ALLOC_CONF=expandable_segments:True), and avoid torch.cuda.empty_cache() inside the loop.",
@@ -234,7 +236,7 @@ def _capacity_finding(peak: pd.Series, step_ns: StepTime) -> list[Finding]:
     return [
         _finding(
             "capacity",
-            f"Memory peak {size(peak['peak_allocated_bytes'])} is {peak['capacity_share']:.0%} of device "
+            f"Memory peak {size(peak['peak_allocated_bytes'])} is {share(peak['capacity_share'], 0)} of device "
             f"{peak['device']}'s memory",
             f"The peak at {peak['path']} leaves little headroom: use activation checkpointing, mixed precision, "
             "a smaller batch, or shard parameters and optimizer state (FSDP/ZeRO).",
