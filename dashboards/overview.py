@@ -147,10 +147,8 @@ def findings_table(view: View, findings: list[Finding], search: str = "") -> htm
 
 def _finding_cells(f: Finding) -> list:
     """Severity, title, saving per step and share (or why there is none), basis (its model on hover), advice."""
-    if f.covered_by:
-        saving, share, basis = "–", "–", f"counted under {f.covered_by}"
-    elif f.basis is Basis.NONE:
-        saving, share, basis = "–", "–", f"not estimated (concerns {humanize.duration(f.concerns_ns)}/step)"
+    if f.covered_by or f.basis is Basis.NONE:
+        saving, share, basis = "–", "–", f.worth()
     else:
         saving, share, basis = humanize.duration(f.saving_ns), humanize.share(f.step_share), f.basis.value
     title = html.Span(middle(f.title, TITLE_CHARS), title=middle(f.title, HOVER_CHARS))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html as html_lib
 import itertools
 import json
 import re
@@ -14,8 +15,9 @@ import pytest
 
 import traceanalyzer as ta
 from tests.conftest import REPO, SAMPLE_COLLECTIONS
-from traceanalyzer import cli, renderers
-from traceanalyzer.renderers import document, markdown, text
+from traceanalyzer import cli, notebook, renderers
+from traceanalyzer.findings import Basis
+from traceanalyzer.renderers import digest, document, markdown, perfetto, text
 from traceanalyzer.renderers import html as html_renderer
 from traceanalyzer.renderers.document import Display
 from traceanalyzer.section import Section, Table, Unit
@@ -142,8 +144,13 @@ HOST_BOUND_FIRST = "the step turns host-bound first"
 
 
 @pytest.fixture(scope="module")
-def fsdp_report():
-    return ta.load(SAMPLES / "fsdp").build_report()
+def fsdp():
+    return ta.load(SAMPLES / "fsdp")
+
+
+@pytest.fixture(scope="module")
+def fsdp_report(fsdp):
+    return fsdp.build_report()
 
 
 def test_a_cut_saving_says_why_in_every_presenter(fsdp_report):
@@ -191,3 +198,27 @@ def test_tables_align_by_their_declared_units_in_text_markdown_and_html():
     assert "|---|---:|---|" in markdown.render_blocks(blocks)
     cells = re.findall(r'<td class="(\w+)"', html_renderer._section(section))
     assert cells == ["name", "num", "name"] * 2
+
+
+def test_every_presenter_words_a_finding_with_finding_worth(fsdp, fsdp_report):
+    """``Finding.worth`` is the one wording of what a finding is worth: the text, Markdown, HTML, notebook, digest,
+    Perfetto and dashboard presenters show its words for every finding (covered, not estimated or estimated)."""
+    overview = pytest.importorskip("traceanalyzer.dashboards.overview", reason="the dashboard extra (dash) is absent")
+    findings = fsdp_report.findings
+    kinds = {"covered" if f.covered_by else f.basis for f in findings}
+    assert {"covered", Basis.NONE} <= kinds and len(kinds) > 2, kinds
+    pages = {
+        "text": text.render(fsdp_report, Display(width=400)),
+        "markdown": markdown.render(fsdp_report),
+        "html": html_renderer.render(fsdp_report).replace("&#x27;", "'"),
+    }
+    slices = perfetto.finding_slices(fsdp.annotated(), 0)
+    perfetto_worth = {s["args"]["finding"]: s["args"]["worth"] for s, _ in slices}
+    for number, f in enumerate(findings, 1):
+        worth = f.worth()
+        assert all(worth in page for page in pages.values()), (worth, [k for k, v in pages.items() if worth not in v])
+        assert html_lib.escape(worth) in notebook.finding_html(f) and f.worth(model=False) in repr(f)
+        assert f.worth(model=False) in "\n".join(digest.finding_digest(number, f))
+        assert perfetto_worth[f.id] in {g.worth() for g in findings if g.id == f.id}
+        if f.covered_by or f.basis is Basis.NONE:
+            assert worth in [str(getattr(c, "children", c)) for c in overview._finding_cells(f)]

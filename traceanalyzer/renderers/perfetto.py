@@ -20,7 +20,7 @@ import numpy as np
 import orjson
 import pandas as pd
 
-from traceanalyzer import humanize, outputs
+from traceanalyzer import outputs
 from traceanalyzer.findings import Finding
 from traceanalyzer.schema import DEVICE, NO_ROW, Kind, TraceMeta
 
@@ -270,7 +270,7 @@ def _args(f: Finding, how: str) -> dict:
     return {
         "finding": f.id,
         "severity": f.severity.value,
-        "saving per step": f"{humanize.duration(f.saving_ns)} ({f.basis.value})",
+        "worth": f.worth(),
         "saving_ns_per_step": int(f.saving_ns),
         "concerns_ns_per_step": int(f.concerns_ns),
         "advice": f.advice,
