@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-import pandas as pd
-
 from traceanalyzer import humanize, intervals, notebook
 from traceanalyzer.intervals import Intervals
 
@@ -301,8 +299,3 @@ def _taken(claims: Claims, claimed: dict[int, list[tuple[Intervals, Finding]]]) 
         return 0.0, None
     by = max(overlap, key=overlap.get)
     return min(sum(overlap.values()) / total, 1.0), owners[by]
-
-
-def to_frame(findings: list[Finding]) -> pd.DataFrame:
-    """Findings as a DataFrame, one row each (times per step, ns)."""
-    return pd.DataFrame([f.to_dict() for f in findings])

@@ -41,12 +41,6 @@ def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
     return Walk(events, among=rows).where_many(rows)
 
 
-def context(events: pd.DataFrame, rows) -> pd.DataFrame:
-    """``where_many`` aligned to ``rows`` (one output row per input row, repeats included), indexed by row."""
-    rows = np.asarray(rows, dtype=np.int64)
-    return Walk(events, among=rows).context(rows)
-
-
 def _with_ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """The distinct rows (NO_ROW left out) and all their ancestors, in order."""
     seen = np.zeros(len(parent), dtype=bool)

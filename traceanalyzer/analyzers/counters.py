@@ -271,18 +271,8 @@ def _highest(kernels: pd.Series, means: pd.DataFrame, choices: tuple) -> np.ndar
     return pd.concat(found, axis=1).max(axis=1).to_numpy(dtype=float)
 
 
-def findings(trace) -> list:
-    """No findings of their own: the counters measure what the other analyzers judge."""
-    return []
-
-
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The counters section (None when no rank recorded counters)."""
-    return _section([rank_part(trace)], options)
-
-
 def job_section(parts: list[CountersPart], job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's parts (stacked in rank order)."""
+    """The counters section of a job's parts, stacked in rank order (None when no rank recorded counters)."""
     return _section(parts, options)
 
 

@@ -444,13 +444,8 @@ def outside_steps(trace: TraceData) -> pd.DataFrame:
     return table
 
 
-def time_by_kind(events: pd.DataFrame) -> pd.DataFrame:
-    """Device time per device kind (summed durations), with its share of all device time."""
-    return _shares_by_kind([kind_totals(events)])
-
-
 def kind_totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per device kind: events and summed durations (ns), the additive half of ``time_by_kind``."""
+    """Per device kind: events and summed durations (ns), the additive half of the summary's time_by_kind table."""
     picked = events[events["kind"].isin(DEVICE)]
     table = picked.groupby("kind", observed=True)["dur"].agg(["size", "sum"]).reset_index()
     table.columns = ["kind", "count", "total_ns"]
@@ -504,13 +499,9 @@ def job_step_table(job: JobData, whole: bool = False) -> pd.DataFrame:
     return merged.whole if whole else merged.steps
 
 
-def section(trace: TraceData, options: Options) -> Section:
-    """The summary: step time (device-experienced), how steps are bound, device busy, and time by device kind."""
-    return _section(step_table(trace), time_by_kind(trace.events))
-
-
 def job_section(part: StepsPart, job: JobData, options: Options) -> Section:
-    """``section`` of a job's merged part."""
+    """The summary of a job's merged part: step time (device-experienced), how steps are bound, device busy, and
+    time by device kind."""
     return _section(part.steps, _shares_by_kind([part.by_kind]))
 
 

@@ -51,7 +51,6 @@ __all__ = [
     "TF32_SPEEDUP",
     "TINY_KERNEL_NS",
     "device_busy",
-    "device_headroom",
     "dtoh_copies",
     "dynamic_shapes",
     "findings",
@@ -100,13 +99,9 @@ def _spans(table: pd.DataFrame) -> pd.DataFrame:
     return table.assign(end_ns=table["start_ns"] + table["step_ns"])[["rank", "step", "start_ns", "end_ns"]]
 
 
-def device_headroom(trace: TraceData) -> dict[int, int]:
-    """Per rank: how far its device time per step can shrink before its steps turn host-bound (``critical``)."""
-    return headroom(summary.step_table(trace), _health(trace).blocked)
-
-
 def job_device_headroom(job: JobData) -> dict[int, int]:
-    """``device_headroom`` of a job, from its merged health part."""
+    """Per rank of a job, from its merged health part: how far its device time per step can shrink before its steps
+    turn host-bound (``critical``)."""
     merged: Part = job.merged("health")
     return headroom(summary.job_step_table(job), merged.blocked)
 

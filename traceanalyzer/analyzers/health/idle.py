@@ -1,7 +1,7 @@
 """The idle findings: one per rank and cause of its idle inside steps (``causes``), each with the idle it explains
 as its measured saving and one fix, and one residual finding for the idle no cause explains. Host syncs,
 pageable copies and launch-bound stretches have their own modules' findings (``syncs``, ``transfers``,
-``launch``), priced the same way (``explained``)."""
+``launch``), priced the same way (the idle their cause explains, from ``causes``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from traceanalyzer.findings import Finding
 ANALYZER = "health"
 
 OWN_FINDINGS = frozenset({"host_sync", "pageable_copy", LAUNCH_BOUND})
-"""Causes whose finding another module makes (sync, pageable-copy and launch-bound), priced by ``explained``."""
+"""Causes whose finding another module makes (sync, pageable-copy and launch-bound), priced by the idle they explain."""
 
 MODELS = {
     "compile": "the idle while the launching thread (re)compiles would go with one compiled graph per shape",
@@ -223,12 +223,6 @@ def idle_findings(health: Part, context: Context) -> list[Finding]:
             )
         )
     return out
-
-
-def explained(health: Part, rank: int, cause: str) -> int:
-    """The idle (ns, total) a cause explains on a rank."""
-    rows = health.causes[(health.causes["rank"] == rank) & (health.causes["cause"] == cause)]
-    return int(rows["idle_ns"].sum())
 
 
 def explained_share(health: Part, rank: int | None = None) -> float:
