@@ -18,6 +18,7 @@ from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
 from traceanalyzer import cli, perrank
+from traceanalyzer.analyzers import as_job
 from traceanalyzer.analyzers.summary import BASIS_EVENTS
 from traceanalyzer.options import DEFAULT, Options
 
@@ -159,10 +160,12 @@ def assert_same_data(got, want, where: str = "") -> None:
 
 
 def same_section(module, job: perrank.Job, joined: ta.Trace, options: Options = DEFAULT) -> dict | None:
-    """A module's section of a job analysed rank by rank against the joined trace's (both None, or equal as plain
-    data); the joined one, as plain data."""
+    """A module's section of a job analysed rank by rank against the joined trace's, the job of its one part (both
+    None, or equal as plain data); the joined one, as plain data."""
     name = module.__name__.rsplit(".", 1)[-1]
-    want, got = module.section(joined, options), module.job_section(job.merged(name), job, options)
+    one = as_job(joined, options)
+    want = module.job_section(one.merged(name), one, options)
+    got = module.job_section(job.merged(name), job, options)
     assert (got is None) == (want is None), module.__name__
     if want is None:
         return None
