@@ -4,6 +4,7 @@ step time, first and last included, is within 2 % of the CUDA-event time, host- 
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -140,3 +141,20 @@ def test_device_work_outside_the_window_is_in_no_step_and_the_ledger_says_so():
     ) == outside["device_ns"].sum()
     spans = trace.overlap()
     assert (spans["span_ns"].groupby(spans["rank"]).sum() <= trace.steps().groupby("rank")["step_ns"].sum()).all()
+
+
+def test_busy_time_past_a_step_is_clipped_to_it_and_the_ledger_says_how_much(tmp_path):
+    """Kernels lasting 1,000 s (every 7th event of sync_stalls) run far past their steps: each step's busy time is
+    what falls inside its window, and what was cut off is the ledger's."""
+    doc = json.loads(gzip.decompress((SAMPLES / "sync_stalls.json.gz").read_bytes()))
+    for i, event in enumerate(doc["traceEvents"]):
+        if i % 7 == 0 and isinstance(event, dict) and "dur" in event:
+            event["dur"] = 10**9
+    (tmp_path / "long.json").write_text(json.dumps(doc))
+    trace = ta.load(tmp_path / "long.json", cache=False)
+    steps = trace.steps()
+    assert (steps["device_busy_ns"] <= steps["step_ns"]).all() and (steps["device_idle_ns"] >= 0).all()
+    clipped = trace.ledger().fact("busy_clipped_ns").value
+    assert clipped == steps["busy_clipped_ns"].sum() >= 10**12  # at least one 1,000 s kernel cut to its step
+    untouched = ta.load(SAMPLES / "sync_stalls.json.gz", cache=False)
+    assert untouched.ledger().fact("busy_clipped_ns").value == 0, "a recorded trace's work fits its steps"

@@ -91,6 +91,13 @@ def _section(meta: TraceMeta, ranks: list[int], scope: str, steps: pd.DataFrame,
             Unit.NS,
             Per.TOTAL,
         ),
+        Fact(
+            "busy_clipped_ns",
+            "device busy time past its step's window (left out of busy shares)",
+            int(steps["busy_clipped_ns"].sum()) if len(steps) else 0,
+            Unit.NS,
+            Per.TOTAL,
+        ),
         Fact("op_linked_share", "device time linked to an op", _share(part.linked_ns, device_ns), Unit.SHARE),
         Fact(
             "graph_replayed_share",

@@ -80,8 +80,11 @@ PROFILER_FIGURES = (
 
 STEP_COLUMNS = (
     "rank", "step", "start_ns", "step_ns", "bound", "host_start_ns", "host_ns", "device_start_ns", "device_ns",
-    "device_busy_ns", "device_idle_ns", "kernels", *(f"{k}_ns" for k in DEVICE), "basis",
+    "device_busy_ns", "busy_clipped_ns", "device_idle_ns", "kernels", *(f"{k}_ns" for k in DEVICE), "basis",
 )  # fmt: skip
+"""``device_busy_ns`` is the busy time inside the step's window ``[start_ns, start_ns + step_ns)``; busy time of the
+step's work beyond it (work running past where the next step starts, or a duration far longer than the trace) is
+``busy_clipped_ns``, which the ledger sums."""
 
 
 def step_table(trace: TraceData) -> pd.DataFrame:
@@ -122,7 +125,7 @@ def _whole_run_steps(trace: TraceData) -> pd.DataFrame:
     table["queued_ns"] = _first_queue_delay(events, device, host.index, primary)
     table["held_end_ns"] = _host_work_ends(events, host.index)
     table["next_call_ns"] = _next_calls(events, host.index)
-    return _profiled(_periods(table), profiler_steps(trace))
+    return _profiled(_periods(table, _busy_work(device, host.index)), profiler_steps(trace))
 
 
 _TEXT = ("bound", "basis")
@@ -156,6 +159,7 @@ def _profiled(table: pd.DataFrame, figures: pd.DataFrame) -> pd.DataFrame:
     theirs = theirs[use].astype(np.int64)
     table.loc[use, "step_ns"] = theirs["stage_ns"].to_numpy()
     table.loc[use, "device_busy_ns"] = (theirs["stage_ns"] - theirs["free_ns"]).to_numpy()
+    table.loc[use, "busy_clipped_ns"] = 0
     table.loc[use, "device_idle_ns"] = theirs["free_ns"].to_numpy()
     table.loc[use, "kernel_ns"] = theirs["computing_ns"].to_numpy()
     table.loc[use, "communication_ns"] = theirs["communication_ns"].to_numpy()
@@ -271,20 +275,18 @@ def _next_calls(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
 
 def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
     """Per (rank, step) of ``steps``, in its order: the device span and busy time of its busy work, its kernels
-    (compute and collectives) and its device time per kind; NO_ROW spans and zeros where it has no device work."""
-    group = steps.get_indexer(pd.MultiIndex.from_arrays([device["rank"].to_numpy(), device["step"].to_numpy()]))
-    mine = group >= 0  # not a (rank, step) without a marker
+    (compute and collectives) and its device time per kind; NO_ROW spans and zeros where it has no device work (its
+    busy time not yet clipped to the step's window: ``_periods`` does)."""
+    group, kind, _, dur = _mine(device, steps)
     kinds = category_text(device["kind"])
-    group, kind = group[mine], device["kind"].array.codes[mine]
-    ts, dur = device["ts"].to_numpy()[mine], device["dur"].to_numpy()[mine]
-    busy = np.isin(kinds, BUSY)[kind]
     whole = pd.RangeIndex(len(steps))
-    work = pd.DataFrame({"start": ts[busy], "end": ts[busy] + dur[busy]}).groupby(group[busy])
+    busy_group, start, end = _busy_work(device, steps)
+    work = pd.DataFrame({"start": start, "end": end}).groupby(busy_group)
     out = pd.DataFrame(
         {
             "device_start_ns": work["start"].min().reindex(whole, fill_value=NO_ROW),
             "device_end_ns": work["end"].max().reindex(whole, fill_value=NO_ROW),
-            "device_busy_ns": _busy_per_group(group[busy], ts[busy], ts[busy] + dur[busy], len(steps)),
+            "device_busy_ns": _busy_per_group(busy_group, start, end, len(steps)),
             "kernels": np.bincount(group[np.isin(kinds, CORE_WORK)[kind]], minlength=len(steps)),
         },
         index=whole,
@@ -292,6 +294,21 @@ def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
     by_kind = pd.Series(dur).groupby([group, kind]).sum().unstack(fill_value=0).rename(columns=dict(enumerate(kinds)))
     by_kind = by_kind.reindex(index=whole, columns=list(DEVICE), fill_value=0)
     return out.join(by_kind.add_suffix("_ns")).astype(np.int64)
+
+
+def _mine(device: pd.DataFrame, steps: pd.MultiIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The device rows of a (rank, step) of ``steps``: each one's position in ``steps``, kind code, start and
+    duration (ns)."""
+    group = steps.get_indexer(pd.MultiIndex.from_arrays([device["rank"].to_numpy(), device["step"].to_numpy()]))
+    mine = group >= 0  # not a (rank, step) without a marker
+    return group[mine], device["kind"].array.codes[mine], device["ts"].to_numpy()[mine], device["dur"].to_numpy()[mine]
+
+
+def _busy_work(device: pd.DataFrame, steps: pd.MultiIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The busy device work of the steps: each interval's position in ``steps``, its start and its end (ns)."""
+    group, kind, ts, dur = _mine(device, steps)
+    busy = np.isin(category_text(device["kind"]), BUSY)[kind]
+    return group[busy], ts[busy], ts[busy] + dur[busy]
 
 
 def _busy_per_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray, groups: int) -> np.ndarray:
@@ -308,8 +325,9 @@ def _busy_per_group(group: np.ndarray, ts: np.ndarray, end: np.ndarray, groups: 
     return length
 
 
-def _periods(table: pd.DataFrame) -> pd.DataFrame:
-    """Step start, step time and bound from the host and device spans (see the module's contract)."""
+def _periods(table: pd.DataFrame, busy: tuple[np.ndarray, np.ndarray, np.ndarray]) -> pd.DataFrame:
+    """Step start, step time and bound from the host and device spans (see the module's contract), and the busy
+    time of the steps' ``busy`` work (``_busy_work``) clipped to each step's window."""
     has_device = table["device_start_ns"] != NO_ROW
     start = _starts(table, has_device)
     follows = table.groupby("rank")["step"].shift(-1) == table["step"] + 1  # the next iteration was recorded too
@@ -319,6 +337,9 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     table["step_ns"] = (end - start).astype(np.int64)
     table["host_ns"] = table["host_end_ns"] - table["host_start_ns"]
     table["device_ns"] = np.where(has_device, table["device_end_ns"] - table["device_start_ns"], 0)
+    inside = _busy_inside(busy, start, end, len(table))
+    table["busy_clipped_ns"] = table["device_busy_ns"] - inside
+    table["device_busy_ns"] = inside
     table["device_idle_ns"] = np.maximum(table["step_ns"] - table["device_busy_ns"], 0)
     lag = np.where(has_device, table["device_end_ns"] - table["host_end_ns"], 0)
     busy_share = table["device_busy_ns"] / table["step_ns"].clip(lower=1)
@@ -326,6 +347,15 @@ def _periods(table: pd.DataFrame) -> pd.DataFrame:
     table["bound"] = np.where(has_device & device_bound, "device", "host") if has_device.any() else NOT_RECORDED
     columns = [c for c in STEP_COLUMNS if c != "basis"]
     return table[columns].astype({c: "int64" for c in columns if c not in _TEXT})
+
+
+def _busy_inside(busy: tuple[np.ndarray, np.ndarray, np.ndarray], start, end, groups: int) -> np.ndarray:
+    """Per step: the length of the union of its busy intervals within its window ``[start, end)`` (ns)."""
+    group, ts, stop = busy
+    ts = np.maximum(ts, np.asarray(start, dtype=np.int64)[group])
+    stop = np.minimum(stop, np.asarray(end, dtype=np.int64)[group])
+    kept = stop > ts
+    return _busy_per_group(group[kept], ts[kept], stop[kept], groups)
 
 
 def _neighbour(table: pd.DataFrame, values, offset: int) -> np.ndarray:
