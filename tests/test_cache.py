@@ -306,3 +306,27 @@ def test_a_cache_folder_that_cannot_be_used_means_no_cache_with_one_warning(tmp_
         assert warned == [] and not (tmp_path / "relative-cache").exists()
         assert cache.folder() == tmp_path / "home" / ".cache" / "traceanalyzer"
         assert len(cache.entries()) == 1
+
+
+def _bytes_read() -> int:
+    """Bytes this process has read through read system calls so far (Linux's /proc/self/io rchar)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/io"), reason="needs Linux's /proc/self/io to count bytes read")
+@pytest.mark.parametrize("stored", ["plain", "gzip"])
+def test_a_cold_cached_load_reads_the_trace_once(cache_dir, builds, tmp_path, stored):
+    """The cache key's content hash is taken while the parser reads the file (a gzip file's compressed bytes): a
+    cold load with the cache on reads the trace once, not once more per hash, and its entry serves the next load."""
+    data = gzip.decompress((REPO / "sample_traces" / "inference" / "batched.json.gz").read_bytes())
+    path = tmp_path / ("trace.json" if stored == "plain" else "trace.json.gz")
+    path.write_bytes(data if stored == "plain" else gzip.compress(data, mtime=0))
+    loading._code()  # the digest of the code, once per process: not the trace's reading
+    before = _bytes_read()
+    cold = ta.load(path)
+    read = _bytes_read() - before
+    size = path.stat().st_size
+    assert size <= read < 1.5 * size + (1 << 20), f"{read:,} bytes read for a {size:,}-byte trace"
+    assert_same(cold, ta.load(path))
+    assert builds["n"] == 1, "the second load is served by the entry written while the first read"

@@ -28,7 +28,7 @@ import stat
 import struct
 import tempfile
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -140,9 +140,10 @@ class Slot:
     name: str
     deep: bool = True
 
-    def identity(self) -> list:
-        """The source's fingerprint now (a folder's with its subfolders when ``deep``)."""
-        return fingerprint(self.source, self.deep)
+    def identity(self, known: Mapping[str, str] | None = None) -> list:
+        """The source's fingerprint now (a folder's with its subfolders when ``deep``; ``known``: see
+        ``fingerprint``)."""
+        return fingerprint(self.source, self.deep, known=known)
 
     @property
     def path(self) -> Path:
@@ -156,15 +157,16 @@ class Slot:
         return [str(PARSER_VERSION), self.code, pd.__version__, np.__version__]
 
 
-def fingerprint(source: Path, deep: bool = True, content: bool = True) -> list:
+def fingerprint(source: Path, deep: bool = True, content: bool = True, known: Mapping[str, str] | None = None) -> list:
     """The identity of a file, or of every file in a folder (``deep``: and in its subfolders): name, size, mtime in
     ns and (``content``) a SHA-1 of the whole file (not deep: of the first _HASHED_FILES files that the parser may
-    read, the others by size and mtime, for that folder may be any folder)."""
+    read, the others by size and mtime, for that folder may be any folder). ``known``: SHA-1s already taken, by
+    resolved path (``parsers.jsonstream.hashing``, while the parser read the files), which are not taken again."""
     if source.is_file():
-        return [_identity(source, source.name, content)]
+        return [_identity(source, source.name, content, known)]
     files = sorted(p for p in (source.rglob("*") if deep else source.iterdir()) if p.is_file())
     hashed = set(files if deep else [p for p in files if p.name.endswith(_READ_BESIDE)][:_HASHED_FILES])
-    return [_identity(p, str(p.relative_to(source)), content and p in hashed) for p in files]
+    return [_identity(p, str(p.relative_to(source)), content and p in hashed, known) for p in files]
 
 
 def unchanged(identity: list, source: Path, deep: bool = True) -> bool:
@@ -176,10 +178,12 @@ def unchanged(identity: list, source: Path, deep: bool = True) -> bool:
     return [i[:3] for i in identity] == [n[:3] for n in now]
 
 
-def _identity(path: Path, name: str, content: bool) -> list:
+def _identity(path: Path, name: str, content: bool, known: Mapping[str, str] | None) -> list:
     info = path.stat()
     if not content:
         return [name, info.st_size, info.st_mtime_ns, ""]
+    if known and os.path.realpath(path) in known:
+        return [name, info.st_size, info.st_mtime_ns, known[os.path.realpath(path)]]
     digest = hashlib.sha1()
     with open(path, "rb") as f:
         while chunk := f.read(_HASH_CHUNK):
@@ -187,9 +191,10 @@ def _identity(path: Path, name: str, content: bool) -> list:
     return [name, info.st_size, info.st_mtime_ns, digest.hexdigest()]
 
 
-def read(slot: Slot, identity: list, damaged: list[str] | None = None) -> Tables | None:
+def read(slot: Slot, damaged: list[str] | None = None) -> Tables | None:
     """The cached tables, or None when there is no entry; a stale entry is removed, and an unreadable one (not a
-    regular file, truncated, corrupt) too, saying so in ``damaged``."""
+    regular file, truncated, corrupt) too, saying so in ``damaged``. The source is hashed only when there is an
+    entry built by this code from files of the same names, sizes and mtimes (a cold run reads it once, to parse)."""
     try:
         info = os.stat(slot.path)
     except OSError:
@@ -199,7 +204,7 @@ def read(slot: Slot, identity: list, damaged: list[str] | None = None) -> Tables
         if not stat.S_ISREG(info.st_mode):
             raise ValueError("not a regular file")
         header, body = _split(slot.path.read_bytes())
-        current = header["identity"] == identity and header["built_with"] == slot.built_with
+        current = header["built_with"] == slot.built_with and _current(header["identity"], slot)
         tables = _tables(header, body) if current else None
     except _unreadable() as e:
         if damaged is not None:
@@ -214,6 +219,16 @@ def read(slot: Slot, identity: list, damaged: list[str] | None = None) -> Tables
         os.utime(slot.path)  # last used, for eviction
     rename(tables[2], header["name"], slot.name)
     return tables
+
+
+def _current(kept: list, slot: Slot) -> bool:
+    """Is an entry's identity the source's now: same files, sizes and mtimes, then same content?"""
+    if not isinstance(kept, list) or not all(isinstance(i, list) for i in kept):
+        raise ValueError("its identity is not a list of files")
+    try:
+        return unchanged(kept, slot.source, slot.deep) and kept == slot.identity()
+    except OSError:
+        return False  # the source cannot be read now: the parse says why
 
 
 def _one_line(e: BaseException) -> str:

@@ -4,6 +4,7 @@ TraceData."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import multiprocessing
 import os
@@ -25,7 +26,7 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.parsers import detect, sizes
 from traceanalyzer.parsers.columns import Reader
-from traceanalyzer.parsers.jsonstream import fork_is_safe
+from traceanalyzer.parsers.jsonstream import fork_is_safe, hashing
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
 from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.tracedata import TraceData
@@ -346,26 +347,24 @@ def _work_on_rank(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone
 def _from_cache(unit, rules: tuple[Rule, ...], damaged: list[str] | None = None) -> Parsed | None:
     """One rank's tables from the cache, None when it does not hold them (or holds a stale or damaged entry, which
     ``damaged`` then names)."""
-    slot = _slot(unit, rules)
-    try:
-        identity = slot.identity()
-    except OSError:
-        return None
-    return cache.read(slot, identity, damaged)
+    return cache.read(_slot(unit, rules), damaged)
 
 
 def _parse_one(unit, rules: tuple[Rule, ...], cached: bool = False) -> Parsed | Skipped:
-    """One rank's linked and classified tables, parsed; kept in the cache if asked (and unchanged while read)."""
+    """One rank's linked and classified tables, parsed; kept in the cache if asked (and unchanged while read: the
+    files the parser reads whole are hashed as it reads them, the others after)."""
     try:
         if not cached:
             return _build(unit, rules)
         slot = _slot(unit, rules)
-        identity = slot.identity()
-        tables = _build(unit, rules)
+        before = cache.fingerprint(slot.source, slot.deep, content=False)
+        with hashing() as digests:
+            tables = _build(unit, rules)
     except TraceError as e:
         return Skipped(e.path, e.problem)
-    if cache.unchanged(identity, slot.source, slot.deep):
-        cache.write(slot, identity, tables)
+    if cache.unchanged(before, slot.source, slot.deep):
+        with contextlib.suppress(OSError):  # a file gone since: nothing is kept
+            cache.write(slot, slot.identity(digests), tables)
     return tables
 
 
