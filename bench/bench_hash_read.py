@@ -5,9 +5,9 @@ side by side: each run loads the trace once with each, alternately, in fresh pro
     python3 bench/bench_hash_read.py --before REV --runs 5 [TRACE ...]
 
 ``--before`` is unpacked (``git archive``) into a temporary folder under /tmp (the built C reader copied into it,
-so both read with it). Per trace and code: the median wall time of ``ta.load(path)`` in the process (imports and the
-digest of the code excluded) and the bytes the process read meanwhile (``/proc/self/io`` rchar, Linux). Without
-TRACE: ``big.json.gz`` and its decompressed copy (written under /tmp).
+so both read with it). Per trace and code: the median wall and CPU time (all threads) of ``ta.load(path)`` in the
+process (imports and the digest of the code excluded) and the bytes the process read meanwhile (``/proc/self/io``
+rchar, Linux). Without TRACE: ``big.json.gz`` and its decompressed copy (written under /tmp).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ def rchar():
         return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
 
 loading._code()
-read0, t0 = rchar(), time.perf_counter()
+read0, t0, cpu0 = rchar(), time.perf_counter(), time.process_time()
 trace = ta.load(sys.argv[1])
-wall = time.perf_counter() - t0
-print(json.dumps({"wall": wall, "read": rchar() - read0, "events": len(trace.events), "code": ta.__file__}))
+wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+print(json.dumps({"wall": wall, "cpu": cpu, "read": rchar() - read0, "events": len(trace.events), "code": ta.__file__}))
 """
 
 
@@ -63,7 +63,8 @@ def load(path: Path, code: Path | None) -> dict:
         env = os.environ | {"XDG_CACHE_HOME": tmp, "TRACEANALYZER_CACHE": "1", "TRACEANALYZER_CACHE_DIR": ""}
         if code is not None:
             env["PYTHONPATH"] = str(code)
-        out = subprocess.run([sys.executable, "-c", _CHILD, str(path)], env=env, capture_output=True, text=True)
+        run = [sys.executable, "-c", _CHILD, str(path.resolve())]
+        out = subprocess.run(run, env=env, cwd=tmp, capture_output=True, text=True)  # not this checkout by its cwd
         if out.returncode:
             raise SystemExit(out.stderr)
         found = json.loads(out.stdout)
@@ -91,9 +92,9 @@ def main() -> int:
         before = checkout(args.before, Path(tmp, "before"))
         print(
             "| trace | MB stored | events | separate pass: cold s | hash while read: cold s | ratio |"
-            " MB read: separate / while read |"
+            " CPU s: separate / while read | MB read: separate / while read |"
         )
-        print("|---|---:|---:|---:|---:|---:|---:|")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
         for path in traces:
             rows: dict[str, list[dict]] = {"before": [], "now": []}
             for _ in range(args.runs):
@@ -101,9 +102,11 @@ def main() -> int:
                 rows["now"].append(load(path, None))
             wall = {k: statistics.median(r["wall"] for r in v) for k, v in rows.items()}
             read = {k: statistics.median(r["read"] for r in v) / 1e6 for k, v in rows.items()}
+            cpu = {k: statistics.median(r["cpu"] for r in v) for k, v in rows.items()}
             print(
                 f"| {path.name} | {path.stat().st_size / 1e6:.1f} | {rows['now'][0]['events']:,} | "
                 f"{wall['before']:.3f} | {wall['now']:.3f} | {wall['before'] / wall['now']:.2f}× | "
+                f"{cpu['before']:.2f} / {cpu['now']:.2f} | "
                 f"{read['before']:.0f} / {read['now']:.0f} |",
                 flush=True,
             )
