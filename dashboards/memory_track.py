@@ -78,8 +78,8 @@ def said(peaks: pd.DataFrame, shown: pd.DataFrame, rank: int | None) -> str:
         at = "; ".join(f"{humanize.size(p.peak_allocated_bytes)} on device {p.device}" for p in shown.itertuples())
         return note + f"; the peak marked ×: {at}."
     mine = peaks[(peaks["device"] >= 0) & ((peaks["rank"] == rank) | (rank is None))]
-    steps = ", ".join(str(s) for s in sorted(mine["peak_step"].unique()))
-    return note + (f"; the peak is not in view (it is in step {steps})." if len(mine) else ".")
+    where = ", ".join(f"in step {s}" if s >= 0 else "outside every step" for s in sorted(mine["peak_step"].unique()))
+    return note + (f"; the peak is not in view (it is {where})." if len(mine) else ".")
 
 
 def layout(height: int, bottom_px: int) -> dict:

@@ -189,9 +189,12 @@ def _column(key: str, rows: list[dict], unit: Unit) -> dict:
 
 
 def _cell(key: str, value: object, unit: Unit) -> object:
-    """A cell value: numbers scaled to the column unit, everything else as text."""
-    if isinstance(value, bool) or value is None:
-        return "" if value is None else str(value)
+    """A cell value: numbers scaled to the column unit, everything else as text (none: an empty cell, or in an id
+    column what none means there)."""
+    if value is None or value is pd.NA:
+        return NONE_TEXT.get(key, "") if key in ID_COLUMNS else ""
+    if isinstance(value, bool):
+        return str(value)
     if isinstance(value, Number):
         v = float(value)
         if math.isnan(v):

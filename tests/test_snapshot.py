@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from traceanalyzer.dashboards import tables
 from traceanalyzer.parsers import snapshot
 
 import traceanalyzer as ta
@@ -321,3 +322,22 @@ def test_a_pickle_that_would_crash_or_swell_is_refused_before_it_is_built(tmp_pa
     assert run.returncode == 2, run.stderr[-500:]
     (line,) = [line for line in run.stderr.splitlines() if "error" in line]
     assert str(path) in line and "is refused" in line and "Traceback" not in run.stderr, run.stderr
+
+
+def test_a_peak_outside_every_step_shows_no_step_in_every_presenter(tmp_path, oom, oom_report):
+    """The out-of-memory snapshot records no step: its peak and the blocks live at it are in none, which every
+    presenter shows as none (JSON null; '–' in text, Markdown and HTML; the dashboard's 'outside every step'),
+    never as the tables' NO_ROW (-1)."""
+    for table in ("peaks", "live_at_peak"):
+        assert [r["step"] for r in rows(oom_report, "memory", table)] == [None] * len(rows(oom_report, "memory", table))
+    for fmt in ("text", "markdown", "html"):
+        out = tmp_path / f"report.{fmt}"
+        assert main([str(OOM), "--format", fmt, "-o", str(out)]) == 0
+        text = out.read_text()
+        assert "<NA>" not in text and "&lt;NA&gt;" not in text, fmt
+        peak_rows = [line for line in text.splitlines() if "train_step" in line and "GiB" in line]
+        assert peak_rows and not any(re.search(r"(?<![\w.])-1(?![\w.])", line) for line in peak_rows), fmt
+    memory = oom.build_report().section("memory")
+    for table in memory.tables[:2]:
+        shown = tables.content(table.frame, list(table.frame.columns), {c: table.unit(c) for c in table.frame})
+        assert {row["step"] for row in shown["data"]} == {"outside every step"}, table.id

@@ -10,6 +10,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from numbers import Number
 
+import pandas as pd
+
 from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
 from traceanalyzer.report import Report
@@ -120,8 +122,8 @@ def numeric(unit: Unit) -> bool:
 
 
 def cell(value: object, unit: Unit) -> str:
-    """One value in its unit, as short text ('–' for none)."""
-    if value is None or (isinstance(value, float) and value != value):
+    """One value in its unit, as short text ('–' for none: None, NaN or pandas' NA)."""
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return "–"
     if not isinstance(value, Number) or isinstance(value, bool) or unit is Unit.TEXT:
         return str(value)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from numbers import Number
 
+import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
@@ -125,7 +126,7 @@ def _table(t: Table) -> str:
 
 def _td(value: object, unit) -> str:
     number = isinstance(value, Number) and not isinstance(value, bool)
-    raw = value if number and value == value else ("" if number else value)
+    raw = value if number and value == value else ("" if number or value is None or value is pd.NA else value)
     klass = "num" if numeric(unit) else "name"
     return f'<td class="{klass}" data-v="{_e(raw)}">{_e(cell(value, unit))}</td>'
 

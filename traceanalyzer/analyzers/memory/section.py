@@ -44,7 +44,7 @@ def _section(m: MemoryJobPart, meta: TraceMeta, options: Options) -> Section | N
         Table(
             "live_at_peak",
             "Blocks live at the peak (largest first)",
-            live.assign(allocated_at_ns=live["alloc_ts"] - start)[
+            live.assign(allocated_at_ns=live["alloc_ts"] - start, step=_step_or_none(live["step"]))[
                 ["rank", "device", "bytes", "allocated_at_ns", "step", "op_name", "path", "stack"]
             ],
         ),
@@ -118,11 +118,17 @@ def _peak_rows(peaks: pd.DataFrame, start: int) -> pd.DataFrame:
             "peak_reserved_bytes": peaks["peak_reserved_bytes"],
             "capacity_share": peaks["capacity_share"],
             "at_ns": peaks["peak_ts"] - start,
-            "step": peaks["peak_step"],
+            "step": _step_or_none(peaks["peak_step"]),
             "op": peaks["op"],
             "path": peaks["path"],
         }
     )
+
+
+def _step_or_none(steps: pd.Series) -> pd.Series:
+    """Step numbers with none (pd.NA: every presenter shows it as absent, never as NO_ROW) where a block or peak
+    falls outside every step (always in a memory snapshot, which records no steps)."""
+    return steps.astype("Int64").mask(steps < 0)
 
 
 def _leak_verdict(leak: pd.DataFrame) -> str:
