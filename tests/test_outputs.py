@@ -8,6 +8,9 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -115,3 +118,47 @@ def test_a_fifo_given_as_a_trace_is_refused_in_one_line(tmp_path, capsys):
     assert cli.main([str(fifo)]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert str(fifo) in line and "FIFO" in line, line
+
+
+_AS_NOBODY = """
+import os, sys
+from traceanalyzer.cli import main
+warm, *argv = sys.argv[1:]
+if os.geteuid() == 0:  # the interpreter and packages may be where nobody can read: loaded first, then dropped
+    assert main(["export", argv[1], "--to", "csv", "-o", warm]) == 0
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+sys.stderr.write("\\n--- the run\\n")
+try:
+    code = main(argv)
+except SystemExit as e:
+    code = e.code
+sys.exit(code)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid"), reason="needs POSIX users to make a folder read-only for the tool")
+@pytest.mark.parametrize("out", ["ro", "ro/new"], ids=["the-read-only-folder", "a-folder-inside-it"])
+def test_an_export_into_a_read_only_folder_is_one_line_and_exit_2_as_a_user(out):
+    """As a user who may not write the folder (root may write anywhere: the tool then runs as nobody, uid 65534,
+    after loading its code), ``export --to csv -o DIR`` refuses in one line, exit 2, and writes nothing."""
+    box = Path(tempfile.mkdtemp(prefix="ta-readonly-", dir="/tmp"))  # not under pytest's root-only folder
+    try:
+        box.chmod(0o755)
+        shutil.copy(SAMPLE, box / "trace.json.gz")
+        (box / "trace.json.gz").chmod(0o644)
+        (box / "ro").mkdir(mode=0o555)
+        (box / "ro").chmod(0o555)
+        argv = [str(box / "warm"), "export", "trace.json.gz", "--to", "csv", "-o", out]
+        env = {**os.environ, "TRACEANALYZER_CACHE": "0", "HOME": str(box)}
+        run = subprocess.run(
+            [sys.executable, "-c", _AS_NOBODY, *argv], cwd=box, env=env, capture_output=True, text=True, timeout=300
+        )
+        lines = run.stderr.split("\n--- the run\n")[-1].strip().splitlines()
+        assert run.returncode == 2, run.stderr[-2000:]
+        assert len(lines) == 1 and "cannot be written" in lines[0] and out in lines[0], lines
+        assert list((box / "ro").iterdir()) == []
+    finally:
+        (box / "ro").chmod(0o755)
+        shutil.rmtree(box, ignore_errors=True)
