@@ -1,5 +1,6 @@
 """Fuzz families of the writers, the cache and the inputs that size the work: export and -o onto, into and beside
-inputs, damaged cache entries, hostile memory-snapshot pickles, special files, and extreme values in a trace.
+inputs, damaged cache entries, a trace edited in place under its cache entry, hostile memory-snapshot pickles,
+special files, and extreme values in a trace.
 
 Every case runs the command line in a child process (so a crash is seen as one) and checks the promises: exit 0
 or a one-line refusal (exit 2), never a traceback; the input tree byte-identical afterwards; peak memory within
@@ -182,6 +183,42 @@ def test_fuzz_a_damaged_cache_entry_is_rebuilt_with_a_warning(tmp_path_factory, 
     for action in ("info", "clear"):
         assert cli(["cache", action], box, env)[0] == 0
     assert hashlib.sha256((box / "trace.json.gz").read_bytes()).hexdigest() == before["trace.json.gz"]
+
+
+def _edited(value: object, step: int) -> object:
+    """A number with one digit of its JSON changed (its last: the text keeps its length and stays valid JSON)."""
+    text = json.dumps(value)
+    return json.loads(text[:-1] + str((int(text[-1]) + step) % 10))
+
+
+@FUZZ
+@given(which=st.floats(0, 1), step=st.integers(1, 9))
+def test_fuzz_a_trace_edited_in_place_is_never_served_from_the_cache(tmp_path_factory, which, step):
+    """A kernel's duration changed in place, the file's size and mtime kept (``cp -p``, ``rsync -t``): the cached
+    run reports the edited trace, exactly as a run without the cache does."""
+    box = tmp_path_factory.mktemp("edited")
+    doc = json.loads(gzip.decompress(SAMPLE.read_bytes()))
+    path = box / "trace.json"
+    path.write_text(json.dumps(doc))
+    env = {"TRACEANALYZER_CACHE": "1", "XDG_CACHE_HOME": str(box / "xdg"), "TRACEANALYZER_CACHE_DIR": ""}
+    assert cli(["trace.json", "--format", "json", "-o", "first.json"], box, env)[0] == 0
+    kernels = [e for e in doc["traceEvents"] if isinstance(e, dict) and e.get("cat") == "kernel" and "dur" in e]
+    kernel = kernels[int(which * (len(kernels) - 1))]
+    kernel["dur"] = _edited(kernel["dur"], step)
+    info = path.stat()
+    path.write_text(json.dumps(doc))
+    os.utime(path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert path.stat().st_size == info.st_size and path.stat().st_mtime_ns == info.st_mtime_ns
+    code, err, peak = cli(["trace.json", "--format", "json", "-o", "second.json"], box, env)
+    check(code, err, peak, info.st_size)
+    fresh = cli(["trace.json", "--format", "json", "-o", "fresh.json", "--no-cache"], box, env)
+    assert code == 0 and fresh[0] == 0, (err, fresh[1])
+    first, second, uncached = (json.loads((box / f"{n}.json").read_text()) for n in ("first", "second", "fresh"))
+    device_ns = [
+        [f["value"] for f in r["sections"]["ledger"]["facts"] if f["id"] == "device_ns"] for r in (first, second)
+    ]
+    assert device_ns[0] != device_ns[1], "the edit is seen"
+    assert second == uncached
 
 
 def _nested(depth: int, kind: str) -> bytes:
