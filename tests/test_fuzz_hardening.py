@@ -186,9 +186,11 @@ def test_fuzz_a_damaged_cache_entry_is_rebuilt_with_a_warning(tmp_path_factory, 
 
 
 def _edited(value: object, step: int) -> object:
-    """A number with one digit of its JSON changed (its last: the text keeps its length and stays valid JSON)."""
+    """A number with the last digit of its JSON changed, ``step`` on or the next that JSON writes back with the same
+    text (not a float's trailing 0): the file keeps its length."""
     text = json.dumps(value)
-    return json.loads(text[:-1] + str((int(text[-1]) + step) % 10))
+    edits = [text[:-1] + str((int(text[-1]) + k) % 10) for k in [*range(step, 10), *range(1, step)]]
+    return json.loads(next(e for e in edits if json.dumps(json.loads(e)) == e))
 
 
 @FUZZ
