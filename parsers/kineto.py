@@ -92,11 +92,13 @@ _INT_ARGS = {
     "out_nelems": "Out msg nelems",
 }
 """Integer args (ROCm writes some as strings, ``"bytes": "9216"``, so any number or numeric string is read)."""
-_RAW_ARGS = {"input_dims": "Input Dims", "input_types": "Input type"}
+_RAW_ARGS = {"input_dims": "Input Dims", "input_types": "Input type", "grid": "grid", "block": "block"}
 _TEXT_ARGS = {"collective": "Collective name", "dtype": "dtype", "group": "Process Group Name"}
 
 
-_STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group")
+_STRING_COLUMNS = ("name", "cat", "pid", "tid", "input_dims", "input_types", "collective", "group", "grid", "block")
+_LAUNCH_SHAPES = ("grid", "block")
+"""Kernel launch dimensions, read as JSON text (``[2, 66, 1]``) and kept as ``x,y,z``."""
 _MEMORY_STRINGS = ("pid", "tid")
 _MEMORY_NUMBERS = ("ts", "device_id", "mem_bytes", "total_allocated", "total_reserved", "addr", "device_type")
 _MEMORY_RENAMES = {"device_id": "device", "mem_bytes": "bytes"}
@@ -337,10 +339,25 @@ def _events_frame(cols: _Columns) -> pd.DataFrame:
     columns = {key: cols.column(key) for key in ("ts", "dur")}
     columns |= {key: cols.strings[key].categorical(cols.parts.get(key, [])) for key in _STRING_COLUMNS}
     columns |= {key: cols.column(key) for key in ("device", "stream", "correlation", "external_id", "bytes")}
+    columns |= {key: _launch_shape(columns[key]) for key in _LAUNCH_SHAPES}
     df = pd.DataFrame(columns, copy=False)
     df["kind"] = _kinds(df["cat"].array, df["name"].array)
     _fill_device_lanes(df)
     return df
+
+
+def _launch_shape(raw: pd.Categorical) -> pd.Categorical:
+    """Launch dimensions as ``x,y,z`` (brackets and blanks of the JSON text dropped; other text kept as it is)."""
+    text = [_xyz(str(c)) for c in raw.categories]
+    distinct = {t: i for i, t in enumerate(dict.fromkeys(text))}
+    remap = np.array([distinct[t] for t in text] + [-1], dtype=np.int32)
+    return pd.Categorical.from_codes(remap[raw.codes], categories=pd.Index(list(distinct), dtype=object))
+
+
+def _xyz(text: str) -> str:
+    """``[2, 66, 1]`` as ``2,66,1``; text that is not a JSON array as it is."""
+    inner = "".join(text.split())
+    return inner[1:-1] if inner.startswith("[") and inner.endswith("]") else text
 
 
 _KIND_ORDER = [k.value for k in Kind]

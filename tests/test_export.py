@@ -137,6 +137,42 @@ def test_perfetto_export_joins_each_launch_to_its_kernel_and_keeps_the_args(fsdp
     assert len(shaped) and set(shaped["input_dims"].astype(str)) <= written
 
 
+def test_perfetto_export_keeps_each_kernels_launch_args_as_the_source_wrote_them(annotated):
+    """Every kernel of the source files is written with its grid, block, correlation id and stream as the source
+    has them, and joined by a flow to the runtime call of the same correlation id on its rank."""
+    written = annotated["traceEvents"]
+    named = [e for e in written if e["name"] == "process_name" and e["pid"] != perfetto.FINDINGS_PID]
+    rank_of = {e["pid"]: int(e["args"]["name"].split(" ")[1]) for e in named}
+    slices = [e for e in written if e["ph"] == "X" and e["pid"] != perfetto.FINDINGS_PID]
+    kernels = {(rank_of[e["pid"]], e["args"]["correlation"]): e for e in slices if e["args"].get("cat") == "kernel"}
+    at: dict[tuple, list[dict]] = {}
+    for e in slices:
+        at.setdefault((e["pid"], e["tid"], e["ts"]), []).append(e)
+    flow_ends = {(e["pid"], e["tid"], e["ts"]): e["id"] for e in written if e["ph"] == "f"}
+    flow_starts = {e["id"]: (e["pid"], e["tid"], e["ts"]) for e in written if e["ph"] == "s"}
+    source = flows = 0
+    for rank in (0, 1):
+        doc = json.loads(gzip.decompress((FSDP / f"fsdp_rank{rank}.json.gz").read_bytes()))
+        launching = ("cuda_runtime", "cuda_driver")
+        calls = {e["args"]["correlation"] for e in doc["traceEvents"] if e.get("cat") in launching}
+        for e in (e for e in doc["traceEvents"] if e.get("cat") == "kernel"):
+            source += 1
+            got = kernels[(rank, e["args"]["correlation"])]
+            for key in ("grid", "block", "correlation", "stream", "device"):
+                assert got["args"][key] == e["args"][key], (key, e["name"])
+            place = (got["pid"], got["tid"], got["ts"])
+            assert (place in flow_ends) == (e["args"]["correlation"] in calls), e["name"]
+            if place not in flow_ends:  # launched before the recording began
+                continue
+            flows += 1
+            launch = at[flow_starts[flow_ends[place]]]
+            assert any(
+                x["args"].get("cat") in launching and x["args"]["correlation"] == e["args"]["correlation"]
+                for x in launch
+            )
+    assert source == len(kernels) > 1000 and flows > 1000
+
+
 def test_every_finding_is_on_the_findings_track_at_its_times(fsdp, annotated):
     t0 = annotated["otherData"]["start_ns"]
     track = [e for e in annotated["traceEvents"] if e["ph"] == "X" and e["pid"] == perfetto.FINDINGS_PID]

@@ -142,6 +142,8 @@ EVENT_COLUMNS: tuple[Column, ...] = (
     Column("caller", "int64", "host event on another thread that handed it its work; of a comm_task, its collective"),
     Column("input_dims", "category", "recorded input shapes, JSON text, '' if none"),
     Column("input_types", "category", "recorded input dtypes, JSON text, '' if none"),
+    Column("grid", "category", "a kernel's launch grid in blocks, 'x,y,z', '' if not recorded"),
+    Column("block", "category", "a kernel's block in threads, 'x,y,z', '' if not recorded"),
     Column("bytes", "int64", "bytes moved (memcpy/memset/communication message), NO_ROW if unknown"),
     Column("collective", "category", "collective name (allreduce, all_gather, ...) for communication"),
     Column("group", "category", "process group / communicator name for communication"),

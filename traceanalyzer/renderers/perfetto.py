@@ -22,7 +22,7 @@ import pandas as pd
 
 from traceanalyzer import outputs
 from traceanalyzer.findings import Finding
-from traceanalyzer.schema import DEVICE, NO_ROW, Kind, TraceMeta
+from traceanalyzer.schema import DEVICE, NO_ROW, Kind, TraceMeta, category_text
 
 MAX_EVENTS = 1_000_000
 """Events written at most; a bigger trace is written as a subset (device work whole, host by call depth)."""
@@ -32,6 +32,8 @@ ARG_COLUMNS = ("correlation", "external_id", "device", "stream", "step", "bytes"
 """Integer columns written to an event's args where it has a value (not NO_ROW)."""
 TEXT_ARG_COLUMNS = ("input_dims", "input_types", "collective", "group", "core", "cat")
 """Text columns written to an event's args where they are not empty."""
+SHAPE_ARG_COLUMNS = ("grid", "block")
+"""Launch dimensions (``x,y,z`` in the table) written to an event's args as the source writes them: ``[x, y, z]``."""
 FLOW = {"name": "launch", "cat": "launch → device"}
 """Name and category of the launch → device work flows."""
 
@@ -165,17 +167,33 @@ COUNTER = Kind.COUNTER.value
 
 
 def event_args(events: pd.DataFrame) -> list[dict]:
-    """Per event, the event table's values it has (integer columns not NO_ROW, text columns not empty)."""
+    """Per event, the event table's values it has (integer columns not NO_ROW, text columns not empty, launch
+    dimensions as ``[x, y, z]``)."""
     present = [c for c in ARG_COLUMNS if c in events]
     texts = [c for c in TEXT_ARG_COLUMNS if c in events]
+    shapes = [c for c in SHAPE_ARG_COLUMNS if c in events]
     ints = [events[c].to_numpy().tolist() for c in present]
     strs = [events[c].astype(str).fillna("").to_numpy().tolist() for c in texts]
+    dims = [_shape_values(events[c]) for c in shapes]
     out = []
     for i in range(len(events)):
         args = {c: v[i] for c, v in zip(present, ints, strict=True) if v[i] != NO_ROW}
         args.update({c: v[i] for c, v in zip(texts, strs, strict=True) if v[i] and v[i] != "nan"})
+        args.update({c: v[i] for c, v in zip(shapes, dims, strict=True) if v[i] != ""})
         out.append(args)
     return out
+
+
+def _shape_values(column: pd.Series) -> list:
+    """Per row, an ``x,y,z`` category as a list of ints (other text as it is, '' where none)."""
+    per_code = [_ints_or_text(t) for t in category_text(column)]
+    return [per_code[c] for c in column.array.codes.tolist()]
+
+
+def _ints_or_text(text: str) -> list[int] | str:
+    """``2,66,1`` as ``[2, 66, 1]``; text that is not integers separated by commas as it is."""
+    parts = text.split(",")
+    return [int(p) for p in parts] if text and all(p.lstrip("-").isdigit() for p in parts) else text
 
 
 def launch_flows(events: pd.DataFrame, lanes: pd.DataFrame, t0: int) -> list[dict]:
