@@ -28,12 +28,14 @@ KEYS = (
     "ms",
     "row",
     "at",
+    "slice",
 )
 """The query keys the pages read and write, in the order the URL lists them. ``trace``: a loaded trace's key (a
 hash of its contents); ``span``: how many steps the Timeline draws from ``step`` on; ``sel``: the Hotspots page's
 picked name; ``zoom``: the timeline's window and ``at``: the timeline place a finding's link shows, both
 ``start_ns-end_ns`` on the event table's clock (absolute ns, as ``ts``); ``pct``/``ms``: the Compare page's gate
-threshold; ``row``: the evidence rows a finding's link highlights (JSON of column → value)."""
+threshold; ``row``: the evidence rows a finding's link highlights (JSON of column → value); ``slice``: the
+Timeline's clicked slice (its event-table row: the details panel, the Selected line and its launch → kernel lines)."""
 URL = Output("record", "data", allow_duplicate=True)
 """The output every callback that records a pick writes to (``record``'s value; the browser writes the URL)."""
 

@@ -504,12 +504,31 @@ def range_hits(view: View, rank: int | None, step: Steps, lo: int, hi: int) -> p
     return pd.concat(frames, ignore_index=True)
 
 
-def slice_panel(view: View, rank: int | None, step: Steps, levels: int, python: bool, point: dict) -> list:
-    """The details panel of a clicked bar's first event (times on the drawn axis)."""
-    row = int(point["customdata"][1])
+def slice_panel(view: View, rank: int | None, step: Steps, levels: int, python: bool, row: int) -> list:
+    """The details panel of a clicked bar's first event (its event-table row; times on the drawn axis)."""
     origin = view.segments(rank, step, levels, python).attrs["origin_ns"]
     offset = int(view.offsets().get(int(view.trace.events.at[row, "rank"]), 0)) if rank is None else 0
     return timeline_panels.details_panel(slices.details(view.trace.events, row), origin + offset)
+
+
+def url_slice(view: View, rank: int | None, step: Steps, value: str | None) -> int | None:
+    """The URL's ``slice`` as an event row when it is one of the drawn rank(s) and step(s), else None."""
+    events = view.trace.events
+    if value is None or not value.isdigit() or int(value) not in events.index:
+        return None
+    row = int(value)
+    mine = rank is None or int(events.at[row, "rank"]) == rank
+    return row if mine and int(events.at[row, "step"]) in timeline_lanes.steps_of(step) else None
+
+
+def restored_slice(view: View, picks: tuple, row: int | None, value: str | None) -> tuple[list, str, list]:
+    """What the URL's slice restores: its launch → kernel arrows, the Selected line and the details panel; for a
+    slice not on the drawn rank(s) and step(s), a line saying so."""
+    if row is None:
+        said = f"The selected slice (event row {value}) is not on the rank and step(s) drawn." if value else ""
+        return [], said, []
+    arrows, said = flow_annotations(view, *picks, {"customdata": [1, row]})
+    return arrows, said, slice_panel(view, *picks, row)
 
 
 def range_view(
@@ -524,6 +543,12 @@ def range_view(
     panel = timeline_panels.range_panel(lo, hi, hits, view.marks(rank, step, levels, python))
     panel.insert(2, html.P(f"Launch → kernel: {flows_said(pairs, hidden)}.", id="tl-range-flows"))
     return flow_arrows(pairs, origin), panel
+
+
+def url_slice_value(search: str | None) -> int | None:
+    """The slice row the query string names (None when none or not a row number)."""
+    value = state.parse(search).get("slice", "")
+    return int(value) if value.isdigit() else None
 
 
 def perfetto_file(view: View) -> bytes:
@@ -558,6 +583,8 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-note", "children"),
         Output("tl-goto", "options"),
         Output("tl-focus", "data"),
+        Output("tl-selected", "children", allow_duplicate=True),
+        Output("tl-details", "children", allow_duplicate=True),
         state.URL,
         Input("tl-rank", "value"),
         Input("tl-step", "value"),
@@ -572,16 +599,25 @@ def register(app: dash.Dash, store: Store) -> None:
     )
     def timeline(rank, step, span, levels, python, find, key, search, focus):
         view = store.view(key)
+        linked = state.parse(search).get("slice")
+        row = None
         if view is not None and rank is not None and step is not None:
             shown, steps = picked(view, rank, step, span, levels, python)[:2]
             focus = in_step(view, shown, steps, focus)
             zoom = in_step(view, shown, steps, state.parse(search).get("zoom"))
+            row = url_slice(view, shown, steps, linked)
         else:
             focus = zoom = None
         frames = "python" if python else None
         picks = {"rank": rank, "step": step, "span": span, "levels": levels, "frames": frames, "find": find or None}
-        search = state.recorded(search, defaults(view), **picks, at=focus, zoom=zoom)
-        return *draw(key, rank, step, span, levels, python, find, focus=focus, zoom=zoom), focus, search
+        search = state.recorded(search, defaults(view), **picks, at=focus, zoom=zoom, slice=row)
+        fig, note, options = draw(key, rank, step, span, levels, python, find, focus=focus, zoom=zoom)
+        if fig is no_update or view is None:
+            return fig, note, options, focus, no_update, no_update, search
+        arrows, said, panel = restored_slice(view, picked(view, rank, step, span, levels, python), row, linked)
+        if arrows:
+            fig.update_layout(annotations=arrows)
+        return fig, note, options, focus, said, panel, search
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
@@ -630,26 +666,30 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-selected", "children"),
         Output("tl-goto", "value"),
         Output("tl-details", "children"),
+        state.URL,
         Input("tl-graph", "clickData"),
         *PICKS[:5],
         State("trace", "value"),
+        State("url", "search"),
         prevent_initial_call=True,
     )
-    def timeline_click(click, rank, step, span, levels, python, key):
+    def timeline_click(click, rank, step, span, levels, python, key, search):
         view = store.view(key)
         if view is None or not click or not click.get("points") or rank is None:
-            return no_update, no_update, no_update, no_update
+            return no_update, no_update, no_update, no_update, no_update
         point = click["points"][0]
         if figures.is_findings(point.get("y")):  # a finding's bar: show it in place
             said = f"Finding: {unescape(str(point.get('hovertext', '')))}"
-            return no_update, said, point["customdata"][0], no_update
-        if len(point.get("customdata") or []) < 2:
-            return no_update, no_update, no_update, no_update
+            return no_update, said, point["customdata"][0], no_update, no_update
+        if len(point.get("customdata") or []) < 2 or int(point["customdata"][1]) < 0:
+            return no_update, no_update, no_update, no_update, no_update
         picks = picked(view, rank, step, span, levels, python)
         arrows, said = flow_annotations(view, *picks, point)
         patched = Patch()
         patched["layout"]["annotations"] = arrows
-        return patched, said, no_update, slice_panel(view, *picks, point)
+        row = int(point["customdata"][1])
+        url = state.record(state.updated(search, slice=row)) if row != url_slice_value(search) else no_update
+        return patched, said, no_update, slice_panel(view, *picks, row), url
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),

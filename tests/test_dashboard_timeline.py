@@ -412,6 +412,67 @@ def test_a_pointed_then_clicked_kernel_shows_its_launch_line_below_the_levels_sh
     _shot(browser, shots, "timeline-details")
 
 
+def _search(browser) -> str:
+    return browser.execute_script("return window.location.search")
+
+
+def _details_row(browser) -> str | None:
+    """The event row the details panel shows, once the page is drawn (None when it shows none)."""
+    _wait(browser, "#tl-note", "segments")
+    shown = browser.find_elements("css selector", "#tl-details-facts")
+    return shown[0].text.split("event row\n")[1].split("\n")[0] if shown else None
+
+
+@pytest.mark.browser
+def test_a_clicked_slice_lives_in_the_url_through_back_forward_and_a_shared_link(browser, app, shots):
+    from selenium.webdriver.support import expected_conditions as ec
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    url, view, key = app
+    _open(browser, url, key)
+    events = view.trace.events
+    origin = view.segments(RANK, STEP, 4, False).attrs["origin_ns"]
+    mine = events[(events["rank"] == RANK) & (events["step"] == STEP) & (events["kind"] == "kernel")]
+    launched = mine[mine["launch"] >= 0]
+    widest = launched.loc[launched["dur"].idxmax()]
+    at = (widest["ts"] - origin) / 1e6
+    browser.execute_script("window.deep_rows = arguments[0]", [int(r) for r in launched.index])
+    end = at + widest["dur"] / 1e6 + 0.05
+    _zoom_drawn(browser, at - 0.05, end)
+    zoom = _until(browser, RANGE)
+    row = _until(browser, f"return {GRAPH}._fullLayout.xaxis.range[1] <= {end} && (() => {{{WIDEST_OF}}})()")
+    unclicked = _search(browser)
+    assert "zoom=" in unclicked and "slice=" not in unclicked
+    _pointer(browser, browser.execute_script(ROW_PLACE, row), click=True)
+    _until(browser, "return window.location.search", lambda q: f"slice={row}" in q)
+    clicked = _search(browser)
+    assert _details_row(browser) == str(row)
+    kernel_ms = (events.at[row, "ts"] - origin) / 1e6
+    arrows = f"return ({GRAPH}.layout.annotations || []).map(a => a.x)"
+    drawn = browser.find_element("css selector", ".page-title")
+    browser.back()  # the view before the click: zoomed, nothing selected
+    _until(browser, "return window.location.search", lambda q: q == unclicked)
+    WebDriverWait(browser, WAIT_S).until(ec.staleness_of(drawn))
+    assert _details_row(browser) is None and not _wait(browser, "#tl-selected").text
+    assert _until(browser, RANGE) == pytest.approx(zoom, rel=1e-6)
+    drawn = browser.find_element("css selector", ".page-title")
+    browser.forward()  # the click again: its details, its Selected line and its launch → kernel line
+    _until(browser, "return window.location.search", lambda q: q == clicked)
+    WebDriverWait(browser, WAIT_S).until(ec.staleness_of(drawn))
+    assert _details_row(browser) == str(row)
+    assert str(events.at[row, "name"])[:40] in _wait(browser, "#tl-selected", "Selected: ").text
+    _until(browser, arrows, lambda xs: any(x == pytest.approx(kernel_ms, abs=1e-6) for x in xs or []))
+    assert _until(browser, RANGE) == pytest.approx(zoom, rel=1e-6)
+    browser.get("about:blank")
+    browser.get(f"{url}/timeline{clicked}")  # the link shared: the same zoom and the same slice
+    assert _details_row(browser) == str(row) and _until(browser, RANGE) == pytest.approx(zoom, rel=1e-6)
+    _shot(browser, shots, "timeline-shared-slice")
+    elsewhere = int(events.index[(events["rank"] == RANK) & (events["step"] == STEP + 1)][0])
+    browser.get(f"{url}/timeline?trace={key}&rank={RANK}&step={STEP}&slice={elsewhere}")
+    said = _wait(browser, "#tl-selected", "not on the rank").text
+    assert f"event row {elsewhere}" in said and _details_row(browser) is None
+
+
 @pytest.mark.browser
 def test_a_dragged_range_totals_equal_the_json_report_with_its_findings_and_flows(browser, app, shots):
     from traceanalyzer.renderers import json as json_report
