@@ -70,11 +70,15 @@ STEP_PARTS = (("device_busy_ns", "device busy", "compute"), ("device_idle_ns", "
 
 
 def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
-    """Per (rank, step) of the report's step table: device busy and idle stacked (ms per step), the step marked
-    host- or device-bound, kernel and communication time on hover."""
+    """Per (rank, step) of the report's step table: device busy and idle stacked (ms per step), each step's axis
+    label saying whether it is host- or device-bound (axis labels turn when many, so they never overlap), kernel
+    and communication time on hover."""
     if steps is None or not len(steps):
         return figures.empty("the trace has no step markers")
-    labels = [f"rank {r} · step {s}" for r, s in zip(steps["rank"], steps["step"], strict=True)]
+    labels = [
+        f"rank {r} · step {s}" + (f" · {b}-bound" if b else "")
+        for r, s, b in zip(steps["rank"], steps["step"], steps["bound"], strict=True)
+    ]
     hover = [
         f"kernels {humanize.duration(k)} · communication {humanize.duration(c)} · step {humanize.duration(t)}"
         for k, c, t in zip(
@@ -95,21 +99,11 @@ def step_breakdown(steps: pd.DataFrame | None) -> go.Figure:
         ]
     )
     top = (steps["device_busy_ns"] + steps["device_idle_ns"]) / NS_PER_MS
-    fig.add_trace(
-        go.Scatter(
-            x=labels,
-            y=top,
-            mode="text",
-            text=[f"{b}-bound" if b else "" for b in steps["bound"]],
-            textposition="top center",
-            showlegend=False,
-            hoverinfo="skip",
-        )
-    )
     fig.update_layout(
         barmode="stack",
-        height=320,
+        height=380,
         yaxis_title="ms per step",
+        xaxis_automargin=True,
         yaxis_range=[0, float(top.max()) * 1.15],
         margin={"t": 30, "b": 40},
         legend=LEGEND_ABOVE,

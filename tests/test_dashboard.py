@@ -203,6 +203,21 @@ def test_hotspots_top_kernel_filter_and_details(browser, app_url):
     _shot(browser, "hotspots")
 
 
+def test_the_step_chart_names_each_steps_bound_on_its_axis_label_not_over_the_bars():
+    """gpu_bound's steps: each bar's label says the report's bound for its step; no text is drawn over the bars
+    (24 steps of 'host-bound' over the bars ran into each other at 1280 px)."""
+    from traceanalyzer.dashboards import charts
+
+    import traceanalyzer as ta
+
+    steps = ta.load(REPO / "sample_traces" / "gpu_bound").build_report().section("summary").table("steps").frame
+    fig = charts.step_breakdown(steps)
+    parts = zip(steps["rank"], steps["step"], steps["bound"], strict=True)
+    want = [f"rank {r} · step {s} · {b}-bound" for r, s, b in parts]
+    assert all(list(t.x) == want for t in fig.data) and len(want) > 1 and all(steps["bound"])
+    assert {t.type for t in fig.data} == {"bar"}
+
+
 def test_hotspot_bars_give_each_kind_its_own_colour():
     """gpu_bound's top kernels hold kernels, a memcpy and a memset: three kinds, three colours."""
     from traceanalyzer.dashboards import charts
