@@ -128,6 +128,22 @@ def test_a_wildcard_bind_answers_the_machines_own_address_and_refuses_others():
     assert address in access.host_names("::")
 
 
+@pytest.mark.browser
+def test_a_browser_reaches_a_wildcard_bind_by_the_machines_lan_address(browser):
+    address = _lan_address()
+    store = Store()
+    store.open([str(FUSED)], wait=True)
+    server = cli.serve(store, "0.0.0.0", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        browser.get(f"http://{address}:{server.server_port}/timeline")
+        _wait_text(browser, "#page", "Timeline")
+        assert browser.find_elements("css selector", "#page .js-plotly-plot"), "the timeline is drawn"
+        assert not [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        server.shutdown()
+
+
 def test_the_wildcard_warning_lists_the_names_the_page_answers(monkeypatch, capsys):
     address = _lan_address()
 

@@ -473,6 +473,25 @@ def test_a_clicked_slice_lives_in_the_url_through_back_forward_and_a_shared_link
     assert f"event row {elsewhere}" in said and _details_row(browser) is None
 
 
+LEGEND = f"""return {GRAPH}._fullData.filter(t => t.showlegend)
+  .map(t => [t.name, (t.marker && typeof t.marker.color === 'string') ? t.marker.color : t.line && t.line.color]);"""
+"""Script: each legend entry of the drawn timeline and its colour."""
+
+
+@pytest.mark.browser
+def test_the_drawn_timeline_gives_each_legend_meaning_its_own_palette_colour(browser, app):
+    from traceanalyzer.renderers import palette
+
+    url, _, key = app
+    _open(browser, url, key)
+    legend = dict(_until(browser, LEGEND))
+    named = {n for n in legend if not n.startswith("device ")}  # the memory track's lines are per device
+    assert {"communication", "exposed collective", "idle gap", "cpu op"} <= named, legend
+    colours = [legend[n].lower() for n in named]
+    assert len(set(colours)) == len(colours), legend  # no two meanings share a colour
+    assert set(colours) <= {c.lower() for c in palette.meanings().values()}, legend
+
+
 @pytest.mark.browser
 def test_a_dragged_range_totals_equal_the_json_report_with_its_findings_and_flows(browser, app, shots):
     from traceanalyzer.renderers import json as json_report
