@@ -246,13 +246,16 @@ def test_perfetto_download_is_the_annotated_trace(browser, app):
 
 @pytest.mark.browser
 def test_all_ranks_are_stacked_on_one_axis_with_the_clock_offsets_said(browser, app, shots):
+    from traceanalyzer import humanize
+
     url, view, key = app
     browser.get(f"{url}/timeline?trace={key}&rank=all&step={STEP}")
     note = _wait(browser, "#tl-note", "clock offsets applied").text
     offsets = view.trace.clock_offsets().set_index("rank")["offset_ns"]
     assert offsets[1] != 0  # the two ranks' clocks differ on this trace
-    for rank, offset in offsets.items():
-        assert f"rank {rank} {offset / 1e3:.2f} µs" in note, note
+    for rank, offset in offsets.items():  # the reference rank's 0, the others' as every duration is written
+        said = "0.00 µs (the reference)" if rank == min(offsets.index) else humanize.duration(int(offset))
+        assert f"rank {rank} {said}" in note, note
     assert "collective ends" in note
     bars = f"{GRAPH}._fullData.filter(t => t.type === 'bar')"
     drawn = _until(browser, f"return {bars}.flatMap(t => [...t.y]).filter(y => y.includes('device'))")
