@@ -124,6 +124,12 @@ def _large(peak: pd.Series, live: pd.DataFrame) -> pd.DataFrame:
     return live[big & (live["step"] == peak["peak_step"])]
 
 
+def _of_its_step(step: object) -> str:
+    """Where the peak's blocks were allocated: in the peak's step, or (a snapshot, a peak between steps) in none."""
+    in_a_step = pd.notna(step) and int(step) >= 0
+    return "of this step" if in_a_step else "allocated outside every step"
+
+
 def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list[Finding]:
     large = _large(peak, live)
     held = int(large["bytes"].sum())
@@ -141,7 +147,7 @@ def _temporaries(peak: pd.Series, live: pd.DataFrame, step_ns: StepTime) -> list
         + f"): {first['op_name']} in {first['path']}"
     )
     advice = (
-        f"At the peak ({peak['path']}) {len(large)} block(s) of this step each hold "
+        f"At the peak ({peak['path']}) {len(large)} block(s) {_of_its_step(peak['peak_step'])} each hold "
         f"≥{share(LARGE_BLOCK_SHARE, 0)} of it, "
         f"the largest {size(first['bytes'])} from {first['op_name']}{_code(first['stack'])}"
         + (" (fp32 inputs)" if fp32 else "")
