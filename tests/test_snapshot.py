@@ -341,3 +341,10 @@ def test_a_peak_outside_every_step_shows_no_step_in_every_presenter(tmp_path, oo
     for table in memory.tables[:2]:
         shown = tables.content(table.frame, list(table.frame.columns), {c: table.unit(c) for c in table.frame})
         assert {row["step"] for row in shown["data"]} == {"outside every step"}, table.id
+
+
+def test_a_snapshots_large_temporaries_are_said_to_be_outside_every_step():
+    """A snapshot records no steps: the finding about the blocks that set its peak never calls them 'of this step'."""
+    trace = ta.load(REPO / "sample_traces" / "memory_snapshot" / "oom.snapshot.pickle", cache=False)
+    (finding,) = [f for f in trace.findings() if f.analyzer == "memory" and "temporar" in f.title]
+    assert "allocated outside every step" in finding.advice and "of this step" not in finding.advice
