@@ -120,7 +120,7 @@ def test_a_world_size_of_a_billion_does_not_size_the_report(tmp_path, capsys):
 
 @pytest.mark.parametrize("keep_going", [False, True])
 def test_an_analyzer_that_fails_is_exit_1_unless_keep_going(tmp_path, capsys, monkeypatch, keep_going):
-    def broken(trace, options):
+    def broken(*args: object):
         raise RuntimeError("boom")
 
     registry = tuple(replace(a, section=broken) if a.name == "hotspots" else a for a in analyzers.ANALYZERS)
