@@ -21,7 +21,6 @@ from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, wo
 from traceanalyzer import schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import (
-    JOB_IDS,
     MAX_DEVICE_INDEX,
     MAX_RANKS,
     NO_ROW,
@@ -415,10 +414,10 @@ def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -
         end_ns=int(ends.max()) if len(events) else 0,
         process_groups=h.process_groups(dist),
         warnings=warnings,
-        extra={k: h.scalar(header, k) for k in _EXTRA_KEYS if k in header}
+        facts={k: h.scalar(header, k) for k in _FACT_KEYS if k in header}
         | ({k: h.scalar(dist, k) for k in ("backend", "nccl_version")} if rank is not None else {}),
     )
-    meta.extra[JOB_IDS] = _job_ids(dist, meta)
+    meta.job_ids = _job_ids(dist, meta)
     h.check_display_unit()
     meta.platform = _platform(events, meta.devices)
     meta.warnings.extend(h.warnings)
@@ -428,11 +427,11 @@ def _meta(path: Path, header: dict, events: pd.DataFrame, warnings: list[str]) -
 def _job_ids(dist: dict, meta: TraceMeta) -> dict:
     """What every rank of the job records alike in its distributedInfo: world size, backend, NCCL version."""
     ids = {"world size": meta.world_size if dist.get("world_size") == meta.world_size else None}
-    ids |= {"backend": meta.extra.get("backend"), "NCCL version": meta.extra.get("nccl_version")}
+    ids |= {"backend": meta.facts.get("backend"), "NCCL version": meta.facts.get("nccl_version")}
     return {k: v for k, v in ids.items() if isinstance(v, str | int) and v != ""}
 
 
-_EXTRA_KEYS = ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")
+_FACT_KEYS = ("trace_id", "cuda_runtime_version", "cuda_driver_version", "cupti_version", "roctracer_version")
 _NUMERIC_DEVICE_KEYS = frozenset(
     {
         *("id", "totalGlobalMem", "computeMajor", "computeMinor", "numSms", "warpSize"),

@@ -16,7 +16,8 @@ oldest entries (``max_entries``) still ends at the dump's allocated and reserved
 stack becomes a chain of ``python`` rows (outermost first, nested a nanosecond apart at the allocation's time, on
 one host lane with the annotations), and the allocation's ``op`` is its innermost frame (its innermost annotation
 where no frame was recorded); C++ frames (``stacks="all"``) are left out of the chain. Segments (at the peak, at
-each out-of-memory error and at the dump) and the out-of-memory errors are tables in ``meta.extra``.
+each out-of-memory error and at the dump) and the out-of-memory errors are side tables (``schema.MEMORY_SEGMENTS``,
+``schema.MEMORY_OOM``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from traceanalyzer.parsers import pickles
 
 from traceanalyzer.errors import TraceError
 from traceanalyzer.humanize import byte_count, size
-from traceanalyzer.schema import NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import MEMORY_OOM, MEMORY_SEGMENTS, NO_ROW, Device, Kind, Platform, TraceMeta, column_names
 
 SUFFIXES = (".pickle", ".pkl", ".pickle.gz", ".pkl.gz")
 """File names read as snapshots (any file that starts with a pickle's PROTO opcode is, too)."""
@@ -48,10 +49,6 @@ MAX_DEVICES = 1 << 16
 """A segment on a device index outside [0, MAX_DEVICES) is dropped (and counted) as wrongly typed."""
 BLOCK_ROUND = 512
 """The caching allocator's smallest block and rounding (kMinBlockSize)."""
-SEGMENTS = "memory_segments"
-"""``meta.extra`` key: segments at the peak, at each out-of-memory error and at the dump (see ``_segment_rows``)."""
-OOMS = "memory_oom"
-"""``meta.extra`` key: the out-of-memory errors the history recorded (see ``_oom_rows``)."""
 LANE = ("memory snapshot", "python")
 """pid and tid of the host lane that holds the annotations and the allocation stacks."""
 
@@ -670,8 +667,9 @@ def _meta(path: Path, snap: _Snapshot, replays: list[_Replay], events: pd.DataFr
         start_ns=int(times.min()),
         end_ns=int(times.max()),
         warnings=[w for rep in replays for w in _warnings(path, rep)],
-        extra={SEGMENTS: _segment_table(snap, replays), OOMS: _oom_table(replays)},
     )
+    meta.keep(MEMORY_SEGMENTS, _segment_table(snap, replays))
+    meta.keep(MEMORY_OOM, _oom_table(replays))
     if snap.skipped:
         meta.warnings.append(f"{path}: skipped {snap.skipped:,} snapshot entries with missing or wrongly typed fields")
         meta.adjust("snapshot entries with missing or wrongly typed fields dropped", snap.skipped)
@@ -712,20 +710,8 @@ def _warnings(path: Path, rep: _Replay) -> list[str]:
     return out
 
 
-_SEGMENT_COLUMNS = (
-    "at",
-    "device",
-    "address",
-    "bytes",
-    "allocated_bytes",
-    "unused_bytes",
-    "largest_free_bytes",
-    "blocks",
-)
-_OOM_COLUMNS = (
-    *("ts", "device", "requested_bytes", "allocated_bytes", "reserved_bytes", "unused_reserved_bytes"),
-    *("largest_free_bytes", "device_free_bytes", "stack"),
-)
+_SEGMENT_COLUMNS = column_names(MEMORY_SEGMENTS.columns)[1:]  # the rank is added where the table is kept
+_OOM_COLUMNS = column_names(MEMORY_OOM.columns)[1:]
 
 
 def _segment_table(snap: _Snapshot, replays: list[_Replay]) -> pd.DataFrame:
@@ -736,8 +722,8 @@ def _segment_table(snap: _Snapshot, replays: list[_Replay]) -> pd.DataFrame:
         state.segments = {s["address"]: s["total_size"]}
         state.blocks = {b["address"]: b["size"] for b in s["blocks"] if b["state"] == "active_allocated"}
         rows += state.segment_rows(int(s["device"]), "dump")
-    return pd.DataFrame(rows, columns=list(_SEGMENT_COLUMNS))
+    return pd.DataFrame(rows, columns=_SEGMENT_COLUMNS)
 
 
 def _oom_table(replays: list[_Replay]) -> pd.DataFrame:
-    return pd.DataFrame([oom for rep in replays for oom in rep.ooms], columns=list(_OOM_COLUMNS))
+    return pd.DataFrame([oom for rep in replays for oom in rep.ooms], columns=_OOM_COLUMNS)

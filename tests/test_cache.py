@@ -10,7 +10,6 @@ import os
 import shutil
 import struct
 
-import pandas as pd
 import pandas.testing as pdt
 import pytest
 
@@ -51,14 +50,11 @@ def assert_same(cold: ta.Trace, cached: ta.Trace) -> None:
     """Every column with its dtype (categories and their order, int64 ns), the index, and the whole meta."""
     pdt.assert_frame_equal(cold.events, cached.events, check_exact=True, check_categorical=True)
     pdt.assert_frame_equal(cold.memory_events, cached.memory_events, check_exact=True, check_categorical=True)
-    plain = {k: v for k, v in dataclasses.asdict(cold.meta).items() if k != "extra"}
-    assert plain == {k: v for k, v in dataclasses.asdict(cached.meta).items() if k != "extra"}
-    assert cold.meta.extra.keys() == cached.meta.extra.keys()
-    for key, value in cold.meta.extra.items():
-        if isinstance(value, pd.DataFrame):
-            pdt.assert_frame_equal(value, cached.meta.extra[key], check_exact=True)
-        else:
-            assert value == cached.meta.extra[key], key
+    plain = {k: v for k, v in dataclasses.asdict(cold.meta).items() if k != "side_tables"}
+    assert plain == {k: v for k, v in dataclasses.asdict(cached.meta).items() if k != "side_tables"}
+    assert cold.meta.side_tables.keys() == cached.meta.side_tables.keys()
+    for name, table in cold.meta.side_tables.items():
+        pdt.assert_frame_equal(table, cached.meta.side_tables[name], check_exact=True)
 
 
 def _copy(src, tmp_path):
@@ -73,7 +69,7 @@ def _copy(src, tmp_path):
     [
         ("h200", "gpt_train", "gpt_train.json.gz"),
         ("h200", "memory_peak", "memory_peak.json.gz"),  # memory events
-        ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt"),  # a table in meta.extra
+        ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt"),  # side tables
         ("public", "ascend", "msinsight", "pytorch_db", "level1", "rank0_ascend_pt"),
     ],
     ids=["kineto", "kineto-memory", "ascend-text", "ascend-db"],

@@ -24,7 +24,7 @@ from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 import traceanalyzer as ta
 from tests.conftest import REPO, facts, job_pair, load_shared, rows, same_section, shared_path
 from traceanalyzer.analyzers import counters
-from traceanalyzer.schema import COUNTER_COLUMNS, EVENT_COLUMNS, Kind
+from traceanalyzer.schema import COUNTER_COLUMNS, EVENT_COLUMNS, SIDE_TABLES, Kind
 
 LEVEL1 = ("public", "ascend", "msinsight", "pytorch_text", "level1", "rank0_ascend_pt")
 CUPTI = ("public", "torch", "hta", "cupti_profiler", "benchmark_result_924719_1679055439_trace.json.gz")
@@ -217,7 +217,7 @@ def test_counter_samples_are_event_rows_of_their_own_kind():
     samples = samples[samples["cat"] == "kernel_details PMU"]
     cells = [(row["Name"], k) for row in _kernel_details("level1") for k, v in row.items()
              if k.startswith(PMU_HEADERS) and _numeric(v)]  # fmt: skip
-    assert len(samples) == len(cells) and "counters" not in trace.meta.extra
+    assert len(samples) == len(cells) and set(trace.meta.side_tables) <= set(SIDE_TABLES)
     assert {c.name for c in COUNTER_COLUMNS} <= {c.name for c in EVENT_COLUMNS}
     assert samples["value"].notna().all() and trace.events.loc[trace.events["kind"] != "counter", "value"].isna().all()
     assert set(samples["unit"].astype(str)) <= {"ratio", "percent", "ns", "cycles"}

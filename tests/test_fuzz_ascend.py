@@ -25,6 +25,7 @@ import traceanalyzer as ta
 from tests.conftest import shared_path
 from tests.test_inputs_untouched import snapshot
 from traceanalyzer import cli
+from traceanalyzer.schema import MODULE_MEMORY
 
 MSINSIGHT = ("public", "ascend", "msinsight")
 OUTPUT = "ASCEND_PROFILER_OUTPUT"
@@ -393,7 +394,7 @@ def test_a_cut_memory_timestamp_is_dropped_not_the_peak(tmp_path):
     peak = trace.memory().device_peaks.iloc[0]
     assert peak["peak_allocated_bytes"] == _pta_peak_bytes_of(run)
     assert trace.meta.start_ns <= peak["peak_ts"] <= trace.meta.end_ns
-    assert trace.meta.extra["module_memory"]["reserved_bytes"].max() < 99999 << 20
+    assert trace.meta.side_table(MODULE_MEMORY)["reserved_bytes"].max() < 99999 << 20
 
 
 def _pta_peak_bytes_of(run: Path) -> int:

@@ -19,10 +19,9 @@ import numpy as np
 import pytest
 from conftest import load_shared, shared_path
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
-from traceanalyzer.parsers.ascend.summaries import HCCL_MATRIX
 
 from traceanalyzer.analyzers import hccl
-from traceanalyzer.tables import per_rank
+from traceanalyzer.schema import HCCL_MATRIX
 
 MS = 1_000_000
 SAMPLES = [("pytorch_text", "level1"), ("pytorch_text", "level2"), ("pytorch_db", "level1"), ("pytorch_db", "level2")]
@@ -202,7 +201,7 @@ def test_qwen_links_by_peer_are_communication_matrix_totals():
     report = load_shared(*QWEN).report()
     table = next(t for t in report["sections"]["ascend"]["tables"] if t["id"] == "hccl_matrix")
     assert table["columns"][0]["name"] == "rank"
-    ours = per_rank(load_shared(*QWEN).meta, HCCL_MATRIX)
+    ours = load_shared(*QWEN).meta.side_table(HCCL_MATRIX)
     expected = []
     for rank in range(4):
         folder = shared_path(*QWEN, f"rank_{rank}_ascend_pt", "ASCEND_PROFILER_OUTPUT")

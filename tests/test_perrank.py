@@ -18,6 +18,7 @@ from tests import toy_analyzer
 from tests.conftest import JOBS, REPO, assert_same_data, job_pair, load_shared, shared_path
 from traceanalyzer import analyzers, perrank
 from traceanalyzer.cli import main
+from traceanalyzer.schema import MODULE_MEMORY
 
 FSDP = REPO / "sample_traces" / "fsdp"
 PARTS_SHARE = 0.03
@@ -132,8 +133,8 @@ def test_ranks_on_different_devices_say_whose_device_facts_are_used():
 def test_a_ranks_side_tables_come_back_reduced_to_what_is_read():
     """Ascend npu_module_mem samples ride in a rank's meta: only each module's peak and last sample come back."""
     job, joined = job_pair("ascend_pp2_4rank")
-    sent = job.ranks[0].meta.extra["module_memory"]
-    raw = ta.load(job.ranks[0].meta.paths[0]).meta.extra["module_memory"]
+    sent = job.ranks[0].meta.side_table(MODULE_MEMORY)
+    raw = ta.load(job.ranks[0].meta.paths[0]).meta.side_table(MODULE_MEMORY)
     assert len(sent) <= 2 * raw.groupby(["device", "component"]).ngroups < len(raw) / 10
     assert_same_data(job.report()["sections"]["memory"], joined.report()["sections"]["memory"])
 

@@ -21,6 +21,7 @@ import traceanalyzer as ta
 from tests.conftest import REPO, facts, rows
 from traceanalyzer.cli import main
 from traceanalyzer.errors import TraceError
+from traceanalyzer.schema import MEMORY_SEGMENTS
 
 SAMPLES = REPO / "sample_traces" / "memory_snapshot"
 TRAIN = SAMPLES / "train.snapshot.pickle"
@@ -107,7 +108,7 @@ def test_a_snapshot_claims_nothing_about_device_time(train_report):
 
 def test_fragmentation_per_segment_at_the_peak_and_at_the_dump(train, train_report):
     meta = _meta("train")
-    segments = train.meta.extra[snapshot.SEGMENTS]
+    segments = train.meta.side_table(MEMORY_SEGMENTS)
     dump = segments[segments["at"] == "dump"]
     assert len(dump) == meta["segments"]
     assert dump["bytes"].sum() == meta["segments_total_size_B"]

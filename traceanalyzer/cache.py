@@ -46,7 +46,7 @@ try:  # ISA-L deflates 3-4x faster than zlib, in the same format; optional
 except ImportError:
     _deflate = zlib
 
-PARSER_VERSION = 2
+PARSER_VERSION = 3
 """Bump when the tables or meta that a given trace yields change for a reason the code digest cannot see (the
 digest covers the code that builds the tables, so a change there already makes new entries): a change of meaning
 in data read from outside that code, or of the entry's own layout."""
@@ -62,6 +62,8 @@ _READ_BESIDE = (".db", ".csv", ".json", ".json.gz", ".db-wal")
 _RAW_KINDS = "biufcmM"
 """numpy dtype kinds whose values are kept as their bytes (bool, integers, floats, complex, datetimes, durations)."""
 _DEFLATE_LEVEL = 1
+_SIDE = "side."
+"""The prefix of an entry's table that is one of the meta's side tables (``side.`` and its declared name)."""
 
 Tables = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 
@@ -264,7 +266,7 @@ def _tables(header: dict, body: memoryview) -> Tables:
         if len(chunk) != size or hashlib.sha1(chunk).hexdigest() != sha1:
             raise ValueError(f"table {name} is truncated or corrupt")
         frames[name] = _decode(chunk)
-    meta = _meta_from(header["meta"], {k: frames[k] for k in header["extra_tables"]})
+    meta = _meta_from(header["meta"], {k: frames[_SIDE + k] for k in header["side_tables"]})
     return frames["events"], frames["memory"], meta
 
 
@@ -272,10 +274,10 @@ def write(slot: Slot, identity: list, tables: Tables) -> bool:
     """Store the tables in the slot (atomically: a temporary file renamed into place); False if they cannot be kept
     exactly (meta that JSON would change) or the entry would not fit the cap. Never raises for a full disk."""
     events, memory, meta = tables
-    plain, extra_tables = _meta_to(meta)
+    plain = _meta_to(meta)
     if plain is None:
         return False
-    frames = {"events": events, "memory": memory} | extra_tables
+    frames = {"events": events, "memory": memory} | {_SIDE + k: v for k, v in meta.side_tables.items()}
     try:
         blobs = {k: _encode(v) for k, v in frames.items()}
     except _NotKept:
@@ -285,7 +287,7 @@ def write(slot: Slot, identity: list, tables: Tables) -> bool:
         "identity": identity,
         "built_with": slot.built_with,
         "meta": plain,
-        "extra_tables": list(extra_tables),
+        "side_tables": list(meta.side_tables),
         "tables": [],
     }
     offset = 0
@@ -426,25 +428,25 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
-def _meta_to(meta: TraceMeta) -> tuple[dict | None, dict[str, pd.DataFrame]]:
-    """The meta as JSON-ready data and its tables (DataFrames in ``extra``); None if JSON would not keep it exactly."""
-    plain = dataclasses.asdict(meta)
+def _meta_to(meta: TraceMeta) -> dict | None:
+    """The meta but its side tables (stored as tables of their own) as JSON-ready data; None if JSON would not keep
+    it exactly."""
+    plain = dataclasses.asdict(dataclasses.replace(meta, side_tables={}))
     plain["platform"] = meta.platform.value
-    extra_tables = {f"extra.{k}": v for k, v in meta.extra.items() if isinstance(v, pd.DataFrame)}
-    plain["extra"] = {k: v for k, v in plain["extra"].items() if not isinstance(v, pd.DataFrame)}
+    del plain["side_tables"]
     try:
         exact = json.loads(json.dumps(plain)) == plain
     except (TypeError, ValueError):
         exact = False
-    return (plain if exact else None), extra_tables
+    return plain if exact else None
 
 
-def _meta_from(plain: dict, extra_tables: dict[str, pd.DataFrame]) -> TraceMeta:
+def _meta_from(plain: dict, side_tables: dict[str, pd.DataFrame]) -> TraceMeta:
+    """The meta ``_meta_to`` stored, with its side tables (checked against their declarations)."""
     fields = dict(plain)
     fields["platform"] = Platform(plain["platform"])
     fields["devices"] = [Device(**d) for d in plain["devices"]]
-    fields["extra"] = plain["extra"] | {k.removeprefix("extra."): v for k, v in extra_tables.items()}
-    return TraceMeta(**fields)
+    return TraceMeta(**fields, side_tables=side_tables)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from traceanalyzer.parsers.columns import Reader
 from traceanalyzer.parsers.jsonstream import fork_is_safe, hashing
 from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages, Progress, bytes_read
 from traceanalyzer.schema import NO_ROW, TraceMeta
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
@@ -73,7 +74,7 @@ def load_tables(
         raise TraceError(skipped[0].path, skipped[0].problem)
     if len(units) > 1:
         for index, (_, _, meta) in parsed:
-            meta.ranks = [_rank_of(meta, index)]
+            meta.with_rank(_rank_of(meta, index))
     apart = _check_unique([meta for _, (_, _, meta) in parsed], strict=len(found) == 1)
     parsed = [tables for _, tables in sorted(parsed, key=lambda p: p[1][2].ranks[0])]
     analysed = len(parsed)
@@ -339,7 +340,7 @@ def _work_on_rank(unit, index: int, rules: tuple[Rule, ...], cached: bool, alone
         return tables
     tables[2].warnings.extend(damaged)
     if not alone:
-        tables[2].ranks = [_rank_of(tables[2], index)]
+        tables[2].with_rank(_rank_of(tables[2], index))
     events, memory, meta = _join([tables])
     return meta, work(events, memory, meta)
 
@@ -434,11 +435,10 @@ def _check_unique(metas: list[TraceMeta], strict: bool = True) -> list[str]:
 
 
 def _other_job(meta: TraceMeta, first: TraceMeta) -> str | None:
-    """Why ``meta`` is not of the job of ``first`` (both record one of the job's ids, schema.JOB_IDS, with two
+    """Why ``meta`` is not of the job of ``first`` (both record one of the job's ids, TraceMeta.job_ids, with two
     values, or it starts hours after ``first`` ends), or None. (A Kineto trace_id is per rank, not per job.)"""
-    theirs_all = first.extra.get(schema.JOB_IDS) or {}
-    for what, mine in (meta.extra.get(schema.JOB_IDS) or {}).items():
-        theirs = theirs_all.get(what)
+    for what, mine in meta.job_ids.items():
+        theirs = first.job_ids.get(what)
         if theirs is not None and mine != theirs:
             return f"records {what} {str(mine)[:40]} and {first.paths[0]} {what} {str(theirs)[:40]}: not one job"
     apart = meta.start_ns - max(first.end_ns, first.start_ns)
@@ -530,11 +530,17 @@ def _merge_meta(metas: list[TraceMeta]) -> TraceMeta:
         process_groups=first.process_groups,
         warnings=[w for m in metas for w in m.warnings] + _mixed_devices(metas),
         adjustments=dict(sum((collections.Counter(m.adjustments) for m in metas), collections.Counter())),
-        extra={
-            "per_rank": {
-                m.ranks[0]: {"path": m.paths[0], "start_ns": m.start_ns, "end_ns": m.end_ns, "extra": m.extra}
-                for m in metas
-            }
-        }
-        | first.extra,
+        side_tables=_merged_side_tables(metas),
+        facts=first.facts,
+        job_ids=first.job_ids,
     )
+
+
+def _merged_side_tables(metas: list[TraceMeta]) -> dict[str, pd.DataFrame]:
+    """The ranks' side tables (``metas`` in rank order) merged as each is declared (``schema.SIDE_TABLES``)."""
+    merged = {}
+    for name, declared in schema.SIDE_TABLES.items():
+        found = [m.side_tables[name] for m in metas if name in m.side_tables]
+        if found and declared.merge is schema.Merge.STACKED:
+            merged[name] = stack(found)
+    return merged

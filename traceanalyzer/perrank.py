@@ -84,5 +84,5 @@ def analyse_rank(
     trace = TraceData(events, memory, meta)
     view = trace.scoped(step=step, check=False)
     parts = analyzers.rank_parts(view, options, registry)
-    compact_module_memory(meta.extra)  # the meta goes back too: its side tables reduced to what is read
+    compact_module_memory(meta)  # the meta goes back too: its side tables reduced to what is read
     return RankParts(meta.ranks[0], meta, trace.steps_recorded(), len(view.events), len(view.memory_events), parts)

@@ -171,9 +171,137 @@ COUNTER_COLUMNS: tuple[Column, ...] = tuple(
 )
 """The event columns a counter sample (``Kind.COUNTER``) fills: Ascend PMU values over their kernel's interval, CUPTI
 range-profiler metrics over their range, Kineto counter-track samples at an instant; ``cat`` says which source."""
-JOB_IDS = "job_ids"
-"""The key in ``TraceMeta.extra`` of what every rank of one job records alike (world size, backend, profiler
-settings: name → value, only those the file records); ranks that record two values of one are of two jobs."""
+
+
+class Merge(str, Enum):
+    """How a joined trace makes one side table of its ranks' tables."""
+
+    STACKED = "stacked"  # the ranks' rows one after another, in rank order (each row names its rank)
+
+
+@dataclass(frozen=True)
+class SideTable:
+    """A table a parser keeps beside the event table (``TraceMeta.side_tables``): its name, its columns (each with
+    its unit; ``rank`` first, then those the source records, in this order), how a joined trace merges it."""
+
+    name: str
+    columns: tuple[Column, ...]
+    merge: Merge
+    doc: str
+
+
+def _side(name: str, doc: str, *columns: Column) -> SideTable:
+    """A stacked side table whose first column is the rank of each row."""
+    return SideTable(name, (Column("rank", "int64", "distributed rank of the row"), *columns), Merge.STACKED, doc)
+
+
+_STEP = Column("step", "int64", "step number (an id)")
+_DEVICE = Column("device", "int64", "device index")
+_OP = Column("name", "str", "communication op (msprof's name)")
+_GROUP = Column("group", "str", "communication group")
+_TRANSPORT = Column("transport", "str", "transport type (HCCS, PCIE, RDMA, SIO, LOCAL, ...)")
+_BYTES = Column("bytes", "int64", "bytes moved, NO_ROW if not recorded")
+_TRANSIT = Column("transit_ns", "int64", "transit time, ns, NO_ROW if not recorded")
+_BANDWIDTH = Column("bandwidth_gbps", "float64", "bandwidth, GB/s (10^9 bytes/s)")
+_STEP_FIGURE = "msprof's per-step figure, ns"
+
+MODULE_MEMORY = _side(
+    "module_memory",
+    "reserved bytes per CANN module over time (Ascend npu_module_mem), apart from the allocator's events",
+    Column("ts", "int64", "time of the sample, ns"),
+    _DEVICE,
+    Column("component", "str", "the CANN module"),
+    Column("reserved_bytes", "int64", "bytes the module holds reserved, bytes"),
+)
+MEMORY_SEGMENTS = _side(
+    "memory_segments",
+    "a memory snapshot's segments at the peak, at each out-of-memory error and at the dump",
+    Column("at", "str", "when: 'peak', an out-of-memory error, or 'dump'"),
+    _DEVICE,
+    Column("address", "str", "the segment's address, hex"),
+    Column("bytes", "int64", "the segment's size, bytes"),
+    Column("allocated_bytes", "int64", "bytes of its blocks allocated, bytes"),
+    Column("unused_bytes", "int64", "reserved but not allocated, bytes"),
+    Column("largest_free_bytes", "int64", "its largest free block, bytes"),
+    Column("blocks", "int64", "allocated blocks in it, count"),
+)
+MEMORY_OOM = _side(
+    "memory_oom",
+    "the out-of-memory errors a memory snapshot's history recorded",
+    Column("ts", "int64", "time of the error, ns"),
+    _DEVICE,
+    Column("requested_bytes", "int64", "the allocation that failed, bytes"),
+    Column("allocated_bytes", "int64", "allocated then, bytes"),
+    Column("reserved_bytes", "int64", "reserved then, bytes"),
+    Column("unused_reserved_bytes", "int64", "reserved but not allocated then, bytes"),
+    Column("largest_free_bytes", "int64", "the largest free block then, bytes"),
+    Column("device_free_bytes", "int64", "device memory the driver reported free, bytes"),
+    Column("stack", "str", "the failing allocation's Python stack"),
+)
+STEP_TRACE = _side(
+    "step_trace",
+    "msprof's per-step figures (step_trace_time.csv / analysis.db StepTraceTime)",
+    _STEP,
+    _DEVICE,
+    *(
+        Column(f"{what}_ns", "int64", _STEP_FIGURE)
+        for what in (
+            "computing",
+            "communication_not_overlapped",
+            "overlapped",
+            "communication",
+            "free",
+            "stage",
+            "bubble",
+            "communication_not_overlapped_exclude_receive",
+            "preparing",
+        )
+    ),
+)
+HCCL_OPS = _side(
+    "hccl_ops",
+    "msprof's per-op communication times (communication.json)",
+    _STEP,
+    _OP,
+    _GROUP,
+    Column("ts", "int64", "start of the op, ns"),
+    *(
+        Column(f"{what}_ns", "int64", f"the op's {what} time, ns")
+        for what in ("elapse", "transit", "wait", "synchronization", "idle")
+    ),
+)
+HCCL_LINKS = _side(
+    "hccl_links",
+    "msprof's per-op, per-transport transit size, time and bandwidth (communication.json)",
+    _STEP,
+    _OP,
+    _GROUP,
+    Column("ts", "int64", "start of the op, ns"),
+    _TRANSPORT,
+    _BYTES,
+    _TRANSIT,
+    _BANDWIDTH,
+)
+HCCL_MATRIX = _side(
+    "hccl_matrix",
+    "msprof's per-link (src-dst rank) step totals per op type (communication_matrix.json)",
+    _STEP,
+    Column("op_type", "str", "the collective"),
+    _GROUP,
+    Column("link", "str", "source and destination rank, 'src-dst'"),
+    _TRANSPORT,
+    _BYTES,
+    _TRANSIT,
+    _BANDWIDTH,
+)
+SIDE_TABLES: dict[str, SideTable] = {
+    t.name: t for t in (MODULE_MEMORY, MEMORY_SEGMENTS, MEMORY_OOM, STEP_TRACE, HCCL_OPS, HCCL_LINKS, HCCL_MATRIX)
+}
+"""Every side table a trace may keep, by name: a parser keeps no other (``TraceMeta.keep`` refuses it)."""
+Scalar = str | int | float | bool | None
+"""A value of ``TraceMeta.facts``: as the file records it."""
+PROFILER_LEVEL = "profiler_level"
+"""The key in ``TraceMeta.facts`` of an Ascend run's profiler level (Level0, Level1, Level2)."""
 
 
 def column_names(columns: tuple[Column, ...]) -> list[str]:
@@ -230,6 +358,18 @@ def conform(df: pd.DataFrame, columns: tuple[Column, ...]) -> pd.DataFrame:
     return pd.DataFrame(out, index=df.index, copy=False)
 
 
+def check_side_table(name: str, table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` when it is the side table ``name`` as declared (``SIDE_TABLES``: the name, and no column beyond
+    the declared ones, in their order, ``rank`` first); else a ValueError naming what is not declared."""
+    if name not in SIDE_TABLES:
+        raise ValueError(f"side table {name!r} is not declared in schema.SIDE_TABLES")
+    declared = column_names(SIDE_TABLES[name].columns)
+    order = [c for c in declared if c in table.columns]
+    if list(table.columns) != order or order[:1] != ["rank"]:
+        raise ValueError(f"side table {name!r} has columns {list(table.columns)}, not {declared} (in that order)")
+    return table
+
+
 @dataclass
 class Device:
     """One accelerator the trace describes."""
@@ -260,7 +400,38 @@ class TraceMeta:
     adjustments: dict[str, int] = field(default_factory=dict)
     """Events dropped or values clipped by the parser, by reason (``"negative duration clipped to 0": 12``); each
     reason also has a warning, and the report's ledger lists them."""
-    extra: dict = field(default_factory=dict)
+    side_tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    """Tables kept beside the event table, by declared name (``SIDE_TABLES``, their columns and merge rule), only
+    those the trace has; each row names its rank (``keep`` adds the column, ``with_rank`` renames it)."""
+    facts: dict[str, Scalar] = field(default_factory=dict)
+    """Scalars the file records about the run by name (trace id, CUDA/CUPTI versions, profiler level), only those
+    it records; a joined trace's are its first rank's."""
+    job_ids: dict[str, str | int] = field(default_factory=dict)
+    """What every rank of one job records alike (world size, backend, profiler settings: name → value, only those
+    the file records); ranks that record two values of one are of two jobs."""
+
+    def __post_init__(self) -> None:
+        """Refuse a side table that is not declared (``SIDE_TABLES``) or has a column its declaration lacks."""
+        for name, table in self.side_tables.items():
+            check_side_table(name, table)
+
+    def keep(self, declared: SideTable, table: pd.DataFrame) -> None:
+        """Keep ``table`` (of the columns ``declared`` names) as that side table of this one-rank trace, its ``rank``
+        column added; a ValueError for a table not in ``SIDE_TABLES`` or a column its declaration lacks."""
+        table = table.assign(rank=self.ranks[0] if self.ranks else 0)
+        names = column_names(declared.columns)
+        self.side_tables[declared.name] = check_side_table(declared.name, table[[c for c in names if c in table]])
+
+    def side_table(self, declared: SideTable) -> pd.DataFrame:
+        """The side table ``declared`` of every rank of the trace (rows of each rank in rank order); empty, with the
+        declared columns, when no rank has it."""
+        found = self.side_tables.get(declared.name)
+        return found if found is not None else pd.DataFrame(columns=column_names(declared.columns))
+
+    def with_rank(self, rank: int) -> None:
+        """Make this one-rank trace rank ``rank``, its side tables' rows too."""
+        self.ranks = [rank]
+        self.side_tables = {name: t.assign(rank=rank) for name, t in self.side_tables.items()}
 
     def adjust(self, reason: str, count: int) -> None:
         """Record that ``count`` events were dropped or clipped for ``reason`` (nothing when count is 0)."""

@@ -13,19 +13,3 @@ def stack(tables: list[pd.DataFrame]) -> pd.DataFrame:
     if not full:
         return max(tables, key=lambda t: int((t.dtypes != "object").sum()))
     return pd.concat(full, ignore_index=True)
-
-
-def per_rank(meta, key: str) -> pd.DataFrame:
-    """The side table ``key`` of ``meta.extra`` of every rank of a trace (a joined trace keeps each rank's under
-    ``per_rank``), one after another with a ``rank`` column first; empty (rank column only) when no rank has it."""
-    ranks = meta.extra.get("per_rank")
-    found = (
-        {rank: part.get("extra", {}).get(key) for rank, part in ranks.items()}
-        if isinstance(ranks, dict)
-        else {meta.ranks[0] if meta.ranks else 0: meta.extra.get(key)}
-    )
-    tables = [t.assign(rank=int(r)) for r, t in sorted(found.items()) if isinstance(t, pd.DataFrame) and len(t)]
-    if not tables:
-        return pd.DataFrame(columns=["rank"])
-    table = stack(tables)
-    return table[["rank", *[c for c in table.columns if c != "rank"]]]

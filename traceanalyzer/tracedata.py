@@ -76,8 +76,15 @@ class TraceData:
         base = self.base
         events, memory = _restrict(base.events, base.memory_events, scope)
         ranks = [scope.rank] if scope.rank is not None else list(base.meta.ranks)
-        meta = replace(base.meta, ranks=ranks)
+        meta = replace(base.meta, ranks=ranks, side_tables=_side_tables_of(base.meta, scope.rank))
         return type(self)(events, memory, meta, scope, base)
+
+
+def _side_tables_of(meta: TraceMeta, rank: int | None) -> dict[str, pd.DataFrame]:
+    """The trace's side tables, only the rows of ``rank`` where it is given."""
+    if rank is None:
+        return meta.side_tables
+    return {name: table[table["rank"] == rank] for name, table in meta.side_tables.items()}
 
 
 def _check_scope(trace: TraceData, scope: Scope) -> None:

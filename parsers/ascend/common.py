@@ -16,7 +16,7 @@ from traceanalyzer.parsers.ascend.job import Job
 
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import JOB_IDS, NO_ROW, Device, Kind, Platform, TraceMeta
+from traceanalyzer.schema import NO_ROW, PROFILER_LEVEL, Device, Kind, Platform, TraceMeta
 
 PYTHON_LANE = "Python"
 GC_LANE = "Python GC"
@@ -385,11 +385,8 @@ def make_meta(path: Path, events: pd.DataFrame, source_format: str, job: Job, no
         end_ns=int(ends.max()) if len(events) else 0,
         warnings=list(notes),
         adjustments=dict(notes.adjustments),
-        extra={
-            "profiler_level": config.get("_profiler_level", ""),
-            "aic_metrics": config.get("_aic_metrics", ""),
-            JOB_IDS: _job_ids(job, config),
-        },
+        facts={PROFILER_LEVEL: config.get("_profiler_level", ""), "aic_metrics": config.get("_aic_metrics", "")},
+        job_ids=_job_ids(job, config),
     )
 
 

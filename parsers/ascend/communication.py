@@ -2,7 +2,7 @@
 database for (one row per op: start, elapsed time, collective, group; one step per step key spanning them), the
 group names a kernel table's communication ops lack (the file's keys are ``name@group``), and msprof's own figures
 per op (``op_stats``: transit, wait, synchronization and idle time) and per op and transport link (``link_stats``:
-transit size, time and bandwidth), which every reader hands on in ``TraceMeta.extra``.
+transit size, time and bandwidth), which every reader keeps as side tables (``schema.HCCL_OPS``, ``schema.HCCL_LINKS``).
 
 Numbers are read as the file writes them (decimal text, no float round trip): µs start times stay exact to the ns.
 Units: times ms (the start µs), sizes MB (10^6 bytes), bandwidth GB/s (anchors-ascend.md §6).

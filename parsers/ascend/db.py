@@ -21,7 +21,7 @@ from traceanalyzer.parsers.ascend import integers, job, pmu, summaries
 from traceanalyzer.parsers.ascend.sqlite import connect
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import NO_ROW, Kind
+from traceanalyzer.schema import MODULE_MEMORY, NO_ROW, Kind
 
 REQUIRED = ("STRING_IDS", "TASK")
 API_QUEUE = 50002
@@ -59,8 +59,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     memory = c.near_events(c.block_memory(events, blocks, snapshots), events, str(path), warnings, "memory rows")
     modules = c.near_events(modules, events, str(path), warnings, "module memory rows")
     meta = c.make_meta(path, events, fmt, job.describe(run_dir, path, warnings, db_metadata), warnings)
-    meta.extra["module_memory"] = modules
-    meta.extra.update(found)
+    meta.keep(MODULE_MEMORY, modules)
+    summaries.keep(meta, found)
     if len(pmu_rows):
         events = samples.with_samples(events, pmu_rows)  # after the rows the caller links label
     return events, memory, meta

@@ -1,6 +1,6 @@
 """The profiler's own summaries of one rank: msprof's per-step figures and its per-op and per-link communication
-figures, read from the rank's output folder whatever else the rank has (for ``TraceMeta.extra``); and a rank that
-has nothing else (no trace, kernel table or database) read from them alone.
+figures, read from the rank's output folder whatever else the rank has (kept as its side tables); and a rank that has
+nothing else (no trace, kernel table or database) read from them alone.
 """
 
 from __future__ import annotations
@@ -13,20 +13,11 @@ from traceanalyzer.parsers.ascend import communication, job, step_trace
 from traceanalyzer.parsers.ascend.outputs import COMMUNICATION_FILE
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import NO_ROW
-
-STEP_TRACE = "step_trace"
-"""msprof's per-step figures (step_trace_time.csv / analysis.db StepTraceTime), ns."""
-HCCL_OPS = "hccl_ops"
-"""msprof's per-op communication times (communication.json), ns."""
-HCCL_LINKS = "hccl_links"
-"""msprof's per-op, per-transport transit size, time and bandwidth (communication.json)."""
-HCCL_MATRIX = "hccl_matrix"
-"""msprof's per-link (src-dst rank) step totals per op type (communication_matrix.json)."""
+from traceanalyzer.schema import HCCL_LINKS, HCCL_MATRIX, HCCL_OPS, NO_ROW, STEP_TRACE, SideTable, TraceMeta
 
 
-def read(folder: Path, notes: c.Notes) -> dict:
-    """The summaries the output folder holds, by key (a key the folder has no file for is left out)."""
+def read(folder: Path, notes: c.Notes) -> dict[SideTable, pd.DataFrame]:
+    """The summaries the output folder holds, by side table (one the folder has no file for is left out)."""
     found = {
         STEP_TRACE: step_trace.read(folder, notes),
         HCCL_OPS: communication.op_stats(folder, notes),
@@ -50,8 +41,14 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     events = communication.table(ops, _device(figures))
     described = job.describe(folder.parent, path, warnings)
     meta = c.make_meta(path, events, "torch_npu-communication", described, warnings)
-    meta.extra.update(found)
+    keep(meta, found)
     return events, c.empty_memory(), meta
+
+
+def keep(meta: TraceMeta, found: dict[SideTable, pd.DataFrame]) -> None:
+    """Keep the summaries ``read`` found as the rank's side tables."""
+    for declared, table in found.items():
+        meta.keep(declared, table)
 
 
 def _what_is_missing(folder: Path, stepped: bool) -> str:

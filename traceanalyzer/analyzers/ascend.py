@@ -26,10 +26,21 @@ from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS, HCCL_MATRIX, STEP_TRACE
-from traceanalyzer.schema import BUSY, CORE_WORK, HOST_CALLS, Kind, Platform, TraceMeta
+from traceanalyzer.schema import (
+    BUSY,
+    CORE_WORK,
+    HCCL_LINKS,
+    HCCL_MATRIX,
+    HOST_CALLS,
+    PROFILER_LEVEL,
+    STEP_TRACE,
+    Kind,
+    Platform,
+    Scalar,
+    TraceMeta,
+)
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import per_rank, stack
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 
 CORE_GROUPS = {
@@ -220,7 +231,7 @@ def _from_step_trace(table: pd.DataFrame, figures: pd.DataFrame, kernel_ranks: s
 def step_traces(meta: TraceMeta) -> pd.DataFrame:
     """msprof's own per-step figures of every rank of the trace (step_trace_time.csv / analysis.db), with their rank;
     empty when no rank has them."""
-    return per_rank(meta, STEP_TRACE)
+    return meta.side_table(STEP_TRACE)
 
 
 def _marker_windows(events: pd.DataFrame):
@@ -269,8 +280,8 @@ def _part_of(trace: TraceData) -> AscendPart:
         ai_cpu_work=aicpu_work(events),
         overlap=overlap(trace),
         step_trace=step_traces(trace.meta),
-        hccl_links=per_rank(trace.meta, HCCL_LINKS),
-        hccl_matrix=per_rank(trace.meta, HCCL_MATRIX),
+        hccl_links=trace.meta.side_table(HCCL_LINKS),
+        hccl_matrix=trace.meta.side_table(HCCL_MATRIX),
     )
 
 
@@ -339,12 +350,12 @@ def section(trace: TraceData, options: Options) -> Section | None:
     """The Ascend section: core-type breakdown, msprof-style overlap per step and AI_CPU ops."""
     if not is_ascend(trace):
         return None
-    return _section([_part(trace)], trace.meta.extra, options)
+    return _section([_part(trace)], trace.meta.facts, options)
 
 
 def job_section(parts: list[AscendPart], job: JobData, options: Options) -> Section | None:
     """``section`` of a job's merged part."""
-    return _section(parts, job.meta.extra, options) if parts else None
+    return _section(parts, job.meta.facts, options) if parts else None
 
 
 def _links(parts: list[pd.DataFrame]) -> pd.DataFrame:
@@ -367,12 +378,13 @@ def _matrix(parts: list[pd.DataFrame]) -> pd.DataFrame:
     return order.drop(columns=["local"]).reset_index(drop=True)
 
 
-def _section(parts: list[AscendPart], extra: dict, options: Options) -> Section:
-    """The section from the parts of the ranks (or the one part of a joined trace) and the trace's extra facts."""
+def _section(parts: list[AscendPart], recorded: dict[str, Scalar], options: Options) -> Section:
+    """The section from the parts of the ranks (or the one part of a joined trace) and the facts the trace records
+    (``TraceMeta.facts``)."""
     cores = _core_shares([p.cores for p in parts])
     by_group = dict(zip(cores["core_group"], cores["total_ns"], strict=True))
     share = dict(zip(cores["core_group"], cores["share"], strict=True))
-    facts = [Fact("profiler_level", "profiler level", extra.get("profiler_level", ""))]
+    facts = [Fact("profiler_level", "profiler level", recorded.get(PROFILER_LEVEL, ""))]
     aicpu = _aicpu_table([p.ai_cpu for p in parts])
     facts.append(
         Fact("ai_core_idle_ns", "AI Core idle during AI_CPU tasks", int(aicpu["exposed_ns"].sum()), Unit.NS, Per.TOTAL)

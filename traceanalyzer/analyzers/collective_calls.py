@@ -30,9 +30,8 @@ from traceanalyzer import intervals
 from traceanalyzer.analyzers import callpath, hccl, pipeline
 from traceanalyzer.classify import collective_from_name
 from traceanalyzer.devices import link_gbps
-from traceanalyzer.parsers.ascend.summaries import HCCL_LINKS
-from traceanalyzer.schema import DEVICE_WORK, HOST_WORK, NO_ROW, Kind, TraceMeta
-from traceanalyzer.tables import per_rank, stack
+from traceanalyzer.schema import DEVICE_WORK, HCCL_LINKS, HOST_WORK, NO_ROW, Kind, TraceMeta
+from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING
 
@@ -108,7 +107,7 @@ def rank_calls(trace) -> pd.DataFrame:
         return pd.DataFrame(columns=RANK_COLUMNS)
     table = _base(trace, comm)
     tasks = hccl.task_times(trace.events, table)
-    msprof = hccl.msprof_times(table, per_rank(trace.meta, HCCL_LINKS))
+    msprof = hccl.msprof_times(table, trace.meta.side_table(HCCL_LINKS))
     untasked = tasks["transfer_ns"].isna()
     for column in hccl.COLUMNS:
         table[f"task_{column}"] = tasks[column].where(~untasked, msprof[column])

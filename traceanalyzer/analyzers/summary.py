@@ -41,19 +41,18 @@ from traceanalyzer.findings import StepTime
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import per_trace
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.parsers.ascend.summaries import STEP_TRACE
 from traceanalyzer.schema import (
     BUSY,
     CORE_WORK,
     DEVICE,
     HOST_WORK,
     NO_ROW,
+    STEP_TRACE,
     Kind,
     TraceMeta,
     category_text,
 )
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tables import per_rank
 from traceanalyzer.tracedata import Scope, TraceData
 
 DEVICE_BOUND_LAG = 0.05
@@ -137,7 +136,7 @@ def profiler_steps(trace: TraceData) -> pd.DataFrame:
     """Per (rank, step) of the ranks whose events hold no kernels but whose profiler wrote its own per-step figures
     (msprof's step_trace_time.csv / analysis.db): those figures (``PROFILER_FIGURES``, ns), by which the step model,
     the overlap breakdown and device busy measure such a rank; empty when no rank is one."""
-    figures = per_rank(trace.meta, STEP_TRACE)
+    figures = trace.meta.side_table(STEP_TRACE)
     if not len(figures) or not set(PROFILER_FIGURES) <= set(figures.columns):
         return pd.DataFrame(columns=["rank", "step", *PROFILER_FIGURES])
     events = trace.events

@@ -9,7 +9,7 @@ Contract: ``parse(path)`` takes one rank's output folder (or its trace / kernel 
   Overlap Analysis (the profiler's own compute/communication intervals); built from ``trace_json`` (bytes →
   columns), ``lanes`` (columns → rows) and ``flows`` (flow events → links);
 - ``kernels`` — kernel_details.csv (≡ op_summary): each kernel's core type and input shapes; where the trace is
-  missing, the CSV alone gives the device work; ``pmu``: its PMU columns as counter rows (``TraceMeta.extra``);
+  missing, the CSV alone gives the device work; ``pmu``: its PMU columns as counter rows;
 - ``memory`` — memory_record, operator_memory and npu_module_mem CSVs;
 - ``summaries`` — the profiler's own per-step and communication figures (step_trace_time.csv, communication.json).
 """
@@ -26,7 +26,7 @@ from traceanalyzer.parsers.ascend import communication, job, pmu, summaries
 from traceanalyzer.parsers.ascend.text import kernels, layout, memory, trace_view
 
 from traceanalyzer.errors import TraceError
-from traceanalyzer.schema import Kind
+from traceanalyzer.schema import MODULE_MEMORY, Kind
 
 
 def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
@@ -52,8 +52,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, c.TraceMeta]:
     modules = c.near_events(memory.modules(folder, warnings), events, str(folder), warnings, "module memory rows")
     found = summaries.read(folder, warnings)
     meta = c.make_meta(path, events, fmt, job.describe(layout.run_dir(folder), path, warnings), warnings)
-    meta.extra["module_memory"] = modules
-    meta.extra.update(found)
+    meta.keep(MODULE_MEMORY, modules)
+    summaries.keep(meta, found)
     if kernel_table is not None:
         found = pd.concat([pmu.counters(kernel_table), pmu.l2_cache(folder, kernel_table, warnings)], ignore_index=True)
         events = samples.with_samples(events, found)  # after the linked rows

@@ -26,7 +26,7 @@ from traceanalyzer.jobdata import JobData
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
-from traceanalyzer.schema import NO_ROW, Kind, TraceMeta, category_text, codes_at
+from traceanalyzer.schema import MODULE_MEMORY, NO_ROW, Kind, TraceMeta, category_text, codes_at
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import dtype_key
@@ -46,9 +46,6 @@ LEAK_MIN_GROWING_SHARE = 0.8
 
 OUTSIDE_OP = "(outside any op)"
 
-MODULE_MEMORY = "module_memory"
-"""``meta.extra`` key of a rank's reserved bytes per CANN module over time (Ascend npu_module_mem), kept apart from
-the allocator's table: ts, device, component, reserved_bytes."""
 FULL_PRECISION = frozenset({"fp32", "fp64"})
 """Dtype keys of full-precision inputs (a temporary of these could halve in bf16)."""
 TRAINING_MARKERS = re.compile(r"backward|autograd::engine", re.IGNORECASE)
@@ -197,31 +194,26 @@ def _notes(parts: list[MemoryPart]) -> list[str]:
     return notes + ([] if any(p.addressed for p in parts) else [NO_ADDRESSES_NOTE])
 
 
-def compact_module_memory(extra: dict) -> None:
-    """Keep of a rank's npu_module_mem samples (``extra[MODULE_MEMORY]``) only what ``module_memory`` reads: per
-    device and module its largest sample and its last, in their order; so a rank's part carries a few rows, not
-    every sample."""
-    samples = extra.get(MODULE_MEMORY)
-    if not isinstance(samples, pd.DataFrame) or not len(samples):
+def compact_module_memory(meta: TraceMeta) -> None:
+    """Keep of a rank's npu_module_mem samples (its side table ``MODULE_MEMORY``) only what ``module_memory``
+    reads: per device and module its largest sample and its last, in their order; so a rank's part carries a few
+    rows, not every sample."""
+    samples = meta.side_tables.get(MODULE_MEMORY.name)
+    if samples is None or not len(samples):
         return
     g = samples.sort_values("ts", kind="stable").groupby(["device", "component"], sort=False)["reserved_bytes"]
     keep = np.union1d(g.idxmax().to_numpy(), g.tail(1).index.to_numpy())
-    extra[MODULE_MEMORY] = samples.loc[samples.index.isin(keep)].reset_index(drop=True)
+    meta.side_tables[MODULE_MEMORY.name] = samples.loc[samples.index.isin(keep)].reset_index(drop=True)
 
 
 def module_memory(meta: TraceMeta) -> pd.DataFrame:
     """Per rank, device and CANN module: peak and last reserved bytes (modules that never reserve anything left out),
     from the ranks' facts."""
-    per_rank = meta.extra.get("per_rank") or {meta.ranks[0]: {"extra": meta.extra}}
-    parts = [
-        found.assign(rank=rank)
-        for rank, info in per_rank.items()
-        if isinstance(found := info.get("extra", {}).get(MODULE_MEMORY), pd.DataFrame) and len(found)
-    ]
+    samples = meta.side_table(MODULE_MEMORY)
     columns = GROUP + ["component", "peak_reserved_bytes", "last_reserved_bytes"]
-    if not parts:
+    if not len(samples):
         return pd.DataFrame(columns=columns)
-    g = pd.concat(parts, ignore_index=True).sort_values("ts", kind="stable").groupby(GROUP + ["component"])
+    g = samples.sort_values("ts", kind="stable").groupby(GROUP + ["component"])
     table = g["reserved_bytes"].agg(peak_reserved_bytes="max", last_reserved_bytes="last").reset_index()
     table = table[table["peak_reserved_bytes"] > 0]
     return table.sort_values(GROUP + ["peak_reserved_bytes"], ascending=[True, True, False]).reset_index(drop=True)

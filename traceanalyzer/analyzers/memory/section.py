@@ -10,9 +10,8 @@ from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, Memor
 from traceanalyzer.humanize import size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
-from traceanalyzer.parsers import snapshot
 from traceanalyzer.records import plain
-from traceanalyzer.schema import TraceMeta
+from traceanalyzer.schema import MEMORY_OOM, MEMORY_SEGMENTS, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
 from traceanalyzer.tracedata import TraceData
 
@@ -149,20 +148,14 @@ def _leak_verdict(leak: pd.DataFrame) -> str:
 def snapshot_tables(meta: TraceMeta, top: int) -> list[Table]:
     """A memory snapshot's out-of-memory errors and its segments (reserved − allocated each, at the peak, at each
     out-of-memory error and at the dump; the ``top`` most unused of each), of every rank, from the parser's
-    ``meta.extra`` tables."""
-    per_rank = meta.extra.get("per_rank") or {meta.ranks[0]: {"extra": meta.extra}}
+    side tables (``MEMORY_OOM``, ``MEMORY_SEGMENTS``)."""
     tables = []
-    for key, tid, title in (
-        (snapshot.OOMS, "out_of_memory", "Out of memory (memory snapshot): requested and free"),
-        (snapshot.SEGMENTS, "segments", "Segments (memory snapshot): reserved − allocated per segment"),
+    for declared, tid, title in (
+        (MEMORY_OOM, "out_of_memory", "Out of memory (memory snapshot): requested and free"),
+        (MEMORY_SEGMENTS, "segments", "Segments (memory snapshot): reserved − allocated per segment"),
     ):
-        parts = [
-            found.assign(rank=rank)
-            for rank, info in per_rank.items()
-            if isinstance(found := info.get("extra", {}).get(key), pd.DataFrame) and len(found)
-        ]
-        if parts:
-            table = pd.concat(parts, ignore_index=True)
+        table = meta.side_table(declared)
+        if len(table):
             if "ts" in table:
                 table = table.assign(at_ns=table.pop("ts") - meta.start_ns)
             else:
@@ -171,5 +164,5 @@ def snapshot_tables(meta: TraceMeta, top: int) -> list[Table]:
                     ["rank", "when", "unused_bytes"], ascending=[True, True, False], kind="stable"
                 )
                 table = table.groupby(["rank", "at"], sort=False).head(top).drop(columns="when")
-            tables.append(Table(tid, title, table[["rank", *[c for c in table if c != "rank"]]], Per.TOTAL))
+            tables.append(Table(tid, title, table, Per.TOTAL))
     return tables
