@@ -61,8 +61,11 @@ def test_an_undeclared_side_table_is_refused():
         meta.keep(SideTable("counters", MODULE_MEMORY.columns, MODULE_MEMORY.merge, ""), pd.DataFrame({"ts": [1]}))
     with pytest.raises(ValueError, match="has columns"):
         _meta(module_memory=pd.DataFrame({"rank": [0], "watts": [1.0]}))
-    meta.keep(MODULE_MEMORY, pd.DataFrame({"device": [3], "ts": [5], "watts": [1.0]}))  # undeclared columns left out
-    assert list(meta.side_table(MODULE_MEMORY).columns) == ["rank", "ts", "device"]
+    with pytest.raises(ValueError, match="has columns"):
+        meta.keep(MODULE_MEMORY, pd.DataFrame({"device": [3], "ts": [5], "watts": [1.0]}))
+    assert "module_memory" not in meta.side_tables
+    meta.keep(MODULE_MEMORY, pd.DataFrame({"device": [3], "ts": [5]}))  # put in the declared order, rank first
+    assert meta.side_table(MODULE_MEMORY).to_dict("list") == {"rank": [0], "ts": [5], "device": [3]}
 
 
 def test_a_joined_trace_stacks_its_ranks_tables_and_a_rank_view_keeps_its_own():

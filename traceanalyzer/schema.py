@@ -417,10 +417,12 @@ class TraceMeta:
 
     def keep(self, declared: SideTable, table: pd.DataFrame) -> None:
         """Keep ``table`` (of the columns ``declared`` names) as that side table of this one-rank trace, its ``rank``
-        column added; a ValueError for a table not in ``SIDE_TABLES`` or a column its declaration lacks."""
+        column added (the columns put in their declared order); a ValueError for a table not in ``SIDE_TABLES`` or a
+        column its declaration lacks."""
         table = table.assign(rank=self.ranks[0] if self.ranks else 0)
         names = column_names(declared.columns)
-        self.side_tables[declared.name] = check_side_table(declared.name, table[[c for c in names if c in table]])
+        order = [c for c in names if c in table] + [c for c in table if c not in names]
+        self.side_tables[declared.name] = check_side_table(declared.name, table[order])
 
     def side_table(self, declared: SideTable) -> pd.DataFrame:
         """The side table ``declared`` of every rank of the trace (rows of each rank in rank order); empty, with the

@@ -157,7 +157,7 @@ def snapshot_tables(meta: TraceMeta, top: int) -> list[Table]:
         table = meta.side_table(declared)
         if len(table):
             if "ts" in table:
-                table = table.assign(at_ns=table.pop("ts") - meta.start_ns)
+                table = table.drop(columns="ts").assign(at_ns=table["ts"] - meta.start_ns)  # (the meta's table kept)
             else:
                 when = pd.Categorical(table["at"], categories=pd.unique(table["at"]))  # peak, errors, dump
                 table = table.assign(when=when).sort_values(
