@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import traceanalyzer as ta
-from traceanalyzer.analyzers import callpath, health
+from traceanalyzer.analyzers import ANALYZERS, as_job, callpath, health
 from traceanalyzer.analyzers.summary import step_spans, step_table, step_time
 from traceanalyzer.options import Options
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
@@ -36,8 +36,19 @@ def measures(trace) -> dict:
     return {
         "walk + place of launches": lambda: callpath.walk(trace).innermost_names(launches),
         "context of all host rows": lambda: callpath.walk(trace).where_many(host),
-        "health section + findings": lambda: (health.section(trace, options), health.findings(trace)),
+        "health section + findings": lambda: _health(trace, options),
     }
+
+
+HEALTH = tuple(a for a in ANALYZERS if a.name in ("summary", "health"))
+"""The health analyzer and the one it needs: a report's health work, without the other analyzers'."""
+
+
+def _health(trace, options: Options) -> tuple:
+    """The health section and findings of the trace, as a report makes them (the job of its one part)."""
+    job = as_job(trace, options, HEALTH)
+    part = job.merged("health")
+    return health.job_section(part, job, options), health.job_findings(part, job)
 
 
 def best_cpu(trace, work, runs: int) -> float:

@@ -20,7 +20,10 @@ import traceanalyzer as ta
 from traceanalyzer import cli, perrank
 from traceanalyzer.analyzers import as_job
 from traceanalyzer.analyzers.summary import BASIS_EVENTS
+from traceanalyzer.findings import Finding
 from traceanalyzer.options import DEFAULT, Options
+from traceanalyzer.section import Section
+from traceanalyzer.tracedata import TraceData
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
@@ -159,13 +162,30 @@ def assert_same_data(got, want, where: str = "") -> None:
         assert got == want, f"{where}: {got!r} != {want!r}"
 
 
+def joined_section(module, view: TraceData, options: Options = DEFAULT) -> Section | None:
+    """An analyzer module's section of a joined trace (or a scoped view of one), as the report makes it: the job of
+    its one part."""
+    one = as_job(view, options)
+    return module.job_section(one.merged(_analyzer(module)), one, options)
+
+
+def joined_findings(module, view: TraceData) -> list[Finding]:
+    """An analyzer module's findings of a joined trace (or a scoped view of one), unranked, as the report makes
+    them: the job of its one part."""
+    one = as_job(view, DEFAULT)
+    return module.job_findings(one.merged(_analyzer(module)), one)
+
+
+def _analyzer(module) -> str:
+    """The registered name of an analyzer module (its last dotted name)."""
+    return module.__name__.rsplit(".", 1)[-1]
+
+
 def same_section(module, job: perrank.Job, joined: ta.Trace, options: Options = DEFAULT) -> dict | None:
     """A module's section of a job analysed rank by rank against the joined trace's, the job of its one part (both
     None, or equal as plain data); the joined one, as plain data."""
-    name = module.__name__.rsplit(".", 1)[-1]
-    one = as_job(joined, options)
-    want = module.job_section(one.merged(name), one, options)
-    got = module.job_section(job.merged(name), job, options)
+    want = joined_section(module, joined, options)
+    got = module.job_section(job.merged(_analyzer(module)), job, options)
     assert (got is None) == (want is None), module.__name__
     if want is None:
         return None

@@ -17,10 +17,11 @@ from traceanalyzer.parsers.ascend import common, text
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
 import traceanalyzer as ta
-from tests.conftest import facts, load_shared, rows, shared_path
+from tests.conftest import facts, joined_section, load_shared, rows, shared_path
 from traceanalyzer import cli
 from traceanalyzer.analyzers import ascend as ascend_analyzer
 from traceanalyzer.analyzers import health, summary
+from traceanalyzer.options import Options
 from traceanalyzer.schema import Kind, Platform
 
 MSINSIGHT = ("public", "ascend", "msinsight")
@@ -194,7 +195,7 @@ def test_ai_cpu_fallbacks_are_findings():
     trace = ta.load(shared_path(*ANALYZE, "advisor_backend", "compute_advice", "kernel_details.csv"))
     titles = [f.title for f in trace.findings() if f.analyzer == "ascend"]
     assert any("AI_CPU" in t for t in titles)
-    assert len(ascend_analyzer.aicpu_ops(trace.events)) > 0
+    assert len(joined_section(ascend_analyzer, trace).table("ai_cpu_ops").frame) > 0
 
 
 def test_layers_of_different_shapes_in_one_step_are_not_dynamic_shapes():
@@ -481,7 +482,8 @@ def test_ai_cpu_tasks_are_costed_by_the_ai_core_idle_they_cause():
             total, idle = expected.setdefault(row["Name"], [0.0, 0.0])
             expected[row["Name"]] = [total + end - start, idle + end - start - covered]
     trace = ta.load(path)
-    ops = ascend_analyzer.aicpu_ops(trace.events).set_index("name")
+    every = Options(top=len(trace.events))  # every AI_CPU op, not the report's top rows
+    ops = joined_section(ascend_analyzer, trace, every).table("ai_cpu_ops").frame.set_index("name")
     assert set(ops.index) == set(expected) and len(expected) >= 2
     for name, (total_us, idle_us) in expected.items():
         assert ops.loc[name, "total_ns"] == pytest.approx(total_us * 1e3, abs=len(table))

@@ -6,7 +6,7 @@ import sqlite3
 
 import pandas as pd
 import pytest
-from conftest import load_shared, shared_path
+from conftest import joined_section, load_shared, shared_path
 from traceanalyzer.parsers.ascend import sqlite as sqlite_reader
 
 from traceanalyzer.analyzers import memory
@@ -78,7 +78,7 @@ def test_database_gives_what_the_text_gives():
 
 def test_report_memory_section_shows_cann_modules():
     trace = load_shared(*TEXT)
-    section = memory.section(trace, Options())
+    section = joined_section(memory, trace, Options())
     modules = section.table("cann_modules").to_dict()["rows"]
     mem = _csv(*TEXT, OUTPUT, "npu_module_mem.csv")
     expected = (mem.groupby("Component")["Total Reserved(MB)"].max() * MB).round()

@@ -7,7 +7,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, facts, load_shared, shared_path
+from conftest import REPO, facts, joined_findings, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer import cli
@@ -93,9 +93,9 @@ def test_a_sleeping_straggler_is_not_called_data_loading():
     assert meta["straggler"] == {"rank": 1, "sleep_ms_per_step": 50}  # GROUND_TRUTH §11: it sleeps, inputs are fixed
     trace = load_shared("h200", "ddp_no_overlap")
     assert "data_loading" not in set(distributed.late_arrivals(trace)["cause"])
-    straggler = [f for f in distributed.findings(trace) if "late rank" in f.title]
+    straggler = [f for f in joined_findings(distributed, trace) if "late rank" in f.title]
     assert straggler and straggler[0].evidence["cause"] != "data_loading"
-    causes = {f.id for f in health.findings(trace) if f.evidence.get("cause")}
+    causes = {f.id for f in joined_findings(health, trace) if f.evidence.get("cause")}
     assert causes and "health.input_pipeline" not in causes
 
 

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from conftest import REPO, facts, load_shared, shared_path
+from conftest import REPO, facts, joined_findings, joined_section, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer import cli
@@ -35,13 +35,13 @@ def test_breakdown_sums_to_the_step_span(parts):
 
 
 def test_no_overlap_hides_no_communication():
-    ranks = distributed.per_rank(_ddp_no_overlap())
+    ranks = joined_section(distributed, _ddp_no_overlap()).table("by_rank").frame
     assert (ranks["comm_ns"] > 0).all()
     assert (ranks["hidden_comm_share"] < 0.01).all()
 
 
 def test_overlap_hides_a_third_of_nccl_time_on_both_ranks():
-    ranks = distributed.per_rank(_ddp_overlap())
+    ranks = joined_section(distributed, _ddp_overlap()).table("by_rank").frame
     # GROUND_TRUTH §10: about 33 % of NCCL kernel time overlaps compute kernels on both ranks
     assert ranks["hidden_comm_share"].between(0.28, 0.38).all()
 
@@ -61,15 +61,15 @@ def test_allreduces_after_backward_are_exposed():
     launched = calls[calls["phase"] != ""]
     assert (launched["phase"] == "after_backward").all()
     assert (launched["exposed_ns"] == launched["dur_ns"]).all()
-    titles = [f.title for f in distributed.findings(trace)]
+    titles = [f.title for f in joined_findings(distributed, trace)]
     assert any("after backward" in t for t in titles), titles
 
 
 def test_rank1_is_the_late_rank_because_it_sleeps():
     trace = _ddp_no_overlap()
-    facts = {f.id: f.value for f in distributed.section(trace, Options()).facts}
+    facts = {f.id: f.value for f in joined_section(distributed, trace, Options()).facts}
     assert facts["late_rank"] == 1
-    straggler = [f for f in distributed.findings(trace) if f.where.get("rank") == 1 and "late" in f.title]
+    straggler = [f for f in joined_findings(distributed, trace) if f.where.get("rank") == 1 and "late" in f.title]
     assert straggler and straggler[0].evidence["detail"] == "STRAGGLER_rank1_sleep_50ms"
     assert straggler[0].evidence["most_waiting_rank"] == 0
 
@@ -98,7 +98,7 @@ def test_dlrm_eight_ranks_match_every_collective():
     assert calls.groupby("match")["collective"].nunique().eq(1).all()
     assert set(calls["collective"]) == {"alltoall", "allreduce"}
     assert len(distributed.clock_offsets(trace)) == 8
-    assert distributed.section(trace, Options()).fact("late_rank").value in range(8)
+    assert joined_section(distributed, trace, Options()).fact("late_rank").value in range(8)
 
 
 @pytest.mark.parametrize(
@@ -113,7 +113,7 @@ def test_single_rank_of_a_bigger_job_has_no_cross_rank_part(parts):
     calls = trace.collectives()
     assert len(calls) > 0
     assert (calls["match"] == NO_ROW).all() and calls["wait_ns"].isna().all()
-    section = distributed.section(trace, Options())
+    section = joined_section(distributed, trace, Options())
     assert "late_rank" not in {f.id for f in section.facts}
     assert len(section.table("most_exposed").frame)
     table = trace.overlap()
@@ -152,7 +152,7 @@ def test_ascend_waits_for_ranks_not_loaded_are_not_called_exposed_transfer():
     first = calls[calls["seq"] == 0]
     # both loaded ranks wait in Notify_Wait for the six ranks of the 8-card job that are not loaded
     assert (first["task_wait_ns"] > 0.9 * first["dur_ns"]).all()
-    exposed = [f for f in distributed.findings(trace) if "all-reduce" in f.title]
+    exposed = [f for f in joined_findings(distributed, trace) if "all-reduce" in f.title]
     assert all(f.saving_ns * f.steps < 0.1 * first["dur_ns"].min() for f in exposed)
 
 
@@ -169,7 +169,7 @@ def test_fsdp_collectives_are_named_and_rank1_waits_in_all_gathers():
     # sample_traces/README.md: rank 1's all-gather kernels total 95.4 ms over 3 steps (it waits for rank 0)
     assert gathers["dur_ns"].sum() / MS == pytest.approx(95.4, rel=0.01)
     assert gathers["wait_ns"].sum() > 0.9 * gathers["dur_ns"].sum()
-    assert distributed.section(trace, Options()).fact("late_rank").value == 0
+    assert joined_section(distributed, trace, Options()).fact("late_rank").value == 0
 
 
 def test_exposed_collectives_beyond_gradient_all_reduce_and_all_gather_are_a_finding():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from conftest import PUBLIC_TORCH, REPO, load_shared
+from conftest import PUBLIC_TORCH, REPO, joined_findings, joined_section, load_shared
 
 import traceanalyzer as ta
 from traceanalyzer import intervals
@@ -95,10 +95,10 @@ def test_gpt_train_llama_chains_named(gpt_train):
 
 
 def test_findings_and_section(unfused):
-    found = fusion.findings(unfused)
+    found = joined_findings(fusion, unfused)
     assert found and found[0].basis.value == "modelled" and found[0].saving_ns > 0
     assert "Unfused attention" in found[0].title
-    section = fusion.section(unfused, Options(top=5))
+    section = joined_section(fusion, unfused, Options(top=5))
     assert section.fact("memory_bandwidth").value.startswith("NVIDIA H200: 4.80 TB/s")
     assert len(section.table("opportunities").frame) == 5
 

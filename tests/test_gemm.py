@@ -10,7 +10,7 @@ import re
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import REPO, job_pair, load_shared, same_section, shared_path
+from tests.conftest import REPO, job_pair, joined_findings, load_shared, same_section, shared_path
 from traceanalyzer import devices
 from traceanalyzer.analyzers import gemm, hotspots
 
@@ -43,7 +43,7 @@ def test_report_section_lists_the_gemm_ops(gpt_train):
 
 
 def test_gemm_hotspot_finding_quotes_the_achieved_rate(gpt_train):
-    mm = next(f for f in hotspots.findings(gpt_train) if f.where["name"] == "aten::mm")
+    mm = next(f for f in joined_findings(hotspots, gpt_train) if f.where["name"] == "aten::mm")
     assert mm.advice.startswith("It runs at 755 TFLOP/s (bf16), 76% of the device's dense bf16 peak.")
 
 
@@ -72,7 +72,7 @@ def test_a_rate_above_the_peak_is_clipped_with_a_note(tf32, monkeypatch):
     monkeypatch.setattr(devices, "FAMILIES", ((re.compile("H200"), low),))
     row = _row(trace.scoped(rank=0))  # a fresh view: the whole trace's table is remembered
     assert row["tflops"] > 400 and row["peak_share"] == 1.0 and row["note"] == gemm.ABOVE_PEAK
-    mm = next(f for f in hotspots.findings(trace.scoped(rank=0)) if f.where["name"] == "aten::mm")
+    mm = next(f for f in joined_findings(hotspots, trace.scoped(rank=0)) if f.where["name"] == "aten::mm")
     assert "100% of the device's dense tf32 peak — above the data-sheet peak" in mm.advice
     assert mm.basis.value == "not estimated" and mm.saving_ns == 0  # no saving modelled from a suspect rate
 

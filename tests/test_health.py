@@ -6,7 +6,7 @@ import json
 import warnings
 
 import pytest
-from conftest import REPO, load_shared, shared_path
+from conftest import REPO, joined_findings, joined_section, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import health, hotspots
@@ -41,7 +41,7 @@ def test_gpt_train_has_no_sync_finding_beyond_the_profiler_flush(gpt_train):
     stalls = health.sync_stalls(gpt_train)
     assert list(stalls["name"]) == ["cudaDeviceSynchronize"]  # the profiler's own flush, outside every step
     assert len(health.sync_places(gpt_train)) == 0
-    assert not [t for t in _titles(health.findings(gpt_train)) if "sync" in t]  # nor in the idle-gap finding
+    assert not [t for t in _titles(joined_findings(health, gpt_train)) if "sync" in t]  # nor in the idle-gap finding
 
 
 def test_sync_stalls_counts_and_places():
@@ -64,7 +64,7 @@ def test_sync_stalls_counts_and_places():
 
 
 def test_sync_finding_names_its_location():
-    found = [f for f in health.findings(_h200("sync_stalls")) if "host syncs per step" in f.title]
+    found = [f for f in joined_findings(health, _h200("sync_stalls")) if "host syncs per step" in f.title]
     assert len(found) == 1
     assert "22 host syncs per step" in found[0].title
     assert found[0].where["annotation"] == "SYNC_item_grad_norm_per_param"
@@ -90,18 +90,18 @@ def test_launch_bound_loop_is_found_with_its_annotation():
     assert loop["tiny_kernels"] == 3000 and loop["launch_calls"] == 3000
     assert loop["launch_ns"] == pytest.approx(16.46e6, rel=0.005)
     assert loop["median_kernel_ns"] < 1500 < 5000 < loop["median_launch_ns"]
-    found = [f for f in health.findings(trace) if f.title.startswith("Launch-bound")]
+    found = [f for f in joined_findings(health, trace) if f.title.startswith("Launch-bound")]
     assert len(found) == 1 and "tiny_elementwise_loop" in found[0].title
     assert "CUDA graph" in found[0].advice and "reduce-overhead" in found[0].advice
 
 
 def test_gpt_train_is_not_launch_bound(gpt_train):
-    assert not [t for t in _titles(health.findings(gpt_train)) if t.startswith("Launch-bound")]
+    assert not [t for t in _titles(joined_findings(health, gpt_train)) if t.startswith("Launch-bound")]
 
 
 def test_fp32_matmul_is_flagged_and_bf16_is_not():
     fp32 = _h200("fp32_matmul")
-    found = [f for f in health.findings(fp32) if f.title.startswith("fp32 matrix multiplies")]
+    found = [f for f in joined_findings(health, fp32) if f.title.startswith("fp32 matrix multiplies")]
     assert len(found) == 1
     per_step = found[0].evidence["fp32_gemm_ns_per_step"]
     assert 55e6 < per_step < 66e6  # GROUND_TRUTH: 59.9 ms of GPU time per step, aten::mm 58.7 ms
@@ -112,7 +112,7 @@ def test_fp32_matmul_is_flagged_and_bf16_is_not():
     assert gemms["name"].str.contains("simt_sgemm").any() and gemms["name"].str.contains("_ffma_").any()
     bf16 = _h200("bf16_matmul")
     assert len(health.fp32_gemms(bf16)) == 0
-    assert not [t for t in _titles(health.findings(bf16)) if t.startswith("fp32")]
+    assert not [t for t in _titles(joined_findings(health, bf16)) if t.startswith("fp32")]
 
 
 def test_ddp_straggler_sleep_shows_as_the_largest_gaps():
@@ -140,8 +140,8 @@ def test_findings_and_sections_never_fail_on_small_public_traces(parts):
     trace = load_shared(*parts)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        found = health.findings(trace) + hotspots.findings(trace)
-        health.section(trace, Options())
+        found = joined_findings(health, trace) + joined_findings(hotspots, trace)
+        joined_section(health, trace, Options())
         trace.hotspots("category")
     assert all(f.saving_ns >= 0 and f.concerns_ns >= 0 for f in found)
 
@@ -167,7 +167,7 @@ def dynamic() -> tuple[ta.Trace, dict]:
 
 
 def _shape_finding(trace):
-    found = [f for f in health.findings(trace) if f.title.startswith("Dynamic shapes")]
+    found = [f for f in joined_findings(health, trace) if f.title.startswith("Dynamic shapes")]
     assert len(found) <= 1
     return found[0] if found else None
 
@@ -229,7 +229,7 @@ def test_one_step_gives_no_dynamic_shape_verdict_on_ascend():
     assert matmuls["input_dims"].nunique() >= health.DYNAMIC_SHAPE_MIN  # AlexNet's layers, in its single step
     assert ev.loc[ev["step"] >= 0, "step"].nunique() == 1
     assert len(health.dynamic_shapes(trace)) == 0 and _shape_finding(trace) is None
-    table = next(t for t in health.section(trace, Options()).tables if t.id == "dynamic_shapes")
+    table = next(t for t in joined_section(health, trace, Options()).tables if t.id == "dynamic_shapes")
     assert table.note == "no verdict: needs at least 2 steps, this scope has 1"  # said, not silently empty
 
 

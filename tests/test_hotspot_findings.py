@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import REPO, load_shared
+from conftest import REPO, joined_findings, joined_section, load_shared
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import hotspots
@@ -16,7 +16,7 @@ from traceanalyzer.vocabulary import GRAPH_REPLAYED
 
 
 def test_gpt_train_top_ops_match_key_averages(gpt_train):
-    found = hotspots.findings(gpt_train)
+    found = joined_findings(hotspots, gpt_train)
     by_name = {f.where["name"]: f for f in found}
     assert [f.where["name"] for f in found[:3]] == ["aten::mm", "aten::mul", "aten::copy_"]
     assert by_name["aten::mm"].evidence["total_ns"] == pytest.approx(52.95e6, rel=0.005)
@@ -42,7 +42,7 @@ def test_hotspots_under_five_percent_are_reported_not_pushed(gpt_train):
 
 
 def test_a_gemm_hotspot_saving_is_modelled_against_the_peak_and_others_are_not_estimated(gpt_train):
-    by_name = {f.where["name"]: f for f in hotspots.findings(gpt_train)}
+    by_name = {f.where["name"]: f for f in joined_findings(hotspots, gpt_train)}
     mm = by_name["aten::mm"]
     assert mm.basis.value == "modelled" and "80% of its roofline" in mm.model
     assert "compute-bound: the device's dense bf16 peak" in mm.model  # a 1024-wide GEMM: against the peak
@@ -52,7 +52,7 @@ def test_a_gemm_hotspot_saving_is_modelled_against_the_peak_and_others_are_not_e
 
 def test_many_tiny_calls_rank_by_total():
     trace = load_shared("h200", "launch_bound", "launch_bound.json.gz")
-    found = hotspots.findings(trace)
+    found = joined_findings(hotspots, trace)
     assert {f.where["name"] for f in found} == {"aten::mul", "aten::add", "aten::sin", "aten::clamp"}
     assert all(f.evidence["count"] == 750 and f.evidence["mean_ns"] < 2000 for f in found)
     assert [f.concerns_ns for f in found] == sorted((f.concerns_ns for f in found), reverse=True)
@@ -103,7 +103,7 @@ def test_graph_launches_are_grouped_per_launch(graph_replay):
     assert (launches["memsets"] == meta["graph_node_types_in_debug_dump"]["MEMSET"]).all()
     body_ns = 1e6 * min(meta["step_body_ms_cuda_events_traced"])
     assert (launches["device_ns"] < launches["span_ns"]).all() and (launches["span_ns"] < body_ns).all()
-    summary = hotspots.graph_summary(trace).iloc[0]
+    summary = joined_section(hotspots, trace).table("graph_replays").frame.iloc[0]
     assert (summary["launches"], summary["kernels_per_launch"], summary["memsets_per_launch"]) == (5, 49, 24)
     tables = {t["id"]: t for t in trace.report()["sections"]["hotspots"]["tables"]}
     assert tables["graph_replays"]["rows"][0]["launches"] == 5 and "graph node ids" in tables["graph_replays"]["note"]
@@ -120,7 +120,7 @@ def test_graph_replayed_work_is_busy_not_idle(graph_replay):
 
 def test_cuda_graph_replays_16_kernels_per_launch_as_key_averages_does():
     trace = ta.load(GRAPHS / "cuda_graph" / "cuda_graph.json.gz")
-    summary = hotspots.graph_summary(trace).iloc[0]
+    summary = joined_section(hotspots, trace).table("graph_replays").frame.iloc[0]
     assert (summary["launches"], summary["kernels_per_launch"]) == (3, 16)
     row = trace.hotspots("op_device").set_index("name").loc[GRAPH_REPLAYED]
     assert row["kernels"] == 48
@@ -147,7 +147,7 @@ def test_ascend_reports_get_no_cuda_advice(parts):
 
 def test_fused_kernels_get_no_fuse_advice():
     trace = ta.load(GRAPHS / "compiled" / "compiled.json.gz")
-    found = {f.where["name"]: f for f in hotspots.findings(trace)}
+    found = {f.where["name"]: f for f in joined_findings(hotspots, trace)}
     triton = found["triton_poi_fused_gelu_gelu_backward_view_2"]
     assert "already a fused kernel" in triton.advice and "torch.compile" not in triton.advice
     sdpa = found["aten::_cudnn_attention_backward"]

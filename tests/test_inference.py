@@ -9,7 +9,17 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, job_pair, load_shared, same_findings, same_section, shared_path
+from tests.conftest import (
+    JOBS,
+    REPO,
+    job_pair,
+    joined_findings,
+    joined_section,
+    load_shared,
+    same_findings,
+    same_section,
+    shared_path,
+)
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import inference
 from traceanalyzer.comparison import Threshold
@@ -227,7 +237,7 @@ def test_user_markers_give_the_phases_of_a_hand_written_loop():
     analysis = _recorded("marked")[0].inference()
     line = analysis.timeline
     assert list(line["phase"]) == ["prefill"] + ["decode"] * 31 and set(line["rule"]) == {"marker"}
-    facts = {f.id: f.value for f in inference.section(_recorded("marked")[0], Options()).facts}
+    facts = {f.id: f.value for f in joined_section(inference, _recorded("marked")[0], Options()).facts}
     assert facts["rule"] == "markers (engine or record_function annotations of each forward): 32 iterations"
 
 
@@ -315,7 +325,7 @@ def test_rank_by_rank_equals_joined(name):
         path, joined = RECORDED / f"{name}.json.gz", _recorded(name)[0]
     job = perrank.load_job(path)
     same_section(inference, job, joined, Options())
-    same_findings(inference.job_findings(job.merged("inference"), job), inference.findings(joined))
+    same_findings(inference.job_findings(job.merged("inference"), job), joined_findings(inference, joined))
 
 
 def test_the_dashboard_page_draws_the_iterations_tpot_and_bandwidth_against_the_peak():

@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import H200, REPO, load_shared, shared_path
+from conftest import H200, REPO, joined_findings, joined_section, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import memory
@@ -47,7 +47,7 @@ def test_memory_peak_live_blocks_put_the_planted_buffers_first():
 
 
 def test_memory_peak_finding_advises_sdpa():
-    found = [f for f in memory.findings(load_shared("h200", "memory_peak")) if "temporar" in f.title]
+    found = [f for f in joined_findings(memory, load_shared("h200", "memory_peak")) if "temporar" in f.title]
     assert len(found) == 1
     assert "scaled_dot_product_attention" in found[0].advice
     assert "UNCHUNKED_FP32_ATTENTION_SCORES" in found[0].where["path"]
@@ -71,7 +71,7 @@ def test_memory_leak_grows_64_mib_per_step_from_layer1_addmm():
 
 def test_memory_leak_finding_names_the_op_and_annotation():
     trace = load_shared("h200", "memory_leak")
-    leaks = [f for f in memory.findings(trace) if f.title.startswith("Memory leak")]
+    leaks = [f for f in joined_findings(memory, trace) if f.title.startswith("Memory leak")]
     assert len(leaks) == 1
     assert leaks[0].where["op"] == "aten::addmm"
     assert "layer1.mlp_matmul_add_relu" in leaks[0].advice
@@ -111,7 +111,7 @@ def test_gpt_train_peak_in_log_softmax_backward_and_flat_baseline(gpt_train):
     assert "LogSoftmaxBackward0" in peak["path"]
     fit = m.leak[m.leak["device"] == 0].iloc[0]
     assert not fit["leak"] and abs(fit["growth_per_step_bytes"]) < 4096
-    loss = [f for f in memory.findings(gpt_train) if "temporar" in f.title]
+    loss = [f for f in joined_findings(memory, gpt_train) if "temporar" in f.title]
     assert loss and "chunk" in loss[0].advice and "cross-entropy" in loss[0].advice
 
 
@@ -154,7 +154,7 @@ def test_legacy_memory_args_trace_loads_with_peak():
     assert peak["peak_allocated_bytes"] > 4 << 30 and peak["baseline_known"]
     assert peak["op"] != memory.OUTSIDE_OP
     # this V100 run reserves ~1.9x what it allocates: the allocator advice applies
-    assert any("expandable_segments" in f.advice for f in memory.findings(trace))
+    assert any("expandable_segments" in f.advice for f in joined_findings(memory, trace))
 
 
 @pytest.mark.parametrize("sample", ["resnet50_num_workers_0", "resnet50_num_workers_4"])
@@ -165,19 +165,19 @@ def test_2021_bytes_only_traces_rebuild_totals_and_say_baseline_unknown(sample):
     assert peak["peak_allocated_bytes"] > 1 << 30 and not peak["baseline_known"]
     assert any("baseline" in n for n in m.notes) and any("addresses" in n for n in m.notes)
     assert m.live_at_peak.empty and m.leaking.empty
-    section = memory.section(trace, Options())
+    section = joined_section(memory, trace, Options())
     assert section.fact("baseline").value.startswith("unknown")
 
 
 def test_section_is_plain_data_with_peak_live_blocks_and_leak_verdict():
     trace = load_shared("h200", "memory_leak")
-    section = memory.section(trace, Options(top=5))
+    section = joined_section(memory, trace, Options(top=5))
     json.dumps(section.to_dict())
     assert section.fact("peak_allocated_bytes").value == 1_833_546_752
     assert "64.00 MiB per step" in section.fact("leak").value
     live = section.table("live_at_peak").to_dict()["rows"]
     assert len(live) == 5 and live[0]["bytes"] == 67_108_864
-    flat = memory.section(load_shared("h200", "memory_peak"), Options())
+    flat = joined_section(memory, load_shared("h200", "memory_peak"), Options())
     assert flat.fact("leak").value.startswith("none")
 
 
@@ -185,7 +185,7 @@ def test_trace_without_memory_events_has_empty_analysis():
     trace = load_shared("public", "torch", "tracelens", "mi300", "resnet_act_checkpoint.json.gz")
     m = trace.memory()
     assert m.peaks.empty and m.timeline.empty and m.leak.empty
-    assert memory.section(trace, Options()) is None and memory.findings(trace) == []
+    assert joined_section(memory, trace, Options()) is None and joined_findings(memory, trace) == []
 
 
 def test_ascend_memory_record_peak_and_op_running_at_it():

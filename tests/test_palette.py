@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from traceanalyzer.dashboards import charts
 
 import traceanalyzer as ta
@@ -11,7 +13,8 @@ from traceanalyzer.renderers.timeline import CATEGORY
 
 
 def test_no_two_meanings_share_a_colour():
-    gap, a, b = palette.closest_pair()
+    pairs = itertools.combinations(palette.meanings().items(), 2)
+    gap, a, b = min((palette.distance(x, y), k1, k2) for (k1, x), (k2, y) in pairs)
     assert gap >= palette.MIN_DISTANCE, f"{a} and {b} are {gap:.0f} apart"
     colours = palette.meanings().values()
     assert len(set(colours)) == len(colours)

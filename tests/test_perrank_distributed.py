@@ -10,7 +10,17 @@ import numpy as np
 import pytest
 
 import traceanalyzer as ta
-from tests.conftest import JOBS, REPO, assert_same_data, job_pair, same_findings, same_section, step_pair
+from tests.conftest import (
+    JOBS,
+    REPO,
+    assert_same_data,
+    job_pair,
+    joined_findings,
+    joined_section,
+    same_findings,
+    same_section,
+    step_pair,
+)
 from traceanalyzer import intervals, perrank
 from traceanalyzer.analyzers import collective_calls, distributed
 from traceanalyzer.options import Options
@@ -22,7 +32,7 @@ CASES = [*JOBS, "fsdp"]
 @pytest.mark.parametrize("name", CASES)
 def test_the_section_from_the_parts_is_the_joined_one(name):
     job, joined = job_pair(name)
-    want = distributed.section(joined, Options())
+    want = joined_section(distributed, joined, Options())
     got = distributed.job_section(job.merged("distributed"), job, Options())
     assert want is not None, "every job here has collectives"
     assert_same_data(got.to_dict(), want.to_dict())
@@ -31,7 +41,7 @@ def test_the_section_from_the_parts_is_the_joined_one(name):
 @pytest.mark.parametrize("name", CASES)
 def test_the_findings_from_the_parts_are_the_joined_ones(name):
     job, joined = job_pair(name)
-    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(joined))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), joined_findings(distributed, joined))
 
 
 def test_a_rank_late_from_data_loading_is_named_from_the_parts():
@@ -39,12 +49,12 @@ def test_a_rank_late_from_data_loading_is_named_from_the_parts():
     come from rank 1's part as from the joined trace."""
     path = REPO / "sample_traces" / "data_loader"
     job, joined = perrank.load_job(path), ta.load(path)
-    want = distributed.findings(joined)
+    want = joined_findings(distributed, joined)
     assert "distributed.late_rank" in {f.id for f in want}
     same_findings(distributed.job_findings(job.merged("distributed"), job), want)
     assert_same_data(
         distributed.job_section(job.merged("distributed"), job, Options()).to_dict(),
-        distributed.section(joined, Options()).to_dict(),
+        joined_section(distributed, joined, Options()).to_dict(),
     )
 
 
@@ -53,7 +63,7 @@ def test_a_short_top_truncates_the_merged_tables_as_the_joined_one():
     options = Options(top=3)
     assert_same_data(
         distributed.job_section(job.merged("distributed"), job, options).to_dict(),
-        distributed.section(joined, options).to_dict(),
+        joined_section(distributed, joined, options).to_dict(),
     )
 
 
@@ -74,13 +84,13 @@ def test_the_jobs_cover_what_the_cross_rank_stage_does():
 def test_a_step_of_the_job_from_the_parts_is_the_joined_step():
     job, view = step_pair("ddp_no_overlap", 1)
     same_section(distributed, job, view)
-    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(view))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), joined_findings(distributed, view))
 
 
 def test_a_step_of_the_pipeline_from_the_parts_is_the_joined_step():
     job, view = step_pair("ascend_pp2_4rank", 0)
     same_section(distributed, job, view)
-    same_findings(distributed.job_findings(job.merged("distributed"), job), distributed.findings(view))
+    same_findings(distributed.job_findings(job.merged("distributed"), job), joined_findings(distributed, view))
 
 
 def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
@@ -90,7 +100,7 @@ def test_a_late_rank_is_explained_from_its_part_as_from_its_events():
     late = distributed.late_arrivals(joined)
     assert len(late) > Options().top, "more late arrivals than the section shows by default"
     every = Options(top=len(late))
-    want = distributed.section(joined, every).table("late_arrivals")
+    want = joined_section(distributed, joined, every).table("late_arrivals")
     assert len(want.frame) == len(late)
     assert_same_data(
         distributed.job_section(job.merged("distributed"), job, every).table("late_arrivals").to_dict(), want.to_dict()

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import (
     JOBS,
     job_pair,
+    joined_findings,
     load_shared,
     same_findings,
     same_section,
@@ -29,7 +30,7 @@ def test_job_section_and_findings_equal_the_joined_ones(name):
     job, joined = job_pair(name)
     want = same_section(fusion, job, joined, Options())
     assert table_rows(want, "opportunities")
-    found = same_findings(fusion.job_findings(job.merged("fusion"), job), fusion.findings(joined))
+    found = same_findings(fusion.job_findings(job.merged("fusion"), job), joined_findings(fusion, joined))
     assert any(f.claims for f in found)
     assert all(set(f.claims) <= set(joined.meta.ranks) for f in found)
 
@@ -57,7 +58,7 @@ def test_step_scoped_job_equals_the_joined_step():
     job, joined = step_pair("ddp_overlap")
     want = same_section(fusion, job, joined, Options(top=5))
     assert len(table_rows(want, "opportunities")) == 5
-    found = same_findings(fusion.job_findings(job.merged("fusion"), job), fusion.findings(joined))
+    found = same_findings(fusion.job_findings(job.merged("fusion"), job), joined_findings(fusion, joined))
     assert found and all(f.steps == len(joined.meta.ranks) for f in found)
 
 

@@ -12,6 +12,8 @@ from tests.conftest import (
     REPO,
     assert_same_data,
     job_pair,
+    joined_findings,
+    joined_section,
     load_shared,
     same_findings,
     same_section,
@@ -31,7 +33,7 @@ def test_job_section_and_findings_equal_the_joined_ones(name):
     want = same_section(health, job, joined, Options())
     assert {r["rank"] for r in table_rows(want, "device_busy")} <= set(joined.meta.ranks)
     assert table_rows(want, "largest_gaps")
-    found = same_findings(health.job_findings(job.merged("health"), job), health.findings(joined))
+    found = same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, joined))
     assert any(f.analyzer == "health" and f.evidence.get("cause") and f.claims for f in found)  # an idle cause
 
 
@@ -49,7 +51,7 @@ def test_step_scoped_job_equals_the_joined_step():
     want = same_section(health, job, joined, Options(top=5))
     assert {r["rank"] for r in table_rows(want, "device_busy")} == set(joined.meta.ranks)
     assert next(t for t in want["tables"] if t["id"] == "dynamic_shapes")["note"].startswith("no verdict")
-    found = same_findings(health.job_findings(job.merged("health"), job), health.findings(joined))
+    found = same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, joined))
     # a finding about one rank averages over that rank's steps alone (here its one step), as the joined path does
     assert found and all(f.steps == (1 if "rank" in f.where else len(joined.meta.ranks)) for f in found)
 
@@ -61,13 +63,13 @@ def test_a_step_that_one_rank_lacks():
     whole = ta.load(paths)
     job = perrank.load_job(paths)
     same_section(health, job, whole, Options())
-    found = same_findings(health.job_findings(job.merged("health"), job), health.findings(whole))
+    found = same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, whole))
     assert {f.id for f in found} >= {"health.sync", "health.dynamic_shapes"}
     for step in (2, 9):
         job, joined = perrank.load_job(paths, step=step), whole.scoped(step=step)
         want = same_section(health, job, joined, Options())
         assert {r["rank"] for r in table_rows(want, "device_busy")} == ({0, 1} if step == 2 else {1})
-        same_findings(health.job_findings(job.merged("health"), job), health.findings(joined))
+        same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, joined))
 
 
 def test_a_rank_without_step_markers():
@@ -78,7 +80,7 @@ def test_a_rank_without_step_markers():
     want = same_section(health, job, joined, Options())
     assert {r["rank"] for r in table_rows(want, "device_busy")} == {0, 1}
     assert {r["rank"] for r in table_rows(want, "sync_places")} == {0}
-    same_findings(health.job_findings(job.merged("health"), job), health.findings(joined))
+    same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, joined))
 
 
 def test_a_rank_part_is_small():
@@ -97,7 +99,7 @@ def test_copies_of_every_rank_count_in_the_sync_finding():
     assert [r["total_ns"] for r in copies] == sorted((r["total_ns"] for r in copies), reverse=True)
     (sync,) = [
         f
-        for f in same_findings(health.job_findings(job.merged("health"), job), health.findings(joined))
+        for f in same_findings(health.job_findings(job.merged("health"), job), joined_findings(health, joined))
         if f.id == "health.sync"
     ]
     pageable = sum(r["count"] for r in copies if r["pageable"])
@@ -108,7 +110,7 @@ def test_copies_of_every_rank_count_in_the_sync_finding():
 def test_a_gap_table_longer_than_a_part_keeps_says_so():
     job, joined = job_pair("dlrm_8rank")
     options = Options(top=health.GAPS_KEPT + 1)
-    want = health.section(joined, options).table("largest_gaps")
+    want = joined_section(health, joined, options).table("largest_gaps")
     got = health.job_section(job.merged("health"), job, options).table("largest_gaps")
     assert len(want.frame) == len(got.frame) == options.top
     assert not want.note and str(health.GAPS_KEPT) in got.note
@@ -118,6 +120,6 @@ def test_a_job_analysed_for_a_longer_table_gives_the_joined_one():
     _, joined = job_pair("dlrm_8rank")
     options = Options(top=health.GAPS_KEPT + 5)
     job = perrank.load_job(shared_path(*JOBS["dlrm_8rank"]), top=options.top)
-    want = health.section(joined, options).to_dict()
+    want = joined_section(health, joined, options).to_dict()
     assert_same_data(health.job_section(job.merged("health"), job, options).to_dict(), want)
     assert len(want["tables"][1]["rows"]) == options.top

@@ -8,7 +8,16 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import JOBS, job_pair, load_shared, same_findings, same_section, shared_path
+from tests.conftest import (
+    JOBS,
+    job_pair,
+    joined_findings,
+    joined_section,
+    load_shared,
+    same_findings,
+    same_section,
+    shared_path,
+)
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import gemm, hotspots
 from traceanalyzer.options import Options
@@ -16,7 +25,8 @@ from traceanalyzer.schema import BUSY, DEVICE
 
 NAMES = [*JOBS, "fsdp"]
 WITH_GEMMS = ["ddp_overlap", "ddp_no_overlap", "dlrm_8rank", "fsdp"]
-"""Jobs whose ranks record GEMM ops with shapes (the Ascend jobs record none)."""
+"""Jobs whose ranks record GEMM ops with shapes (the Ascend jobs record none: their gemm section, where counters
+measured GEMM kernels, has only the measured kernels)."""
 PART_BUDGET = 0.01
 """A rank's hotspots part is at most this share of the memory of its event table."""
 
@@ -24,8 +34,9 @@ PART_BUDGET = 0.01
 @pytest.mark.parametrize("name", NAMES)
 def test_job_hotspot_and_gemm_sections_equal_joined(name):
     job, joined = job_pair(name)
-    assert len(hotspots.section(joined, Options()).table("kernel").frame) > 0
-    assert (gemm.section(joined, Options()) is not None) == (name in WITH_GEMMS)
+    assert len(joined_section(hotspots, joined, Options()).table("kernel").frame) > 0
+    shown = joined_section(gemm, joined, Options())
+    assert (shown is not None and "gemm_throughput" in {t.id for t in shown.tables}) == (name in WITH_GEMMS)
     same_section(hotspots, job, joined, Options())
     same_section(gemm, job, joined, Options())
 
@@ -44,7 +55,7 @@ def test_job_truncated_and_kind_filtered_tables_equal_joined(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_job_hotspot_findings_equal_joined(name):
     job, joined = job_pair(name)
-    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), hotspots.findings(joined)), (
+    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), joined_findings(hotspots, joined)), (
         "the joined trace has hotspot findings"
     )
 
@@ -56,7 +67,7 @@ def test_step_scoped_job_hotspots_equal_joined_step():
     view = joined.scoped(step=step)
     same_section(hotspots, job, view, Options())
     same_section(gemm, job, view, Options())
-    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), hotspots.findings(view)), (
+    assert same_findings(hotspots.job_findings(job.merged("hotspots"), job), joined_findings(hotspots, view)), (
         "the joined trace has hotspot findings"
     )
 
@@ -64,7 +75,7 @@ def test_step_scoped_job_hotspots_equal_joined_step():
 def test_joined_claims_are_the_union_of_each_ranks_hotspot_work():
     """A hotspot claims, per rank, exactly the busy device intervals of its work there (its op's or kernel's)."""
     _, joined = job_pair("ddp_no_overlap")
-    finding = hotspots.findings(joined)[0]
+    finding = joined_findings(hotspots, joined)[0]
     ev = joined.events
     busy = ev[ev["kind"].isin(BUSY) & (ev["step"] >= 0)]
     op_name = np.asarray(ev["name"].astype(str))[busy["op"].to_numpy()]

@@ -6,7 +6,7 @@ import pickle
 
 import pytest
 
-from tests.conftest import JOBS, job_pair, same_findings, same_section, shared_path
+from tests.conftest import JOBS, job_pair, joined_findings, joined_section, same_findings, same_section, shared_path
 from traceanalyzer import perrank
 from traceanalyzer.analyzers import memory
 from traceanalyzer.options import Options
@@ -21,7 +21,7 @@ PART_BUDGET = 0.02
 def test_job_memory_equals_joined(name):
     job, joined = job_pair(name)
     assert same_section(memory, job, joined, Options()), "the job has a memory section"
-    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined))
+    same_findings(memory.job_findings(job.merged("memory"), job), joined_findings(memory, joined))
 
 
 @pytest.mark.parametrize("name", WITH_MEMORY)
@@ -29,15 +29,16 @@ def test_job_memory_truncated_tables_equal_joined(name):
     """A small ``top`` cuts the merged tables (live blocks, per op, never freed) as it cuts the joined ones."""
     job, joined = job_pair(name)
     assert same_section(memory, job, joined, Options(top=3)), "the job has a memory section"
-    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined))
+    same_findings(memory.job_findings(job.merged("memory"), job), joined_findings(memory, joined))
 
 
 def test_job_without_memory_has_no_section():
     job, joined = job_pair("dlrm_8rank")
     assert (
-        memory.section(joined, Options()) is None and memory.job_section(job.merged("memory"), job, Options()) is None
+        joined_section(memory, joined, Options()) is None
+        and memory.job_section(job.merged("memory"), job, Options()) is None
     )
-    assert memory.findings(joined) == [] and memory.job_findings(job.merged("memory"), job) == []
+    assert joined_findings(memory, joined) == [] and memory.job_findings(job.merged("memory"), job) == []
 
 
 def test_step_scoped_job_memory_equals_joined_step():
@@ -45,7 +46,7 @@ def test_step_scoped_job_memory_equals_joined_step():
     step = joined.steps_recorded()[1]
     job = perrank.load_job(shared_path(*JOBS["ddp_overlap"]), step=step)
     assert same_section(memory, job, joined.scoped(step=step), Options()), "the job has a memory section"
-    same_findings(memory.job_findings(job.merged("memory"), job), memory.findings(joined.scoped(step=step)))
+    same_findings(memory.job_findings(job.merged("memory"), job), joined_findings(memory, joined.scoped(step=step)))
 
 
 @pytest.mark.parametrize("name", ["fsdp"])

@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import load_shared, shared_path
+from conftest import joined_findings, joined_section, load_shared, shared_path
 
 import traceanalyzer as ta
 from traceanalyzer.analyzers import collective_calls, distributed, pipeline
@@ -75,10 +75,10 @@ def test_the_bubble_is_reported_per_rank_and_step(one_pipeline):
 
 
 def test_the_pipeline_gets_schedule_advice_and_no_late_rank(one_pipeline):
-    findings = distributed.findings(one_pipeline)
+    findings = joined_findings(distributed, one_pipeline)
     titles = [f.title for f in findings]
     assert not [t for t in titles if "late rank" in t], titles
-    assert "late_rank" not in {f.id for f in distributed.section(one_pipeline, Options()).facts}
+    assert "late_rank" not in {f.id for f in joined_section(distributed, one_pipeline, Options()).facts}
     bubble = [f for f in findings if f.title.startswith("Pipeline bubble")]
     assert len(bubble) == 1
     assert "ms per step" in bubble[0].title and "% of the step" in bubble[0].title
@@ -94,10 +94,10 @@ def test_no_late_arrival_rests_on_a_pipeline_wait(job):
     for match in late["match"]:
         ranks = sorted(calls.loc[calls["match"] == match, "rank"])
         assert not any((a, b) in pairs for a in ranks for b in ranks), ranks
-    section = distributed.section(job, Options())
+    section = joined_section(distributed, job, Options())
     assert section.fact("pipeline_stage_pairs").value
     assert len(section.table("pipeline_bubble").frame)
-    bubble = pipeline.finding(job, job.pipeline_bubble(), calls)
+    bubble = next(f for f in joined_findings(distributed, job) if f.id == "distributed.pipeline_bubble")
     assert section.fact("pipeline_bubble_ns").value == bubble.evidence["bubble_ns_per_step"]
 
 

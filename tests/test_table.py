@@ -22,10 +22,10 @@ VINTAGES = [
 @pytest.mark.parametrize("parts", VINTAGES, ids=lambda p: p[-1])
 def test_table_has_the_schema_columns_and_dtypes(parts):
     t = load_shared(*parts)
-    assert list(t.events.columns) == schema.column_names(schema.EVENT_COLUMNS)
+    assert list(t.events.columns) == [c.name for c in schema.EVENT_COLUMNS]
     for col in schema.EVENT_COLUMNS:
         assert str(t.events[col.name].dtype) == col.dtype, col.name
-    assert list(t.memory_events.columns) == schema.column_names(schema.MEMORY_COLUMNS)
+    assert list(t.memory_events.columns) == [c.name for c in schema.MEMORY_COLUMNS]
     assert (t.events["dur"] >= 0).all()
 
 
