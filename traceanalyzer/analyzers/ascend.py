@@ -20,7 +20,7 @@ import pandas as pd
 from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import distributed
 from traceanalyzer.analyzers.health.shapes import shape_changes
-from traceanalyzer.analyzers.summary import job_step_time, step_time
+from traceanalyzer.analyzers.summary import job_step_time
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.intervals import Intervals
 from traceanalyzer.jobdata import JobData
@@ -69,13 +69,9 @@ def is_ascend(trace) -> bool:
     return trace.meta.platform == Platform.ASCEND
 
 
-def core_breakdown(events: pd.DataFrame) -> pd.DataFrame:
-    """Device time by core group (cube, vector, ai_cpu, communication, other): count, total and share."""
-    return _core_shares([core_totals(events)])
-
-
 def core_totals(events: pd.DataFrame) -> pd.DataFrame:
-    """Per core group: count and total device time (ns), the additive half of ``core_breakdown``."""
+    """Per core group: count and total device time (ns), the additive half of the
+    section's ``core_breakdown`` table."""
     device = events[events["kind"].isin(CORE_WORK)]
     group = device["core"].astype(str).map(CORE_GROUPS).fillna("other")
     group = group.where(device["kind"] != Kind.COMMUNICATION.value, "communication")
@@ -90,11 +86,6 @@ def _core_shares(totals: list[pd.DataFrame]) -> pd.DataFrame:
     whole = table["total_ns"].sum()
     table["share"] = table["total_ns"] / whole if whole else 0.0
     return table.sort_values("total_ns", ascending=False).reset_index(drop=True)
-
-
-def top_kernels(events: pd.DataFrame, top: int) -> pd.DataFrame:
-    """Compute kernels and collectives by total time, with their core type and share of that time."""
-    return _kernel_shares([kernel_totals(events)], top)
 
 
 def kernel_totals(events: pd.DataFrame) -> pd.DataFrame:
@@ -114,15 +105,10 @@ def _kernel_shares(totals: list[pd.DataFrame], top: int) -> pd.DataFrame:
     return table.sort_values("total_ns", ascending=False).head(top).reset_index(drop=True)
 
 
-def aicpu_ops(events: pd.DataFrame) -> pd.DataFrame:
-    """AI_CPU kernels by name: count, total, max, and how many ran longer than 20 µs."""
-    return _aicpu_table([aicpu_totals(events)])
-
-
 def aicpu_totals(events: pd.DataFrame) -> pd.DataFrame:
     """Per AI_CPU kernel name: count, total (time on the AI_CPU lane), max, tasks over 20 µs and ``exposed_ns``
     (the AI Core idle it causes: its tasks' time with no other device work running on the rank), the additive half
-    of ``aicpu_ops``."""
+    of the section's ``ai_cpu_ops`` table."""
     ops = events[(events["kind"] == Kind.KERNEL.value) & (events["core"] == AI_CPU)]
     ops = ops.assign(slow=ops["dur"] > AI_CPU_SLOW_NS, exposed=ops["dur"] - _covered_by_other_work(events, ops))
     g = ops.groupby(ops["name"].astype(str))
@@ -290,15 +276,8 @@ def merge(parts: list[AscendPart | None], job: JobData) -> list[AscendPart]:
     return [p for p in parts if p is not None] if is_ascend(job) else []
 
 
-def findings(trace) -> list[Finding]:
-    """AI_CPU fallbacks over 20 µs, on Ascend traces only."""
-    if not is_ascend(trace):
-        return []
-    return _aicpu_finding([_part(trace)], step_time(trace))
-
-
 def job_findings(parts: list[AscendPart], job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged part."""
+    """AI_CPU fallbacks over 20 µs of a job's merged part (none off Ascend: the part is then empty)."""
     return _aicpu_finding(parts, job_step_time(job)) if parts else []
 
 
@@ -346,15 +325,9 @@ def _claims(works: list[dict[int, dict[str, Intervals]]], names: set[str]) -> Cl
     return out
 
 
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The Ascend section: core-type breakdown, msprof-style overlap per step and AI_CPU ops."""
-    if not is_ascend(trace):
-        return None
-    return _section([_part(trace)], trace.meta.facts, options)
-
-
 def job_section(parts: list[AscendPart], job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part."""
+    """The Ascend section of a job's merged part: core-type breakdown, msprof-style overlap per step and AI_CPU
+    ops (None off Ascend)."""
     return _section(parts, job.meta.facts, options) if parts else None
 
 
