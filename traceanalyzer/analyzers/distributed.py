@@ -359,11 +359,6 @@ def _late_arrivals(view: JobView) -> pd.DataFrame:
     return late
 
 
-def per_rank(trace) -> pd.DataFrame:
-    """Per rank over all steps: the overlap breakdown summed, the share of communication hidden, and waits."""
-    return _per_rank(_trace_view(trace))
-
-
 def _per_rank(view: JobView) -> pd.DataFrame:
     """Per rank of the scope: the overlap breakdown summed, the share of communication hidden, its calls and the
     time they waited for peers (an empty table without overlap rows)."""
@@ -445,14 +440,9 @@ _ADVICE_LATE = {
 }
 
 
-def findings(trace) -> list[Finding]:
-    """Exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline bubble, many small messages,
-    low bandwidth."""
-    return _findings(_trace_view(trace))
-
-
 def job_findings(view: JobView, job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged part."""
+    """Of a job's merged part: exposed gradient all-reduce, exposed all-gathers, a straggler rank, the pipeline
+    bubble, many small messages, low bandwidth."""
     return _findings(view)
 
 
@@ -685,13 +675,9 @@ TOP_COLUMNS = [
 STEP_COLUMNS = ["rank", "step", "span_ns", *[f"{p}_share" for p in PARTS], "hidden_comm_share", "basis"]
 
 
-def section(trace: TraceData, options: Options) -> Section | None:
-    """Overlap per rank and step, the most exposed collectives, the late rank and clock offsets."""
-    return _section(_trace_view(trace), options)
-
-
 def job_section(view: JobView, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part."""
+    """Of a job's merged part: overlap per rank and step, the most exposed collectives, the late rank and clock
+    offsets."""
     return _section(view, options)
 
 
