@@ -7,8 +7,8 @@ and their measured/estimated numbers), ``discovery`` (repeated chains over the m
 ``part`` (a rank's part: its occurrences summed per variant, its runs), ``section`` (the parts combined into
 opportunities per variant, findings and the report section).
 Contract: ``occurrences(trace)`` and ``opportunities(trace)`` are memoised DataFrames; ``rank_part(trace)`` is a
-rank's part, ``merge`` combines a job's parts; ``findings``/``section`` (a trace) and ``job_findings``/``job_section``
-(a job's merged part) combine parts the same way and give the same result for the same ranks.
+rank's part, ``merge`` combines a job's parts; ``job_findings``/``job_section`` read a job's
+merged part (a joined trace is the job of its one part, ``analyzers.as_job``).
 """
 
 from __future__ import annotations
@@ -19,24 +19,20 @@ from traceanalyzer.analyzers.fusion.part import rank_part
 from traceanalyzer.analyzers.fusion.section import (
     OPPORTUNITY_COLUMNS,
     SAVING_MODEL,
-    findings,
     job_findings,
     job_section,
     merge,
     opportunities,
-    section,
 )
 
 __all__ = [
     "OPPORTUNITY_COLUMNS",
     "SAVING_MODEL",
-    "findings",
     "job_findings",
     "job_section",
     "merge",
     "occurrences",
     "op_stream",
     "opportunities",
-    "section",
     "rank_part",
 ]

@@ -23,7 +23,6 @@ from traceanalyzer.analyzers.fusion.opstream import combinations, pieces, sums
 from traceanalyzer.analyzers.fusion.part import PLACE_COLUMNS, Part, aggregate, rank_part
 from traceanalyzer.analyzers.fusion.patterns import DISCOVERY_REPLACEMENT, OPTIMIZER_REPLACEMENT, PATTERNS
 from traceanalyzer.analyzers.summary import (
-    compute_step_time,
     compute_steps,
     job_compute_step_time,
     job_step_table,
@@ -244,13 +243,9 @@ def _replacement(pattern: str, variant: str, platform: str, compiled: bool) -> s
     return next(p.replacement[platform] for p in PATTERNS if p.key == pattern)
 
 
-def findings(trace: TraceData) -> list[Finding]:
-    """One finding per opportunity worth at least 0.2 % of step time, its saving modelled per step."""
-    return _findings(combined(trace), compute_step_time(trace))
-
-
 def job_findings(part: Combined, job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged part."""
+    """One finding per opportunity of a job's merged part worth at least 0.2 % of step time, its saving modelled
+    per step."""
     return _findings(part, job_compute_step_time(job))
 
 
@@ -297,13 +292,9 @@ def _first_places(where: str, shown: int = 2) -> str:
     return "; ".join(places[:shown]) + ("; … (all places in the fusion table)" if len(places) > shown else "")
 
 
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The report's fusion section: the model, the bandwidth assumption and the ranked opportunities."""
-    return _section(combined(trace).table, trace.meta, options)
-
-
 def job_section(part: Combined, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part."""
+    """The fusion section of a job's merged part: the model, the bandwidth assumption and the ranked
+    opportunities."""
     return _section(part.table, job.meta, options)
 
 
