@@ -353,16 +353,10 @@ def _upgraded(table: pd.DataFrame, kernels: pd.DataFrame, measured: pd.DataFrame
     return out
 
 
-def section(trace: TraceData, options: Options) -> Section | None:
-    """Achieved GEMM throughput against the device's dense peak, each shape against its roofline limit, both
-    upgraded to measured where counters measured their kernels, and the GEMM kernels the counters measured."""
-    measured = measured_gemms([counters.rank_part(trace)], trace.meta)
-    kernels = _by_kernel([rank_part(trace)])
-    return _section(gemm_throughput(trace), gemm_roofline(trace), kernels, measured, trace.meta, options)
-
-
 def job_section(part: GemmJob, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part (and the counters' parts of its ranks)."""
+    """Of a job's merged part (and the counters' parts of its ranks): achieved GEMM throughput against the
+    device's dense peak, each shape against its roofline limit, both upgraded to measured where counters measured
+    their kernels, and the GEMM kernels the counters measured."""
     measured = measured_gemms(counters.job_parts(job), job.meta)
     throughput, roofs = part.throughput.copy(deep=False), part.roofline.copy(deep=False)
     return _section(throughput, roofs, part.kernels, measured, job.meta, options)
