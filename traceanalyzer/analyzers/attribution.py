@@ -17,11 +17,6 @@ from traceanalyzer.tracedata import TraceData
 """Host event kinds that describe what the host was doing at a moment."""
 
 
-def steps_count(trace: TraceData) -> int:
-    """Number of distinct steps (1 when the trace has no step markers)."""
-    return steps_in(step_table(trace))
-
-
 def steps_in(table: pd.DataFrame) -> int:
     """Number of distinct steps of a step table (1 when it has none)."""
     return max(int(table["step"].nunique()), 1) if len(table) else 1

@@ -4,20 +4,18 @@
 Contract: each check is a function of a ``TraceData`` returning a DataFrame keyed by rank (memoised per trace), a
 ``merged_*`` that combines such tables of several ranks, and a ``*_findings(health, context)`` that turns the
 merged data (``part.Part``) into findings with a per-step concern and saving. ``rank_part`` is a trace's part (a
-job's rank alone, where it is loaded), ``merge`` combines parts (``job.merge_parts``); ``section``/``findings`` of
-a joined trace read the merge of its own part, ``job_section``/``job_findings`` that of a job's ranks' parts, so
-both paths run the same code. The public names of the checks are reachable from here (``health.device_busy``, …).
+job's rank alone, where it is loaded), ``merge`` combines parts (``job.merge_parts``); ``job_section``/``job_findings``
+read the merged parts (a joined trace is the job of its one part, ``analyzers.as_job``), so both paths run the same
+code. The public names of the checks are reachable from here (``health.device_busy``, …).
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import pandas as pd
 
 from traceanalyzer import humanize
 from traceanalyzer.analyzers import summary
-from traceanalyzer.analyzers.attribution import steps_count, steps_in
+from traceanalyzer.analyzers.attribution import steps_in
 from traceanalyzer.analyzers.health.causes import idle_causes
 from traceanalyzer.analyzers.health.critical import headroom
 from traceanalyzer.analyzers.health.gaps import (
@@ -38,10 +36,8 @@ from traceanalyzer.analyzers.health.syncs import dtoh_copies, sync_findings, syn
 from traceanalyzer.analyzers.health.transfers import pageable_findings, serial_copy_findings
 from traceanalyzer.findings import Finding
 from traceanalyzer.jobdata import JobData
-from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tracedata import TraceData
 
 __all__ = [
     "DYNAMIC_SHAPE_MIN",
@@ -53,7 +49,6 @@ __all__ = [
     "device_busy",
     "dtoh_copies",
     "dynamic_shapes",
-    "findings",
     "fp32_gemms",
     "idle_causes",
     "idle_claims",
@@ -64,16 +59,10 @@ __all__ = [
     "merge",
     "rank_part",
     "launch_bound",
-    "section",
     "shape_changes",
     "sync_places",
     "sync_stalls",
 ]
-
-
-def _health(trace: TraceData) -> Part:
-    """The health data of a joined trace: the merge of its own single part (once per trace)."""
-    return remember(trace, "health.merged", lambda: merge_parts([rank_part(trace)]))
 
 
 def merge(parts: list[Part], job: JobData) -> Part:
@@ -81,14 +70,8 @@ def merge(parts: list[Part], job: JobData) -> Part:
     return merge_parts(parts)
 
 
-def _context(trace: TraceData) -> Context:
-    """A joined trace's facts, step time and number of distinct steps."""
-    by_rank = {rank: summary.step_time(trace, rank) for rank in trace.meta.ranks}
-    return Context(trace.meta, summary.step_time(trace), steps_count(trace), by_rank, _spans(summary.step_table(trace)))
-
-
 def _job_context(job: JobData) -> Context:
-    """A job's facts, step time and number of distinct steps (1 without step markers, as ``steps_count``)."""
+    """A job's facts, step time and number of distinct steps (1 without step markers, ``steps_in``)."""
     by_rank = {rank: summary.job_step_time(job, rank) for rank in job.meta.ranks}
     table = summary.job_step_table(job)
     return Context(job.meta, summary.job_step_time(job), steps_in(table), by_rank, _spans(table))
@@ -106,13 +89,9 @@ def job_device_headroom(job: JobData) -> dict[int, int]:
     return headroom(summary.job_step_table(job), merged.blocked)
 
 
-def findings(trace: TraceData) -> list[Finding]:
-    """Idle-gap, launch-bound, sync-stall, fp32-GEMM and dynamic-shape findings, cost against total step time."""
-    return _findings(_health(trace), _context(trace))
-
-
 def job_findings(part: Part, job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged part."""
+    """Idle-gap, launch-bound, sync-stall, fp32-GEMM and dynamic-shape findings of a job's merged part, cost
+    against total step time."""
     return _findings(part, _job_context(job))
 
 
@@ -144,15 +123,6 @@ def _busy_note(busy: pd.DataFrame) -> str:
 def _shapes_note(steps: int) -> str:
     """Why the dynamic-shape table can be empty: one step cannot tell changing shapes from layers of other sizes."""
     return "" if steps > 1 else f"no verdict: needs at least 2 steps, this scope has {steps}"
-
-
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The health section: device busy per rank, the largest idle gaps, syncs, launch-bound places, fp32 GEMMs and
-    every op whose shapes change."""
-    health = _health(trace)
-    if options.top > GAPS_KEPT:  # more gaps per device than a part keeps: the trace is at hand
-        health = replace(health, gaps=idle_gaps(trace, top=options.top))
-    return _section(health, _context(trace), options)
 
 
 def job_section(part: Part, job: JobData, options: Options) -> Section | None:
