@@ -16,9 +16,9 @@ import pandas as pd
 from traceanalyzer import humanize, intervals
 from traceanalyzer.analyzers import advice, counters, roofline
 from traceanalyzer.analyzers.attribution import in_steps
-from traceanalyzer.analyzers.gemm import gemm_throughput, job_throughput
+from traceanalyzer.analyzers.gemm import job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
-from traceanalyzer.analyzers.summary import compute_step_time, job_compute_step_time, step_table
+from traceanalyzer.analyzers.summary import job_compute_step_time, step_table
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
@@ -280,11 +280,6 @@ def _from_start(launches: pd.DataFrame, start_ns: int) -> pd.DataFrame:
     return launches.assign(launch_ns=launches["launch_ns"] - start_ns) if len(launches) else launches
 
 
-def graph_summary(trace: TraceData) -> pd.DataFrame:
-    """Per rank: graph launches, work items per launch (median), device time per launch (median) and in all."""
-    return _graph_summary(graph_launches(trace))
-
-
 def _graph_summary(table: pd.DataFrame) -> pd.DataFrame:
     """Per rank of graph launch rows (``graph_launches``): launches, median work items and device time per launch,
     and device time in all."""
@@ -339,16 +334,11 @@ def category(*names: str) -> str:
     return "other"
 
 
-def findings(trace: TraceData) -> list[Finding]:
-    """The ops (or, where device work is not linked to ops, kernels) that dominate step time, with advice. Only a
-    GEMM has a modelled saving (the time above running at ``GEMM_TARGET`` of the device's dense peak); the others
-    state the time they concern and leave the saving to the analyses that can model it (fusion, idle, overlap)."""
-    measured = counters.measured_kernels([counters.rank_part(trace)])
-    return _findings([_work(trace)], trace.meta, compute_step_time(trace), gemm_throughput(trace), measured)
-
-
 def job_findings(parts: list[HotspotsPart], job: JobData) -> list[Finding]:
-    """``findings`` of a job's parts (stacked in rank order)."""
+    """Of a job's parts (stacked in rank order): the ops (or, where device work is not linked to ops, kernels) that
+    dominate step time, with advice. Only a GEMM has a modelled saving (the time above running at ``GEMM_TARGET``
+    of the device's dense peak); the others state the time they concern and leave the saving to the analyses that
+    can model it (fusion, idle, overlap)."""
     works = [part.work for part in parts]
     measured = counters.measured_kernels(counters.job_parts(job))
     return _findings(works, job.meta, job_compute_step_time(job), job_throughput(job), measured)
@@ -647,13 +637,9 @@ HOTSPOT_TABLES = {
 """The hotspot tables of the report: title and columns shown per level."""
 
 
-def section(trace: TraceData, options: Options) -> Section:
-    """The hotspot tables at every level (the kernel table restricted to ``options.kind`` when given)."""
-    return _section([_tables(trace)], trace.meta.start_ns, options)
-
-
 def job_section(parts: list[HotspotsPart], job: JobData, options: Options) -> Section:
-    """``section`` of a job's parts (stacked in rank order)."""
+    """The hotspot tables at every level of a job's parts (stacked in rank order; the kernel table restricted to
+    ``options.kind`` when given)."""
     return _section([part.tables for part in parts], job.meta.start_ns, options)
 
 

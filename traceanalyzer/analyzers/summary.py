@@ -418,13 +418,9 @@ def with_compute(table: pd.DataFrame) -> pd.DataFrame:
     return recorded if len(recorded) else table
 
 
-def compute_step_time(trace: TraceData) -> StepTime:
-    """``step_time`` over the steps whose kernels were recorded (``with_compute``): what kernel findings weigh by."""
-    return _step_time(with_compute(step_table(trace)), trace.meta, None)
-
-
 def job_compute_step_time(job: JobData) -> StepTime:
-    """``compute_step_time`` of a job analysed rank by rank."""
+    """``step_time`` of a job analysed rank by rank over the steps whose kernels were recorded (``with_compute``):
+    what kernel findings weigh by."""
     return _step_time(with_compute(job_step_table(job)), job.meta, None)
 
 
