@@ -143,14 +143,9 @@ def _kv(iterations: pd.DataFrame, peaks: dict[int, int], meta: TraceMeta) -> dic
     return facts
 
 
-def findings(trace: TraceData) -> list[Finding]:
-    """Inference findings (decode launch-bound, per-token syncs, stalls at new KV lengths, unfused prefill
-    attention, KV headroom), each with its saving per token or per request."""
-    return _findings(analyze(trace), summary.step_time(trace))
-
-
 def job_findings(analysis: InferenceAnalysis, job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged part."""
+    """Inference findings of a job's merged part (decode launch-bound, per-token syncs, stalls at new KV lengths,
+    unfused prefill attention, KV headroom), each with its saving per token or per request."""
     return _findings(analysis, summary.job_step_time(job))
 
 
@@ -166,14 +161,9 @@ def _findings(analysis: InferenceAnalysis, step) -> list[Finding]:
     return checks.findings(analysis.timeline, analysis.phases, analysis.kv, step)
 
 
-def section(trace: TraceData, options: Options) -> Section | None:
-    """The Inference section: phases, TTFT and TPOT, tokens/s, decode against bandwidth and prefill against compute;
-    None for a trace without generation."""
-    return _section(analyze(trace), trace.meta, options)
-
-
 def job_section(analysis: InferenceAnalysis, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged part."""
+    """The Inference section of a job's merged part: phases, TTFT and TPOT, tokens/s, decode against bandwidth and
+    prefill against compute; None for a job without generation."""
     return _section(analysis, job.meta, options)
 
 

@@ -1,9 +1,8 @@
 """Memory: what the allocator did (``analysis``), what to do about it (``advice``), and the report section
-(``section``).
+(``section``: ``job_section``).
 
 Contract: ``analyze(trace) -> MemoryAnalysis`` (memoised per trace; bytes in bytes, times in ns on the trace's time
-base) is the one memory analysis; ``findings(trace)`` and ``section(trace, options)`` read only its job part
-(``MemoryJobPart``).
+base) is the one memory analysis, its job part a ``MemoryJobPart``.
 A job analysed rank by rank: ``rank_part(trace) -> MemoryPart`` per rank; ``merge(parts, job)`` combines them as
 ``analyze`` combines the joined trace's, and ``job_section(part, job, options)``, ``job_findings(part, job)`` read
 the merged part.
@@ -11,7 +10,7 @@ the merged part.
 
 from __future__ import annotations
 
-from traceanalyzer.analyzers.memory.advice import findings, job_findings
+from traceanalyzer.analyzers.memory.advice import job_findings
 from traceanalyzer.analyzers.memory.analysis import (
     GROUP,
     LEAK_MIN_BYTES_PER_STEP,
@@ -27,7 +26,7 @@ from traceanalyzer.analyzers.memory.analysis import (
     module_memory,
     rank_part,
 )
-from traceanalyzer.analyzers.memory.section import job_section, section
+from traceanalyzer.analyzers.memory.section import job_section
 
 __all__ = [
     "GROUP",
@@ -39,12 +38,10 @@ __all__ = [
     "MemoryJobPart",
     "analyze",
     "combine",
-    "findings",
     "job_findings",
     "job_section",
     "merge",
     "compact_module_memory",
     "module_memory",
-    "section",
     "rank_part",
 ]

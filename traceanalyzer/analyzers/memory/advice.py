@@ -10,13 +10,12 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemoryJobPart, analyze
-from traceanalyzer.analyzers.summary import job_step_time, step_time
+from traceanalyzer.analyzers.memory.analysis import OUTSIDE_OP, MemoryJobPart
+from traceanalyzer.analyzers.summary import job_step_time
 from traceanalyzer.findings import Finding, Severity, StepTime, make
 from traceanalyzer.humanize import share, size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.records import records
-from traceanalyzer.tracedata import TraceData
 
 LARGE_BLOCK_SHARE = 0.10
 """A block live at the peak that alone holds this share of it is a large temporary."""
@@ -65,15 +64,9 @@ rule fires only where the risk is real (a leak that fills the device, a temporar
 the peak), so high and medium ones are pushed (``Finding.risk``)."""
 
 
-def findings(trace: TraceData) -> list[Finding]:
-    """Memory findings: leaks, large temporaries, dominating activations, fragmentation, peaks near capacity."""
-    if not len(trace.memory_events):
-        return []
-    return _findings(analyze(trace), step_time(trace))
-
-
 def job_findings(part: MemoryJobPart, job: JobData) -> list[Finding]:
-    """``findings`` of a job's merged memory part."""
+    """Memory findings of a job's merged part: leaks, large temporaries, dominating activations, fragmentation,
+    peaks near capacity."""
     if not job.memory_events:
         return []
     return _findings(part, job_step_time(job))

@@ -6,25 +6,18 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemoryJobPart, analyze
+from traceanalyzer.analyzers.memory.analysis import GROUP, LEAK_MIN_STEPS, MemoryJobPart
 from traceanalyzer.humanize import size
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.options import Options
 from traceanalyzer.records import plain
 from traceanalyzer.schema import MEMORY_OOM, MEMORY_SEGMENTS, TraceMeta
 from traceanalyzer.section import Fact, Per, Section, Table, Unit
-from traceanalyzer.tracedata import TraceData
-
-
-def section(trace: TraceData, options: Options) -> Section | None:
-    """Report section: the job's highest peak and what holds it, live blocks at the peak, per-op stats, leaks."""
-    if not len(trace.memory_events):
-        return None
-    return _section(analyze(trace), trace.meta, options)
 
 
 def job_section(part: MemoryJobPart, job: JobData, options: Options) -> Section | None:
-    """``section`` of a job's merged memory part."""
+    """The memory section of a job's merged part: the highest peak and what holds it, live blocks at the peak,
+    per-op stats, leaks."""
     if not job.memory_events:
         return None
     return _section(part, job.meta, options)
