@@ -23,11 +23,8 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer import humanize
-from traceanalyzer.analyzers import attribution
-from traceanalyzer.analyzers.summary import step_time
 from traceanalyzer.findings import Basis, Finding, StepTime, make
 from traceanalyzer.schema import NO_ROW
-from traceanalyzer.tracedata import TraceData
 
 P2P = frozenset({"send", "recv"})
 """Collectives that are point-to-point transfers."""
@@ -132,11 +129,6 @@ def bubble(calls: pd.DataFrame, spans: pd.DataFrame) -> pd.DataFrame:
     for column in ("p2p_ns", "cross_stage_wait_ns", "bubble_ns"):
         table[column] = table[column].round().astype(np.int64)
     return table[TABLE_COLUMNS]
-
-
-def finding(trace: TraceData, table: pd.DataFrame, calls: pd.DataFrame) -> Finding | None:
-    """The pipeline bubble of the rank that idles most in it, with the schedule advice (of a trace)."""
-    return finding_of(table, calls, attribution.computing_ranks(trace), lambda rank: step_time(trace, rank))
 
 
 def finding_of(

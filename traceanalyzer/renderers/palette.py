@@ -3,8 +3,6 @@ at least MIN_DISTANCE apart in RGB, tests/test_palette.py)."""
 
 from __future__ import annotations
 
-import itertools
-
 CATEGORY = {
     "compute": "#1f77b4",
     "communication": "#d62728",
@@ -59,8 +57,3 @@ def meanings() -> dict[str, str]:
 def distance(a: str, b: str) -> float:
     """Euclidean distance of two #rrggbb colours in RGB."""
     return sum((int(a[i : i + 2], 16) - int(b[i : i + 2], 16)) ** 2 for i in (1, 3, 5)) ** 0.5
-
-
-def closest_pair() -> tuple[float, str, str]:
-    """The two meanings whose colours are nearest, and their distance."""
-    return min((distance(x, y), k1, k2) for (k1, x), (k2, y) in itertools.combinations(meanings().items(), 2))
