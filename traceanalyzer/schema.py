@@ -304,6 +304,11 @@ PROFILER_LEVEL = "profiler_level"
 """The key in ``TraceMeta.facts`` of an Ascend run's profiler level (Level0, Level1, Level2)."""
 
 
+def column_names(columns: tuple[Column, ...]) -> list[str]:
+    """Names of the given columns, in order."""
+    return [c.name for c in columns]
+
+
 def positions(index: pd.Index, labels: np.ndarray) -> np.ndarray:
     """The positions of row labels in a table's index (-1 at NO_ROW or a label it lacks); where the labels are the
     positions (an event table's RangeIndex) without a lookup."""
