@@ -17,6 +17,10 @@ from traceanalyzer.section import Table, Unit, column_unit
 MS_PER_NS = 1e-6
 MIB_PER_BYTE = 1 / (1 << 20)
 TEXT_WIDTH = "220px"
+BASIS = "_basis"
+BASIS_WIDTH = "110px"
+"""Columns named ``*_basis`` (how a figure was obtained: "measured (…)", "modelled (…)") are cut narrower: their
+first word says which, the rest shows on hover."""
 TIP_CHARS = 28
 """Text cells longer than this (about what TEXT_WIDTH shows) make their column a long-text one: cut to one line
 of TEXT_WIDTH, the full text as a tooltip."""
@@ -160,18 +164,28 @@ def content(
     rows = rows_of(data)
     columns = columns or (list(rows[0]) if rows else [])
     units = {c: (units or {}).get(c) or column_unit(c) for c in columns}
-    long_text = [c for c in columns if c in LONG_TEXT or any(_long(r.get(c)) for r in rows)]
+    long_text = [c for c in columns if c in LONG_TEXT or c.endswith(BASIS) or any(_long(r.get(c)) for r in rows)]
     return {
         "columns": [_column(c, rows, units[c]) for c in columns],
         "data": [{c: _cell(c, r.get(c), units[c]) for c in columns} for r in rows],
-        "tooltip_data": [{c: str(r.get(c)) for c in long_text if len(str(r.get(c))) > TIP_CHARS} for r in rows]
+        "tooltip_data": [{c: str(r.get(c)) for c in long_text if _cut(c, r.get(c))} for r in rows]
         if long_text
         else None,
         "style_cell_conditional": [
-            {"if": {"column_id": c}, "maxWidth": TEXT_WIDTH, "overflow": "hidden", "textOverflow": "ellipsis"}
+            {
+                "if": {"column_id": c},
+                "maxWidth": BASIS_WIDTH if c.endswith(BASIS) else TEXT_WIDTH,
+                "overflow": "hidden",
+                "textOverflow": "ellipsis",
+            }
             for c in long_text
         ],
     }
+
+
+def _cut(column: str, value: object) -> bool:
+    """Is this cell of a long-text column shown cut (so its full text goes in a tooltip)?"""
+    return bool(str(value)) and (column.endswith(BASIS) or len(str(value)) > TIP_CHARS)
 
 
 def _long(value: object) -> bool:
