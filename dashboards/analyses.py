@@ -147,12 +147,12 @@ def health(view: View, query: dict[str, str]) -> list:
 
 
 def gap_links(view: View, gaps: pd.DataFrame, query: dict[str, str]) -> list[str]:
-    """Per idle gap (rank, device, offset from that device's first work), a link to its place on the Timeline: its
-    rank, the step it begins in and the gap as ``at`` (absolute ns); text where it lies outside every step."""
+    """Per idle gap (rank, ``start_ns``, ``dur_ns``), a link to its place on the Timeline: its rank, the step it
+    begins in and the gap as ``at`` (absolute ns); text where it lies outside every step."""
     steps, search = view.trace.steps(), state.encode(query)
     out = []
     for gap in gaps.itertuples():
-        start = int(gap.offset_ns) + int(view.first_work.get((gap.rank, gap.device), 0))
+        start = int(gap.start_ns)
         mine = steps[(steps["rank"] == gap.rank) & (steps["start_ns"] <= start)]
         inside = mine[start < mine["start_ns"] + mine["step_ns"]]
         if not len(inside):

@@ -36,6 +36,8 @@ def _unit(unit: Unit) -> tuple[str, float, Format | None]:
     """Header suffix, scale and number format of a column in this unit."""
     if unit is Unit.NS:
         return " (ms)", MS_PER_NS, Format(precision=3, scheme=Scheme.fixed)
+    if unit is Unit.INSTANT:  # on the trace's clock: whole ns, as the Timeline's ``at`` takes them
+        return " (ns)", 1.0, Format(precision=0, scheme=Scheme.fixed)
     if unit is Unit.SHARE:
         return " (%)", 100.0, Format(precision=1, scheme=Scheme.fixed)
     if unit in (Unit.BYTES, Unit.BYTES_PER_STEP):

@@ -219,14 +219,13 @@ MAX_MARKS = 20
 """The most marks of one kind drawn on one step (the longest first)."""
 
 
-def gap_marks(gaps: pd.DataFrame, first_work: pd.Series, rank: int) -> list[tuple]:
-    """Marks of the largest idle gaps of one rank (health.idle_gaps; offsets count from each device's first work,
-    first_work by (rank, device)), in absolute ns."""
-    out = []
-    for gap in gaps[gaps["rank"] == rank].itertuples():
-        start = int(gap.offset_ns) + int(first_work.get((rank, gap.device), 0))
-        out.append(("idle gap", start, start + int(gap.dur_ns), f"device {gap.device} idle {_ms(gap.dur_ns)}"))
-    return out
+def gap_marks(gaps: pd.DataFrame, rank: int) -> list[tuple]:
+    """Marks of the largest idle gaps of one rank (health.idle_gaps), in absolute ns."""
+    mine = gaps[gaps["rank"] == rank]
+    return [
+        ("idle gap", int(gap.start_ns), int(gap.start_ns + gap.dur_ns), f"device {gap.device} idle {_ms(gap.dur_ns)}")
+        for gap in mine.itertuples()
+    ]
 
 
 def sync_marks(stalls: pd.DataFrame, rank: int) -> list[tuple]:

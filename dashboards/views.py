@@ -16,7 +16,7 @@ from traceanalyzer.analyzers import fusion, health
 from traceanalyzer.analyzers.hotspots import Level
 from traceanalyzer.findings import Finding
 from traceanalyzer.report import Report
-from traceanalyzer.schema import BUSY, DEVICE, NO_ROW, Kind
+from traceanalyzer.schema import DEVICE, NO_ROW, Kind
 from traceanalyzer.section import Fact, Section, Table
 from traceanalyzer.trace import Trace
 
@@ -197,13 +197,6 @@ class View:
         """Per event: whether it lasts around a step marker (timeline.around_steps)."""
         return timeline.around_steps(self.trace.events)
 
-    @cached_property
-    def first_work(self) -> pd.Series:
-        """Start (ns) of each (rank, device)'s first device work, where the health analyzer's gap offsets count from."""
-        events = self.trace.events
-        busy = events[events["kind"].isin(BUSY)]
-        return busy.groupby(["rank", "device"])["ts"].min()
-
     def _marks(self, rank: int | None, step: timeline.Steps, levels: int, python: bool) -> pd.DataFrame:
         """The findings' evidence inside one rank's step as drawn (ns from its segments' origin, with its rank):
         idle gaps, host syncs, exposed collectives, fusion chains and the memory peak, as the analyzers found them
@@ -229,7 +222,7 @@ class View:
             self.optional(n).data for n in ("idle_gaps", "sync_stalls", "collectives", "memory")
         )
         if gaps is not None:
-            found += timeline.gap_marks(gaps, self.first_work, rank)
+            found += timeline.gap_marks(gaps, rank)
         if stalls is not None:
             found += timeline.sync_marks(stalls, rank)
         if calls is not None:

@@ -9,9 +9,14 @@ import pytest
 from conftest import REPO, joined_findings, joined_section, load_shared, shared_path
 
 import traceanalyzer as ta
+from traceanalyzer import humanize
 from traceanalyzer.analyzers import health, hotspots
 from traceanalyzer.cli import main
+from traceanalyzer.renderers.document import Display
+from traceanalyzer.renderers.text import render as render_text
 from traceanalyzer.report import Options
+from traceanalyzer.schema import BUSY
+from traceanalyzer.section import Unit
 
 
 def _h200(name: str, file: str | None = None):
@@ -35,6 +40,24 @@ def test_largest_gaps_say_what_the_host_did(gpt_train):
     assert gaps["dur_ns"].iloc[0] == pytest.approx(1.98e6, rel=0.01)
     assert gaps["dur_ns"].is_monotonic_decreasing
     assert (gaps["resumed_by"] != "").all() and (gaps["host_during"] != "").all()
+
+
+def test_a_gap_starts_where_its_device_goes_idle_in_the_event_table(gpt_train):
+    """``start_ns`` is an instant on the trace's clock: the end of the device's busy work before the gap, the gap
+    free of busy work, the next work starting when it ends; the text report shows it from the trace's start."""
+    gaps = health.idle_gaps(gpt_train, top=5)
+    events = gpt_train.events
+    for gap in gaps.itertuples():
+        busy = events[events["kind"].isin(BUSY) & (events["rank"] == gap.rank) & (events["device"] == gap.device)]
+        before = busy[busy["ts"] < gap.start_ns]
+        assert (before["ts"] + before["dur"]).max() == gap.start_ns
+        assert busy.loc[busy["ts"] >= gap.start_ns, "ts"].min() == gap.start_ns + gap.dur_ns
+    report = gpt_train.build_report()
+    table = next(t for t in report.section("health").tables if t.id == "largest_gaps")
+    assert table.unit("start_ns") is Unit.INSTANT
+    first = humanize.duration(int(gaps["start_ns"].iloc[0]) - gpt_train.meta.start_ns)
+    row = next(line for line in render_text(report, Display(width=200)).splitlines() if first in line)
+    assert humanize.duration(int(gaps["dur_ns"].iloc[0])) in row
 
 
 def test_gpt_train_has_no_sync_finding_beyond_the_profiler_flush(gpt_train):

@@ -189,14 +189,14 @@ def test_tables_align_by_their_declared_units_in_text_markdown_and_html():
     frame = pd.DataFrame({"shape": ["8", "1024"], "total_ns": [1_500_000, 20_000], "note": ["12 ms", "3"]})
     table = Table("shapes", "Shapes", frame, units={"note": Unit.TEXT})
     section = Section("toy", "Toy", tables=[table])
-    blocks = document.section_blocks(section)
+    blocks = document.section_blocks(section, 0)
     assert blocks[-1].numeric == [False, True, False]
     lines = text.render_blocks(blocks, Display(width=100)).splitlines()
     first, second = (next(line for line in lines if line.lstrip().startswith(s + " ")) for s in ("8", "1024"))
     assert first.index("8") == second.index("1024")  # names left-aligned
     assert first.index("ms") == second.index("µs")  # times right-aligned, unit under unit
     assert "|---|---:|---|" in markdown.render_blocks(blocks)
-    cells = re.findall(r'<td class="(\w+)"', html_renderer._section(section))
+    cells = re.findall(r'<td class="(\w+)"', html_renderer._section(section, 0))
     assert cells == ["name", "num", "name"] * 2
 
 

@@ -25,6 +25,7 @@ class Unit(str, Enum):
     """The unit of a fact or column."""
 
     NS = "ns"  # a time in integer nanoseconds
+    INSTANT = "instant"  # a point in time: integer ns on the trace's clock (presenters show it from a start)
     BYTES = "bytes"
     SHARE = "share"  # a fraction in [0, 1]
     COUNT = "count"

@@ -58,11 +58,12 @@ def layout(report: Report, display: Display = Display(full=True)) -> list[Block]
     blocks += _trace(report.trace)
     first = [s for s in report.sections if s.id in ("ledger", "summary")]
     rest = [s for s in report.sections if s.id not in ("ledger", "summary")]
+    origin = int(report.trace["start_ns"])
     for section in first:
-        blocks += section_blocks(section)
+        blocks += section_blocks(section, origin)
     blocks += _findings(report.findings)
     for section in rest:
-        blocks += section_blocks(section)
+        blocks += section_blocks(section, origin)
     return blocks if display.full else [_compact(b) for b in blocks]
 
 
@@ -91,12 +92,13 @@ def _trace(t: dict) -> list[Block]:
     return [Block("heading", "Trace"), Block("facts", facts=facts)]
 
 
-def section_blocks(section: Section) -> list[Block]:
-    """A section's heading, its facts and its non-empty tables."""
+def section_blocks(section: Section, origin: int) -> list[Block]:
+    """A section's heading, its facts and its non-empty tables (instants shown from ``origin``, ns: the trace's
+    start)."""
     blocks = [Block("heading", section.title)]
     if section.facts:
         blocks.append(Block("facts", facts=[(f.title + PER_SUFFIX[f.per], fact_value(f)) for f in section.facts]))
-    blocks += [frame_table(t) for t in section.tables if len(t.frame)]
+    blocks += [frame_table(t, origin) for t in section.tables if len(t.frame)]
     return blocks
 
 
@@ -106,13 +108,14 @@ def fact_value(fact: Fact) -> str:
     return text + " (estimated)" if fact.estimated else text
 
 
-def frame_table(t: Table) -> Block:
-    """A table block of a section's table, cells in their columns' units."""
+def frame_table(t: Table, origin: int) -> Block:
+    """A table block of a section's table, cells in their columns' units (instants as the time since ``origin``,
+    ns, their header saying so)."""
     columns = [str(c) for c in t.frame.columns]
     units = [t.unit(c) for c in columns]
-    body = [[cell(v, u) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
+    body = [[cell(v, u, origin) for v, u in zip(row, units, strict=True)] for row in t.frame.itertuples(index=False)]
     title = t.title + PER_SUFFIX[t.per] + (f" — {t.note}" if t.note else "")
-    headers = [humanize.label(c) for c in columns]
+    headers = [header(c, u) for c, u in zip(columns, units, strict=True)]
     return Block("table", title, headers=headers, rows=body, numeric=[numeric(u) for u in units])
 
 
@@ -121,8 +124,18 @@ def numeric(unit: Unit) -> bool:
     return unit is not Unit.TEXT
 
 
-def cell(value: object, unit: Unit) -> str:
-    """One value in its unit, as short text ('–' for none: None, NaN or pandas' NA)."""
+def header(column: str, unit: Unit) -> str:
+    """A column's header: its label, and for an instant what it counts from."""
+    return humanize.label(column) + (f" ({INSTANT_FROM})" if unit is Unit.INSTANT else "")
+
+
+INSTANT_FROM = "from trace start"
+"""What the text, Markdown and HTML reports show an instant as: the time since the trace's first event."""
+
+
+def cell(value: object, unit: Unit, origin: int = 0) -> str:
+    """One value in its unit, as short text ('–' for none: None, NaN or pandas' NA); an instant as the time since
+    ``origin`` (ns)."""
     if value is None or value is pd.NA or (isinstance(value, float) and value != value):
         return "–"
     if not isinstance(value, Number) or isinstance(value, bool) or unit is Unit.TEXT:
@@ -131,6 +144,8 @@ def cell(value: object, unit: Unit) -> str:
         return str(int(value)) if float(value).is_integer() else str(value)
     if unit is Unit.NS:
         return humanize.duration(value)
+    if unit is Unit.INSTANT:
+        return humanize.duration(int(value) - origin)
     if unit in (Unit.BYTES, Unit.BYTES_PER_STEP):
         return humanize.size(value) + ("/step" if unit is Unit.BYTES_PER_STEP else "")
     if unit is Unit.SHARE:

@@ -13,11 +13,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
-from traceanalyzer import humanize
 from traceanalyzer.findings import Finding
-from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines, numeric
+from traceanalyzer.renderers.document import PER_SUFFIX, cell, fact_value, finding_lines, header, numeric
 from traceanalyzer.report import Report
-from traceanalyzer.section import Section, Table
+from traceanalyzer.section import Section, Table, Unit
 
 STYLE = """
 body{font:14px/1.45 system-ui,sans-serif;margin:0 auto;max-width:1200px;padding:0 16px 48px;color:#222}
@@ -53,8 +52,9 @@ def render(report: Report, figures: list[tuple[str, go.Figure]] = ()) -> str:
     """The whole page: trace facts, ledger and summary, ranked findings, figures, then every other section."""
     first = [s for s in report.sections if s.id in ("ledger", "summary")]
     rest = [s for s in report.sections if s.id not in ("ledger", "summary")]
-    body = [_trace(report.trace), *map(_section, first), _findings(report.findings)]
-    body += [_figures(figures), *map(_section, rest)]
+    origin = int(report.trace["start_ns"])
+    body = [_trace(report.trace), *(_section(s, origin) for s in first), _findings(report.findings)]
+    body += [_figures(figures), *(_section(s, origin) for s in rest)]
     title = "traceanalyzer report: " + "; ".join(report.trace["paths"])
     return (
         f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
@@ -103,19 +103,20 @@ def _figures(figures: list[tuple[str, go.Figure]]) -> str:
     return '<h2 id="figures">Figures</h2>' + "".join(parts) if parts else ""
 
 
-def _section(section: Section) -> str:
+def _section(section: Section, origin: int) -> str:
     facts = _dl([(f.title + PER_SUFFIX[f.per], fact_value(f)) for f in section.facts]) if section.facts else ""
-    tables = "".join(_table(t) for t in section.tables if len(t.frame))
+    tables = "".join(_table(t, origin) for t in section.tables if len(t.frame))
     return f'<section id="{_e(section.id)}"><h2>{_e(section.title)}</h2>{facts}{tables}</section>'
 
 
-def _table(t: Table) -> str:
-    """A sortable table: cells shown in their column's unit, raw values kept in ``data-v``."""
+def _table(t: Table, origin: int) -> str:
+    """A sortable table: cells shown in their column's unit (instants from ``origin``, ns), raw values kept in
+    ``data-v``."""
     columns = [str(c) for c in t.frame.columns]
     units = [t.unit(c) for c in columns]
-    head = "".join(f'<th title="{_e(c)}">{_e(humanize.label(c))}</th>' for c in columns)
+    head = "".join(f'<th title="{_e(c)}">{_e(header(c, u))}</th>' for c, u in zip(columns, units, strict=True))
     rows = "".join(
-        "<tr>" + "".join(_td(v, u) for v, u in zip(row, units, strict=True)) + "</tr>"
+        "<tr>" + "".join(_td(v, u, origin) for v, u in zip(row, units, strict=True)) + "</tr>"
         for row in t.frame.itertuples(index=False)
     )
     note = f'<div class="note">{_e(t.note)}</div>' if t.note else ""
@@ -124,11 +125,11 @@ def _table(t: Table) -> str:
     return f'{title}{note}<div class="scroll">{table}</div>'
 
 
-def _td(value: object, unit) -> str:
+def _td(value: object, unit: Unit, origin: int) -> str:
     number = isinstance(value, Number) and not isinstance(value, bool)
     raw = value if number and value == value else ("" if number or value is None or value is pd.NA else value)
     klass = "num" if numeric(unit) else "name"
-    return f'<td class="{klass}" data-v="{_e(raw)}">{_e(cell(value, unit))}</td>'
+    return f'<td class="{klass}" data-v="{_e(raw)}">{_e(cell(value, unit, origin))}</td>'
 
 
 def _e(value: object) -> str:

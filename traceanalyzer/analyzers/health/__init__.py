@@ -174,7 +174,13 @@ def _section(health: Part, context: Context, options: Options, gaps_note: str = 
             Table(
                 "device_busy", "Device busy per rank and device (active span)", busy, Per.TOTAL, note=_busy_note(busy)
             ),
-            Table("largest_gaps", "Largest idle gaps", health.gaps.head(top), note=gaps_note),
+            Table(
+                "largest_gaps",
+                "Largest idle gaps",
+                health.gaps.head(top),
+                units={"start_ns": Unit.INSTANT},
+                note=gaps_note,
+            ),
             Table("sync_places", "Host syncs by place", syncs.head(top), Per.TOTAL),
             Table("dtoh_copies", "Device-to-host copies", health.copies.head(top), Per.TOTAL),
             Table("launch_places", "Launch-bound places", health.launches.head(top), Per.TOTAL),

@@ -119,8 +119,8 @@ def _busy_row(rank: int, device: int, busy: intervals.Intervals) -> dict:
 
 
 def idle_gaps(trace: TraceData, top: int = LARGEST_GAPS) -> pd.DataFrame:
-    """The largest idle gaps per rank and device, with what the host was doing during each (once per trace and
-    ``top``: the section and the dashboard ask for the same table)."""
+    """The largest idle gaps per rank and device (``start_ns`` an instant on the trace's clock), with what the host
+    was doing during each (once per trace and ``top``: the section and the dashboard ask for the same table)."""
     return remember(trace, f"health.idle_gaps.{top}", lambda: _idle_gaps(trace, top)).copy(deep=False)
 
 
@@ -137,7 +137,7 @@ def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
             {
                 "rank": device.rank,
                 "device": device.device,
-                "offset_ns": gap_start[order] - starts.min(),
+                "start_ns": gap_start[order],
                 "dur_ns": (gap_end - gap_start)[order],
             }
         )
@@ -145,7 +145,7 @@ def _idle_gaps(trace: TraceData, top: int) -> pd.DataFrame:
         activity = host_activity(trace, device.rank, gap_start[order], gap_end[order])
         frames.append(pd.concat([table, activity], axis=1))
     if not frames:
-        return pd.DataFrame(columns=["rank", "device", "offset_ns", "dur_ns"])
+        return pd.DataFrame(columns=["rank", "device", "start_ns", "dur_ns"])
     return largest_gaps(frames)
 
 
