@@ -28,7 +28,7 @@ from typing import NamedTuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from traceanalyzer.dashboards.pages import PAGES  # noqa: E402
+from traceanalyzer.dashboards.routing import PAGES  # noqa: E402
 
 from tests.conftest import CHROMIUM_FLAGS  # noqa: E402
 

@@ -12,7 +12,8 @@ from pathlib import Path
 import dash
 import flask
 from dash import ALL, Input, Output, State, dcc, html, no_update
-from traceanalyzer.dashboards import access, callbacks, pages, state
+from traceanalyzer.dashboards import access, routing, state
+from traceanalyzer.dashboards.blocks import LOADING_DELAY_MS
 from traceanalyzer.dashboards.store import Store
 
 from traceanalyzer import humanize
@@ -98,7 +99,7 @@ def _name_the_trace(store: Store) -> flask.Response | None:
     keeps (not once for no trace and again when the browser writes the trace into the URL)."""
     request = flask.request
     ready = store.ready()
-    if request.method != "GET" or request.path not in pages.PAGES or "trace" in request.args or not ready:
+    if request.method != "GET" or request.path not in routing.PAGES or "trace" in request.args or not ready:
         return None
     return flask.redirect(request.path + state.updated(request.query_string.decode(), trace=ready[0].key))
 
@@ -112,7 +113,7 @@ def _layout(store: Store) -> html.Div:
     """The page frame, with a fresh id of this browser page's session (its failed opens are its own) and the traces
     loaded so far in the picker (a page opened once they are is drawn at once, with no poll to wait for)."""
     nav = [
-        dcc.Link(title, href=path, id=f"nav-{title.lower()}", className="nav") for path, title in pages.PAGES.items()
+        dcc.Link(title, href=path, id=f"nav-{title.lower()}", className="nav") for path, title in routing.PAGES.items()
     ]
     open_panel = html.Details(
         [
@@ -152,7 +153,7 @@ def _layout(store: Store) -> html.Div:
             ),
             open_panel,
             html.Div(id="load-status", className="status"),
-            dcc.Loading(html.Div(id="page"), delay_show=pages.LOADING_DELAY_MS),
+            dcc.Loading(html.Div(id="page"), delay_show=LOADING_DELAY_MS),
         ],
         style=_STYLE,
     )
@@ -230,10 +231,10 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
         status = [_status_line(j) for j in store.pending(session)]
         return status, no_update if ready == (options or []) else ready, idle
 
-    @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in pages.PAGES.values()], Input("url", "search"))
+    @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in routing.PAGES.values()], Input("url", "search"))
     def nav_links(search):
         links = state.updated(search, row=None, at=None)  # a finding's rows and place belong to the page it linked
-        return [f"{path}{links}" for path in pages.PAGES]
+        return [f"{path}{links}" for path in routing.PAGES]
 
 
 def _status_line(job) -> html.Div:
@@ -289,7 +290,7 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         if shown and shown.get("at") == here and not (shown.get("waiting") and key in views):
             return no_update, no_update
         loading = {j.key for j in store.jobs() if j.state == "loading"}
-        return pages.render(path or "/", views, key, query, loading), {"at": here, "waiting": key not in views}
+        return routing.render(path or "/", views, key, query, loading), {"at": here, "waiting": key not in views}
 
     app.clientside_callback(  # one callback: the URL and the trace picker set each other (no cycle across two)
         LOCATION,
@@ -305,7 +306,7 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         prevent_initial_call="initial_duplicate",
     )
     app.clientside_callback(SCROLL_TO_ANCHOR, Output("scrolled", "data"), Input("page", "children"))
-    callbacks.register(app, store)
+    routing.register(app, store)
 
 
 LOCATION = r"""function (record, _search, value, options, shown) {

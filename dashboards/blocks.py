@@ -1,15 +1,35 @@
-"""Pieces every page uses: a notice for a missing analysis, facts lists, and a section's tables with their basis."""
+"""Pieces the pages share: a notice for a missing analysis, facts lists (the headline facts among them), and a
+section's tables with their basis."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import NamedTuple
+
+import pandas as pd
 from dash import dcc, html
 from traceanalyzer.dashboards import state, tables
+from traceanalyzer.dashboards.views import View
 
 from traceanalyzer.renderers.document import fact_value
 from traceanalyzer.section import Fact, Per, Section, Table
 
 PER = {Per.STEP: " (per step)", Per.TOTAL: " (total)", Per.NONE: ""}
 """What a section's number or table is, as a label suffix."""
+LOADING_DELAY_MS = 300
+"""Spinners show only for updates slower than this (a quick update would only flash)."""
+HEADLINE = (
+    ("summary", "steps"),
+    ("summary", "step_ns"),
+    ("summary", "bound"),
+    ("summary", "device_busy_share"),
+    ("summary", "kernel_ns"),
+    ("summary", "communication_share"),
+    ("distributed", "comm_exposed_ns"),
+    ("memory", "peak_allocated_bytes"),
+)
+"""The (section id, fact id) pairs the Overview leads with (and Compare shows per run), in order; those a trace
+lacks are left out."""
 
 
 def unavailable(what: str, reason: str) -> html.Div:
@@ -60,6 +80,11 @@ def fact_pair(fact: Fact) -> tuple[str, str]:
     return fact.title + PER[fact.per], fact_value(fact)
 
 
+def headline(view: View) -> list[tuple[str, str]]:
+    """The headline facts, each labelled with its basis (per step or total) and shown in its unit."""
+    return [fact_pair(f) for f in (view.fact(s, fid) for s, fid in HEADLINE) if f is not None]
+
+
 def section_facts(section: Section, list_id: str) -> html.Dl:
     """A section's facts, each with its basis and unit."""
     return labelled([fact_pair(f) for f in section.facts], list_id)
@@ -94,6 +119,34 @@ def analysis(
     else:
         body = html.P(empty, className="empty")
     return html.Section([html.H3(title), html.P(basis, className="note"), body], id=block_id, className="analysis")
+
+
+class Block(NamedTuple):
+    """One table of a page: the section and table ids it shows, its anchor, what its rows are, when it is empty."""
+
+    section: str
+    table: str
+    anchor: str
+    basis: str
+    empty: str
+
+
+def block_section(
+    view: View,
+    block: Block,
+    rank: int | None = None,
+    evidence: dict | None = None,
+    links: Callable[[pd.DataFrame], list[str]] | None = None,
+) -> html.Section:
+    """A block's section table under its title and basis (a finding's evidence rows highlighted; with links, each
+    row's link from its rows), or why the section has none."""
+    table = view.table(block.section, block.table)
+    if table is None:
+        reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
+        return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
+    rows = links(table.frame) if links is not None and len(table.frame) else None
+    title = table.title + PER[table.per]
+    return analysis(block.anchor, title, block.basis, table, block.empty, rank, evidence, rows)
 
 
 def evidence_note(key: dict | None) -> list:

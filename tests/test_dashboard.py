@@ -361,14 +361,14 @@ def test_compare_computes_only_the_pair_the_user_picks_and_once(browser, app_url
 
 
 def test_compare_of_a_gpu_and_an_ascend_trace_shows_the_categories(app_url):
-    from traceanalyzer.dashboards import pages
+    from traceanalyzer.dashboards.pages import compare
 
     _, store, keys = app_url
     if "ascend" not in keys:
         pytest.skip(f"Ascend sample not available: {ASCEND}")
     gpu, npu = keys["gpt_train"], keys["ascend"]
     diff = store.comparison(gpu, npu)
-    page = pages.comparison(store.view(gpu), store.view(npu), diff, pages.threshold(10, None))
+    page = compare.comparison(store.view(gpu), store.view(npu), diff, compare.threshold(10, None))
     shown = [r["name"] for r in _component(page, "cmp-by-category").data]
     assert shown == list(diff.platforms.categories["name"]) and "gemm" in shown
     assert _component(page, "cmp-framework-ops-that-differ-most").data
@@ -594,8 +594,8 @@ def test_timeline_shows_the_main_thread_of_a_with_stack_trace(browser, app_url):
 
 
 def test_health_page_has_every_health_table_and_findings_link_to_theirs(browser, app_url):
-    from traceanalyzer.dashboards.analyses import HEALTH
-    from traceanalyzer.dashboards.overview import finding_link
+    from traceanalyzer.dashboards.pages.health import HEALTH
+    from traceanalyzer.dashboards.pages.overview import finding_link
 
     url, store, keys = app_url
     view = store.view(keys["ddp"])
@@ -637,7 +637,7 @@ def test_findings_link_to_their_rows_and_their_timeline_place(browser, app_url):
     (rank 1, device 1) highlighted in the gap table and its timeline link shows the straggler's 50 ms gap; a hotspot
     finding's row is highlighted at its level."""
     from selenium.webdriver.common.by import By
-    from traceanalyzer.dashboards.overview import IDLE_CAUSE_FINDINGS
+    from traceanalyzer.dashboards.pages.overview import IDLE_CAUSE_FINDINGS
 
     url, store, keys = app_url
     view = store.view(keys["ddp"])
@@ -729,7 +729,7 @@ def _as_shown(fact: dict) -> tuple[str, str]:
 
 @pytest.mark.parametrize("trace", ["gpt_train", "ddp", "ascend"])
 def test_overview_figures_equal_the_json_report(browser, app_url, trace):
-    from traceanalyzer.dashboards.overview import HEADLINE
+    from traceanalyzer.dashboards.blocks import HEADLINE
 
     from traceanalyzer import humanize
 
@@ -781,15 +781,15 @@ def _component(tree, component_id: str):
 
 
 def test_compare_never_pairs_a_lone_trace_with_itself(app_url):
-    from traceanalyzer.dashboards import pages
+    from traceanalyzer.dashboards.pages import compare
 
     _, store, keys = app_url
     one, two = keys["gpt_train"], keys["ddp"]
-    lone = pages.compare({one: store.view(one)}, one, {})
+    lone = compare.layout({one: store.view(one)}, one, {})
     assert _component(lone, "cmp-a").value == one and _component(lone, "cmp-b").value is None
-    pair = pages.compare({one: store.view(one), two: store.view(two)}, one, {})
+    pair = compare.layout({one: store.view(one), two: store.view(two)}, one, {})
     assert _component(pair, "cmp-b").value is None  # no pair compared unasked
-    asked = pages.compare({one: store.view(one), two: store.view(two)}, one, {"right": one})
+    asked = compare.layout({one: store.view(one), two: store.view(two)}, one, {"right": one})
     assert _component(asked, "cmp-b").value == one  # the user asked for it (in the URL)
 
 
@@ -927,7 +927,7 @@ def test_an_idle_gap_row_links_to_its_place_on_the_timeline(browser, app_url):
 
 @pytest.mark.parametrize("rank", [1, None], ids=["one-rank", "all-ranks"])
 def test_finding_bands_cover_the_device_lanes_and_leave_the_host_lanes_clear(app_url, rank):
-    from traceanalyzer.dashboards import timeline_page
+    from traceanalyzer.dashboards.pages import timeline as timeline_page
 
     _, store, keys = app_url
     view = store.view(keys["ddp"])

@@ -114,7 +114,7 @@ def test_every_page_fits_the_window(browser, app_url, artifacts, size):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions as ec
     from selenium.webdriver.support.ui import WebDriverWait
-    from traceanalyzer.dashboards.pages import PAGES
+    from traceanalyzer.dashboards.routing import PAGES
 
     url, keys = app_url
     browser.set_window_size(*size)

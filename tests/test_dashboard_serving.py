@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from traceanalyzer.dashboards import access, cli, pages
+from traceanalyzer.dashboards import access, cli, routing
 from traceanalyzer.dashboards.store import FAILED_KEPT, MESSAGE_CHARS, Store
 
 from tests.conftest import REPO, headless_chromium
@@ -85,7 +85,7 @@ def test_a_page_asked_for_without_a_trace_names_the_first_loaded_one(app_url):
 @pytest.mark.browser
 def test_every_page_works_under_the_policy_with_no_console_errors(browser, app_url):
     url, _ = app_url
-    for path in pages.PAGES:
+    for path in routing.PAGES:
         browser.get(url + path)
         _wait_text(browser, "#trace", "fused_ops")
         time.sleep(1.0)  # the page's callbacks run

@@ -329,18 +329,18 @@ def test_rank_by_rank_equals_joined(name):
 
 
 def test_the_dashboard_page_draws_the_iterations_tpot_and_bandwidth_against_the_peak():
-    from traceanalyzer.dashboards import pages
+    from traceanalyzer.dashboards import routing
     from traceanalyzer.dashboards.views import View
 
     trace = _recorded("batched")[0]
-    out = pages.render("/inference", {"k": View(trace, "batched")}, "k", {})
+    out = routing.render("/inference", {"k": View(trace, "batched")}, "k", {})
     graphs = {c.id: c.figure for c in out if hasattr(c, "figure")}
     assert list(graphs) == ["inference-timeline", "inference-tpot", "inference-bandwidth"]
     bars = {bar.name: len(bar.x) for bar in graphs["inference-timeline"].data}
     assert bars == {"prefill": 1, "decode": 31}
     peak = graphs["inference-bandwidth"].layout.shapes[0]
     assert peak.y0 == peak.y1 == 4800.0  # the H200's HBM peak, GB/s
-    training = pages.render(
+    training = routing.render(
         "/inference", {"k": View(ta.load(REPO / "sample_traces" / "unfused_ops.json.gz"), "t")}, "k", {}
     )
     assert "a training trace" in str(training[-1])

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from traceanalyzer.dashboards import charts, overview
+from traceanalyzer.dashboards import charts
 from traceanalyzer.dashboards.names import LABEL_CHARS, shortened
+from traceanalyzer.dashboards.pages import overview
 from traceanalyzer.dashboards.views import View
 
 import traceanalyzer as ta

@@ -203,7 +203,8 @@ def test_tables_align_by_their_declared_units_in_text_markdown_and_html():
 def test_every_presenter_words_a_finding_with_finding_worth(fsdp, fsdp_report):
     """``Finding.worth`` is the one wording of what a finding is worth: the text, Markdown, HTML, notebook, digest,
     Perfetto and dashboard presenters show its words for every finding (covered, not estimated or estimated)."""
-    overview = pytest.importorskip("traceanalyzer.dashboards.overview", reason="the dashboard extra (dash) is absent")
+    absent = "the dashboard extra (dash) is absent"
+    overview = pytest.importorskip("traceanalyzer.dashboards.pages.overview", reason=absent)
     findings = fsdp_report.findings
     kinds = {"covered" if f.covered_by else f.basis for f in findings}
     assert {"covered", Basis.NONE} <= kinds and len(kinds) > 2, kinds

@@ -6,7 +6,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from traceanalyzer.dashboards import overview
+from traceanalyzer.dashboards.pages import overview
 from traceanalyzer.dashboards.store import Store
 
 from tests.conftest import shared_path

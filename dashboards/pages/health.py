@@ -1,28 +1,18 @@
-"""The Health and Ascend pages: the analyzers' own tables (the ones the report's sections print), each under what
-its numbers are. Nothing here computes a finding."""
+"""The Health page: device busy, idle gaps (each linked to its place on the Timeline), host syncs, device-to-host
+copies, launch-bound loops, fp32 GEMMs and GEMM throughput, dynamic shapes: the analyzers' own tables (the ones the
+report's sections print), each under what its numbers are. Nothing here computes a finding."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from functools import partial
 
 import pandas as pd
-from dash import dcc, html
+from dash import html
 from traceanalyzer.dashboards import state
-from traceanalyzer.dashboards.blocks import PER, analysis, evidence_note, unavailable
+from traceanalyzer.dashboards.blocks import Block, block_section, evidence_note
 from traceanalyzer.dashboards.views import View
 
-from traceanalyzer.analyzers import ascend as ascend_analyzer
-
-
-class Block(NamedTuple):
-    """One table of a page: the section and table ids it shows, its anchor, what its rows are, when it is empty."""
-
-    section: str
-    table: str
-    anchor: str
-    basis: str
-    empty: str
-
+TITLE = "Health"
 
 HEALTH = (
     Block(
@@ -91,44 +81,11 @@ HEALTH = (
 )
 """The Health page, in reading order."""
 
-ASCEND = (
-    Block(
-        "ascend",
-        "core_breakdown",
-        "core-types",
-        "Total over the whole window (ms) and share of device time, per core group (cube, vector, AI_CPU, "
-        "communication).",
-        "no device work recorded",
-    ),
-    Block(
-        "ascend",
-        "overlap",
-        "overlap",
-        "Per rank and step (ms), as msprof's overlap analysis: computing, communication, communication not "
-        "overlapped, free; the lane_ columns are the profiler's own overlap lanes where it wrote them.",
-        "no steps to break down",
-    ),
-    Block(
-        "ascend",
-        "ai_cpu_ops",
-        "ai-cpu",
-        "Total over the whole window, per op (ms); slow ones are worth moving to AI Core.",
-        "no op ran on the AI_CPU",
-    ),
-    Block(
-        "ascend",
-        "dynamic_shape_ops",
-        "ascend-dynamic-shapes",
-        "Total over the whole window, per op: calls, distinct shapes, device time (ms).",
-        "no op ran with changing shapes",
-    ),
-)
-"""The Ascend page, in reading order."""
-
-FORMAT_CONVERSIONS = "Format conversions (TransData) are ranked with the other fusion opportunities: "
+GAPS_TABLE = "largest_gaps"
+"""The Health table whose rows link to their place on the Timeline."""
 
 
-def health(view: View, query: dict[str, str]) -> list:
+def layout(view: View, query: dict[str, str]) -> list:
     """Idle gaps, syncs, launch-bound loops, fp32 GEMMs and throughput, dynamic shapes: one table each."""
     rank = state.choice(query, "rank", view.ranks(), None)
     shown = (
@@ -143,7 +100,9 @@ def health(view: View, query: dict[str, str]) -> list:
         else []
     )
     key = state.evidence(query)
-    return [*shown, *evidence_note(key), *(_block(view, block, rank, key, query) for block in HEALTH)]
+    links = partial(gap_links, view, query=query)
+    blocks = (block_section(view, b, rank, key, links if b.table == GAPS_TABLE else None) for b in HEALTH)
+    return [*shown, *evidence_note(key), *blocks]
 
 
 def gap_links(view: View, gaps: pd.DataFrame, query: dict[str, str]) -> list[str]:
@@ -162,32 +121,3 @@ def gap_links(view: View, gaps: pd.DataFrame, query: dict[str, str]) -> list[str
         href = "/timeline" + state.updated(search, **place, row=None, zoom=None, sel=None)
         out.append(f"[step {place['step']} →]({href})")
     return out
-
-
-def ascend(view: View, query: dict[str, str]) -> list:
-    """Core types, overlap per step, AI_CPU ops and dynamic shapes of an Ascend trace."""
-    if not ascend_analyzer.is_ascend(view.trace):
-        return [unavailable("Ascend", "this is not an Ascend (CANN) trace")]
-    conversions = html.P(
-        [FORMAT_CONVERSIONS, dcc.Link("Fusion →", href=f"/fusion{state.encode(query)}")], className="note"
-    )
-    key = state.evidence(query)
-    return [*evidence_note(key), *(_block(view, block, evidence=key) for block in ASCEND), conversions]
-
-
-def _block(
-    view: View, block: Block, rank: int | None = None, evidence: dict | None = None, query: dict | None = None
-) -> html.Section:
-    """A block's section table under its title and basis (a finding's evidence rows highlighted; idle gaps with
-    their links to the Timeline), or why the section has none."""
-    table = view.table(block.section, block.table)
-    if table is None:
-        reason = f"not available: the {block.section} analyzer had nothing to report for this trace"
-        return analysis(block.anchor, block.table.replace("_", " "), block.basis, None, reason)
-    links = gap_links(view, table.frame, query or {}) if block.table == GAPS_TABLE and len(table.frame) else None
-    title = table.title + PER[table.per]
-    return analysis(block.anchor, title, block.basis, table, block.empty, rank, evidence, links)
-
-
-GAPS_TABLE = "largest_gaps"
-"""The Health table whose rows link to their place on the Timeline."""

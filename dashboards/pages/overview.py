@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dash import dcc, html
 from traceanalyzer.dashboards import charts, state
-from traceanalyzer.dashboards.blocks import fact_pair, facts_list, labelled
+from traceanalyzer.dashboards.blocks import facts_list, headline, labelled
 from traceanalyzer.dashboards.names import middle
 from traceanalyzer.dashboards.views import View
 
@@ -14,22 +14,11 @@ from traceanalyzer.analyzers.health.causes import PAINTED
 from traceanalyzer.findings import Basis, Finding
 from traceanalyzer.schema import BUSY
 
+TITLE = "Overview"
 TITLE_CHARS = 160
 HOVER_CHARS = 1_000
 """A finding's title is cut to TITLE_CHARS in the table (its hover and the advice to HOVER_CHARS): a name in a
 title can be megabytes."""
-
-HEADLINE = (
-    ("summary", "steps"),
-    ("summary", "step_ns"),
-    ("summary", "bound"),
-    ("summary", "device_busy_share"),
-    ("summary", "kernel_ns"),
-    ("summary", "communication_share"),
-    ("distributed", "comm_exposed_ns"),
-    ("memory", "peak_allocated_bytes"),
-)
-"""The (section id, fact id) pairs the Overview leads with, in order; those a trace lacks are left out."""
 
 FINDING_PAGE = {
     "hotspots": "/hotspots",
@@ -64,7 +53,7 @@ EVIDENCE_COLUMNS = {"locations": "where"}
 FINDING_HEADERS = ("severity", "finding", "saving per step", "share of step time", "basis", "advice", "evidence")
 
 
-def overview(view: View, query: dict[str, str]) -> list:
+def layout(view: View, query: dict[str, str]) -> list:
     """Trace facts, the headline facts, the ranked findings and the step chart."""
     report = view.report()
     t = report.trace
@@ -85,11 +74,6 @@ def overview(view: View, query: dict[str, str]) -> list:
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
         html.P(f"Device work by kind (total): {_kinds(view)}", id="by-kind"),
     ]
-
-
-def headline(view: View) -> list[tuple[str, str]]:
-    """The headline facts, each labelled with its basis (per step or total) and shown in its unit."""
-    return [fact_pair(f) for f in (view.fact(s, fid) for s, fid in HEADLINE) if f is not None]
 
 
 def _kinds(view: View) -> str:
@@ -122,7 +106,7 @@ def finding_link(view: View, finding: Finding, search: str) -> str:
 
 def _links(view: View, finding: Finding, search: str) -> list:
     """The finding's links: its evidence rows on their page, and its place on the Timeline where it has one."""
-    links = [dcc.Link(f"{finding.analyzer} →", href=finding_link(view, finding, search))]
+    links: list = [dcc.Link(f"{finding.analyzer} →", href=finding_link(view, finding, search))]
     place = view.place(finding).timeline
     if place is not None:
         query = state.updated(search, row=None, step=place.get("step"), rank=place["rank"], at=place["at"])

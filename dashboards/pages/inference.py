@@ -14,11 +14,12 @@ from traceanalyzer.dashboards.views import View
 from traceanalyzer import devices
 from traceanalyzer.humanize import NS_PER_MS
 
+TITLE = "Inference"
 PHASE_COLOURS = {"prefill": "#d62728", "mixed": "#ff7f0e", "decode": "#1f77b4"}
 """One colour per phase, in every chart of the page."""
 
 
-def inference(view: View, query: dict[str, str]) -> list:
+def layout(view: View, query: dict[str, str]) -> list:
     """The three charts of the iterations, then the section's facts and tables."""
     analysis, section = view.trace.inference(), view.section("inference")
     if section is None or not len(analysis.timeline):

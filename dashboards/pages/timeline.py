@@ -25,6 +25,7 @@ from traceanalyzer import humanize
 from traceanalyzer.humanize import NS_PER_MS
 from traceanalyzer.renderers import figures, palette, perfetto
 
+TITLE = "Timeline"
 WIDTH_PX = 1_200
 """The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
 LOADING_DELAY_MS = 300
@@ -65,7 +66,7 @@ def rank_choices(view: View) -> list:
     return [*view.ranks(), *([ALL] if len(view.ranks()) > 1 else [])]
 
 
-def timeline(view: View, query: dict[str, str]) -> list:
+def layout(view: View, query: dict[str, str]) -> list:
     """Step and rank pickers (a rank, or all stacked), how many host levels to show (Python frames collapsed or
     not), a finding to show in place, the Perfetto download, and the step's Gantt."""
     steps = view.steps()
