@@ -36,6 +36,8 @@ picked name; ``zoom``: the timeline's window and ``at``: the timeline place a fi
 ``start_ns-end_ns`` on the event table's clock (absolute ns, as ``ts``); ``pct``/``ms``: the Compare page's gate
 threshold; ``row``: the evidence rows a finding's link highlights (JSON of column → value); ``slice``: the
 Timeline's clicked slice (its event-table row: the details panel, the Selected line and its launch → kernel lines)."""
+ALL = "all"
+"""The pick of every step, rank or kind (Hotspots), or of every rank stacked on one time axis (Timeline)."""
 URL = Output("record", "data", allow_duplicate=True)
 """The output every callback that records a pick writes to (``record``'s value; the browser writes the URL)."""
 

@@ -9,6 +9,7 @@ from dash import Input, Output, State, dcc, html, no_update
 from traceanalyzer.dashboards import charts, state, tables
 from traceanalyzer.dashboards.blocks import LOADING_DELAY_MS, dropdown, evidence_note, no_such
 from traceanalyzer.dashboards.names import shortened
+from traceanalyzer.dashboards.state import ALL
 from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.views import View
 
@@ -16,7 +17,6 @@ from traceanalyzer import humanize
 from traceanalyzer.analyzers.hotspots import Level
 
 TITLE = "Hotspots"
-ALL = "all"
 DETAIL_LEVELS = (Level.KERNEL.value, Level.CPU_OP.value, Level.OP_DEVICE.value)
 """Hotspot levels whose rows name an op or kernel (they have kernels, shapes and a call stack)."""
 PICK_HINT = "Click a name in the table or a bar in the chart: its kernels, CPU ops, shapes and call stack show here."

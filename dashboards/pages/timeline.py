@@ -15,8 +15,9 @@ import plotly.graph_objects as go
 from dash import Input, Output, Patch, State, dcc, html, no_update
 from traceanalyzer.dashboards import charts, memory_track, slices, state, timeline_panels
 from traceanalyzer.dashboards import timeline as timeline_lanes
-from traceanalyzer.dashboards.blocks import dropdown, no_such, unavailable
+from traceanalyzer.dashboards.blocks import LOADING_DELAY_MS, dropdown, no_such, unavailable
 from traceanalyzer.dashboards.names import middle
+from traceanalyzer.dashboards.state import ALL
 from traceanalyzer.dashboards.store import Store
 from traceanalyzer.dashboards.timeline import Steps
 from traceanalyzer.dashboards.views import View
@@ -28,14 +29,10 @@ from traceanalyzer.renderers import figures, palette, perfetto
 TITLE = "Timeline"
 WIDTH_PX = 1_200
 """The plot area's width the labels are cut for (px; a label that still does not fit its bar is hidden)."""
-LOADING_DELAY_MS = 300
-"""A redraw shows the spinner only when it takes longer than this."""
 MARGIN = 0.25
 """A finding shown in place is zoomed to with this share of its length either side."""
-ALL = "all"
 SELECTED_CHARS = 120
 """The clicked bar's name in the Selected line is cut to this many characters."""
-"""The rank picker's choice that stacks every rank on one time axis."""
 
 
 def picked_rank(value: object) -> int | None:
