@@ -30,7 +30,7 @@ LAYERS = (
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",
-     "traceanalyzer.jobdata", "traceanalyzer.analyzer"),
+     "traceanalyzer.jobdata", "traceanalyzer.analyzer", "traceanalyzer.calltree"),
     ("traceanalyzer.loading",),
     ("traceanalyzer.analyzers",),
     ("traceanalyzer.report",),

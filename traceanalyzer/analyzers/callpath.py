@@ -1,9 +1,8 @@
 """Where a host event sits: its annotation/op path, nn.Module path and user Python stack, from ``parent`` links.
 
-The one walk up ``parent`` links in the package: every analysis that asks "where did this come from" (memory peaks,
-fusion locations, idle gaps, syncs, launch-bound places, collective phases, compare) reads it here. The walk is
-columnar: one pass per depth level (a parent is one level above its child), each row's answer taken from its
-parent's, so all rows cost a few numpy operations per level; ``walk(trace)`` keeps it per trace.
+Every analysis that asks "where did this come from" (memory peaks, fusion locations, idle gaps, syncs, launch-bound
+places, collective phases, compare) reads it here. The walk is the trace's ``calltree``, one pass per depth level,
+each row's answer taken from its parent's; ``walk(trace)`` keeps it per trace.
 """
 
 from __future__ import annotations
@@ -13,8 +12,9 @@ import functools
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import calltree
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import CALL_TREE, NO_ROW, Kind, category_text
+from traceanalyzer.schema import CALL_TREE, Kind, category_text
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
@@ -31,7 +31,7 @@ COLUMNS = ["row", "path", "module", "stack", "step_marker", "full_path", "annota
 
 def walk(trace: TraceData) -> Walk:
     """The walk of a (scoped) trace's event table, made once per trace."""
-    return remember(trace, "callpath.walk", lambda: Walk(trace.events))
+    return remember(trace, "callpath.walk", lambda: Walk(trace.events, tree=calltree.of(trace)))
 
 
 def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
@@ -39,18 +39,6 @@ def where_many(events: pd.DataFrame, rows) -> pd.DataFrame:
     their ancestors only; ``walk(trace)`` shares one walk of every row)."""
     rows = np.asarray(rows, dtype=np.int64)
     return Walk(events, among=rows).where_many(rows)
-
-
-def _with_ancestors(parent: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """The distinct rows (NO_ROW left out) and all their ancestors, in order."""
-    seen = np.zeros(len(parent), dtype=bool)
-    frontier = rows[rows != NO_ROW]
-    while len(frontier):
-        seen[frontier] = True
-        up = parent[frontier]
-        up = up[up != NO_ROW]
-        frontier = np.unique(up[~seen[up]])
-    return np.flatnonzero(seen)
 
 
 class Chain:
@@ -91,10 +79,13 @@ class Chain:
 
 class Walk:
     """Every row's place in its call tree, all rows at once: chains and innermost ancestors of one table (of the
-    rows ``among`` and their ancestors where given; other rows then read as if they had no ancestor). Row arrays
-    end in a sentinel for NO_ROW (-1), so a missing parent or ancestor indexes it."""
+    rows ``among`` and their ancestors where given; other rows then read as if they had no ancestor), walked by its
+    ``tree`` (made here unless given). Row arrays end in a sentinel for NO_ROW (-1), so a missing parent or ancestor
+    indexes it."""
 
-    def __init__(self, events: pd.DataFrame, among: np.ndarray | None = None) -> None:
+    def __init__(
+        self, events: pd.DataFrame, among: np.ndarray | None = None, tree: calltree.CallTree | None = None
+    ) -> None:
         self.names = category_text(events["name"])  # code -1 (missing): ''
         self.codes = np.r_[np.asarray(events["name"].array.codes, dtype=np.int64), -1]
         kinds, kind_codes = category_text(events["kind"]), events["kind"].array.codes
@@ -104,39 +95,32 @@ class Walk:
         library = np.array([bool(LIBRARY_FRAME.search(n)) for n in self.names], dtype=bool)[codes]
         python = self.kind[Kind.PYTHON.value]
         self.module_frame, self.user_frame = python & is_module, python & ~is_module & ~library
-        parent = np.asarray(events["parent"].to_numpy(), dtype=np.int64)
-        walked = np.arange(len(parent)) if among is None else _with_ancestors(parent, among)
-        depth = events["depth"].to_numpy()[walked]
-        small = depth.astype(np.uint16) if int(depth.max(initial=0)) < 2**16 else depth  # 16-bit keys: radix sort
-        order = walked[np.argsort(small, kind="stable")]
-        cuts = np.cumsum(np.bincount(depth))[:-1]
-        self.levels = [(rows, parent[rows]) for rows in np.split(order, cuts) if len(rows)]
+        self.tree = tree if tree is not None else calltree.CallTree.of(events, among)
 
     def innermost(self, mask: np.ndarray) -> np.ndarray:
         """Per row (and the sentinel: NO_ROW): the innermost of itself and its ancestors where ``mask`` holds
         (NO_ROW if none)."""
-        out = np.where(np.r_[mask, False], np.arange(len(mask) + 1, dtype=np.int64), NO_ROW)
-        for rows, up in self.levels:
-            take = ~mask[rows]
-            out[rows[take]] = out[up[take]]
-        return out
+        return self.tree.innermost(mask)
 
     def chain(self, mask: np.ndarray, names: np.ndarray) -> Chain:
         """The ``Chain`` of the rows where ``mask`` holds, named by ``names`` (indexed by name code, '' last)."""
         node = np.full(len(mask) + 1, -1, dtype=np.int64)
         up, label = np.empty(len(mask) + 1, np.int64), np.empty(len(mask) + 1, np.int64)
         width, made = len(names) + 1, [0]  # nodes are made level by level: a node's parent is made before it
-        for rows, parents in self.levels:
+
+        def visit(rows: np.ndarray, parents: np.ndarray) -> None:
             base = node[parents]
             node[rows] = base
             adds = mask[rows]
             if not adds.any():
-                continue
+                return
             keys, at = np.unique((base[adds] + 1) * width + self.codes[rows[adds]] + 1, return_inverse=True)
             new = slice(made[-1], made[-1] + len(keys))
             up[new], label[new] = keys // width - 1, keys % width - 1
             node[rows[adds]] = made[-1] + at.reshape(-1)
             made.append(made[-1] + len(keys))
+
+        self.tree.down(visit)
         count = made[-1]
         up[count], label[count] = -1, -1
         text = np.full(count + 1, "", dtype=object)

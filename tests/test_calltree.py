@@ -1,0 +1,84 @@
+"""The call tree's one home (``calltree``): its columnar and given-row walks equal a plain walk up each row's
+``parent`` links on real traces."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO, load_shared
+from traceanalyzer import calltree, load
+from traceanalyzer.schema import NO_ROW, Kind
+
+
+def _up(parent: np.ndarray, row: int) -> list[int]:
+    """The row's ancestors, innermost first, one parent link at a time."""
+    chain = []
+    while row != NO_ROW and parent[row] != NO_ROW:
+        row = int(parent[row])
+        chain.append(row)
+    return chain
+
+
+@pytest.fixture(scope="module")
+def scopes():
+    dynamic = load(REPO / "sample_traces" / "dynamic_shapes")  # with_stack and with_modules: deep Python stacks
+    ddp = load_shared("h200", "ddp_overlap")  # record_function ranges written as CPU ops
+    ascend = load_shared("public", "ascend", "msinsight", "pytorch_text", "level2")
+    return {
+        "dynamic_shapes": dynamic,
+        "dynamic_shapes step 4": dynamic.scoped(step=4),
+        "ddp rank 1": ddp.scoped(rank=1),
+        "ascend": ascend,
+    }
+
+
+def _sample(trace, count: int = 1500) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    nested = np.flatnonzero(trace.events["parent"].to_numpy() != NO_ROW)
+    return np.r_[rng.choice(nested, min(len(nested), count), replace=False), rng.integers(0, len(trace.events), 100)]
+
+
+@pytest.mark.parametrize("name", ["dynamic_shapes", "dynamic_shapes step 4", "ddp rank 1", "ascend"])
+def test_the_level_walks_equal_a_walk_up_each_rows_parents(scopes, name):
+    trace = scopes[name]
+    events = trace.events
+    parent = events["parent"].to_numpy()
+    kind = events["kind"].to_numpy()
+    mask = (kind == Kind.CPU_OP.value) | (kind == Kind.ANNOTATION.value)
+    reset, add = kind == Kind.STEP.value, (kind == Kind.PYTHON.value).astype(np.int32)
+    tree = calltree.of(trace)
+    innermost, outermost, accumulated = tree.innermost(mask), tree.outermost(mask), tree.accumulated(add, reset)
+    rows = _sample(trace)
+    for row in rows.tolist():
+        chain = [row, *_up(parent, row)]
+        marked = [r for r in chain if mask[r]]
+        assert innermost[row] == (marked[0] if marked else NO_ROW), row
+        assert outermost[row] == (marked[-1] if marked else NO_ROW), row
+        counted = next((i for i, r in enumerate(chain[1:]) if reset[r]), len(chain) - 1)
+        assert accumulated[row] == sum(add[r] for r in chain[1 : counted + 1]), row
+    assert innermost[NO_ROW] == outermost[NO_ROW] == NO_ROW and accumulated[NO_ROW] == 0
+    assert (outermost[rows] != innermost[rows]).any() and accumulated[rows].max() > 0  # the samples do nest
+    few = calltree.CallTree.of(events, among=rows[:300])  # the tree of those rows and their ancestors only
+    assert (few.innermost(mask)[rows[:300]] == innermost[rows[:300]]).all()
+
+
+@pytest.mark.parametrize("name", ["dynamic_shapes", "ddp rank 1", "ascend"])
+def test_the_given_row_walks_equal_a_walk_up_each_rows_parents(scopes, name):
+    events = scopes[name].events
+    parent = events["parent"].to_numpy()
+    stop = (events["kind"] == Kind.STEP.value).to_numpy()
+    rows = np.r_[_sample(scopes[name], 400), NO_ROW]
+    at, up = calltree.ancestors(parent, rows)
+    cut_at, cut_up = calltree.ancestors(parent, rows, stop=stop)
+    near = calltree.nearest(parent, rows, stop)
+    for i, row in enumerate(rows.tolist()):
+        chain = _up(parent, row)
+        assert up[at == i].tolist() == chain, row
+        cut = next((k + 1 for k, r in enumerate(chain) if stop[r]), len(chain))
+        assert cut_up[cut_at == i].tolist() == chain[:cut], row
+        marked = [r for r in ([row] if row != NO_ROW else []) + chain if stop[r]]
+        assert near[i] == (marked[0] if marked else NO_ROW), row
+    assert (near != NO_ROW).any()
+    walked = {r for row in rows.tolist() if row != NO_ROW for r in [row, *_up(parent, row)]}
+    assert calltree.with_ancestors(parent, rows).tolist() == sorted(walked)
