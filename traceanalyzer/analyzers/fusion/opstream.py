@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import calltree, intervals
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.analyzers.fusion.patterns import (
     BACKWARD_SUFFIX,
@@ -163,16 +163,10 @@ def _wrapper_ops(ev: pd.DataFrame) -> np.ndarray:
 
 
 def _outermost_unwrapped(ev: pd.DataFrame, wrapper: np.ndarray) -> np.ndarray:
-    """Per event, the outermost CPU op at or above it (``parent`` links) that is not a wrapper; NO_ROW if none."""
-    kind, parent, depth = ev["kind"].to_numpy(), ev["parent"].to_numpy(), ev["depth"].to_numpy()
-    own = (kind == Kind.CPU_OP.value) & ~wrapper
-    entry = np.where(own, np.arange(len(ev)), NO_ROW)
-    nested = np.flatnonzero(parent != NO_ROW)
-    nested = nested[np.argsort(depth[nested], kind="stable")]
-    for level in np.split(nested, np.flatnonzero(np.diff(depth[nested])) + 1):
-        above = entry[parent[level]]
-        entry[level] = np.where(above != NO_ROW, above, entry[level])
-    return entry
+    """Per event (and the sentinel: NO_ROW), the outermost CPU op at or above it (``parent`` links) that is not a
+    wrapper; NO_ROW if none."""
+    own = (ev["kind"] == Kind.CPU_OP.value).to_numpy() & ~wrapper
+    return calltree.CallTree.of(ev).outermost(own)
 
 
 def _owners(ev: pd.DataFrame, linked: np.ndarray, stream_op: np.ndarray) -> np.ndarray:
