@@ -26,10 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import calltree
 from traceanalyzer.analyzers import callpath
 from traceanalyzer.comparison import diff, samples
 from traceanalyzer.comparison.samples import Compared
 from traceanalyzer.schema import NO_ROW, Kind, Platform
+from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import ATTENTION_KERNEL, BACKWARD_KERNEL, GEMM_KERNEL, MATMUL_OP, NORMALISATION
 
 GPU = frozenset({Platform.CUDA, Platform.ROCM})
@@ -98,7 +100,6 @@ NPU_FUSED = {
 (without ``aten::``, each followed by '-'), from msprof-analyze's ``timeline_fusion_ops.yaml``."""
 
 _SYNC = re.compile(r"synchroni|wait", re.I)
-_MAX_DEPTH = 256
 
 
 def differ(baseline: Platform, candidate: Platform) -> bool:
@@ -172,7 +173,7 @@ def _work(scope: Compared, fused: set[str]) -> pd.DataFrame:
     unit = _units(scope, device)
     device, unit = device[unit >= 0], unit[unit >= 0]
     op = device["op"].to_numpy()
-    framework = _outermost_framework_op(events, op)
+    framework = _outermost_framework_op(scope.trace, op)
     names = events["name"].astype(str)
     launcher = np.where(op != NO_ROW, names.reindex(np.maximum(op, 0)).to_numpy(), "")
     fw_name = np.where(framework != NO_ROW, names.reindex(np.maximum(framework, 0)).to_numpy(), launcher)
@@ -222,20 +223,9 @@ def _framework_rows(events: pd.DataFrame) -> np.ndarray:
     return ((events["kind"] == Kind.CPU_OP.value) & names.str.startswith(FRAMEWORK_PREFIXES)).to_numpy()
 
 
-def _outermost_framework_op(events: pd.DataFrame, rows: np.ndarray) -> np.ndarray:
+def _outermost_framework_op(trace: TraceData, rows: np.ndarray) -> np.ndarray:
     """For each row (an op row or NO_ROW), the outermost framework op among it and its ancestors (NO_ROW: none)."""
-    is_framework = _framework_rows(events)
-    parent = events["parent"].to_numpy()
-    current = np.asarray(rows, dtype=np.int64)
-    best = np.where((current != NO_ROW) & is_framework[np.maximum(current, 0)], current, NO_ROW)
-    for _ in range(_MAX_DEPTH):
-        alive = current != NO_ROW
-        if not alive.any():
-            break
-        current = np.where(alive, parent[np.maximum(current, 0)], NO_ROW)
-        hit = (current != NO_ROW) & is_framework[np.maximum(current, 0)]
-        best = np.where(hit, current, best)
-    return best
+    return calltree.of(trace).outermost(_framework_rows(trace.events))[np.asarray(rows, dtype=np.int64)]
 
 
 def _renamed(trace, framework: np.ndarray, names: np.ndarray, fused: set[str]) -> np.ndarray:
@@ -255,7 +245,7 @@ def chain_labels(trace, fused: set[str]) -> dict[int, str]:
     events = trace.events
     framework = _framework_rows(events)
     rows = np.flatnonzero(framework)
-    outer = _outermost_framework_op(events, rows) == rows
+    outer = _outermost_framework_op(trace, rows) == rows
     ops = events.iloc[rows[outer]]
     labels: dict[int, str] = {}
     for _, thread in ops.sort_values("ts", kind="stable").groupby(["rank", "tid"], observed=True, sort=False):
