@@ -9,11 +9,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from traceanalyzer import calltree
 from traceanalyzer.renderers.perfetto import event_args
 from traceanalyzer.schema import NO_ROW, TIMELINE_DEVICE, Kind
 
 STACK_DEPTH = 256
-"""Most call-stack frames walked up from one event (a with_stack trace nests a few dozen; the step ends the walk)."""
+"""Most call-stack frames listed for one event (a with_stack trace nests a few dozen; the step ends the walk)."""
 LINKED = 64
 """Device events listed at most for one launch."""
 TOP_NAMES = 25
@@ -25,13 +26,11 @@ def stack_rows(events: pd.DataFrame, row: int) -> list[int]:
     step marker it runs in (the walk never crosses into an enclosing step or the frames around the step)."""
     launch = int(events.at[row, "launch"])
     at = launch if launch != NO_ROW else row
-    frames: list[int] = []
-    while at != NO_ROW and len(frames) < STACK_DEPTH:
-        frames.append(at)
-        if str(events.at[at, "kind"]) == Kind.STEP.value:
-            break
-        at = int(events.at[at, "parent"])
-    return frames
+    is_step = (events["kind"] == Kind.STEP.value).to_numpy()
+    if is_step[at]:
+        return [at]
+    _, up = calltree.ancestors(events["parent"].to_numpy(), np.array([at]), stop=is_step)
+    return [at, *up[: STACK_DEPTH - 1].tolist()]
 
 
 def stack(events: pd.DataFrame, row: int) -> list[dict]:

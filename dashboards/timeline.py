@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from traceanalyzer.dashboards.names import middle
 
-from traceanalyzer import humanize
+from traceanalyzer import calltree, humanize
 from traceanalyzer.renderers.timeline import device_lanes, laid_out, lane_rows
 from traceanalyzer.schema import HOST, NO_ROW, TIMELINE_DEVICE, Kind, positions
 
@@ -35,31 +35,24 @@ def host_levels(events: pd.DataFrame, python: bool = False) -> np.ndarray:
     """Per event row: its host level counted from the step marker above it (or from its thread's top where none
     is): how many host ancestors below that marker are counted. Step markers are never counted (they have a lane
     of their own, however the steps nest); Python frames only when python (else they are collapsed)."""
-    parent = events["parent"].to_numpy()
-    depth = events["depth"].to_numpy()
     kind = events["kind"]
     host = kind.isin(HOST).to_numpy()
     is_step = (kind == Kind.STEP.value).to_numpy()
     counting = host & ~is_step & (python | (kind != Kind.PYTHON.value).to_numpy())
-    counts = np.zeros(len(events), dtype=np.int32)
-    for level in np.unique(depth[host & (parent != NO_ROW)]):
-        rows = np.flatnonzero(host & (depth == level) & (parent != NO_ROW))
-        up = parent[rows]
-        counts[rows] = np.where(is_step[up], 0, counts[up] + counting[up])
-    return counts
+    counts = calltree.CallTree.of(events).accumulated(counting.astype(np.int32), reset=is_step)[:-1]
+    return np.where(host, counts, 0).astype(np.int32)
 
 
 def around_steps(events: pd.DataFrame) -> np.ndarray:
     """Per event row: whether it is a host ancestor of a step marker that lasts through it (a loop's frame or a
     user range around the steps, not a step's content): drawn on a lane of its own, not at a level of the step."""
-    parent, ts = events["parent"].to_numpy(), events["ts"].to_numpy()
+    ts = events["ts"].to_numpy()
     end = ts + events["dur"].to_numpy()
+    markers = np.flatnonzero((events["kind"] == Kind.STEP.value).to_numpy())
+    at, up = calltree.ancestors(events["parent"].to_numpy(), markers)
+    marker = markers[at]
     out = np.zeros(len(events), dtype=bool)
-    for marker in np.flatnonzero((events["kind"] == Kind.STEP.value).to_numpy()):
-        up = parent[marker]
-        while up != NO_ROW and not out[up]:
-            out[up] = ts[up] <= ts[marker] and end[up] >= end[marker]
-            up = parent[up]
+    out[up[(ts[up] <= ts[marker]) & (end[up] >= end[marker])]] = True
     return out
 
 
@@ -204,14 +197,9 @@ def flows(lanes: pd.DataFrame, events: pd.DataFrame, rows: np.ndarray) -> tuple[
 
 def drawn_ancestors(events: pd.DataFrame, drawn: pd.Index, rows: np.ndarray) -> np.ndarray:
     """Each row when it is drawn, else its nearest drawn host ancestor (NO_ROW when none is)."""
-    parent = events["parent"].to_numpy()
-    up = np.asarray(rows, dtype=np.int64).copy()
-    todo = (up != NO_ROW) & ~np.isin(up, drawn)
-    while todo.any():
-        at = positions(events.index, up[todo])
-        up[todo] = np.where(at >= 0, parent[np.maximum(at, 0)], NO_ROW)
-        todo = (up != NO_ROW) & ~np.isin(up, drawn)
-    return up
+    is_drawn = np.zeros(len(events), dtype=bool)
+    is_drawn[np.asarray(drawn, dtype=np.int64)] = True
+    return calltree.nearest(events["parent"].to_numpy(), rows, is_drawn)
 
 
 MARK_COLUMNS = ["what", "start_ns", "end_ns", "label"]
