@@ -1,7 +1,9 @@
 """The call tree's one home (``calltree``): its columnar and given-row walks equal a plain walk up each row's
-``parent`` links on real traces."""
+``parent`` links on real traces, and no other module walks ``parent`` links in a loop of its own."""
 
 from __future__ import annotations
+
+import ast
 
 import numpy as np
 import pytest
@@ -82,3 +84,48 @@ def test_the_given_row_walks_equal_a_walk_up_each_rows_parents(scopes, name):
     assert (near != NO_ROW).any()
     walked = {r for row in rows.tolist() if row != NO_ROW for r in [row, *_up(parent, row)]}
     assert calltree.with_ancestors(parent, rows).tolist() == sorted(walked)
+
+
+HOME = REPO / "traceanalyzer" / "calltree.py"
+BUILDER = REPO / "traceanalyzer" / "linking.py"  # makes the parent links (and op/top_op from them): no walk of them
+FOLDERS = (REPO / "traceanalyzer", REPO / "parsers", REPO / "dashboards")
+
+
+def parent_loops(source: str) -> list[int]:
+    """The lines of the ``for``/``while`` loops of a module's source that walk the call tree: that read the
+    ``parent`` column, a name with "parent" in it, or a tree's ``levels``."""
+    found = set()
+    for loop in ast.walk(ast.parse(source)):
+        if not isinstance(loop, ast.For | ast.While):
+            continue
+        if isinstance(loop, ast.For) and isinstance(loop.iter, ast.Attribute) and loop.iter.attr == "levels":
+            found.add(loop.lineno)
+        for node in ast.walk(loop):
+            if (isinstance(node, ast.Name) and "parent" in node.id.lower()) or (
+                isinstance(node, ast.Constant) and node.value == "parent"
+            ):
+                found.add(loop.lineno)
+    return sorted(found)
+
+
+def test_no_module_walks_parent_links_outside_the_home():
+    found = {
+        f"{path.relative_to(REPO)}:{line}"
+        for folder in FOLDERS
+        for path in sorted(folder.rglob("*.py"))
+        if path not in (HOME, BUILDER)
+        for line in parent_loops(path.read_text())
+    }
+    assert not found, f"parent walks of their own (use traceanalyzer.calltree): {sorted(found)}"
+
+
+def test_the_check_fails_on_a_walk_of_its_own():
+    planted = {
+        "while up != NO_ROW:\n    up = parent[up]": [1],
+        "for _ in range(9):\n    at = int(events.at[at, 'parent'])": [1],
+        "for rows, parents in tree.levels:\n    out[rows] = out[parents]": [1],
+        "for rows, up in self.levels:\n    out[rows] = out[up]": [1],
+        "for p in paths:\n    p.parent.mkdir()\nparent = events['parent'].to_numpy()": [],
+    }
+    assert {source: parent_loops(source) for source in planted} == planted
+    assert parent_loops(HOME.read_text()), "the check reads the home's own walks as walks"
