@@ -974,8 +974,61 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ the host call tree (traceanalyzer/linking.py) */
+
+/* walk(ts, end, lane, is_op, depth, up, op, top, stop): the stack walk over host events sorted by (lane, start,
+ * -end). Per event: pop the innermost open event while this one starts at or after its end, then push. The
+ * inputs are int64 buffers (is_op: one byte per event); the outputs are filled: depth (int32, open events
+ * below it), up (the innermost open event's position, -1 if none), op and top (positions of the innermost and
+ * outermost CPU op on the stack with the event, -1 if none) and stop (the position whose start pops it, or its
+ * lane's end). */
+static PyObject *walk(PyObject *Py_UNUSED(self), PyObject *args) {
+    Py_buffer b[9];
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*w*w*w*w*", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5], &b[6], &b[7], &b[8]))
+        return NULL;
+    PyObject *out = NULL;
+    Py_ssize_t n = b[0].len / (Py_ssize_t)sizeof(int64_t);
+    Py_ssize_t widths[9] = {8, 8, 8, 1, 4, 8, 8, 8, 8};
+    for (int i = 0; i < 9; i++)
+        if (b[i].len != n * widths[i]) {
+            PyErr_SetString(PyExc_ValueError, "walk: buffers of one length (int64, is_op one byte, depth int32)");
+            goto done;
+        }
+    const int64_t *ts = b[0].buf, *end = b[1].buf, *lane = b[2].buf;
+    const uint8_t *is_op = b[3].buf;
+    int32_t *depth = b[4].buf;
+    int64_t *up = b[5].buf, *op = b[6].buf, *top = b[7].buf, *stop = b[8].buf;
+    int64_t *stack = malloc((n + 1) * sizeof *stack);
+    if (!stack) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS;
+    Py_ssize_t sp = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i && lane[i] != lane[i - 1])
+            while (sp) stop[stack[--sp]] = i;
+        while (sp && ts[i] >= end[stack[sp - 1]]) stop[stack[--sp]] = i;
+        int64_t parent = sp ? stack[sp - 1] : -1;
+        depth[i] = (int32_t)sp;
+        up[i] = parent;
+        op[i] = is_op[i] ? i : parent >= 0 ? op[parent] : -1;
+        top[i] = parent >= 0 && top[parent] >= 0 ? top[parent] : is_op[i] ? i : -1;
+        stack[sp++] = i;
+    }
+    while (sp) stop[stack[--sp]] = n;
+    Py_END_ALLOW_THREADS;
+    free(stack);
+    out = Py_None;
+    Py_INCREF(out);
+done:
+    for (int i = 0; i < 9; i++) PyBuffer_Release(&b[i]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", scan, METH_VARARGS, "scan(data, fields, to_int) -> (rows, skipped, columns)"},
+    {"walk", walk, METH_VARARGS, "walk(ts, end, lane, is_op, depth, up, op, top, stop): the host call tree"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -37,6 +37,12 @@ NATIVE_MISSING = (
 _missing_said = False
 
 
+def native() -> Any:
+    """The native module (parsers/_scan.c), or None where it was not built (read at each call: a test may take it
+    away, as an install without a C compiler has it)."""
+    return _scan
+
+
 def _say_native_missing() -> None:
     global _missing_said
     if not _missing_said:

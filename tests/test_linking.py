@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from traceanalyzer.parsers import columns
 
 from tests.conftest import load_shared, shared_path
+from traceanalyzer.linking import HostTree
 from traceanalyzer.schema import HOST_KINDS, NO_ROW, Kind
 
 LEAK = ("h200", "memory_leak", "memory_leak.json.gz")
@@ -85,6 +87,20 @@ def test_host_tree_is_the_stack_walk(parts):
     reference = stack_walk(trace.events)
     got = trace.events.loc[reference.index, ["parent", "depth", "op", "top_op"]]
     pd.testing.assert_frame_equal(got.astype(np.int64), reference.astype(np.int64), check_names=False)
+
+
+@pytest.mark.skipif(columns._scan is None, reason="the native module was not built (no C compiler)")
+@pytest.mark.parametrize("parts", list(TRACES.values()), ids=list(TRACES))
+def test_host_tree_without_the_native_module_is_the_same(parts, monkeypatch):
+    """Installed without a C compiler, the vectorised walk gives the native walk's tree (and the stops of
+    ``innermost``), the children that outlive their parent and the tied starts of these traces included."""
+    events = load_shared(*parts).events
+    native = HostTree(events)
+    monkeypatch.setattr(columns, "_scan", None)
+    vectorised = HostTree(events)
+    for name in ("parent", "depth", "op", "top_op", "stop"):
+        assert np.array_equal(getattr(vectorised, name), getattr(native, name)), name
+    assert (native.depth > 1).any() and (native.top_op != native.op).any()
 
 
 @pytest.mark.parametrize("parts", list(TRACES.values()), ids=list(TRACES))

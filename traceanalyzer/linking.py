@@ -12,6 +12,7 @@ import re
 import numpy as np
 import pandas as pd
 
+from traceanalyzer.parsers import columns
 from traceanalyzer.schema import HOST, LINKABLE_DEVICE, NO_ROW, Kind
 
 _STEP_NUMBER = re.compile(r"(\d+)\s*$")
@@ -75,13 +76,10 @@ class HostTree:
         is_op = (events["kind"] == Kind.CPU_OP.value).to_numpy()[self.rows]
         self.position = np.full(n, NO_ROW, dtype=np.int64)
         self.position[self.rows] = np.arange(len(self.rows))
-        self.stop = _pop_positions(self.ts, self.end, self.lane)
-        depth, up, by_depth = _depth_and_parent(self.stop)
-        op, top = _propagate_ops(depth, up, by_depth, is_op, self.rows)
+        depth, up, op, top, self.stop = _walk(self.ts, self.end, self.lane, is_op)
         self.depth[self.rows] = depth
-        self.parent[self.rows] = np.where(up >= 0, self.rows[np.maximum(up, 0)], NO_ROW)
-        self.op[self.rows] = op
-        self.top_op[self.rows] = top
+        for into, position in ((self.parent, up), (self.op, op), (self.top_op, top)):
+            into[self.rows] = np.where(position >= 0, self.rows[np.maximum(position, 0)], NO_ROW)
 
     def hand_over(self, caller: np.ndarray) -> None:
         """Events inside a called event (one with a ``caller`` row) take the caller's op and top_op, unless their own
@@ -124,6 +122,24 @@ class HostTree:
             last[climbing] = self.parent[last[climbing]]
             climbing = climbing[last[climbing] != NO_ROW]
         return last
+
+
+def _walk(ts: np.ndarray, end: np.ndarray, lane: np.ndarray, is_op: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The stack walk over host events sorted by (lane, start, -end): per position its depth, parent, innermost and
+    top-level CPU op (positions, -1 if none) and the position that pops it. Native in one pass (parsers/_scan.c,
+    0.1 s -> 0.01 s on big's 320k host events), else vectorised: the same positions."""
+    native = columns.native()
+    if native is None:
+        stop = _pop_positions(ts, end, lane)
+        depth, up, by_depth = _depth_and_parent(stop)
+        op, top = _propagate_ops(depth, up, by_depth, is_op)
+        return depth, up, op, top, stop
+    n = len(ts)
+    depth = np.empty(n, dtype=np.int32)
+    up, op, top, stop = (np.empty(n, dtype=np.int64) for _ in range(4))
+    as_c = [np.ascontiguousarray(a, dtype=np.int64) for a in (ts, end, lane)]
+    native.walk(*as_c, np.ascontiguousarray(is_op, dtype=np.uint8), depth, up, op, top, stop)
+    return depth, up, op, top, stop
 
 
 def _depth_and_parent(stop: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -170,18 +186,16 @@ def _pop_positions(ts: np.ndarray, end: np.ndarray, lane: np.ndarray) -> np.ndar
     return stop
 
 
-def _propagate_ops(
-    depth: np.ndarray, up: np.ndarray, by_depth: np.ndarray, is_op: np.ndarray, rows: np.ndarray
-) -> tuple:
-    """Innermost and top-level CPU op rows of each sorted event, one depth level at a time."""
-    own = np.where(is_op, rows, NO_ROW)
+def _propagate_ops(depth: np.ndarray, up: np.ndarray, by_depth: np.ndarray, is_op: np.ndarray) -> tuple:
+    """Innermost and top-level CPU op positions of each sorted event (-1 if none), one depth level at a time."""
+    own = np.where(is_op, np.arange(len(is_op)), -1)
     op = own.copy()
     top = own.copy()
     cuts = np.searchsorted(depth[by_depth], np.arange(1, int(depth.max(initial=0)) + 1), side="left")
     for level in np.split(by_depth, cuts)[1:]:
         parent = up[level]
         op[level] = np.where(is_op[level], own[level], op[parent])
-        top[level] = np.where(top[parent] != NO_ROW, top[parent], own[level])
+        top[level] = np.where(top[parent] >= 0, top[parent], own[level])
     return op, top
 
 
@@ -194,9 +208,18 @@ def _lane_codes(events: pd.DataFrame) -> np.ndarray:
 
 def lane_code_of(events: pd.DataFrame, pid: pd.Series, tid: pd.Series) -> np.ndarray:
     """Lane codes (as in the event table) of other rows' pid/tid strings; -1 where unknown."""
-    p = pd.Index(events["pid"].cat.categories).get_indexer(pd.Series(pid).astype(str)).astype(np.int64)
-    t = pd.Index(events["tid"].cat.categories).get_indexer(pd.Series(tid).astype(str)).astype(np.int64)
+    p = _codes_in(events["pid"].cat.categories, pd.Series(pid))
+    t = _codes_in(events["tid"].cat.categories, pd.Series(tid))
     return np.where((p < 0) | (t < 0), -1, p * len(events["tid"].cat.categories) + t)
+
+
+def _codes_in(categories: pd.Index, values: pd.Series) -> np.ndarray:
+    """Positions in ``categories`` of the values as text, -1 where absent; a Categorical's looked up once per
+    category (big's 64k memory rows: 17 -> 2 ms)."""
+    if not isinstance(values.dtype, pd.CategoricalDtype):
+        return pd.Index(categories).get_indexer(values.astype(str)).astype(np.int64)
+    texts = [*values.cat.categories.astype(str), "nan"]  # a missing value's text, as astype(str) writes it
+    return pd.Index(categories).get_indexer(texts).astype(np.int64)[values.cat.codes.to_numpy()]
 
 
 def _launches(events: pd.DataFrame) -> np.ndarray:
