@@ -5,13 +5,14 @@ large trace, each in fresh processes, against the last recorded figures (``bench
     python3 bench/bench_startup.py --runs 5 --record        # and records these as the new last figures
 
 Wall seconds are the median of the runs, measured around the whole process (start-ups, the small report) or inside
-it around ``ta.load(path, cache=False)`` (the load, imports excluded; its MB/s is 10**6 JSON bytes over that time,
-``cpu_mb_per_s`` over its CPU seconds); CPU seconds count the process and its threads; peak RSS is the process's
-``ru_maxrss`` in MiB (largest of the runs), and ``report_peak_x_json`` that peak over the JSON, both in bytes. The
-budget (issue #26): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s, the load 500 MB/s
-of JSON, a report's peak RSS 1.3x the JSON. On a shared machine read the CPU column and the ratios. The children
-keep compiled modules as an installed package does (see ``child_env``); the load maps large blocks as the command
-does (``traceanalyzer.allocator``).
+it around ``ta.load(path, cache=False)`` by ``bench/load_once.py`` (the load's own time: a small trace is loaded
+first, so the modules the load imports on first use, pandas among them, are not in it; figures recorded before
+load_once.py counted them; its MB/s is 10**6 JSON bytes over that time, ``cpu_mb_per_s`` over its CPU seconds); CPU
+seconds count the process and its threads; peak RSS is the process's ``ru_maxrss`` in MiB (largest of the runs), and
+``report_peak_x_json`` that peak over the JSON, both in bytes. The budget (issue #26): import and ``--help`` 0.3 s,
+``--version`` 0.15 s, a 1 MB trace's report 0.8 s, the load 500 MB/s of JSON, a report's peak RSS 1.3x the JSON. On
+a shared machine read the CPU column and the ratios. The children keep compiled modules as an installed package does
+(see ``child_env``); the load maps large blocks as the command does (``traceanalyzer.allocator``).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIG = REPO.parent / "shared" / "traces" / "h200" / "big" / "big.json.gz"
 SMALL = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
 LAST = Path(__file__).with_name("startup_last.json")
+LOAD_ONCE = Path(__file__).with_name("load_once.py")
 BYTECODE = Path(tempfile.gettempdir()) / "traceanalyzer-bench-bytecode"
 COMMAND = [str(Path(sys.executable).with_name("traceanalyze"))]
 
@@ -41,22 +43,6 @@ STARTS = {
     "traceanalyze --help": [*COMMAND, "--help"],
     "report of a 1.3 MB trace (gpu_bound)": [*COMMAND, str(SMALL), "--no-cache"],
 }
-
-_IN_PROCESS = """
-import json, resource, sys, time
-if sys.argv[2] == "without pyarrow":
-    sys.modules["pyarrow"] = None  # as if not installed: pandas 3 then neither imports it nor backs str with it
-import traceanalyzer.allocator
-traceanalyzer.allocator.map_large_blocks()  # as the command does, before pandas is imported
-import traceanalyzer as ta, traceanalyzer.trace
-wall, cpu = time.perf_counter(), time.process_time()
-t = ta.load(sys.argv[1], cache=False)
-load = {"wall_s": time.perf_counter() - wall, "cpu_s": time.process_time() - cpu}
-load["peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-t.build_report()
-load["report_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(json.dumps(load))
-"""
 
 
 def child_env() -> dict[str, str]:
@@ -79,10 +65,12 @@ def whole(argv: list[str]) -> dict:
 
 
 def load(path: Path, variant: str) -> dict:
-    """One load and report of ``path`` in a fresh process (figures from inside it), pyarrow importable or not."""
-    argv = [sys.executable, "-c", _IN_PROCESS, str(path), variant]
+    """One load and report of ``path`` in a fresh process (figures from inside it, ``load_once.py``: the load's own,
+    its first-use imports made before it), pyarrow importable or not."""
+    argv = [sys.executable, str(LOAD_ONCE), str(path), "--report"] + (["--without-pyarrow"] if variant else [])
     done = subprocess.run(argv, check=True, capture_output=True, text=True, env=child_env())
-    return json.loads(done.stdout.splitlines()[-1])
+    figures = json.loads(done.stdout.splitlines()[-1])
+    return {k: figures[k] for k in ("wall_s", "cpu_s", "peak_mb", "report_peak_mb")}
 
 
 def json_size(path: Path) -> int:
@@ -119,7 +107,7 @@ def main() -> None:
             "cpu_mb_per_s": json_bytes / 1e6 / big["cpu_s"],
             "report_peak_x_json": big["report_peak_mb"] * 2**20 / json_bytes,  # both in bytes (peaks are MiB)
         }
-        figures[f"load of {args.big.name} (cache=False), then its report {variant}".strip()] = big
+        figures[f"load of {args.big.name} (cache=False, imports warmed), then its report {variant}".strip()] = big
     last = json.loads(LAST.read_text())["figures"] if LAST.exists() else {}
     for name, row in figures.items():
         was = last.get(name, {})
