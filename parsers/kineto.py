@@ -580,8 +580,10 @@ def _platform(events: pd.DataFrame, devices: list[Device]) -> Platform:
     names = " ".join(d.name for d in devices)
     if "AMD" in names or "Instinct" in names or "Radeon" in names:
         return Platform.ROCM
-    runtime = events.loc[events["kind"] == Kind.RUNTIME.value, "name"]
-    if len(runtime) and runtime.astype(str).str.startswith("hip").mean() > 0.5:
+    kind, name = events["kind"].array, events["name"].array
+    runtime = name.codes[kind.codes == kind.categories.get_loc(Kind.RUNTIME.value)]
+    hip = np.array([str(n).startswith("hip") for n in name.categories] + [False])  # per name, not per row
+    if len(runtime) and hip[runtime].mean() > 0.5:
         return Platform.ROCM
-    device_work = events["kind"].isin(schema.DEVICE).any()
+    device_work = np.isin(kind.codes, kind.categories.get_indexer(list(schema.DEVICE))).any()
     return Platform.CUDA if device_work or devices else Platform.CPU
