@@ -252,7 +252,9 @@ def _achieved(table: pd.DataFrame) -> np.ndarray:
 
 def measured_kernels(parts: list[CountersPart]) -> dict[str, dict]:
     """Per kernel with counters: its measured bound, achieved share of that unit's peak and basis (``efficiency`` of
-    every kernel of the parts), for the findings that judge a kernel's efficiency."""
+    every kernel of the parts), for the findings that judge a kernel's efficiency; none without counter samples."""
+    if not any(len(p.by_kernel) for p in parts):
+        return {}
     table = efficiency(parts, top=1 << 62)
     if "achieved_share" not in table:
         return {}
