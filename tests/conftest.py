@@ -101,6 +101,19 @@ def load_shared(*parts: str) -> ta.Trace:
     return _LOADED[path]
 
 
+def call_tree_scopes() -> dict[str, ta.Trace]:
+    """Scopes whose call trees are deep or unusual, for the call-tree tests: with_stack and with_modules Python
+    stacks (whole and one step), record_function ranges written as CPU ops (one DDP rank), an Ascend run."""
+    dynamic = ta.load(REPO / "sample_traces" / "dynamic_shapes")
+    ascend = load_shared("public", "ascend", "msinsight", "pytorch_text", "level2")
+    return {
+        "dynamic_shapes": dynamic,
+        "dynamic_shapes step 4": dynamic.scoped(step=4),
+        "ddp rank 1": load_shared("h200", "ddp_overlap").scoped(rank=1),
+        "ascend": ascend,
+    }
+
+
 def assert_inside_the_trace(trace: ta.Trace) -> None:
     """No step timed by its events ends past the last event the trace recorded (a step marker's tail is not an event
     of its own) and no finding claims time before its first event or after that last one: public inference traces'

@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, load_shared
-from traceanalyzer import load
+from tests.conftest import call_tree_scopes, load_shared
 from traceanalyzer.analyzers import callpath, collective_calls
 from traceanalyzer.schema import NO_ROW, PATH, Kind
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
@@ -43,21 +42,9 @@ def _walked(events, row: int) -> dict:
     }
 
 
-def _scopes():
-    dynamic = load(REPO / "sample_traces" / "dynamic_shapes")  # with_stack and with_modules: deep Python stacks
-    ddp = load_shared("h200", "ddp_overlap")
-    ascend = load_shared("public", "ascend", "msinsight", "pytorch_text", "level2")
-    return {
-        "dynamic_shapes": dynamic,
-        "dynamic_shapes step 4": dynamic.scoped(step=4),
-        "ddp rank 1": ddp.scoped(rank=1),
-        "ascend": ascend,
-    }
-
-
 @pytest.fixture(scope="module")
 def scopes():
-    return _scopes()
+    return call_tree_scopes()
 
 
 @pytest.mark.parametrize("name", ["dynamic_shapes", "dynamic_shapes step 4", "ddp rank 1", "ascend"])

@@ -8,8 +8,8 @@ import ast
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, load_shared
-from traceanalyzer import calltree, load
+from tests.conftest import REPO, call_tree_scopes
+from traceanalyzer import calltree
 from traceanalyzer.schema import NO_ROW, Kind
 
 
@@ -24,15 +24,7 @@ def _up(parent: np.ndarray, row: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def scopes():
-    dynamic = load(REPO / "sample_traces" / "dynamic_shapes")  # with_stack and with_modules: deep Python stacks
-    ddp = load_shared("h200", "ddp_overlap")  # record_function ranges written as CPU ops
-    ascend = load_shared("public", "ascend", "msinsight", "pytorch_text", "level2")
-    return {
-        "dynamic_shapes": dynamic,
-        "dynamic_shapes step 4": dynamic.scoped(step=4),
-        "ddp rank 1": ddp.scoped(rank=1),
-        "ascend": ascend,
-    }
+    return call_tree_scopes()
 
 
 def _sample(trace, count: int = 1500) -> np.ndarray:
