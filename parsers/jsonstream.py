@@ -28,6 +28,7 @@ from typing import IO, Any, TypeVar
 import msgspec
 from traceanalyzer.parsers.columns import MAX_DEPTH, Columns, MalformedJSON, TooDeep
 
+from traceanalyzer import allocator
 from traceanalyzer.errors import TraceError
 from traceanalyzer.humanize import size
 
@@ -280,7 +281,7 @@ def map_chunks(
     and ``fn`` picklable (module-level functions, partials, or a Reader). Fills ``stream`` with the top-level
     keys, warnings and counts.
     """
-    with _gc_paused():
+    with _gc_paused(), allocator.parsing():
         try:
             try:
                 return _map_chunked(path, read, stream, fn, workers, threads)
