@@ -480,12 +480,14 @@ def _joined(parts: list[dict], ranks: list[int], offsets: list[int], links: tupl
             pieces = [p if not o else np.where(p == NO_ROW, p, p + o) for p, o in zip(pieces, offsets, strict=True)]
         if len(pieces) == 1:
             out[name] = pieces[0]
-        elif isinstance(pieces[0], pd.Categorical):
+            continue
+        if isinstance(pieces[0], pd.Categorical):
             out[name] = union_categoricals(_same_text_dtype(pieces), ignore_order=True)
         else:
             out[name] = np.concatenate(pieces)
         del pieces
-        allocator.give_back()
+        allocator.give_back()  # the ranks' parts of this column, before the next is joined
+    allocator.give_back()
     return out
 
 
