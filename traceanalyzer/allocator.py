@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 LARGE_BLOCK_BYTES = 8 << 20
 """Blocks of this size and more are mapped from the system and unmapped when freed, once ``map_large_blocks`` ran."""
-KEPT_WHILE_PARSING = 64 << 20
+KEPT_WHILE_PARSING = 16 << 20
 """Freed space at the top of a heap kept for reuse while a trace's chunks are read (``parsing``)."""
 _TRIM_THRESHOLD_BYTES = 128 << 10  # glibc's default M_TRIM_THRESHOLD, which a fixed M_MMAP_THRESHOLD keeps
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
