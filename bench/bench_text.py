@@ -1,4 +1,4 @@
-"""The text report drawn plain (``renderers.text``) against rich drawing it (``renderers.terminal``, colour off).
+"""The text report drawn by ``renderers.text`` against rich drawing it (``tests/rich_reference.py``, as before).
 
     python3 bench/bench_text.py --pairs 5             # the render alone, in this process: rich and plain in turn
     python3 bench/bench_text.py --report PATH         # the whole command, the report drawn plain (to stdout)
@@ -22,9 +22,11 @@ from traceanalyzer import cli, lazy
 from traceanalyzer.renderers import text
 from traceanalyzer.renderers.document import Display, layout
 
-terminal = lazy.Module("traceanalyzer.renderers.terminal")
+REPO = Path(__file__).resolve().parents[1]
+SMALL = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
+sys.path.insert(0, str(REPO))  # tests.rich_reference
+terminal = lazy.Module("tests.rich_reference")
 """rich's drawing, imported only where it is measured (as the text report imported rich before)."""
-SMALL = Path(__file__).resolve().parents[1] / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
 
 
 def render_alone(pairs: int) -> None:

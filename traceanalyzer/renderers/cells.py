@@ -18,6 +18,8 @@ _HANGUL_VOWELS = ((0x1160, 0x1200), (0xD7B0, 0xD800))
 _VISIBLE_FORMAT = frozenset([0xAD, *range(0x600, 0x606), 0x6DD, 0x70F, 0x890, 0x891, 0x8E2, 0x110BD, 0x110CD])
 """Format characters drawn in a cell of their own: the soft hyphen and the marks that prefix a number."""
 _WORD = re.compile(r"\s*\S+\s*")
+_STYLE = re.compile(r"\x1b\[[0-9;]*m")
+"""A terminal style (SGR) sequence: takes no cells (the report's own text never holds one: ``printable``)."""
 _COMMON = ((0x20, 0x7E), (0xA0, 0x2FF), (0x370, 0x482), (0x2010, 0x2027), (0x2190, 0x21FF), (0x2500, 0x25FC))
 """Latin, Greek, Cyrillic, punctuation, arrows and box drawing: where the characters of a report mostly come from."""
 
@@ -41,16 +43,24 @@ _ONE_CELL = frozenset(c for lo, hi in _COMMON for c in map(chr, range(lo, hi + 1
 
 
 def width(text: str) -> int:
-    """Cells a line of text takes."""
+    """Cells a line of text takes (its style sequences none)."""
     if _ONE_CELL.issuperset(text):
         return len(text)
-    return sum(map(char_width, text))
+    return sum(map(char_width, _STYLE.sub("", text) if "\x1b" in text else text))
+
+
+def paint(text: str, style: str) -> str:
+    """text in a terminal style (SGR parameters such as '1' bold, '1;31' bold red), reset after it; none if empty."""
+    return f"\x1b[{style}m{text}\x1b[0m" if text and style else text
 
 
 def fit(text: str, cells: int) -> str:
-    """text cut or padded with spaces to exactly ``cells`` cells (a wide character cut in two shown as a space)."""
+    """text cut or padded with spaces to exactly ``cells`` cells (a wide character cut in two shown as a space);
+    styled text is drawn within its cells, so only padded."""
     if _ONE_CELL.issuperset(text):
         return text[:cells] + " " * (cells - len(text))
+    if "\x1b" in text:
+        return text + " " * (cells - width(text))
     if cells <= 0:
         return ""
     used = 0
@@ -118,18 +128,32 @@ def breaks(line: str, cells: int) -> list[int]:
 def wrap(text: str, cells: int, align: str = "", no_wrap: bool = False) -> list[str]:
     """Lines of text in ``cells`` cells: its own lines, each wrapped (unless ``no_wrap``) and cut to fit; ``align``
     'left' or 'right' pads each line to ``cells``, '' leaves it as wrapped."""
-    lines = []
+    return [finish(piece, cells, align) for _, piece in pieces(text, cells, no_wrap)]
+
+
+def pieces(text: str, cells: int, no_wrap: bool = False) -> list[tuple[int, str]]:
+    """The wrapped lines of text before they are aligned, each with the offset in text where it starts."""
+    out, start = [], 0
     for line in text.split("\n"):
-        line = expand_tabs(line) if "\t" in line else line
-        pieces = [line] if no_wrap or width(line) <= cells else _divide(line, breaks(line, cells), cells)
-        lines += [crop(_align(piece, cells, align), cells) for piece in pieces]
-    return lines
+        drawn = expand_tabs(line) if "\t" in line else line
+        if no_wrap or width(drawn) <= cells:
+            out.append((start, drawn))
+        else:
+            out += _divide(drawn, breaks(drawn, cells), cells, start)
+        start += len(line) + 1
+    return out
 
 
-def _divide(line: str, offsets: list[int], cells: int) -> list[str]:
-    """The line cut at the offsets, each piece without the spaces it has beyond ``cells`` characters."""
+def finish(piece: str, cells: int, align: str = "") -> str:
+    """A wrapped line aligned ('left', 'right' or '' as it is) and cut to ``cells``."""
+    return crop(_align(piece, cells, align), cells)
+
+
+def _divide(line: str, offsets: list[int], cells: int, start: int) -> list[tuple[int, str]]:
+    """The line cut at the offsets, each piece (and its offset from ``start``) without the spaces it has beyond
+    ``cells`` characters."""
     bounds = [0, *offsets, len(line)]
-    return [_strip_beyond(line[a:b], cells) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return [(start + a, _strip_beyond(line[a:b], cells)) for a, b in zip(bounds, bounds[1:], strict=False)]
 
 
 def _strip_beyond(piece: str, cells: int) -> str:

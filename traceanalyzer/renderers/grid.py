@@ -24,37 +24,87 @@ class Column:
     no_wrap: bool = False
 
 
+@dataclass(frozen=True)
+class Painted:
+    """A left-aligned cell's text in terminal styles: each of ``runs`` (end offset, style) paints its characters up
+    to that end, the padding left plain; or ``whole`` paints each of its lines, padding included."""
+
+    text: str
+    runs: tuple[tuple[int, str], ...] = ()
+    whole: str = ""
+
+
+Cell = str | Painted
+
+
 def draw(
-    columns: list[Column], rows: list[list[str]], width: int, header: list[str] | None = None, divider: str = ""
+    columns: list[Column],
+    rows: list[list[Cell]],
+    width: int,
+    header: list[str] | None = None,
+    divider: str = "",
+    header_style: str = "",
 ) -> list[str]:
     """Lines of the rows in ``width`` cells, ``divider`` between columns; ``header``: a first row aligned on its last
-    line and underlined."""
+    line, in ``header_style`` (an SGR style, '' plain), and underlined."""
     if not columns:
         return [""]
-    body = [header, *rows] if header is not None else rows
+    body: list[list[Cell]] = [list(header), *rows] if header is not None else rows
     between = len(divider) * (len(columns) - 1)
-    widths = column_widths(columns, [[row[i] for row in body] for i in range(len(columns))], width - between)
+    widths = column_widths(columns, [[_text(row[i]) for row in body] for i in range(len(columns))], width - between)
     lines = []
     for n, row in enumerate(body):
-        drawn = [_cell(text, col, w) for text, col, w in zip(row, columns, widths, strict=True)]
-        height = max(len(c) for c in drawn)
         top = header is not None and n == 0
-        drawn = [_shape(c, w, height, top) for c, w in zip(drawn, widths, strict=True)]
+        style = header_style if top else ""
+        drawn = [_cell(cell, col, w, style) for cell, col, w in zip(row, columns, widths, strict=True)]
+        height = max(len(c) for c in drawn)
+        drawn = [_shape(c, w, height, top, style) for c, w in zip(drawn, widths, strict=True)]
         lines += [divider.join(parts) for parts in zip(*drawn, strict=True)]
         if top:
             lines.append("─" * (sum(widths) + between))
     return lines
 
 
-def _cell(text: str, col: Column, w: int) -> list[str]:
+def _text(cell: Cell) -> str:
+    return cell.text if isinstance(cell, Painted) else cell
+
+
+def _cell(cell: Cell, col: Column, w: int, style: str) -> list[str]:
+    """A cell's lines in its column's width ``w``: wrapped, aligned, then its gap; all in ``style``."""
     inner = w - col.gap
-    wrapped = cells.wrap(text, inner, "right" if col.right else "left", col.no_wrap)
-    return [cells.fit(cells.fit(line, inner) + " " * col.gap, w) for line in wrapped]
+    gap = cells.paint(" " * col.gap, style)
+    if isinstance(cell, Painted):
+        lines = _painted(cell, inner, col.no_wrap)
+    else:
+        wrapped = cells.wrap(cell, inner, "right" if col.right else "left", col.no_wrap)
+        lines = [cells.paint(line, style) for line in wrapped]
+    return [cells.fit(cells.fit(line, inner) + gap, w) for line in lines]
 
 
-def _shape(lines: list[str], w: int, height: int, bottom: bool) -> list[str]:
-    """A cell's lines made ``height`` tall: blank lines above (a header, aligned on its last line) or below."""
-    blank = [" " * w] * (height - len(lines))
+def _painted(cell: Painted, inner: int, no_wrap: bool) -> list[str]:
+    if cell.whole:
+        return [cells.paint(line, cell.whole) for line in cells.wrap(cell.text, inner, "left", no_wrap)]
+    out = []
+    for start, piece in cells.pieces(cell.text, inner, no_wrap):
+        line = cells.finish(piece, inner, "left")
+        out.append(_runs(line[: len(piece)], start, cell.runs) + line[len(piece) :])
+    return out
+
+
+def _runs(piece: str, start: int, runs: tuple[tuple[int, str], ...]) -> str:
+    """A piece of a painted text (starting at offset ``start``) in the styles of the runs it overlaps."""
+    parts, begin = [], start
+    for end, style in runs:
+        if end > begin:
+            parts.append(cells.paint(piece[begin - start : end - start], style))
+            begin = end
+    return "".join(parts) + piece[begin - start :]
+
+
+def _shape(lines: list[str], w: int, height: int, bottom: bool, style: str) -> list[str]:
+    """A cell's lines made ``height`` tall: blank lines (in ``style``) above (a header, aligned on its last line) or
+    below."""
+    blank = [cells.paint(" " * w, style)] * (height - len(lines))
     return blank + lines if bottom else lines + blank
 
 

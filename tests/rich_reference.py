@@ -1,6 +1,7 @@
-"""The coloured report for a terminal, drawn with rich: bold headings and headers, severity marks in colour.
+"""The text report as rich drew it (``Console.print`` of tables, grids, rules and padding), plain or in colour: the
+reference ``renderers.text`` is compared with, character by character (tests/test_text.py, bench/bench_text.py).
 
-Its layout is the plain text report's (``renderers.text``): the same column groups, widths and cut names.
+Its layout is the text report's (``renderers.fitting``): the same column groups, widths and cut names.
 """
 
 from __future__ import annotations
