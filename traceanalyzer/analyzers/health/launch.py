@@ -19,6 +19,7 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
+from traceanalyzer.analyzers.health.groups import Groups
 from traceanalyzer.analyzers.health.idle import PER_STEP, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
@@ -54,19 +55,20 @@ def launch_bound(trace: TraceData) -> pd.DataFrame:
     the idle-gap and sync findings. ``busy_share`` is kernel time over kernel time plus that idle.
     """
     frame = _tiny_kernels(trace)
-    table = (
-        frame.groupby(["rank", "annotation", "frame"], sort=False)
-        .agg(
-            tiny_kernels=("kernel_ns", "size"),
-            kernel_ns=("kernel_ns", "sum"),
-            launch_ns=("launch_ns", "sum"),
-            launch_calls=("launch_calls", "sum"),
-            median_kernel_ns=("kernel_ns", "median"),
-            median_launch_ns=("launch_ns", "median"),
-            idle_before_ns=("idle_before_ns", "sum"),
-            top_ops=("top_op", _most_common),
-        )
-        .reset_index()
+    g = Groups([frame[key].array for key in ("rank", "annotation", "frame")])
+    kernel_ns, launch_ns = frame["kernel_ns"].to_numpy(), frame["launch_ns"].to_numpy()
+    table = pd.DataFrame(
+        {
+            **{key: frame[key].array.take(g.first) for key in ("rank", "annotation", "frame")},
+            "tiny_kernels": g.sizes,
+            "kernel_ns": g.sum(kernel_ns),
+            "launch_ns": g.sum(launch_ns),
+            "launch_calls": g.sum(frame["launch_calls"].to_numpy().astype(np.int64)),
+            "median_kernel_ns": g.median(kernel_ns),
+            "median_launch_ns": g.median(launch_ns),
+            "idle_before_ns": g.sum(frame["idle_before_ns"].to_numpy()),
+            "top_ops": pd.array(g.each(frame["top_op"], _most_common), dtype="str"),
+        }
     )
     table["busy_share"] = table["kernel_ns"] / (table["kernel_ns"] + table["idle_before_ns"]).clip(lower=1)
     return merged_launches([table])
