@@ -22,6 +22,7 @@ from traceanalyzer.analyzers.attribution import (
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
+from traceanalyzer.analyzers.health.groups import Groups
 from traceanalyzer.analyzers.health.idle import PER_STEP, cause_row, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
@@ -35,6 +36,9 @@ ANALYZER = "health"
 
 SCALER_FIX = "GradScaler's inf check syncs every step: drop GradScaler under bf16, else check found_inf every N steps"
 """The one fix of a sync finding whose syncs GradScaler makes."""
+
+PLACE = ["rank", "annotation", "frame"]
+"""The keys of a place of syncs."""
 
 
 @per_trace
@@ -108,14 +112,17 @@ def merged_copies(tables: list[pd.DataFrame]) -> pd.DataFrame:
 def sync_places(trace: TraceData) -> pd.DataFrame:
     """In-step syncs grouped by rank and place: count, host wait, device idle after, and the ops that synced."""
     stalls = in_steps(trace, sync_stalls(trace))  # a sync outside every step is the profiler's own flush
-    grouped = stalls.groupby(["rank", "annotation", "frame"], sort=False)
-    table = grouped.agg(
-        syncs=("name", "size"),
-        sync_ns=("sync_ns", "sum"),
-        idle_after_ns=("idle_after_ns", "sum"),
-        calls=("name", _joined),
-        ops=("op", _joined),
-    ).reset_index()
+    g = Groups([stalls[key].array for key in PLACE])
+    table = pd.DataFrame(
+        {
+            **{key: stalls[key].array.take(g.first) for key in PLACE},
+            "syncs": g.sizes,
+            "sync_ns": g.sum(stalls["sync_ns"].to_numpy()),
+            "idle_after_ns": g.sum(stalls["idle_after_ns"].to_numpy()),
+            "calls": pd.array(g.each(stalls["name"], _joined), dtype="str"),
+            "ops": pd.array(g.each(stalls["op"], _joined), dtype="str"),
+        }
+    )
     return merged_places([table])
 
 
