@@ -19,10 +19,10 @@ from traceanalyzer.analyzers.attribution import (
 )
 from traceanalyzer.analyzers.health.causes import LAUNCH_BOUND
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS
-from traceanalyzer.analyzers.health.groups import Groups
 from traceanalyzer.analyzers.health.idle import PER_STEP, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
+from traceanalyzer.groups import Groups
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tables import stack

@@ -22,10 +22,10 @@ from traceanalyzer.analyzers.attribution import (
     rank_spans,
 )
 from traceanalyzer.analyzers.health.gaps import LARGEST_GAPS
-from traceanalyzer.analyzers.health.groups import Groups
 from traceanalyzer.analyzers.health.idle import PER_STEP, cause_row, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
+from traceanalyzer.groups import Groups
 from traceanalyzer.memo import per_trace
 from traceanalyzer.schema import HOST, Kind
 from traceanalyzer.tables import stack

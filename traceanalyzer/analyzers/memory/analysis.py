@@ -22,6 +22,7 @@ import pandas as pd
 
 from traceanalyzer import notebook
 from traceanalyzer.analyzers import callpath
+from traceanalyzer.groups import Groups
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.linking import step_markers
 from traceanalyzer.memo import remember
@@ -442,21 +443,22 @@ def _op_sums(trace, blocks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     bytes never freed."""
     if not len(blocks):
         return pd.DataFrame(columns=["rank", *OP_COLUMNS])
-    frame = blocks.assign(
-        op_name=_op_names(trace, blocks["op"]), unfreed=np.where(blocks["free_pos"] == NO_ROW, blocks["bytes"], 0)
-    )
-    g = frame.groupby(["rank", "op_name"], sort=False)
-    live_bytes = live.groupby(["rank", "op_name"])["bytes"].sum().reindex(g.size().index, fill_value=0)
-    table = pd.DataFrame(
+    rank = np.r_[blocks["rank"].to_numpy(), live["rank"].to_numpy()]  # the live blocks: some of the blocks again
+    name = np.r_[_op_names(trace, blocks["op"]), live["op_name"].to_numpy()]
+    size, unfreed = blocks["bytes"].to_numpy(), np.where(blocks["free_pos"] == NO_ROW, blocks["bytes"], 0)
+    of_blocks, of_live = np.zeros(len(blocks), dtype=np.int64), np.zeros(len(live), dtype=np.int64)
+    g = Groups([rank, name])
+    return pd.DataFrame(
         {
-            "allocations": g.size(),
-            "allocated_bytes": g["bytes"].sum(),
-            "largest_bytes": g["bytes"].max(),
-            "live_at_peak_bytes": live_bytes,
-            "unfreed_bytes": g["unfreed"].sum(),
+            "rank": rank[g.first],
+            "op_name": pd.array(name[g.first], dtype="str"),
+            "allocations": g.sum(np.r_[of_blocks + 1, of_live]),
+            "allocated_bytes": g.sum(np.r_[size, of_live]),
+            "largest_bytes": g.max(np.r_[size, of_live + np.iinfo(np.int64).min]),
+            "live_at_peak_bytes": g.sum(np.r_[of_blocks, live["bytes"].to_numpy()]),
+            "unfreed_bytes": g.sum(np.r_[unfreed, of_live]),
         }
     )
-    return table.reset_index()
 
 
 def _per_op(sums: pd.DataFrame) -> pd.DataFrame:
@@ -464,14 +466,15 @@ def _per_op(sums: pd.DataFrame) -> pd.DataFrame:
     first."""
     if not len(sums):
         return pd.DataFrame(columns=OP_COLUMNS)
-    g = sums.groupby("op_name", sort=False)
-    table = g.agg(
-        allocations=("allocations", "sum"),
-        allocated_bytes=("allocated_bytes", "sum"),
-        largest_bytes=("largest_bytes", "max"),
-        live_at_peak_bytes=("live_at_peak_bytes", "sum"),
-        unfreed_bytes=("unfreed_bytes", "sum"),
-    ).reset_index()
+    g = Groups([sums["op_name"].array])
+    table = pd.DataFrame(
+        {
+            "op_name": sums["op_name"].array.take(g.first),
+            **{column: g.sum(sums[column].to_numpy()) for column in ("allocations", "allocated_bytes")},
+            "largest_bytes": g.max(sums["largest_bytes"].to_numpy()),
+            **{column: g.sum(sums[column].to_numpy()) for column in ("live_at_peak_bytes", "unfreed_bytes")},
+        }
+    )
     return table.sort_values(["live_at_peak_bytes", "allocated_bytes"], ascending=False).reset_index(drop=True)[
         OP_COLUMNS
     ]

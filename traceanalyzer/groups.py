@@ -31,6 +31,12 @@ class Groups:
             return np.zeros(0, dtype=values.dtype)
         return np.add.reduceat(values[self.order], self.starts)
 
+    def max(self, values: np.ndarray) -> np.ndarray:
+        """Per group: the largest of its rows' values."""
+        if not len(self):
+            return np.zeros(0, dtype=values.dtype)
+        return np.maximum.reduceat(values[self.order], self.starts)
+
     def each(self, values: np.ndarray | pd.Series, reduce: Callable) -> list:
         """Per group: ``reduce`` of its rows' values (in row order)."""
         ordered = values.iloc[self.order] if isinstance(values, pd.Series) else values[self.order]
