@@ -239,9 +239,13 @@ def _prepared(memory: pd.DataFrame) -> pd.DataFrame:
 
 def _pools(mem: pd.DataFrame) -> np.ndarray:
     """The first row of each pool of events sorted by pool."""
-    rank, device = mem["rank"].to_numpy(), mem["device"].to_numpy()
+    return _firsts(mem["rank"].to_numpy(), mem["device"].to_numpy())
+
+
+def _firsts(rank: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """The first row of each pool of rows sorted by pool (their ranks and devices)."""
     first = np.r_[True, (rank[1:] != rank[:-1]) | (device[1:] != device[:-1])]
-    return np.flatnonzero(first) if len(mem) else np.zeros(0, dtype=np.int64)
+    return np.flatnonzero(first) if len(rank) else np.zeros(0, dtype=np.int64)
 
 
 def _bounds(pools: np.ndarray, rows: int) -> list[tuple[int, int]]:
@@ -484,21 +488,22 @@ def _step_memory(trace, mem: pd.DataFrame) -> pd.DataFrame:
     """Per pool and step: allocated just before the step starts and when it ends."""
     columns = GROUP + ["step", "start_ts", "end_ts", "start_bytes", "end_bytes"]
     rows = []
-    markers = trace.events[trace.events["kind"] == Kind.STEP.value]  # all step_markers reads, of every rank
+    events = trace.events
+    markers = events.loc[(events["kind"] == Kind.STEP.value).to_numpy(), ["rank", "kind", "name", "ts", "dur"]]
     per_rank = {int(rank): step_markers(markers[markers["rank"] == rank]) for rank in mem["rank"].unique()}
-    for (rank, device), group in mem.groupby(GROUP, sort=True):
-        steps = per_rank[int(rank)]
+    rank, device, ts, allocated, size = (mem[c].to_numpy() for c in ("rank", "device", "ts", "allocated", "bytes"))
+    for lo, hi in _bounds(_pools(mem), len(mem)):  # the pools in (rank, device) order, as ``_prepared`` sorts them
+        steps = per_rank[int(rank[lo])]
         if not len(steps):
             continue
-        ts = group["ts"].to_numpy()
-        level = np.concatenate(([group["allocated"].iloc[0] - group["bytes"].iloc[0]], group["allocated"].to_numpy()))
-        at_start = level[np.searchsorted(ts, steps["start"].to_numpy(), side="left")]
-        at_end = level[np.searchsorted(ts, steps["end"].to_numpy(), side="left")]
+        level = np.concatenate(([allocated[lo] - size[lo]], allocated[lo:hi]))
+        at_start = level[np.searchsorted(ts[lo:hi], steps["start"].to_numpy(), side="left")]
+        at_end = level[np.searchsorted(ts[lo:hi], steps["end"].to_numpy(), side="left")]
         rows.append(
             pd.DataFrame(
                 {
-                    "rank": rank,
-                    "device": device,
+                    "rank": int(rank[lo]),
+                    "device": int(device[lo]),
                     "step": steps["step"].to_numpy(),
                     "start_ts": steps["start"].to_numpy(),
                     "end_ts": steps["end"].to_numpy(),
@@ -516,10 +521,16 @@ def _leak(step_memory: pd.DataFrame, peaks: pd.DataFrame) -> pd.DataFrame:
     columns = GROUP + ["steps", "first_end_bytes", "last_end_bytes", "growth_per_step_bytes", "r2"]
     columns += ["growing_share", "baseline_known", "leak"]
     rows = []
-    known = peaks.set_index(GROUP)["baseline_known"]
-    for (rank, device), group in step_memory.groupby(GROUP, sort=True):
-        fit = _fit(group["step"].to_numpy(), group["end_bytes"].to_numpy())
-        rows.append({"rank": rank, "device": device, **fit, "baseline_known": bool(known.get((rank, device), False))})
+    pools = zip(peaks["rank"].tolist(), peaks["device"].tolist(), strict=True)
+    known = dict(zip(pools, peaks["baseline_known"].tolist(), strict=True))
+    rank, device = step_memory["rank"].to_numpy(), step_memory["device"].to_numpy()
+    order = np.lexsort((device, rank))  # the pools sorted, each pool's rows in their order
+    rank, device = rank[order], device[order]
+    step, level = step_memory["step"].to_numpy()[order], step_memory["end_bytes"].to_numpy()[order]
+    for lo, hi in _bounds(_firsts(rank, device), len(order)):
+        pool = (int(rank[lo]), int(device[lo]))
+        fit = _fit(step[lo:hi], level[lo:hi])
+        rows.append({"rank": pool[0], "device": pool[1], **fit, "baseline_known": bool(known.get(pool, False))})
     return pd.DataFrame(rows, columns=columns)
 
 
