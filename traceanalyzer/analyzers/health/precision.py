@@ -11,6 +11,7 @@ from traceanalyzer.analyzers import advice
 from traceanalyzer.analyzers.attribution import in_step_rows, kind_rows, linked, name_hits, rank_spans
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
+from traceanalyzer.groups import Groups
 from traceanalyzer.intervals import Packed
 from traceanalyzer.memo import per_trace, remember
 from traceanalyzer.schema import BUSY, Kind, TraceMeta, category_text, codes_at
@@ -42,16 +43,15 @@ def fp32_gemms(trace: TraceData) -> pd.DataFrame:
     """GEMM kernels running fp32 without tensor cores, by rank, name and op, with count and total time."""
     events = trace.events
     rows, op = _fp32_rows(trace)
-    frame = pd.DataFrame(
-        {
-            "rank": events["rank"].to_numpy()[rows],
-            "name": linked(events, events.index.to_numpy()[rows], "name"),
-            "op": linked(events, op, "name"),
-            "dur": events["dur"].to_numpy()[rows],
-        }
+    keys = {
+        "rank": events["rank"].array.take(rows),
+        "name": linked(events, events.index.to_numpy()[rows], "name"),
+        "op": linked(events, op, "name"),
+    }
+    dur, g = events["dur"].to_numpy()[rows], Groups(list(keys.values()))
+    table = pd.DataFrame(
+        {**{key: column.take(g.first) for key, column in keys.items()}, "count": g.sizes, "total_ns": g.sum(dur)}
     )
-    table = frame.groupby(["rank", "name", "op"], sort=False)["dur"].agg(["size", "sum"]).reset_index()
-    table.columns = ["rank", "name", "op", "count", "total_ns"]
     return merged_gemms([table])
 
 
