@@ -33,6 +33,7 @@ import json, resource, sys, time, warnings
 warnings.simplefilter("ignore")
 import traceanalyzer as ta
 from traceanalyzer import analyzers
+from traceanalyzer.jobdata import JobData, RankParts
 from traceanalyzer.options import Options
 from traceanalyzer.renderers import Display, render
 
@@ -57,13 +58,16 @@ _, render_wall, render_cpu = timed(lambda: render(report, "text", Display(width=
 parts = {}
 if by_analysis:
     trace.memo.clear()
-    options = Options()
+    options, made = Options(), {}
     for a in analyzers.ANALYZERS:
-        parts[a.name + ".rank_part"] = timed(lambda: a.rank_part(trace, options))[2]
-    job = analyzers.as_job(trace, options)
+        made[a.name], _, parts[a.name + ".rank_part"] = timed(lambda: a.rank_part(trace, options))
+    one = RankParts(trace.meta.ranks[0] if trace.meta.ranks else 0, trace.meta, trace.base.steps_recorded(),
+                    len(trace.events), len(trace.memory_events), made)
+    job = JobData(trace.meta, [one], trace.scope, options, analyzers.ANALYZERS)
     for a in analyzers.ANALYZERS:
-        parts[a.name + ".section"] = timed(lambda: a.section(job, options))[2]
-        parts[a.name + ".findings"] = timed(lambda: a.findings(job))[2]
+        parts[a.name + ".merge"] = timed(lambda: job.merged(a.name))[2]
+        parts[a.name + ".section"] = timed(lambda: a.section(job.merged(a.name), job, options))[2]
+        parts[a.name + ".findings"] = timed(lambda: a.findings(job.merged(a.name), job))[2]
 print(json.dumps({
     "events": len(trace.events), "load_wall": load_wall, "load_cpu": load_cpu, "load_peak": load_peak,
     "wall": wall, "cpu": cpu, "peak": report_peak, "render_wall": render_wall, "render_cpu": render_cpu,
