@@ -107,27 +107,42 @@ def ranked_level(partials: pd.DataFrame, level: Level) -> pd.DataFrame:
 
 
 def _combined(partials: pd.DataFrame) -> pd.DataFrame:
-    """Partial rows combined per (name, kind) in order of first appearance, as ``groupby(KEY, sort=False)`` would
-    (a row missing a key left out): the ``SUMMED`` columns summed, ``min_ns`` and ``max_ns`` by min and max (on
-    numpy: a report combines five small tables, where pandas' grouped aggregation costs more than the sums)."""
-    name, _ = pd.factorize(partials["name"])
-    kind, kinds = pd.factorize(partials["kind"])
-    rows = np.flatnonzero((name >= 0) & (kind >= 0))
-    group, _ = pd.factorize(name[rows] * max(len(kinds), 1) + kind[rows])
-    first = rows[np.unique(group, return_index=True)[1]]
-    out = partials.iloc[first][KEY].reset_index(drop=True)
+    """Partial rows combined per (name, kind) in order of first appearance: the ``SUMMED`` columns summed,
+    ``min_ns`` and ``max_ns`` by min and max."""
+    groups = _Groups(partials, KEY)
+    out = groups.keys()
     for column in [c for c in SUMMED if c in partials]:
-        out[column] = _reduced(np.add, partials[column].to_numpy()[rows], group, len(first))
-    out["min_ns"] = _reduced(np.minimum, partials["min_ns"].to_numpy()[rows], group, len(first))
-    out["max_ns"] = _reduced(np.maximum, partials["max_ns"].to_numpy()[rows], group, len(first))
+        out[column] = groups.reduce(np.add, partials[column])
+    out["min_ns"] = groups.reduce(np.minimum, partials["min_ns"])
+    out["max_ns"] = groups.reduce(np.maximum, partials["max_ns"])
     return out
 
 
-def _reduced(ufunc: np.ufunc, values: np.ndarray, group: np.ndarray, groups: int) -> np.ndarray:
-    """``ufunc`` (add, minimum, maximum) of the values per group: each group's values reduced in row order."""
-    order = np.argsort(group, kind="stable")
-    starts = np.searchsorted(group[order], np.arange(groups))
-    return ufunc.reduceat(values[order], starts) if groups else values[:0]
+class _Groups:
+    """The rows of a (small) table grouped by key columns as ``groupby(by, sort=False, observed=True)`` groups them
+    (in order of first appearance, a row missing a key left out), reduced on numpy: a report groups a dozen small
+    tables, where pandas' grouped aggregation costs more than the sums."""
+
+    def __init__(self, frame: pd.DataFrame, by: list[str]) -> None:
+        self.frame, self.by = frame, by
+        codes = [pd.factorize(frame[column])[0] for column in by]
+        self.rows = np.flatnonzero(np.logical_and.reduce([c >= 0 for c in codes]))
+        group = np.zeros(len(self.rows), dtype=np.int64)
+        for c in codes:
+            group, _ = pd.factorize(group * (int(c.max(initial=0)) + 1) + c[self.rows])
+        self.order = np.argsort(group, kind="stable")  # the rows of each group together, in row order
+        self.count = np.bincount(group, minlength=int(group.max(initial=-1)) + 1)
+        self.starts = np.cumsum(self.count) - self.count
+
+    def keys(self) -> pd.DataFrame:
+        """The key columns of each group's first row, as a fresh table."""
+        first = self.rows[self.order[self.starts]]
+        return self.frame.iloc[first][self.by].reset_index(drop=True)
+
+    def reduce(self, ufunc: np.ufunc, column: pd.Series) -> np.ndarray:
+        """``ufunc`` (add, minimum, maximum) of a column over each group's rows."""
+        values = column.to_numpy()[self.rows][self.order]
+        return ufunc.reduceat(values, self.starts) if len(self.starts) else values
 
 
 def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
@@ -141,8 +156,12 @@ def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
 
 def _stats(frame: pd.DataFrame, by: list[str], value: str = "dur") -> pd.DataFrame:
     """Count, total, min and max of ``value`` per group (groups in order of first appearance), keys as columns."""
-    g = frame.groupby(by, observed=True, sort=False)[value]
-    return pd.DataFrame({"count": g.size(), "total_ns": g.sum(), "min_ns": g.min(), "max_ns": g.max()}).reset_index()
+    groups = _Groups(frame, by)
+    out = groups.keys()
+    out["count"] = groups.count
+    for column, ufunc in (("total_ns", np.add), ("min_ns", np.minimum), ("max_ns", np.maximum)):
+        out[column] = groups.reduce(ufunc, frame[value])
+    return out
 
 
 def _kernels(events: pd.DataFrame, table: pd.DataFrame) -> pd.DataFrame:
