@@ -31,19 +31,23 @@ from traceanalyzer.classify import Rule
 from traceanalyzer.findings import Finding
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.progress import Progress
-from traceanalyzer.renderers import digest as digest_renderer
-from traceanalyzer.renderers import export as export_renderer
-from traceanalyzer.renderers import json as json_renderer
-from traceanalyzer.renderers import perfetto
 from traceanalyzer.report import Report, build
 from traceanalyzer.section import Section
+from traceanalyzer.tokens import DIGEST_BUDGET
 from traceanalyzer.tracedata import Scope, TraceData
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
 
+    from traceanalyzer.renderers.perfetto import Annotated
+
 plots = lazy.Module("traceanalyzer.renderers.plots")
 """The figure builders (Plotly), imported when a figure is first drawn: a text report never loads Plotly."""
+digest_renderer = lazy.Module("traceanalyzer.renderers.digest")
+export_renderer = lazy.Module("traceanalyzer.renderers.export")
+json_renderer = lazy.Module("traceanalyzer.renderers.json")
+perfetto = lazy.Module("traceanalyzer.renderers.perfetto")
+"""The renderers the methods below write with, imported on first use: the command line's report needs none of them."""
 
 
 class Trace(TraceData):
@@ -177,7 +181,7 @@ class Trace(TraceData):
             out.append(("Memory over time", plots.memory(self.memory())))
         return out
 
-    def annotated(self) -> perfetto.Annotated:
+    def annotated(self) -> Annotated:
         """What the annotated (Perfetto) trace is written from: the events, the meta, the steps, the findings."""
         return perfetto.Annotated(self.events, self.meta, self.steps(), self.findings())
 
@@ -199,9 +203,7 @@ class Trace(TraceData):
         """The whole report as plain data (the JSON the CLI writes); ``kind`` filters the kernel hotspot table."""
         return json_renderer.data(self.build_report(top, step, rank, kind))
 
-    def digest(
-        self, budget_tokens: int = digest_renderer.DEFAULT_BUDGET, step: int | None = None, rank: int | None = None
-    ) -> str:
+    def digest(self, budget_tokens: int = DIGEST_BUDGET, step: int | None = None, rank: int | None = None) -> str:
         """The report as a digest for a coding agent in ``budget_tokens`` tokens (counted as
         ``traceanalyzer.renderers.digest.tokens``): trace, ledger, step, pushed findings, hotspots, sections by id."""
         return digest_renderer.render(self.build_report(step=step, rank=rank), budget_tokens)
