@@ -518,11 +518,13 @@ def _findings(
 
 def _claims(work: _Counted, row: dict) -> Claims:
     """The device intervals per rank of a hotspot's busy work: launched by ops of its name, or kernels of it."""
-    pairs = work.pairs[(work.pairs["op"] == row["name"]) | (work.pairs["kernel"] == row["name"])]
+    pairs = work.pairs
+    mine = ((pairs["op"] == row["name"]) | (pairs["kernel"] == row["name"])).to_numpy()
+    ranks, first, last = (pairs[c].to_numpy()[mine] for c in ("rank", "first", "last"))
     starts, ends = work.spans
     claims: Claims = {}
-    for rank, mine in pairs.groupby("rank", sort=True):
-        slices = [slice(a, b) for a, b in zip(mine["first"], mine["last"], strict=True)]
+    for rank in np.unique(ranks):
+        slices = [slice(a, b) for a, b in zip(first[ranks == rank], last[ranks == rank], strict=True)]
         claims[int(rank)] = intervals.union(
             np.concatenate([starts[s] for s in slices]), np.concatenate([ends[s] for s in slices])
         )
