@@ -245,30 +245,47 @@ def fusion_marks(occurrences: pd.DataFrame, events: pd.DataFrame, rank: int, ste
     mine = occurrences[(occurrences["rank"] == rank) & occurrences["step"].isin(steps_of(step))]
     if not len(mine):
         return []
+    start, end = chain_spans(mine["entry_rows"], events, rank, step)
+    return [
+        (
+            "fusion chain",
+            int(s),
+            int(e),
+            f"fusion chain {o.pattern}: {o.variant} ({o.kernels} kernels, {_ms(o.current_ns)} device time)",
+        )
+        for o, s, e in zip(mine.itertuples(), start, end, strict=True)
+    ]
+
+
+def chain_spans(entry_rows: pd.Series, events: pd.DataFrame, rank: int, step: Steps) -> tuple[np.ndarray, np.ndarray]:
+    """Each chain's (entry_rows: its ops' event rows) start and end (absolute ns): of the device work its ops
+    launched in the rank's step(s), or where they launched none, of the ops themselves."""
     rows = np.flatnonzero(
         (events["rank"] == rank).to_numpy()
         & np.isin(events["step"].to_numpy(), steps_of(step))
         & events["kind"].isin(TIMELINE_DEVICE).to_numpy()
     )
-    work = events.iloc[rows]
-    device = (
-        (work["ts"] + work["dur"])
-        .groupby(work["top_op"])
-        .max()
-        .to_frame("end")
-        .join(work.groupby("top_op")["ts"].min().rename("start"))
-    )
-    out = []
-    for o in mine.itertuples():
-        ops = list(o.entry_rows)
-        spans = device.reindex(ops).dropna()
-        if len(spans):
-            start, end = int(spans["start"].min()), int(spans["end"].max())
-        else:
-            start, end = int(events["ts"].loc[ops].min()), int((events["ts"] + events["dur"]).loc[ops].max())
-        label = f"fusion chain {o.pattern}: {o.variant} ({o.kernels} kernels, {_ms(o.current_ns)} device time)"
-        out.append(("fusion chain", start, end, label))
-    return out
+    ts, end = events["ts"].to_numpy(), (events["ts"] + events["dur"]).to_numpy()
+    ops = np.concatenate([np.asarray(r, dtype=np.int64) for r in entry_rows])
+    chain = np.repeat(np.arange(len(entry_rows)), [len(r) for r in entry_rows])
+    host = positions(events.index, ops)
+    op_start, op_end = _spread(chain, ts[host], end[host], len(entry_rows))
+    work = pd.DataFrame({"start": ts[rows], "end": end[rows]}).groupby(events["top_op"].to_numpy()[rows])
+    first, last = work["start"].min(), work["end"].max()  # of each op's device work
+    at = first.index.get_indexer(ops)
+    on = at >= 0
+    work_start, work_end = _spread(chain[on], first.to_numpy()[at[on]], last.to_numpy()[at[on]], len(entry_rows))
+    some = work_end >= work_start
+    return np.where(some, work_start, op_start), np.where(some, work_end, op_end)
+
+
+def _spread(group: np.ndarray, start: np.ndarray, end: np.ndarray, groups: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per group (0 .. groups-1): its members' earliest start and latest end (start > end for a group with none)."""
+    lo = np.full(groups, np.iinfo(np.int64).max)
+    hi = np.full(groups, np.iinfo(np.int64).min)
+    np.minimum.at(lo, group, start)
+    np.maximum.at(hi, group, end)
+    return lo, hi
 
 
 def peak_marks(peaks: pd.DataFrame, rank: int) -> list[tuple]:
