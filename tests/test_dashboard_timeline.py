@@ -19,6 +19,7 @@ from traceanalyzer.dashboards.views import View
 import traceanalyzer as ta
 from tests.conftest import artifact_folder, headless_chromium, serving, shared_path
 from traceanalyzer.renderers import perfetto
+from traceanalyzer.schema import TIMELINE_DEVICE
 
 WAIT_S = 30
 RANK, STEP = 1, 3
@@ -331,6 +332,20 @@ def test_marks_are_the_analyzers_evidence_inside_the_step(view):
     drawn = marks[marks["what"] == "exposed collective"]
     longest = (exposed["dur_ns"].max()) / 1e6
     assert len(drawn) and (drawn["end_ns"] - drawn["start_ns"]).max() / 1e6 <= longest + 1e-6
+
+
+def test_each_fusion_chain_spans_the_device_work_its_ops_launched(view):
+    events = view.trace.events
+    chains = view.fusion_occurrences
+    chains = chains[(chains["rank"] == RANK) & (chains["step"] == STEP)]
+    marks = timeline.fusion_marks(chains, events, RANK, STEP)
+    assert len(marks) == len(chains) > 0
+    mine = events[(events["rank"] == RANK) & (events["step"] == STEP) & events["kind"].isin(TIMELINE_DEVICE)]
+    for (what, start, end, label), chain in zip(marks, chains.itertuples(), strict=True):
+        work = mine[mine["top_op"].isin(chain.entry_rows)]
+        ops = events.loc[list(chain.entry_rows)] if not len(work) else work  # no device work: the ops themselves
+        assert (what, start, end) == ("fusion chain", ops["ts"].min(), (ops["ts"] + ops["dur"]).max())
+        assert label.startswith(f"fusion chain {chain.pattern}: {chain.variant} ({chain.kernels} kernels")
 
 
 def test_ascend_lanes_name_what_has_no_stream_instead_of_the_sentinel():
