@@ -21,6 +21,19 @@ LEGEND_BELOW = {"orientation": "h", "yref": "container", "y": 0, "yanchor": "bot
 """The Gantt's legend: under the plot (its rows wrap on a narrow window, the margin grows to fit), where the mode
 bar (top right, on hover) does not cover it."""
 LABEL_CHARS = 60
+NAME_EM = {
+    **dict.fromkeys(" ·.,:;|!'", 0.32),
+    **dict.fromkeys("fijlrt()[]-", 0.42),
+    **dict.fromkeys("cksvxyz", 0.6),
+    **dict.fromkeys("abdeghnopqu0123456789#_", 0.64),
+}
+"""Widths (em) of a lane name's characters in DejaVu Sans, about the widest font plotly's default family falls back
+to (rounded up within a group); any other character counts as wide as an 'M' (WIDE_EM)."""
+WIDE_EM = 0.9
+FONT_PX = 12
+"""Plotly's default font size, the lane names' (px)."""
+AXIS_PAD_PX = 12
+"""Room plotly's y axis takes beside its tick labels, and the plot's own left margin (px)."""
 GIB = 1 << 30
 MEMORY_BUCKETS = 800
 """Memory lines keep each bucket's lowest and highest point: about one point per pixel of a wide chart."""
@@ -146,7 +159,7 @@ def gantt(
         "barmode": "overlay",
         "xaxis": {"title": {"text": "ms from step start"}},
         "yaxis": {"type": "category", "categoryorder": "array", "categoryarray": lanes[::-1], "automargin": True},
-        "margin": {"l": 10, "r": 10, "t": 30, "b": 40 + LEGEND_PX},
+        "margin": {"l": names_px(lanes) + AXIS_PAD_PX, "r": 10, "t": 30, "b": 40 + LEGEND_PX},
         "legend": LEGEND_BELOW,
         "uirevision": str(revision),
         "showlegend": True,
@@ -154,6 +167,13 @@ def gantt(
         "shapes": [*rank_bands(lanes), *shapes],
     }
     return go.Figure(data=[*traces, *extra], layout=layout, _validate=False)
+
+
+def names_px(names: list[str]) -> int:
+    """The width (px, at FONT_PX) of the widest of some names, about the most a browser draws it: the Gantt's left
+    margin starts that wide, so that plotly's automargin, still on where a font draws wider, need not draw it
+    twice."""
+    return max((round(sum(NAME_EM.get(c, WIDE_EM) for c in " ".join(n.split())) * FONT_PX) for n in names), default=0)
 
 
 def _lane_order(lane: str) -> tuple:
