@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -101,9 +102,11 @@ def load_shared(*parts: str) -> ta.Trace:
     return _LOADED[path]
 
 
+@functools.cache
 def call_tree_scopes() -> dict[str, ta.Trace]:
     """Scopes whose call trees are deep or unusual, for the call-tree tests: with_stack and with_modules Python
-    stacks (whole and one step), record_function ranges written as CPU ops (one DDP rank), an Ascend run."""
+    stacks (whole and one step), record_function ranges written as CPU ops (one DDP rank), an Ascend run; made once
+    per test session (tests/test_callpath.py and tests/test_calltree.py walk the same scopes)."""
     dynamic = ta.load(REPO / "sample_traces" / "dynamic_shapes")
     ascend = load_shared("public", "ascend", "msinsight", "pytorch_text", "level2")
     return {
