@@ -11,15 +11,21 @@ from traceanalyzer.schema import NO_ROW, PATH, Kind
 from traceanalyzer.vocabulary import LIBRARY_FRAME, MODULE_PREFIX
 
 
-def _walked(events, row: int) -> dict:
+def _columns(events) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """An event table's parent links, names and kinds as plain arrays (text as ``str`` gives it), for ``_walked``."""
+    return events["parent"].to_numpy(), events["name"].astype(str).to_numpy(), events["kind"].astype(str).to_numpy()
+
+
+def _walked(columns: tuple[np.ndarray, np.ndarray, np.ndarray], row: int) -> dict:
     """The documented contract, one row at a time: the chain from the outermost ancestor down to the row."""
+    parent, names, kinds = columns
     chain = []
     while row != NO_ROW:
         chain.append(row)
-        row = int(events["parent"].iat[row])
+        row = int(parent[row])
     path, modules, user, annotations, step = [], [], [], [], ""
     for r in reversed(chain):
-        name, kind = str(events["name"].iat[r]), str(events["kind"].iat[r])
+        name, kind = names[r], kinds[r]
         if kind == Kind.STEP.value:
             step = name
         elif kind in PATH:
@@ -55,8 +61,9 @@ def test_every_row_has_the_context_a_walk_up_its_parents_gives(scopes, name):
     host = np.flatnonzero(events["parent"].to_numpy() != NO_ROW)
     rows = np.r_[rng.choice(host, min(len(host), 1500), replace=False), rng.integers(0, len(events), 200), NO_ROW]
     table = callpath.walk(trace).where_many(rows).set_index("row")
+    columns = _columns(events)
     for row in rows.tolist():
-        expected = _walked(events, row) if row != NO_ROW else dict.fromkeys(callpath.COLUMNS[1:], "")
+        expected = _walked(columns, row) if row != NO_ROW else dict.fromkeys(callpath.COLUMNS[1:], "")
         assert table.loc[row].to_dict() == expected, row
     assert table["stack"].str.len().max() > 0  # the sample rows do reach user frames
     alone = callpath.where_many(events, rows[:300]).set_index("row")  # a walk of those rows and their ancestors
