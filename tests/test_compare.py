@@ -14,6 +14,7 @@ from scipy.stats import mannwhitneyu
 import traceanalyzer as ta
 from tests.conftest import REPO, load_shared, shared_path
 from tests.test_cli import assert_typed, documented, run
+from traceanalyzer import trace as trace_module
 from traceanalyzer.comparison import Status, Threshold, platforms
 from traceanalyzer.comparison.matching import Rule
 
@@ -312,8 +313,24 @@ def flat(text: str) -> str:
     return " ".join(text.split())
 
 
+_GATED: dict = {}
+"""The gate tests' traces by (side, path), loaded once per session."""
+
+
 def gate(capsys, baseline, candidate, *options: str) -> tuple[int, str, str]:
-    return run(capsys, "compare", baseline, candidate, *options)
+    """``traceanalyze compare`` with the gate's options, its baseline and candidate each loaded once per session (the
+    gate tests compare the same few traces again and again; the CLI's loading is checked in tests/test_cli.py)."""
+    sides, load = iter(("baseline", "candidate")), trace_module.load  # a trace compared with itself: two loads
+
+    def load_once(path, **given):
+        key = (next(sides), str(path))
+        if key not in _GATED:
+            _GATED[key] = load(path, **given)
+        return _GATED[key]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(trace_module, "load", load_once)
+        return run(capsys, "compare", baseline, candidate, *options)
 
 
 def test_gate_with_3_steps_a_run_is_inconclusive_at_99_percent(capsys):
