@@ -40,9 +40,7 @@ _STYLE = {
 
 def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
     """The dashboard app over the traces in store, answering only requests whose Host is one of hosts."""
-    app = dash.Dash(
-        __name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None, eager_loading=True
-    )
+    app = dash.Dash(__name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None)
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
     app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))
     app.server.before_request(lambda: _name_the_trace(store))

@@ -70,7 +70,9 @@ def layout(view: View, query: dict[str, str]) -> list:
         html.H3("Findings, ranked by their estimated saving per step"),
         findings_table(view, report.findings, state.encode(query)),
         html.H3("Each step's device time: busy and idle (ms per step)"),
-        dcc.Graph(id="step-chart", figure=charts.step_breakdown(steps.frame if steps else None)),
+        dcc.Graph(
+            id="step-chart", figure=charts.step_breakdown(steps.frame if steps else None), className="drawn-later"
+        ),  # the findings above are shown without waiting for Plotly's code (assets/whole_page.css)
         *[html.P(f"warning: {w}", className="warning") for w in [*t["warnings"], *view.notes]],
         html.P(f"Device work by kind (total): {_kinds(view)}", id="by-kind"),
     ]
