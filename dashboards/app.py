@@ -29,6 +29,9 @@ UPLOAD_TOO_LARGE = (
 POLL_MS = 250
 """How often the page asks for load progress while a load runs (the poll stops once nothing loads): the lag
 between a trace being ready and its first page."""
+PAGE_DRAWN = {"page": "children"}
+"""What the page's spinner waits for (hiding the page meanwhile): the page drawn, not a chart or table of it
+redrawn (each page's own spinners cover those, the rest of the page staying in view)."""
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]")
 _STYLE = {
     "fontFamily": "system-ui, sans-serif",
@@ -151,7 +154,7 @@ def _layout(store: Store) -> html.Div:
             ),
             open_panel,
             html.Div(id="load-status", className="status"),
-            dcc.Loading(html.Div(id="page"), delay_show=LOADING_DELAY_MS),
+            dcc.Loading(html.Div(id="page"), delay_show=LOADING_DELAY_MS, target_components=PAGE_DRAWN),
         ],
         style=_STYLE,
     )
