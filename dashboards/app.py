@@ -111,8 +111,10 @@ def _options(store: Store) -> list[dict]:
 
 
 def _layout(store: Store) -> html.Div:
-    """The page frame, with a fresh id of this browser page's session (its failed opens are its own) and the traces
-    loaded so far in the picker (a page opened once they are is drawn at once, with no poll to wait for)."""
+    """The page frame, with a fresh id of this browser page's session (its failed opens are its own), the traces
+    loaded so far in the picker and the loads' status: a page opened once they are loaded is drawn at once, with no
+    poll round trip to wait for (the poll runs only while a load does)."""
+    session, loading = uuid.uuid4().hex, store.busy()  # asked first: once idle, the lists below are final
     nav = [
         dcc.Link(title, href=path, id=f"nav-{title.lower()}", className="nav") for path, title in routing.PAGES.items()
     ]
@@ -139,9 +141,9 @@ def _layout(store: Store) -> html.Div:
             dcc.Location(id="url", refresh=False),
             dcc.Store(id="record"),  # a view's query string for the browser to write (state.record)
             dcc.Store(id="shown"),  # the location the page shows, and whether it waits for its trace to load
-            dcc.Store(id="session", data=uuid.uuid4().hex),
+            dcc.Store(id="session", data=session),
             dcc.Store(id="scrolled"),
-            dcc.Interval(id="poll", interval=POLL_MS),
+            dcc.Interval(id="poll", interval=POLL_MS, disabled=not loading),
             html.Div(
                 [
                     html.B("traceanalyzer", style={"marginRight": "12px"}),
@@ -153,7 +155,7 @@ def _layout(store: Store) -> html.Div:
                 ]
             ),
             open_panel,
-            html.Div(id="load-status", className="status"),
+            html.Div(_status(store, session), id="load-status", className="status"),
             dcc.Loading(html.Div(id="page"), delay_show=LOADING_DELAY_MS, target_components=PAGE_DRAWN),
         ],
         style=_STYLE,
@@ -212,7 +214,7 @@ def _loading_callbacks(app: dash.Dash, store: Store) -> None:
         if not any(clicks):
             return no_update
         store.dismiss(dash.ctx.triggered_id["dismiss"])
-        return [_status_line(j) for j in store.pending(session)]
+        return _status(store, session)
 
 
 def _poll_callbacks(app: dash.Dash, store: Store) -> None:
@@ -225,17 +227,23 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
         Input("poll", "n_intervals"),
         State("trace", "options"),
         State("session", "data"),
+        prevent_initial_call=True,  # the layout holds the first answer: the page waits for no poll
     )
     def poll(_n, options, session):
         idle = not store.busy()  # asked first: once idle, the lists below are final, so polling can stop
         ready = _options(store)
-        status = [_status_line(j) for j in store.pending(session)]
-        return status, no_update if ready == (options or []) else ready, idle
+        return _status(store, session), no_update if ready == (options or []) else ready, idle
 
     @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in routing.PAGES.values()], Input("url", "search"))
     def nav_links(search):
         links = state.updated(search, row=None, at=None)  # a finding's rows and place belong to the page it linked
         return [f"{path}{links}" for path in routing.PAGES]
+
+
+def _status(store: Store, session: str) -> list[html.Div]:
+    """The status lines a browser session sees: the loads running and the failed opens, its own and the command
+    line's."""
+    return [_status_line(j) for j in store.pending(session)]
 
 
 def _status_line(job) -> html.Div:
