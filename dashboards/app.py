@@ -6,13 +6,14 @@ import base64
 import binascii
 import re
 import tempfile
+import threading
 import uuid
 from pathlib import Path
 
 import dash
 import flask
 from dash import ALL, Input, Output, State, dcc, html, no_update
-from traceanalyzer.dashboards import access, routing, state
+from traceanalyzer.dashboards import access, charts, routing, state
 from traceanalyzer.dashboards.blocks import LOADING_DELAY_MS
 from traceanalyzer.dashboards.store import Store
 
@@ -42,7 +43,9 @@ _STYLE = {
 
 
 def create_app(store: Store, hosts: set[str] | None = None) -> dash.Dash:
-    """The dashboard app over the traces in store, answering only requests whose Host is one of hosts."""
+    """The dashboard app over the traces in store, answering only requests whose Host is one of hosts; Plotly's
+    first-figure cost is paid in the background meanwhile (charts.warm_up), while the traces load."""
+    threading.Thread(target=charts.warm_up, name="plotly-warm-up", daemon=True).start()
     app = dash.Dash(__name__, title="traceanalyzer", suppress_callback_exceptions=True, update_title=None)
     app.server.config["MAX_CONTENT_LENGTH"] = UPLOAD_LIMIT_BYTES * 4 // 3 + (1 << 20)
     app.server.before_request(lambda: _check_host(hosts or access.host_names("127.0.0.1")))

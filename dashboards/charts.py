@@ -149,3 +149,11 @@ def pools_coloured(fig: go.Figure) -> go.Figure:
     below = {**LEGEND_BELOW, "y": -0.2}  # above, it would run under the tool bar
     fig.update_layout(legend=below, showlegend=True, margin={"t": 30, "b": 40})
     return fig
+
+
+def warm_up() -> None:
+    """Draw a throwaway step chart and hotspot bar chart: Plotly builds its validators for a process's first figure
+    (≈ 0.2 s CPU), paid here, while the trace loads, and not by the first page's callback."""
+    one = {"rank": [0], "step": [0], "bound": ["device"], "kernel_ns": [1], "step_ns": [2]}
+    step_breakdown(pd.DataFrame({**one, "device_busy_ns": [1], "device_idle_ns": [1]})).to_plotly_json()
+    hotspot_bars(pd.DataFrame({"name": ["warm-up"], "kind": ["kernel"], "total_ns": [1], "share": [1.0]}))
