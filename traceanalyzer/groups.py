@@ -10,32 +10,35 @@ import pandas as pd
 
 
 class Groups:
-    """The groups of rows sharing every key (no key may be missing), the first-seen group first."""
+    """The groups of rows sharing every key, the first-seen group first; a row missing a key is in no group, as
+    pandas leaves it out."""
 
-    def __init__(self, keys: Sequence[np.ndarray | pd.api.extensions.ExtensionArray]) -> None:
-        ids = np.zeros(len(keys[0]), dtype=np.int64)
-        for key in keys:
-            codes, distinct = pd.factorize(key)
-            ids = pd.factorize(ids * len(distinct) + codes)[0]  # renumbered each time: ids stay below rows²
-        self.order = np.argsort(ids, kind="stable")
+    def __init__(self, keys: Sequence[np.ndarray | pd.api.extensions.ExtensionArray | pd.Series]) -> None:
+        codes = [pd.factorize(key)[0] for key in keys]
+        rows = np.flatnonzero(np.logical_and.reduce([c >= 0 for c in codes]))
+        ids = np.zeros(len(rows), dtype=np.int64)
+        for c in codes:
+            ids = pd.factorize(ids * (int(c.max(initial=0)) + 1) + c[rows])[0]  # renumbered: ids stay below rows²
+        self.order = rows[np.argsort(ids, kind="stable")]  # row positions, group after group, in row order
         self.sizes = np.bincount(ids)
-        self.starts = np.r_[0, np.cumsum(self.sizes)[:-1]].astype(np.int64) if len(ids) else self.sizes
+        self.starts = np.cumsum(self.sizes) - self.sizes
         self.first = self.order[self.starts]
 
     def __len__(self) -> int:
         return len(self.sizes)
 
+    def reduce(self, ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+        """Per group: ``ufunc`` (add, minimum, maximum) over its rows' values."""
+        ordered = values[self.order]
+        return ufunc.reduceat(ordered, self.starts) if len(self) else ordered
+
     def sum(self, values: np.ndarray) -> np.ndarray:
         """Per group: the sum of its rows' values."""
-        if not len(self):
-            return np.zeros(0, dtype=values.dtype)
-        return np.add.reduceat(values[self.order], self.starts)
+        return self.reduce(np.add, values)
 
     def max(self, values: np.ndarray) -> np.ndarray:
         """Per group: the largest of its rows' values."""
-        if not len(self):
-            return np.zeros(0, dtype=values.dtype)
-        return np.maximum.reduceat(values[self.order], self.starts)
+        return self.reduce(np.maximum, values)
 
     def each(self, values: np.ndarray | pd.Series, reduce: Callable) -> list:
         """Per group: ``reduce`` of its rows' values (in row order)."""

@@ -20,6 +20,7 @@ from traceanalyzer.analyzers.gemm import job_throughput
 from traceanalyzer.analyzers.ledger import graph_launched, graph_replayed
 from traceanalyzer.analyzers.summary import job_compute_step_time, step_table
 from traceanalyzer.findings import Basis, Claims, Finding, StepTime, make
+from traceanalyzer.groups import Groups
 from traceanalyzer.jobdata import JobData
 from traceanalyzer.memo import remember
 from traceanalyzer.options import DEFAULT, Options
@@ -109,40 +110,13 @@ def ranked_level(partials: pd.DataFrame, level: Level) -> pd.DataFrame:
 def _combined(partials: pd.DataFrame) -> pd.DataFrame:
     """Partial rows combined per (name, kind) in order of first appearance: the ``SUMMED`` columns summed,
     ``min_ns`` and ``max_ns`` by min and max."""
-    groups = _Groups(partials, KEY)
-    out = groups.keys()
+    groups = Groups([partials[column] for column in KEY])
+    out = partials.iloc[groups.first][KEY].reset_index(drop=True)
     for column in [c for c in SUMMED if c in partials]:
-        out[column] = groups.reduce(np.add, partials[column])
-    out["min_ns"] = groups.reduce(np.minimum, partials["min_ns"])
-    out["max_ns"] = groups.reduce(np.maximum, partials["max_ns"])
+        out[column] = groups.sum(partials[column].to_numpy())
+    out["min_ns"] = groups.reduce(np.minimum, partials["min_ns"].to_numpy())
+    out["max_ns"] = groups.max(partials["max_ns"].to_numpy())
     return out
-
-
-class _Groups:
-    """The rows of a (small) table grouped by key columns as ``groupby(by, sort=False, observed=True)`` groups them
-    (in order of first appearance, a row missing a key left out), reduced on numpy: a report groups a dozen small
-    tables, where pandas' grouped aggregation costs more than the sums."""
-
-    def __init__(self, frame: pd.DataFrame, by: list[str]) -> None:
-        self.frame, self.by = frame, by
-        codes = [pd.factorize(frame[column])[0] for column in by]
-        self.rows = np.flatnonzero(np.logical_and.reduce([c >= 0 for c in codes]))
-        group = np.zeros(len(self.rows), dtype=np.int64)
-        for c in codes:
-            group, _ = pd.factorize(group * (int(c.max(initial=0)) + 1) + c[self.rows])
-        self.order = np.argsort(group, kind="stable")  # the rows of each group together, in row order
-        self.count = np.bincount(group, minlength=int(group.max(initial=-1)) + 1)
-        self.starts = np.cumsum(self.count) - self.count
-
-    def keys(self) -> pd.DataFrame:
-        """The key columns of each group's first row, as a fresh table."""
-        first = self.rows[self.order[self.starts]]
-        return self.frame.iloc[first][self.by].reset_index(drop=True)
-
-    def reduce(self, ufunc: np.ufunc, column: pd.Series) -> np.ndarray:
-        """``ufunc`` (add, minimum, maximum) of a column over each group's rows."""
-        values = column.to_numpy()[self.rows][self.order]
-        return ufunc.reduceat(values, self.starts) if len(self.starts) else values
 
 
 def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
@@ -156,11 +130,11 @@ def _ranked(grouped: pd.DataFrame, total_col: str = "total_ns") -> pd.DataFrame:
 
 def _stats(frame: pd.DataFrame, by: list[str], value: str = "dur") -> pd.DataFrame:
     """Count, total, min and max of ``value`` per group (groups in order of first appearance), keys as columns."""
-    groups = _Groups(frame, by)
-    out = groups.keys()
-    out["count"] = groups.count
+    groups = Groups([frame[column] for column in by])
+    out = frame.iloc[groups.first][by].reset_index(drop=True)
+    out["count"] = groups.sizes
     for column, ufunc in (("total_ns", np.add), ("min_ns", np.minimum), ("max_ns", np.maximum)):
-        out[column] = groups.reduce(ufunc, frame[value])
+        out[column] = groups.reduce(ufunc, frame[value].to_numpy())
     return out
 
 
