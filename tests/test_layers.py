@@ -26,7 +26,7 @@ LAYERS = (
      "traceanalyzer.options",
      "traceanalyzer.memo", "traceanalyzer.progress", "traceanalyzer.footprint", "traceanalyzer.notebook",
      "traceanalyzer.tables", "traceanalyzer.lazy", "traceanalyzer.checkout", "traceanalyzer.outputs",
-     "traceanalyzer.tokens", "traceanalyzer.arguments"),
+     "traceanalyzer.tokens", "traceanalyzer.arguments", "traceanalyzer.groups"),
     ("traceanalyzer.findings", "traceanalyzer.section", "traceanalyzer.classify"),
     ("traceanalyzer.parsers",),
     ("traceanalyzer.linking", "traceanalyzer.cache", "traceanalyzer.cluster", "traceanalyzer.tracedata",
