@@ -16,8 +16,8 @@ KEPT_WHILE_PARSING = 16 << 20
 _TRIM_THRESHOLD_BYTES = 128 << 10  # glibc's default M_TRIM_THRESHOLD, which a fixed M_MMAP_THRESHOLD keeps
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
 _M_MMAP_THRESHOLD = -3
-_mapped: list[bool] = []
-"""Not empty once ``map_large_blocks`` set this process's allocator (the command's)."""
+_large_blocks_mapped = False
+"""True once ``map_large_blocks`` set this process's allocator (the command's)."""
 
 
 def give_back() -> None:
@@ -33,9 +33,10 @@ def map_large_blocks() -> None:
     transient columns of a few MiB that the imports and a report make then stay in the heap, fragmenting it (the
     full report of big: peak RSS 222 -> 212.5 MiB, 5 % more CPU for the pages mapped again). For the command line,
     which owns its process, before its imports; a library caller's allocator is left as it is."""
+    global _large_blocks_mapped
     if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, LARGE_BLOCK_BYTES)
-        _mapped.append(True)
+        _large_blocks_mapped = True
 
 
 @contextlib.contextmanager
@@ -46,7 +47,7 @@ def parsing() -> Iterator[None]:
     0.94x the CPU). For the reader threads' work only: their heaps' tops are trimmed when their columns are
     freed after it (``malloc_trim`` trims only the main heap's), so the block must not free them. Only where
     ``map_large_blocks`` ran: setting a threshold would also stop a library caller's glibc from adjusting its own."""
-    owned = _LIBC if _mapped else None
+    owned = _LIBC if _large_blocks_mapped else None
     if owned is not None:
         owned.mallopt(_M_TRIM_THRESHOLD, KEPT_WHILE_PARSING)
     try:
