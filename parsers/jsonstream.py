@@ -281,7 +281,7 @@ def map_chunks(
     and ``fn`` picklable (module-level functions, partials, or a Reader). Fills ``stream`` with the top-level
     keys, warnings and counts.
     """
-    with _gc_paused(), allocator.parsing():
+    with _gc_paused(), allocator.reusing():
         try:
             try:
                 return _map_chunked(path, read, stream, fn, workers, threads)

@@ -18,7 +18,7 @@ from traceanalyzer.parsers import counters, sizes
 from traceanalyzer.parsers.columns import ABSENT, Coded, Columns, Field, Interner, Read, Reader, texts_in
 from traceanalyzer.parsers.jsonstream import Stream, events_head, map_chunks, worker_count
 
-from traceanalyzer import schema
+from traceanalyzer import allocator, schema
 from traceanalyzer.errors import TraceError
 from traceanalyzer.schema import (
     MAX_DEVICE_INDEX,
@@ -217,7 +217,8 @@ def parse(path: Path) -> tuple[pd.DataFrame, pd.DataFrame, TraceMeta]:
     cols = _Columns(chunks)
     del chunks
     skipped = stream.skipped + cols.skipped
-    events, memory, strays = _without_strays(_events_frame(cols), _memory_frame(cols))
+    with allocator.reusing():  # the frames' transients reuse pages; cols (the reader threads' blocks) freed after
+        events, memory, strays = _without_strays(_events_frame(cols), _memory_frame(cols))
     if not len(events) and not len(memory):
         early = f"; {cols.early:,} were dropped for a negative timestamp" if cols.early else ""
         raise TraceError(path, _nothing_to_analyze(stream.events, skipped) + early)

@@ -11,8 +11,9 @@ from collections.abc import Iterator
 
 LARGE_BLOCK_BYTES = 8 << 20
 """Blocks of this size and more are mapped from the system and unmapped when freed, once ``map_large_blocks`` ran."""
-KEPT_WHILE_PARSING = 16 << 20
-"""Freed space at the top of a heap kept for reuse while a trace's chunks are read (``parsing``)."""
+KEPT_FOR_REUSE = 16 << 20
+"""Freed space at the top of a heap kept for reuse inside ``reusing`` (a trace's chunks read, its frames built and
+linked)."""
 _TRIM_THRESHOLD_BYTES = 128 << 10  # glibc's default M_TRIM_THRESHOLD, which a fixed M_MMAP_THRESHOLD keeps
 _M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters
 _M_MMAP_THRESHOLD = -3
@@ -40,16 +41,17 @@ def map_large_blocks() -> None:
 
 
 @contextlib.contextmanager
-def parsing() -> Iterator[None]:
-    """While the block runs, freed space at the top of each heap is kept for reuse, up to ``KEPT_WHILE_PARSING``.
-    With ``map_large_blocks``'s fixed M_MMAP_THRESHOLD glibc's trim threshold stays at 128 KiB, so each chunk's
-    freed blocks of a few MiB would be returned and faulted in again by the next (big: 109k -> 63k minor faults,
-    0.94x the CPU). For the reader threads' work only: their heaps' tops are trimmed when their columns are
-    freed after it (``malloc_trim`` trims only the main heap's), so the block must not free them. Only where
-    ``map_large_blocks`` ran: setting a threshold would also stop a library caller's glibc from adjusting its own."""
+def reusing() -> Iterator[None]:
+    """While the block runs, freed space at the top of each heap is kept for reuse, up to ``KEPT_FOR_REUSE``.
+    With ``map_large_blocks``'s fixed M_MMAP_THRESHOLD glibc's trim threshold stays at 128 KiB, so freed blocks of
+    a few MiB (a chunk's, or a transient column's) would be returned and faulted in again by the next (big: reading
+    the chunks 109k -> 63k minor faults, 0.94x the CPU; building the frames and linking 63k -> 43k). The block must
+    not free the reader threads' columns: a thread's heap top is trimmed only when one of its blocks is freed at a
+    low threshold (``malloc_trim`` trims only the main heap's). Only where ``map_large_blocks`` ran: setting a
+    threshold would also stop a library caller's glibc from adjusting its own."""
     owned = _LIBC if _large_blocks_mapped else None
     if owned is not None:
-        owned.mallopt(_M_TRIM_THRESHOLD, KEPT_WHILE_PARSING)
+        owned.mallopt(_M_TRIM_THRESHOLD, KEPT_FOR_REUSE)
     try:
         yield
     finally:

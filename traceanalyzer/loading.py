@@ -374,8 +374,9 @@ def _build(unit, rules: tuple[Rule, ...]) -> Parsed:
     events, memory, meta = unit.parse()
     allocator.give_back()  # the parse's freed chunks, so that the link's arrays add to less (big: 218 -> 181 MiB)
     events = sizes.check(schema.conform(events, _RAW_COLUMNS), meta)
-    events, memory = linking.link(events, memory)
-    events = classify.classify(events, rules)
+    with allocator.reusing():  # the transient arrays of a link reuse pages (big: 19k -> 13k minor faults)
+        events, memory = linking.link(events, memory)
+        events = classify.classify(events, rules)
     events = schema.conform(events, schema.EVENT_COLUMNS)
     return events, memory, meta
 
