@@ -24,14 +24,14 @@ def link(events: pd.DataFrame, memory: pd.DataFrame) -> tuple[pd.DataFrame, pd.D
     tree = HostTree(events)
     if "caller" in events:
         tree.hand_over(events["caller"].to_numpy())
-    launch = _launches(events)
+    launch, before_window = _launches(events)
     has_launch = launch != NO_ROW
     op = tree.op.copy()
     top = tree.top_op.copy()
     op[has_launch] = tree.op[launch[has_launch]]
     top[has_launch] = tree.top_op[launch[has_launch]]
     steps = step_markers(events)
-    step = _steps(events, launch, steps)
+    step = _steps(events, launch, before_window, steps)
     linked = {"parent": tree.parent, "depth": tree.depth, "launch": launch, "op": op, "top_op": top, "step": step}
     return _with_columns(events, linked), _link_memory(memory, events, tree, steps)
 
@@ -239,21 +239,25 @@ def _codes_in(categories: pd.Index, values: pd.Series) -> np.ndarray:
     return pd.Index(categories).get_indexer(texts).astype(np.int64)[values.cat.codes.to_numpy()]
 
 
-def _launches(events: pd.DataFrame) -> np.ndarray:
-    """For device rows, the row of the runtime call with the same correlation id."""
+def _launches(events: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+    """For device rows, the row of the runtime call with the same correlation id; and the device rows launched
+    before the recorded window (no recorded launch, and a correlation id older than every recorded runtime call's)."""
     out = np.full(len(events), NO_ROW, dtype=np.int64)
+    before = np.zeros(len(events), dtype=bool)
     corr = events["correlation"].to_numpy()
     kind = events["kind"]
-    runtime = np.flatnonzero((kind == Kind.RUNTIME.value).to_numpy() & (corr != NO_ROW))
-    device = np.flatnonzero(kind.isin(LINKABLE_DEVICE).to_numpy() & (corr != NO_ROW))
+    has_id = corr != NO_ROW
+    runtime = np.flatnonzero((kind == Kind.RUNTIME.value).to_numpy() & has_id)
+    device = np.flatnonzero(kind.isin(LINKABLE_DEVICE).to_numpy() & has_id)
     if not len(runtime) or not len(device):
-        return out
+        return out, before
     order = np.argsort(corr[runtime], kind="stable")  # equal ids: the first runtime call comes first
     ids = corr[runtime][order]
     j = np.minimum(np.searchsorted(ids, corr[device], side="left"), len(ids) - 1)
     ok = ids[j] == corr[device]
     out[device[ok]] = runtime[order[j[ok]]]
-    return out
+    before[device[~ok]] = corr[device[~ok]] < ids[0]
+    return out, before
 
 
 def step_markers(events: pd.DataFrame) -> pd.DataFrame:
@@ -280,22 +284,12 @@ def assign_steps(ts: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     return np.where(inside, steps["step"].to_numpy()[np.clip(i, 0, None)], NO_ROW).astype(np.int32)
 
 
-def _steps(events: pd.DataFrame, launch: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
+def _steps(events: pd.DataFrame, launch: np.ndarray, before: np.ndarray, steps: pd.DataFrame) -> np.ndarray:
     """Host events by their own start; device work by the start of the call that launched it, and none for device
-    work launched before the recorded window (it belongs to a step the profiler did not record)."""
+    work launched before the recorded window (``before``: it belongs to a step the profiler did not record)."""
     ts = events["ts"].to_numpy().copy()
     has = launch != NO_ROW
     ts[has] = ts[launch[has]]
     step = assign_steps(ts, steps)
-    step[_launched_before_window(events, launch)] = NO_ROW
+    step[before] = NO_ROW
     return step
-
-
-def _launched_before_window(events: pd.DataFrame, launch: np.ndarray) -> np.ndarray:
-    """Device rows with no recorded launch whose correlation id is older than every recorded runtime call's."""
-    corr = events["correlation"].to_numpy()
-    runtime = (events["kind"] == Kind.RUNTIME.value).to_numpy() & (corr != NO_ROW)
-    if not runtime.any():
-        return np.zeros(len(events), dtype=bool)
-    device = events["kind"].isin(LINKABLE_DEVICE).to_numpy()
-    return device & (launch == NO_ROW) & (corr != NO_ROW) & (corr < corr[runtime].min())
