@@ -208,7 +208,7 @@ def regions(trace: TraceData, entries: opstream.Entries) -> np.ndarray:
 def _library(ctx: _Context, tokens: np.ndarray) -> list[Found]:
     """Match every library pattern in priority order, inside each region; an entry belongs to the first match that
     claims it."""
-    lanes = [(lo, hi, set(tokens[lo:hi].tolist())) for lo, hi in _lane_bounds(ctx.region)]
+    lanes = _Regions(ctx.region, tokens)
     letters = _Letters(tokens)
     found = []
     for pattern in PATTERNS:
@@ -266,15 +266,15 @@ def _regex(elements: tuple[Element, ...], backward: bool, letters: _Letters) -> 
     return re.compile("".join(parts))
 
 
-def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: list) -> list[Found]:
-    """Occurrences of one element sequence in each lane or region ``(lo, hi, tokens it held at first)``; claims their
-    entries. Matches of one regex never overlap, so all of them are measured and claimed at once."""
+def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: _Regions) -> list[Found]:
+    """Occurrences of one element sequence in each region that may hold one; claims their entries. Matches of one
+    regex never overlap, so all of them are measured and claimed at once."""
     regex = _regex(elements, phase == "backward", letters)
+    text = letters.text(0, len(letters.points))
     spans = [
-        (lo + m.start(), lo + m.end(), m.group())
-        for lo, hi, present in lanes
-        if _could_match(elements, phase == "backward", present)
-        for m in regex.finditer(letters.text(lo, hi))
+        (m.start(), m.end(), m.group())
+        for lo, hi in lanes.could_match(elements, phase == "backward")
+        for m in regex.finditer(text, lo, hi)  # as in text[lo:hi]: the regexes have no anchors nor lookbehinds
     ]
     if not spans:
         return []
@@ -300,21 +300,28 @@ def _match(letters: _Letters, pattern: Pattern, elements, phase: str, lanes: lis
     return found
 
 
-def _lane_bounds(lanes: np.ndarray) -> list[tuple[int, int]]:
-    """(start, stop) positions of each lane's (or region's) entries (entries are sorted by it)."""
-    cuts = np.flatnonzero(np.diff(lanes)) + 1
-    edges = np.concatenate(([0], cuts, [len(lanes)]))
-    return list(zip(edges[:-1].tolist(), edges[1:].tolist(), strict=True))
+class _Regions:
+    """The regions of the op stream (``regions``: numbered 0.. in entry order) and the tokens each held at first."""
 
+    def __init__(self, region: np.ndarray, tokens: np.ndarray) -> None:
+        edges = np.concatenate(([0], np.flatnonzero(np.diff(region)) + 1, [len(region)]))
+        self.bounds = np.stack((edges[:-1], edges[1:]), axis=1)
+        codes, distinct = pd.factorize(tokens)
+        self.code = {str(t): i for i, t in enumerate(distinct)}
+        held = np.unique(region.astype(np.int64) * len(distinct) + codes)  # one per (region, token) held
+        self.region, self.token = np.divmod(held, max(len(distinct), 1))
 
-def _could_match(elements: tuple[Element, ...], backward: bool, present: set[str]) -> bool:
-    """False when a required element's tokens are all absent from the lane (the regex cannot match: skip it)."""
-    suffix = BACKWARD_SUFFIX if backward else ""
-    return all(
-        any(t + suffix in present or t + suffix + KERNELLESS_SUFFIX in present for t in el.tokens)
-        for el in elements
-        if el.least > 0
-    )
+    def could_match(self, elements: tuple[Element, ...], backward: bool) -> list[tuple[int, int]]:
+        """(start, stop) positions of the regions where every required element has one of its tokens: in the
+        others the regex cannot match."""
+        suffix = BACKWARD_SUFFIX if backward else ""
+        ok = np.ones(len(self.bounds), dtype=bool)
+        for el in (el for el in elements if el.least > 0):
+            names = [t + suffix + end for t in el.tokens for end in ("", KERNELLESS_SUFFIX)]
+            has = np.zeros(len(self.bounds), dtype=bool)
+            has[self.region[np.isin(self.token, [self.code[n] for n in names if n in self.code])]] = True
+            ok &= has
+        return [(lo, hi) for lo, hi in self.bounds[ok].tolist()]
 
 
 def _variant(pattern: Pattern, tokens: np.ndarray, work: np.ndarray) -> str:
