@@ -242,16 +242,21 @@ def name_matches(events: pd.DataFrame, pattern: re.Pattern) -> np.ndarray:
 def _phase_by_time(events: pd.DataFrame, launch: np.ndarray, is_backward: np.ndarray) -> np.ndarray:
     """Per launch row: forward before its (rank, step)'s first autograd op (or without one), backward until the
     last one ends, after_backward from then on."""
-    bwd = events[is_backward]
-    ends = bwd["ts"] + bwd["dur"]
-    spans = pd.DataFrame({"start": bwd["ts"], "end": ends}).groupby([bwd["rank"], bwd["step"]])
-    spans = spans.agg({"start": "min", "end": "max"})
+    step = events["step"].to_numpy().astype(np.int64)
+    key = events["rank"].to_numpy().astype(np.int64) * (int(step.max(initial=0)) + 2) + step + 1  # one per (rank, step)
+    ts, dur = events["ts"].to_numpy().astype(np.int64), events["dur"].to_numpy().astype(np.int64)
+    bwd = np.flatnonzero(is_backward)
+    spans, slot = np.unique(key[bwd], return_inverse=True)
+    none = np.iinfo(np.int64).max  # the window of a (rank, step) without autograd ops: all forward
+    start, end = np.full(len(spans) + 1, none), np.full(len(spans) + 1, np.iinfo(np.int64).min)
+    np.minimum.at(start, slot, ts[bwd])
+    np.maximum.at(end, slot, ts[bwd] + dur[bwd])
+    end[-1] = none
     at = np.maximum(launch, 0)
-    keys = pd.MultiIndex.from_arrays([events["rank"].to_numpy()[at], events["step"].to_numpy()[at]])
-    window = spans.reindex(keys, fill_value=np.iinfo(np.int64).max)
-    ts = events["ts"].to_numpy()[at]
-    start, end = window["start"].to_numpy(), window["end"].to_numpy()
-    return np.where(ts < start, "forward", np.where(ts >= end, "after_backward", "backward"))
+    pos = np.minimum(np.searchsorted(spans, key[at]), len(spans))
+    window = np.where(np.append(spans, 0)[pos] == key[at], pos, len(spans))
+    ts = ts[at]
+    return np.where(ts < start[window], "forward", np.where(ts >= end[window], "after_backward", "backward"))
 
 
 def _match(table: pd.DataFrame) -> pd.DataFrame:
