@@ -101,6 +101,8 @@ def counter_rows(trace: TraceData) -> pd.DataFrame:
 def _kernels(events: pd.DataFrame, rows: pd.DataFrame) -> np.ndarray:
     """Per row: the kernel it names, else the kernel of its rank (and device) running at its time, else ''."""
     named = rows["measured"].astype(str).to_numpy().astype(object)
+    if not len(rows):
+        return named
     kernels = events[events["kind"] == Kind.KERNEL.value]
     for rank, lane in kernels.groupby("rank", observed=True):
         lane = lane.sort_values("ts", kind="stable")
@@ -143,13 +145,28 @@ class CountersPart:
 def rank_part(trace: TraceData, options: Options = DEFAULT) -> CountersPart:
     """The part of a rank (or a whole trace)."""
     rows = counter_rows(trace)
-    kernels = trace.events[trace.events["kind"] == Kind.KERNEL.value]
-    g = kernels.groupby(kernels["name"].astype(str), sort=True)["dur"]
     return CountersPart(
         by_kernel=_sums(rows, ["rank", *KEY]),
         by_step=_sums(rows[rows["step"] != NO_ROW], STEP_KEY),
         sources=rows.groupby(rows["source"].astype(str), sort=True).size().rename("samples").reset_index(),
-        kernels=pd.DataFrame({"calls": g.size(), "total_ns": g.sum()}).reset_index(names="kernel"),
+        kernels=kernel_times(trace.events),
+    )
+
+
+def kernel_times(events: pd.DataFrame) -> pd.DataFrame:
+    """Per kernel name (in name order, kernels without one left out): ``calls`` and device time ``total_ns``."""
+    kernel = (events["kind"] == Kind.KERNEL.value).to_numpy()
+    codes = events["name"].cat.codes.to_numpy()[kernel].astype(np.int64)
+    named = codes >= 0
+    width = len(events["name"].cat.categories)
+    calls = np.bincount(codes[named], minlength=width)
+    total = np.zeros(width, dtype=np.int64)
+    np.add.at(total, codes[named], events["dur"].to_numpy()[kernel][named].astype(np.int64))
+    used = np.flatnonzero(calls)
+    text = np.asarray(events["name"].cat.categories[used].astype(str), dtype=object)
+    order = np.argsort(text, kind="stable")  # the categories are distinct: one name each
+    return pd.DataFrame(
+        {"kernel": text[order], "calls": calls[used][order].astype(np.int64), "total_ns": total[used][order]}
     )
 
 
