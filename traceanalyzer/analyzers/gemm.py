@@ -122,7 +122,10 @@ def rank_part(trace: TraceData, options: Options = DEFAULT) -> GemmPart:
     """A rank's part (or a joined trace's): per GEMM shape and math dtype, the calls, FLOPs, bytes and device time."""
     ev = trace.events
     ops = ev[(ev["kind"] == Kind.CPU_OP.value) & ev["name"].isin(list(GEMM_OPS))]
-    device = ev.loc[ev["kind"].isin(BUSY) & (ev["op"] != NO_ROW), ["name", "dur", "op"]]
+    op = ev["op"].to_numpy()
+    launched = (op != NO_ROW) & ev["kind"].isin(BUSY).to_numpy()
+    launched[launched] = np.isin(op[launched], ops.index.to_numpy())  # only a GEMM op's work is read
+    device = ev.loc[launched, ["name", "dur", "op"]]
     device_ns = device.groupby("op")["dur"].sum().reindex(ops.index, fill_value=0).to_numpy()
     longest = device.sort_values("dur", kind="stable").groupby("op")["name"].last()
     kernel = longest.astype(str).reindex(ops.index, fill_value="").to_numpy(dtype=object)
