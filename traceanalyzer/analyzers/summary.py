@@ -193,12 +193,38 @@ def _primary_spans(device: pd.DataFrame, steps: pd.MultiIndex, primary: pd.Serie
     """Per (rank, step) of ``steps``, in its order: the first start and last end of its busy work on the rank's
     primary stream (NO_ROW where it has none there)."""
     work = _on_primary(device[device["kind"].isin(BUSY)], primary)
-    spans = (
-        work.assign(end=work["ts"] + work["dur"])
-        .groupby(["rank", "step"], observed=True)
-        .agg(primary_start_ns=("ts", "min"), primary_end_ns=("end", "max"))
-    )
-    return spans.reindex(steps, fill_value=NO_ROW).reset_index(drop=True).astype(np.int64)
+    at = _positions(steps, work["rank"].to_numpy(), work["step"].to_numpy())
+    ts = work["ts"].to_numpy().astype(np.int64)
+    end = ts + work["dur"].to_numpy().astype(np.int64)
+    start_ns = _extreme(np.minimum, at, ts, len(steps))
+    return pd.DataFrame({"primary_start_ns": start_ns, "primary_end_ns": _extreme(np.maximum, at, end, len(steps))})
+
+
+def _positions(steps: pd.MultiIndex, rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """The position in ``steps`` (distinct (rank, step) pairs) of each (rank, step) pair, -1 where it is not one."""
+    keys = _pair_keys(steps.get_level_values(0).to_numpy(), steps.get_level_values(1).to_numpy())
+    order = np.argsort(keys, kind="stable")
+    wanted = _pair_keys(rank, step)
+    at = np.minimum(np.searchsorted(keys[order], wanted), max(len(keys) - 1, 0))
+    found = keys[order][at] == wanted if len(keys) else np.zeros(len(wanted), dtype=bool)
+    return np.where(found, order[at] if len(keys) else 0, -1)
+
+
+def _pair_keys(rank: np.ndarray, step: np.ndarray) -> np.ndarray:
+    """One int64 per (rank, step) pair of 32-bit values."""
+    return (np.asarray(rank, dtype=np.int64) << 32) | (np.asarray(step, dtype=np.int64) & 0xFFFFFFFF)
+
+
+def _extreme(ufunc: np.ufunc, at: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Per position 0..n-1: ``ufunc`` (minimum, maximum) of the values at it (``at``: -1 is none), NO_ROW where
+    none is."""
+    mine = at >= 0
+    out = np.zeros(n, dtype=np.int64)
+    seen = np.bincount(at[mine], minlength=n) > 0
+    out[seen] = values[mine][np.unique(at[mine], return_index=True)[1]]  # a first value of each, then the rest
+    ufunc.at(out, at[mine], values[mine])
+    out[~seen] = NO_ROW
+    return out
 
 
 def _work_before(events: pd.DataFrame, table: pd.DataFrame, primary: pd.Series) -> np.ndarray:
@@ -234,7 +260,7 @@ def _first_queue_delay(
     calls = events[["ts", "dur"]].reindex(launch)
     launched = (calls["ts"] + calls["dur"]).to_numpy(dtype="float64")
     delay = pd.Series(np.where(launch != NO_ROW, first["ts"].to_numpy() - launched, 0), dtype="float64")
-    where = steps.get_indexer(pd.MultiIndex.from_arrays([first["rank"].to_numpy(), first["step"].to_numpy()]))
+    where = _positions(steps, first["rank"].to_numpy(), first["step"].to_numpy())
     out = np.zeros(len(steps), dtype=np.int64)
     out[where] = np.nan_to_num(delay.to_numpy(), nan=0.0).clip(min=0).astype(np.int64)
     return out
@@ -247,8 +273,8 @@ def _host_work_ends(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
         events["kind"].isin(HOST_WORK) & (events["step"] != NO_ROW),
         ["rank", "step", "ts", "dur"],
     ]
-    ends = (held["ts"] + held["dur"]).groupby([held["rank"], held["step"]], observed=True).max()
-    return ends.reindex(steps, fill_value=NO_ROW).to_numpy(np.int64)
+    at = _positions(steps, held["rank"].to_numpy(), held["step"].to_numpy())
+    return _extreme(np.maximum, at, (held["ts"] + held["dur"]).to_numpy().astype(np.int64), len(steps))
 
 
 def _next_calls(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
@@ -266,7 +292,7 @@ def _next_calls(events: pd.DataFrame, steps: pd.MultiIndex) -> np.ndarray:
         rows = events[marker.to_numpy() & (lanes == lane)]
         ends = (rows["ts"] + rows["dur"]).to_numpy()
         at = np.searchsorted(starts, ends, side="left")
-        where = steps.get_indexer(pd.MultiIndex.from_arrays([rows["rank"].to_numpy(), rows["step"].to_numpy()]))
+        where = _positions(steps, rows["rank"].to_numpy(), rows["step"].to_numpy())
         found = (at < len(starts)) & (where >= 0)
         out[where[found]] = starts[at[found]]
     return out
@@ -277,28 +303,25 @@ def _device_columns(device: pd.DataFrame, steps: pd.MultiIndex) -> pd.DataFrame:
     (compute and collectives) and its device time per kind; NO_ROW spans and zeros where it has no device work (its
     busy time not yet clipped to the step's window: ``_periods`` does)."""
     group, kind, _, dur = _mine(device, steps)
-    kinds = category_text(device["kind"])
-    whole = pd.RangeIndex(len(steps))
+    kinds = category_text(device["kind"]).tolist()
+    n = len(steps)
     busy_group, start, end = _busy_work(device, steps)
-    work = pd.DataFrame({"start": start, "end": end}).groupby(busy_group)
-    out = pd.DataFrame(
-        {
-            "device_start_ns": work["start"].min().reindex(whole, fill_value=NO_ROW),
-            "device_end_ns": work["end"].max().reindex(whole, fill_value=NO_ROW),
-            "device_busy_ns": _busy_per_group(busy_group, start, end, len(steps)),
-            "kernels": np.bincount(group[np.isin(kinds, CORE_WORK)[kind]], minlength=len(steps)),
-        },
-        index=whole,
-    )
-    by_kind = pd.Series(dur).groupby([group, kind]).sum().unstack(fill_value=0).rename(columns=dict(enumerate(kinds)))
-    by_kind = by_kind.reindex(index=whole, columns=list(DEVICE), fill_value=0)
-    return out.join(by_kind.add_suffix("_ns")).astype(np.int64)
+    by_kind = np.zeros((n, len(kinds)), dtype=np.int64)
+    np.add.at(by_kind, (group, np.asarray(kind, dtype=np.int64)), dur)
+    out = {
+        "device_start_ns": _extreme(np.minimum, busy_group, start, n),
+        "device_end_ns": _extreme(np.maximum, busy_group, end, n),
+        "device_busy_ns": _busy_per_group(busy_group, start, end, n),
+        "kernels": np.bincount(group[np.isin(kinds, CORE_WORK)[kind]], minlength=n),
+    }
+    out |= {f"{k}_ns": by_kind[:, kinds.index(k)] if k in kinds else np.zeros(n, dtype=np.int64) for k in DEVICE}
+    return pd.DataFrame(out).astype(np.int64)
 
 
 def _mine(device: pd.DataFrame, steps: pd.MultiIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The device rows of a (rank, step) of ``steps``: each one's position in ``steps``, kind code, start and
     duration (ns)."""
-    group = steps.get_indexer(pd.MultiIndex.from_arrays([device["rank"].to_numpy(), device["step"].to_numpy()]))
+    group = _positions(steps, device["rank"].to_numpy(), device["step"].to_numpy())
     mine = group >= 0  # not a (rank, step) without a marker
     return group[mine], device["kind"].array.codes[mine], device["ts"].to_numpy()[mine], device["dur"].to_numpy()[mine]
 
@@ -329,7 +352,7 @@ def _periods(table: pd.DataFrame, busy: tuple[np.ndarray, np.ndarray, np.ndarray
     time of the steps' ``busy`` work (``_busy_work``) clipped to each step's window."""
     has_device = table["device_start_ns"] != NO_ROW
     start = _starts(table, has_device)
-    follows = table.groupby("rank")["step"].shift(-1) == table["step"] + 1  # the next iteration was recorded too
+    follows = _consecutive(table, 1)  # the next iteration was recorded too
     nxt = _neighbour(table, start, 1)
     end = np.where(follows & (nxt > start), nxt, _own_ends(table, has_device))
     table["start_ns"] = start.astype(np.int64)
@@ -374,6 +397,22 @@ def _neighbour(table: pd.DataFrame, values, offset: int) -> np.ndarray:
     return out
 
 
+def _consecutive(table: pd.DataFrame, offset: int) -> np.ndarray:
+    """Per row: is the row ``offset`` rows on (1: the next, -1: the previous) in the table's rank and step order of
+    the same rank and ``offset`` steps on (that iteration was recorded too)?"""
+    step, rank = table["step"].to_numpy().astype(np.int64), table["rank"].to_numpy()
+    out = np.zeros(len(step), dtype=bool)
+    k = abs(offset)
+    if k >= len(step):
+        return out
+    same = (rank[k:] == rank[:-k]) & (step[k:] - step[:-k] == k)
+    if offset > 0:
+        out[:-k] = same
+    else:
+        out[k:] = same
+    return out
+
+
 def _lead(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Per step: the first start and last end of the device work that sets its edges: its work on the rank's
     primary stream, or all its device work where it has none there."""
@@ -386,7 +425,7 @@ def _starts(table: pd.DataFrame, has_device: pd.Series) -> np.ndarray:
     """Where the device reaches each step: its host start, or the end of earlier work its primary stream is still
     busy with (recorded earlier work first; else, where its first work there waited, that work's start)."""
     first, last = _lead(table)
-    earlier = (table.groupby("rank")["step"].shift(1) == table["step"] - 1).to_numpy()
+    earlier = _consecutive(table, -1)
     previous_end = _neighbour(table, last, -1)
     before = table["before_ns"].to_numpy()
     queued = table["queued_ns"].to_numpy() > QUEUED_NS  # the first work waited for earlier work, maybe unrecorded
