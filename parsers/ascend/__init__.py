@@ -5,30 +5,37 @@ database: ``ascend_pytorch_profiler_{rank}.db``), plain msprof exports (``PROF_*
 with ``msprof_*.json`` / ``op_summary_*.csv``, and ``PROF_*/msprof_*.db``), the files themselves, and parents of
 several ranks; a rank folder that holds only the profiler's summaries (communication.json, step_trace_time.csv:
 torch_npu wrote no trace or kernel table for it) is read from those. Anything else returns [] quickly (names only;
-no file is opened).
+no file is opened, no reader imported: a reader's module is imported by name, ``_PARSERS``, for what it reads).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
 
-from traceanalyzer.parsers.ascend import db, summaries, text
 from traceanalyzer.parsers.ascend.outputs import OUTPUT_DIRS, TEXT_FILES, output
-from traceanalyzer.parsers.unit import Unit
+from traceanalyzer.parsers.unit import Parse, Unit
 
 ANY_DB = re.compile(r"\.db$")
 _RUN_DIR = re.compile(r"(_ascend_pt|_ascend_ms)$|^PROF_")
 _SEARCH_DEPTH = 4
 
 
-_PARSERS = {"text": text.parse, "db": db.parse, "communication": summaries.parse}
+_PARSERS = {"text": f"{__name__}.text", "db": f"{__name__}.db", "communication": f"{__name__}.summaries"}
+"""The module whose ``parse`` reads each kind of rank output (``outputs.output``), imported when a path holds one."""
 
 
 def units(path: Path) -> list[Unit]:
     """The Ascend rank outputs under path ([] when the path holds none)."""
     found = _file(path) if path.is_file() else _folder(path)
-    return [Unit(_PARSERS[module], p) for module, p in found]
+    return [Unit(_parser(module), p) for module, p in found]
+
+
+def _parser(reader: str) -> Parse:
+    """The parse function of a reader (``_PARSERS``), its module imported now."""
+    parse: Parse = importlib.import_module(_PARSERS[reader]).parse
+    return parse
 
 
 def _file(path: Path) -> list[tuple[str, Path]]:
