@@ -18,7 +18,7 @@ import pytest
 from traceanalyzer.dashboards.cli import serve
 
 import traceanalyzer as ta
-from traceanalyzer import cli, perrank
+from traceanalyzer import analyzers, cli, perrank
 from traceanalyzer.analyzers import as_job
 from traceanalyzer.analyzers.summary import BASIS_EVENTS
 from traceanalyzer.findings import Finding
@@ -180,15 +180,15 @@ def assert_same_data(got, want, where: str = "") -> None:
 
 def joined_section(module, view: TraceData, options: Options = DEFAULT) -> Section | None:
     """An analyzer module's section of a joined trace (or a scoped view of one), as the report makes it: the job of
-    its one part."""
-    one = as_job(view, options)
+    its one part (made by every analyzer: also by one that the report leaves out as saying nothing of the trace)."""
+    one = as_job(view, options, analyzers.ANALYZERS)
     return module.job_section(one.merged(_analyzer(module)), one, options)
 
 
 def joined_findings(module, view: TraceData) -> list[Finding]:
     """An analyzer module's findings of a joined trace (or a scoped view of one), unranked, as the report makes
     them: the job of its one part."""
-    one = as_job(view, DEFAULT)
+    one = as_job(view, DEFAULT, analyzers.ANALYZERS)
     return module.job_findings(one.merged(_analyzer(module)), one)
 
 

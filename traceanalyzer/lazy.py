@@ -1,7 +1,8 @@
 """Start-up: modules imported on their first use, so that what does not need them does not pay for them.
 
 ``traceanalyze --version`` and ``--help`` and a bare ``import traceanalyzer`` must start in a fraction of a second,
-while importing pandas, numpy, pyarrow, plotly and dash takes 0.6-1.5 s. The public API and the command line name
+while importing pandas, numpy, pyarrow, plotly and dash takes 0.6-1.5 s; and a report imports only what its trace
+needs (no Ascend parser nor analyzer for a Kineto trace). The public API, the command line and the registries name
 what they offer at the top of their module; this module is the one place where the import of what serves it is
 put off until it is used (not a way around an import cycle: the layers still point down).
 """
@@ -27,6 +28,20 @@ class Module:
 
     def __repr__(self) -> str:
         return f"<module {self._name!r}, imported on first use>"
+
+
+class Function:
+    """A stand-in for the function a dotted path names (``pkg.module.name``): calling it imports the module (once),
+    then calls the function; it pickles as its path."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return resolve(self._path)(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<function {self._path!r}, imported on first call>"
 
 
 def attributes(

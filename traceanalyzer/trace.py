@@ -16,7 +16,6 @@ import pandas as pd
 from traceanalyzer import lazy, loading, notebook
 from traceanalyzer.analyzers import (
     as_job,
-    distributed,
     fusion,
     gemm,
     health,
@@ -41,6 +40,9 @@ if TYPE_CHECKING:
 
     from traceanalyzer.renderers.perfetto import Annotated
 
+distributed = lazy.Module("traceanalyzer.analyzers.distributed")
+"""The distributed analyses, imported when one is first asked for: a report imports them where there is
+communication (``analyzers.APPLIES``)."""
 plots = lazy.Module("traceanalyzer.renderers.plots")
 """The figure builders (Plotly), imported when a figure is first drawn: a text report never loads Plotly."""
 digest_renderer = lazy.Module("traceanalyzer.renderers.digest")

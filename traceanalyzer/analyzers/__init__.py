@@ -5,7 +5,9 @@ section and findings of the job's parts, the analyzers it needs), in report orde
 always. One path makes every report: each rank's view is turned into every analyzer's part (``rank_parts``: where
 the rank is loaded, a worker process or a Dask worker), and the job's sections and findings are read from the
 parts (``job_sections``, ``job_findings``: every finding ranked once over all analyzers, ``findings.rank``, so
-savings add up). A joined trace is the job of one part: ``as_job``.
+savings add up). A joined trace is the job of one part: ``as_job``, made by the analyzers that apply to it
+(``APPLIES``: the Ascend analyzer on an Ascend trace, the distributed one where there is communication); those two
+are imported on their first call (``lazy.Function``), so that the report of a one-rank Kineto trace imports neither.
 """
 
 from __future__ import annotations
@@ -13,11 +15,10 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Sequence
 
+from traceanalyzer import lazy
 from traceanalyzer.analyzer import Analyzer, stacked
 from traceanalyzer.analyzers import (
-    ascend,
     counters,
-    distributed,
     fusion,
     gemm,
     health,
@@ -32,8 +33,19 @@ from traceanalyzer.findings import Finding, rank
 from traceanalyzer.jobdata import Failed, JobData, PartFailed, RankParts
 from traceanalyzer.memo import remember
 from traceanalyzer.options import Options
+from traceanalyzer.schema import Kind, Platform
 from traceanalyzer.section import Fact, Section
 from traceanalyzer.tracedata import TraceData
+
+
+def _imported_on_use(module: str) -> Analyzer:
+    """The analyzer of ``traceanalyzer.analyzers.<module>`` (its ``rank_part``, ``merge``, ``job_section`` and
+    ``job_findings``, reading the summary too), the module imported on the first call of one of them."""
+    rank_part, merge, section, findings = (
+        lazy.Function(f"{__name__}.{module}.{name}") for name in ("rank_part", "merge", "job_section", "job_findings")
+    )
+    return Analyzer(module, rank_part, merge, section, findings, ("summary",))
+
 
 LEDGER: Analyzer = Analyzer("ledger", ledger.rank_part, ledger.merge, ledger.job_section, needs=("summary",))
 """What was analysed: the first section of every report, which also names the sections whose analyzer failed."""
@@ -52,17 +64,10 @@ ANALYZERS: tuple[Analyzer, ...] = (
     Analyzer("gemm", gemm.rank_part, gemm.merge, gemm.job_section, needs=("counters",)),
     Analyzer("counters", counters.rank_part, stacked, counters.job_section),
     Analyzer("health", health.rank_part, health.merge, health.job_section, health.job_findings, ("summary",)),
-    Analyzer(
-        "distributed",
-        distributed.rank_part,
-        distributed.merge,
-        distributed.job_section,
-        distributed.job_findings,
-        ("summary",),
-    ),
+    _imported_on_use("distributed"),
     Analyzer("fusion", fusion.rank_part, fusion.merge, fusion.job_section, fusion.job_findings, ("summary",)),
     Analyzer("memory", memory.rank_part, memory.merge, memory.job_section, memory.job_findings, ("summary",)),
-    Analyzer("ascend", ascend.rank_part, ascend.merge, ascend.job_section, ascend.job_findings, ("summary",)),
+    _imported_on_use("ascend"),
     Analyzer(
         "inference",
         inference.rank_part,
@@ -75,6 +80,21 @@ ANALYZERS: tuple[Analyzer, ...] = (
 )
 """Every analyzer, in report order (the ledger first); a new analysis is one more entry (README: "To add an
 analysis")."""
+
+
+def _on_ascend(trace: TraceData) -> bool:
+    """Was the trace recorded on Ascend (the Ascend analyzer's part is None off Ascend)?"""
+    return trace.meta.platform == Platform.ASCEND
+
+
+def _communicates(trace: TraceData) -> bool:
+    """Does the trace hold communication (without it the distributed analyzer has no section and no findings)?"""
+    return bool((trace.events["kind"] == Kind.COMMUNICATION.value).any())
+
+
+APPLIES: dict[str, Callable[[TraceData], bool]] = {"ascend": _on_ascend, "distributed": _communicates}
+"""For the analyzers that say something of some traces only: whether they can of a (whole) trace. A joined trace's
+report leaves out those that cannot (``as_job`` without a registry); the others apply to every trace."""
 
 
 def rank_parts(view: TraceData, options: Options, registry: Sequence[Analyzer] | None = None) -> dict[str, object]:
@@ -91,10 +111,19 @@ def rank_parts(view: TraceData, options: Options, registry: Sequence[Analyzer] |
 
 
 def as_job(view: TraceData, options: Options, registry: Sequence[Analyzer] | None = None) -> JobData:
-    """A (scoped) joined trace as the job of one part (every analyzer's part of the whole scope), once per view,
-    ``options.top`` and registry: the joined report is the job path of one part."""
-    key = f"analyzers.job.{options.top}.{_names(registry)}"
-    return remember(view, key, lambda: _one_part_job(view, Options(top=options.top), registered(registry)))
+    """A (scoped) joined trace as the job of one part (every analyzer's part of the whole scope: those of
+    ``registry``, default those of ``ANALYZERS`` that apply to the trace), once per view, ``options.top`` and
+    registry: the joined report is the job path of one part."""
+    key = f"analyzers.job.{options.top}.{_names(registry)}.{'given' if registry is not None else 'applying'}"
+    return remember(view, key, lambda: _one_part_job(view, Options(top=options.top), _applicable(view, registry)))
+
+
+def _applicable(view: TraceData, registry: Sequence[Analyzer] | None) -> Sequence[Analyzer]:
+    """``registry`` when given, else the analyzers that can say something of the view's whole trace (``APPLIES``),
+    in report order."""
+    if registry is not None:
+        return registry
+    return [a for a in ANALYZERS if a.name not in APPLIES or APPLIES[a.name](view.base)]
 
 
 def _one_part_job(view: TraceData, options: Options, registry: Sequence[Analyzer]) -> JobData:
@@ -107,7 +136,7 @@ def _one_part_job(view: TraceData, options: Options, registry: Sequence[Analyzer
 def job_findings(job: JobData, registry: Sequence[Analyzer] | None = None) -> list[Finding]:
     """Findings of every analyzer from the job's parts, ranked once (device savings bounded by the ranks'
     headroom), once per job."""
-    return remember(job, f"analyzers.findings.{_names(registry)}", lambda: _ranked(job, registered(registry)))
+    return remember(job, f"analyzers.findings.{_names(registry)}", lambda: _ranked(job, _reading(job, registry)))
 
 
 def _ranked(job: JobData, registry: Sequence[Analyzer]) -> list[Finding]:
@@ -118,7 +147,7 @@ def _ranked(job: JobData, registry: Sequence[Analyzer]) -> list[Finding]:
 
 def job_sections(job: JobData, options: Options, registry: Sequence[Analyzer] | None = None) -> list[Section]:
     """The ledger, then every analyzer's section that has something to say, from the job's parts."""
-    first, *rest = registered(registry)
+    first, *rest = _reading(job, registry)
     failed: list[str] = []
     found = [
         s for s in _each(job, rest, lambda a: a.section(job.merged(a.name), job, options), failed) if s is not None
@@ -131,6 +160,12 @@ def job_sections(job: JobData, options: Options, registry: Sequence[Analyzer] | 
 def registered(registry: Sequence[Analyzer] | None = None) -> Sequence[Analyzer]:
     """The analyzers a report runs: ``registry`` when given, else ``ANALYZERS`` as it is now."""
     return ANALYZERS if registry is None else registry
+
+
+def _reading(job: JobData, registry: Sequence[Analyzer] | None) -> Sequence[Analyzer]:
+    """The analyzers whose sections and findings a job's report reads: ``registry`` when given, else those that made
+    the job's parts."""
+    return registry if registry is not None else [a for a in job.registry if isinstance(a, Analyzer)]
 
 
 def _names(registry: Sequence[Analyzer] | None) -> str:
