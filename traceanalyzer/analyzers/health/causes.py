@@ -18,13 +18,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from traceanalyzer import intervals
+from traceanalyzer import calltree, intervals
 from traceanalyzer.analyzers import callpath
-from traceanalyzer.analyzers.attribution import is_one_of, kind_rows, linked, locate, name_hits, place_text
+from traceanalyzer.analyzers.attribution import is_one_of, kind_rows, linked, name_hits, place_text
 from traceanalyzer.analyzers.health.gaps import LARGE_GAP_NS, idle_claims
+from traceanalyzer.groups import Groups
 from traceanalyzer.intervals import Intervals, Packed
 from traceanalyzer.memo import remember
-from traceanalyzer.schema import BUSY, HOST_WORK, NO_ROW, Kind, positions
+from traceanalyzer.schema import BUSY, HOST_WORK, NO_ROW, Kind, category_text, codes_at, positions
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import (
@@ -59,6 +60,9 @@ LAUNCH_BOUND, PYTHON_WORK, QUEUED, UNEXPLAINED = "launch_bound", "python_work", 
 CAUSES = (*PAINTED, LAUNCH_BOUND, PYTHON_WORK, QUEUED, UNEXPLAINED)
 """Every cause an idle interval can have, in the order a table lists them."""
 
+CODE = {cause: code for code, cause in enumerate(CAUSES)}
+"""A gap's rule as a small integer: its cause's position in ``CAUSES``."""
+
 FIRST_CALL_FACTOR = 10
 """A call is a first-call stall when it lasts this many times the median of its name on the rank ..."""
 FIRST_CALL_MIN_NS = 200_000
@@ -74,6 +78,11 @@ sync compute the value it reads (``.isfinite().all().item()``: five elementwise 
 COLUMNS = ["rank", "cause", "idle_ns", "gaps", "where", "ops", "grad_scaler", "empty_cache", "optimizer", "recorded"]
 """``recorded``: the host events the profiler recorded on the rank's launching threads that start inside the cause's
 idle (what its own overhead inflates: each costs the host a few µs under the profiler)."""
+
+
+_Weights = dict[tuple[int, str], list[tuple[np.ndarray, np.ndarray]]]
+"""Per rank and cause: the host rows explaining some of its idle, each with the idle it explains (ns), in the order
+they were found."""
 
 
 def idle_causes(trace: TraceData) -> tuple[pd.DataFrame, dict[tuple[int, str], Packed]]:
@@ -148,30 +157,41 @@ def _first_calls(events: pd.DataFrame) -> np.ndarray:
     """Per event: a CPU op or runtime call that lasts ``FIRST_CALL_FACTOR`` × its name's median on the rank (and at
     least ``FIRST_CALL_MIN_NS``) where it, or the op it runs in, meets its input shape for the first time."""
     kind = events["kind"]
-    op_or_call = ((kind == Kind.CPU_OP.value) | (kind == Kind.RUNTIME.value)).to_numpy()
-    rows = np.flatnonzero(op_or_call & ~is_one_of(events["name"], SYNC_CALLS | ALLOCATOR_CALLS))
-    out = np.zeros(len(events), dtype=bool)
-    if not len(rows):
-        return out
-    frame = pd.DataFrame(
-        {
-            "rank": events["rank"].to_numpy()[rows],
-            "name": np.asarray(events["name"].array.codes)[rows],
-            "dims": np.asarray(events["input_dims"].array.codes)[rows],
-            "ts": events["ts"].to_numpy()[rows],
-            "dur": events["dur"].to_numpy()[rows],
-        }
-    )
-    median = frame.groupby(["rank", "name"])["dur"].transform("median").to_numpy()
-    slow = frame["dur"].to_numpy() >= np.maximum(FIRST_CALL_FACTOR * median, FIRST_CALL_MIN_NS)
     is_op = (kind == Kind.CPU_OP.value).to_numpy()
-    new_shape = np.zeros(len(events), dtype=bool)
-    ops = frame[is_op[rows]].sort_values("ts", kind="stable")
-    new_shape[rows[ops.index[~ops.duplicated(["rank", "name", "dims"])]]] = True
-    op_at = positions(events.index, events["op"].to_numpy()[rows])
-    new = np.where(is_op[rows], new_shape[rows], np.where(op_at >= 0, new_shape[np.maximum(op_at, 0)], False))
-    out[rows[slow & new]] = True
+    rows = np.flatnonzero(
+        (is_op | (kind == Kind.RUNTIME.value).to_numpy()) & ~is_one_of(events["name"], SYNC_CALLS | ALLOCATOR_CALLS)
+    )
+    width = len(events["name"].array.categories) + 1
+    by_name = events["rank"].to_numpy()[rows].astype(np.int64) * width + events["name"].array.codes[rows] + 1
+    dur = events["dur"].to_numpy()[rows]
+    long = np.flatnonzero(dur >= FIRST_CALL_MIN_NS)  # the calls that can be slow (positions in ``rows``)
+    judged = np.where(is_op[rows[long]], rows[long], positions(events.index, events["op"].to_numpy()[rows[long]]))
+    long = long[_first_shapes(events, rows[is_op[rows]], by_name[is_op[rows]], judged)]
+    out = np.zeros(len(events), dtype=bool)
+    out[rows[long[_slow(by_name, dur, long)]]] = True
     return out
+
+
+def _first_shapes(events: pd.DataFrame, ops: np.ndarray, by_name: np.ndarray, judged: np.ndarray) -> np.ndarray:
+    """Per judged row (a position, or NO_ROW): is it one of ``ops`` (their rank and name as one key ``by_name``), and
+    the first of them in time to meet its input shape?"""
+    shape = np.full(len(events) + 1, -1, dtype=np.int64)  # per op: its (rank, name, input shape); the last: NO_ROW's
+    shape[ops] = by_name * (len(events["input_dims"].array.categories) + 1) + events["input_dims"].array.codes[ops] + 1
+    among = ops[np.isin(shape[ops], shape[judged[judged >= 0]])]
+    among = among[np.argsort(events["ts"].to_numpy()[among], kind="stable")]
+    first = np.zeros(len(events) + 1, dtype=bool)
+    first[among[np.unique(shape[among], return_index=True)[1]]] = True
+    return first[judged]
+
+
+def _slow(by_name: np.ndarray, dur: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """Per call of ``calls`` (positions; rank and name as one key ``by_name``): does it last ``FIRST_CALL_FACTOR`` ×
+    its key's median and at least ``FIRST_CALL_MIN_NS``? (Medians taken only of those calls' keys.)"""
+    need = np.flatnonzero(np.isin(by_name, by_name[calls]))
+    groups = Groups([by_name[need]])
+    median = np.empty(len(dur), dtype=np.float64)
+    median[need[groups.order]] = np.repeat(groups.median(dur[need]), groups.sizes)
+    return dur[calls] >= np.maximum(FIRST_CALL_FACTOR * median[calls], FIRST_CALL_MIN_NS)
 
 
 def _per_parameter_optimizers(trace: TraceData) -> np.ndarray:
@@ -182,14 +202,14 @@ def _per_parameter_optimizers(trace: TraceData) -> np.ndarray:
     if not step.any():
         return step
     vectorized = (events["kind"] == Kind.CPU_OP.value).to_numpy() & name_hits(names, VECTORIZED_OPTIMIZER_OP)
-    inside = callpath.walk(trace).innermost(step)[:-1][vectorized]
+    inside = calltree.nearest(events["parent"].to_numpy(), np.flatnonzero(vectorized), step)
     step[inside[inside != NO_ROW]] = False
     return step
 
 
 def _attribute(trace: TraceData) -> tuple[pd.DataFrame, dict[tuple[int, str], Packed]]:
     host = remember(trace, "health.idle_causes.host", lambda: _Host(trace))
-    weights: list[pd.DataFrame] = []
+    weights: _Weights = {}
     found: dict[tuple[int, str], list[Intervals]] = {}
     for rank, gaps in idle_claims(trace).items():
         if len(gaps[0]):
@@ -233,7 +253,7 @@ def _rank_causes(trace, host, rank, gaps, found, weights) -> None:
     htod[copies] = (events["kind"].to_numpy()[resumes[copies]] == Kind.MEMCPY.value) & name_hits(
         events["name"], HTOD_COPY
     )[resumes[copies]]
-    rule = np.full(len(a), QUEUED, dtype=object)
+    rule = np.full(len(a), CODE[QUEUED], dtype=np.int8)
     culprit = np.full(len(a), NO_ROW, dtype=np.int64)
     rests = []
     for th in np.unique(thread[~queued]).tolist():
@@ -249,19 +269,15 @@ def _rank_causes(trace, host, rank, gaps, found, weights) -> None:
 
 
 def _lead_ins(rule: np.ndarray) -> np.ndarray:
-    """Gaps in time order: the short host-made gaps (up to ``LEAD_IN``) right before a gap a blocking call drained
-    are that call's cause (the kernels computing the value it waits for, launched one at a time after the device
-    ran dry)."""
-    out = rule.copy()
-    run: list[int] = []
-    for i, cause in enumerate(rule.tolist()):
-        if cause == LAUNCH_BOUND:
-            run.append(i)
-            continue
-        if cause in DRAINS:
-            out[run[-LEAD_IN:]] = cause
-        run = []
-    return out
+    """Gaps in time order (their ``CODE``): the short host-made gaps (up to ``LEAD_IN``) right before a gap a
+    blocking call drained are that call's cause (the kernels computing the value it waits for, launched one at a
+    time after the device ran dry)."""
+    short = rule == CODE[LAUNCH_BOUND]
+    at = np.arange(len(rule))
+    after = np.minimum.accumulate(np.where(short, len(rule), at)[::-1])[::-1]  # the first other gap from here on
+    ends = np.r_[rule, CODE[QUEUED]][after]  # the rule of the gap that ends each run of short ones
+    drained = np.isin(ends, [CODE[c] for c in DRAINS])
+    return np.where(short & drained & (after - at <= LEAD_IN), ends, rule).astype(rule.dtype)
 
 
 def _rest_causes(rank, gaps, rule, culprit, rests, found, weights) -> None:
@@ -271,11 +287,11 @@ def _rest_causes(rank, gaps, rule, culprit, rests, found, weights) -> None:
     ends = np.concatenate([r[1] for r in rests])
     gap = np.searchsorted(a, starts, side="right") - 1
     left = np.bincount(gap, weights=ends - starts, minlength=len(a)).astype(np.int64)
-    for cause in np.unique(rule[gap]).tolist():
-        pieces = rule[gap] == cause
-        _add(found, rank, cause, intervals.union(starts[pieces], ends[pieces]))
-        hit = (rule == cause) & (culprit != NO_ROW) & (left > 0)
-        weights.append(_weights(rank, cause, culprit[hit], left[hit]))
+    for code in sorted(np.unique(rule[gap]).tolist(), key=CAUSES.__getitem__):  # in name order, as ``found`` keeps them
+        pieces = rule[gap] == code
+        _add(found, rank, CAUSES[code], intervals.union(starts[pieces], ends[pieces]))
+        hit = (rule == code) & (culprit != NO_ROW) & (left > 0)
+        _weigh(weights, rank, CAUSES[code], culprit[hit], left[hit])
 
 
 def _main_thread(host: _Host, events: pd.DataFrame, rank: int, mine: np.ndarray) -> int:
@@ -301,15 +317,15 @@ def _painted(host, on, gaps, rank, found, weights) -> Intervals:
         if len(piece[0]):
             _add(found, rank, cause, piece)
             share = intervals.covered_within(piece, host.ts[rows], host.end[rows])
-            weights.append(_weights(rank, cause, host.rows[rows], share))
+            _weigh(weights, rank, cause, host.rows[rows], share)
         taken = intervals.union(np.r_[taken[0], painted[0]], np.r_[taken[1], painted[1]])
     return intervals.subtract(gaps, taken)
 
 
 def _rules(host, on, gaps, htod, launch) -> tuple[np.ndarray, np.ndarray]:
-    """Per gap: the cause its rest goes to (rule 4) and the row that explains it (NO_ROW if none)."""
+    """Per gap: the cause its rest goes to (rule 4, its ``CODE``) and the row that explains it (NO_ROW if none)."""
     a, b = gaps
-    rule = np.full(len(a), UNEXPLAINED, dtype=object)
+    rule = np.full(len(a), CODE[UNEXPLAINED], dtype=np.int8)
     culprit = np.full(len(a), NO_ROW, dtype=np.int64)
     covered = intervals.covered_within(intervals.union(host.ts[on], host.end[on]), a, b)
     decided = np.zeros(len(a), dtype=bool)
@@ -320,7 +336,7 @@ def _rules(host, on, gaps, htod, launch) -> tuple[np.ndarray, np.ndarray]:
         (PYTHON_WORK, covered * 2 >= b - a, launch),
     ):
         take = hit & ~decided
-        rule[take], culprit[take] = cause, row[take]
+        rule[take], culprit[take] = CODE[cause], row[take]
         decided |= take
     return rule, culprit
 
@@ -342,78 +358,114 @@ def _add(found: dict, rank: int, cause: str, piece: Intervals) -> None:
         found.setdefault((int(rank), cause), []).append(piece)
 
 
-def _weights(rank: int, cause: str, rows: np.ndarray, idle: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"rank": int(rank), "cause": cause, "row": rows, "idle": idle})
+def _weigh(weights: _Weights, rank: int, cause: str, rows: np.ndarray, idle: np.ndarray) -> None:
+    """Record the host rows explaining some idle of a rank's cause, with the idle each explains (ns)."""
+    weights.setdefault((int(rank), cause), []).append((np.asarray(rows, dtype=np.int64), np.asarray(idle)))
 
 
-def _table(trace, host, idle, weights) -> pd.DataFrame:
+def _table(trace, host, idle, weights: _Weights) -> pd.DataFrame:
     """One row per rank and cause: idle, gaps, and the place and ops of the rows explaining most of it."""
     rows = []
-    explained = stack(weights) if weights else pd.DataFrame(columns=["rank", "cause", "row", "idle"])
-    explained = explained[explained["idle"] > 0]
-    at = explained["row"].to_numpy(dtype=np.int64)
-    places = locate(trace, at)
-    explained = explained.assign(
-        where=[place_text(*pair) for pair in zip(places["annotation"], places["frame"], strict=True)],
-        op=_op_names(trace, at),
-    )
-    flags = _flags(trace, host)
+    places = _Places(trace)
+    flags = _Flags(trace, host)
+    launching: dict[int, np.ndarray] = {}
     for (rank, cause), ivs in sorted(idle.items()):
-        mine = explained[(explained["rank"] == rank) & (explained["cause"] == cause)]
-        where = mine.groupby("where", sort=False)["idle"].sum().sort_values(ascending=False, kind="stable")
-        ops = mine[mine["op"] != ""].groupby("op", sort=False)["idle"].sum().sort_values(ascending=False, kind="stable")
-        rows_of = set(mine["row"].tolist())
+        pieces = weights.get((rank, cause), [])
+        at = np.concatenate([p[0] for p in pieces]) if pieces else np.empty(0, dtype=np.int64)
+        weight = np.concatenate([p[1] for p in pieces]) if pieces else np.empty(0, dtype=np.int64)
+        at, weight = at[weight > 0], weight[weight > 0]
+        if rank not in launching:
+            launching[rank] = _launching_ts(trace, host, rank)
         rows.append(
             {
                 "rank": rank,
                 "cause": cause,
                 "idle_ns": intervals.length(ivs),
                 "gaps": len(ivs[0]),
-                "where": str(where.index[0]) if len(where) else "",
-                "ops": ", ".join(ops.index[:3]),
-                "grad_scaler": bool(rows_of & flags["grad_scaler"]),
-                "empty_cache": bool(rows_of & flags["empty_cache"]),
-                "optimizer": _optimizer(trace, mine["row"]) if cause == "optimizer_loop" else "",
-                "recorded": _recorded(trace, host, rank, ivs),
+                "where": places.most(at, weight),
+                "ops": ", ".join(places.ops(at, weight)),
+                "grad_scaler": flags.under(at, "grad_scaler"),
+                "empty_cache": flags.under(at, "empty_cache"),
+                "optimizer": _optimizer(trace, at) if cause == "optimizer_loop" else "",
+                "recorded": _recorded(launching[rank], ivs),
             }
         )
     return merged_causes([pd.DataFrame(rows, columns=COLUMNS)])
 
 
-def _recorded(trace: TraceData, host: _Host, rank: int, ivs: Intervals) -> int:
-    """How many host events of the rank's launching threads (its step thread and those that launch device work)
-    start inside some intervals."""
+class _Places:
+    """Where host rows are (``place_text`` of their innermost annotation and user frame) and the op they run in,
+    ranked by the idle they explain."""
+
+    def __init__(self, trace: TraceData) -> None:
+        events = trace.events
+        self.walk = callpath.walk(trace)
+        self.width = len(self.walk.names) + 1
+        self.events = events
+        self.op_text = category_text(events["name"])
+        self.is_op = (events["kind"] == Kind.CPU_OP.value).to_numpy()
+
+    def most(self, rows: np.ndarray, idle: np.ndarray) -> str:
+        """The place of the rows explaining the most idle (the first seen of a tie; '' without rows)."""
+        if not len(rows):
+            return ""
+        names, width = self.walk.names, self.width
+        pairs = (self.walk.annotations.innermost(rows) + 1) * width + self.walk.user.innermost(rows) + 1
+        distinct, at = np.unique(pairs, return_inverse=True)
+        texts = [place_text(names[p // width - 1], names[p % width - 1]) for p in distinct.tolist()]
+        codes, uniques = pd.factorize(np.array(texts, dtype=object))
+        place = codes[at.reshape(-1)]  # per row: the code of its place's text
+        groups = Groups([place])
+        return str(uniques[place[groups.first[int(np.argmax(groups.sum(idle)))]]])
+
+    def ops(self, rows: np.ndarray, idle: np.ndarray) -> list[str]:
+        """The (at most 3) ops the rows run in that explain the most idle, the most first (a row's own name for an
+        op, none for a frame or range)."""
+        events = self.events
+        code = np.where(
+            self.is_op[rows], codes_at(events["name"], rows), codes_at(events["name"], events["op"].to_numpy()[rows])
+        )
+        text = self.op_text[code]
+        keep = text != ""
+        if not keep.any():
+            return []
+        groups = Groups([code[keep]])
+        order = np.argsort(-groups.sum(idle[keep]), kind="stable")[:3]
+        return text[keep][groups.first[order]].tolist()
+
+
+def _launching_ts(trace: TraceData, host: _Host, rank: int) -> np.ndarray:
+    """The start of each host event of a rank's launching threads (its step thread and those that launch device
+    work)."""
     mine = host.rank == rank
     launching = np.r_[np.unique(host.thread[mine & host.launch]), _main_thread(host, trace.events, rank, mine)]
-    ts = host.ts[mine & np.isin(host.thread, launching)]
+    return host.ts[mine & np.isin(host.thread, launching)]
+
+
+def _recorded(ts: np.ndarray, ivs: Intervals) -> int:
+    """How many of some host events' starts lie inside some intervals."""
     at = np.searchsorted(ivs[0], ts, side="right") - 1
     return int(((at >= 0) & (ts < ivs[1][np.maximum(at, 0)])).sum())
 
 
-def _op_names(trace: TraceData, rows: np.ndarray) -> np.ndarray:
-    """The op a row runs in (its own name for an op, '' for a frame or range)."""
-    events = trace.events
-    own = events["kind"].to_numpy()[rows] == Kind.CPU_OP.value
-    op = np.asarray(linked(events, events["op"].to_numpy()[rows], "name"), dtype=object)
-    name = np.asarray(linked(events, rows, "name"), dtype=object)
-    return np.where(own, name, op)
+class _Flags:
+    """Two marks a cause's rows can carry, each held by a row when it or one of its ancestors is marked:
+    ``grad_scaler`` (GradScaler's calls) and ``empty_cache`` (the allocator calls under ``empty_cache``)."""
+
+    def __init__(self, trace: TraceData, host: _Host) -> None:
+        events = trace.events
+        self.parent = events["parent"].to_numpy()
+        cache = np.zeros(len(events), dtype=bool)
+        cache[host.rows[host.empty_cache]] = True
+        self.masks = {"grad_scaler": name_hits(events["name"], GRAD_SCALER), "empty_cache": cache}
+
+    def under(self, rows: np.ndarray, flag: str) -> bool:
+        """Is one of the rows, or one of their ancestors, a row of the flag?"""
+        mask = self.masks[flag]
+        return bool(mask.any() and (calltree.nearest(self.parent, rows, mask) != NO_ROW).any())
 
 
-def _flags(trace: TraceData, host: _Host) -> dict[str, set[int]]:
-    """Rows called from GradScaler, and allocator calls made under ``empty_cache``."""
-    events = trace.events
-    walk = callpath.walk(trace)
-    scaler = walk.innermost(name_hits(events["name"], GRAD_SCALER))[:-1]
-    cache_mask = np.zeros(len(events), dtype=bool)
-    cache_mask[host.rows[host.empty_cache]] = True
-    cache = walk.innermost(cache_mask)[:-1]
-    return {
-        "grad_scaler": set(np.flatnonzero(scaler != NO_ROW).tolist()),
-        "empty_cache": set(np.flatnonzero(cache != NO_ROW).tolist()),
-    }
-
-
-def _optimizer(trace: TraceData, rows: pd.Series) -> str:
+def _optimizer(trace: TraceData, rows: np.ndarray) -> str:
     """The optimizer class of ``Optimizer.step#AdamW.step`` ranges ('AdamW')."""
-    names = linked(trace.events, rows.to_numpy(dtype=np.int64), "name")
+    names = linked(trace.events, rows, "name")
     return next((n.split("#", 1)[1].split(".", 1)[0] for n in names if "#" in n), "")
