@@ -357,16 +357,30 @@ def _op_names(trace, rows: pd.Series) -> np.ndarray:
 def _live_at_peaks(blocks: pd.DataFrame, at: pd.DataFrame) -> pd.DataFrame:
     """Blocks allocated at or before each pool's peak (``at``: the peak events) and not freed before it, largest
     first."""
-    pos = at.set_index(GROUP)["pos"] if len(at) else pd.Series(dtype=np.int64)
-    if not len(blocks) or not len(pos):
+    if not len(blocks) or not len(at):
         return blocks.iloc[:0].assign(peak_step=pd.Series(dtype=np.int32))
-    peak_pos = pos.reindex(pd.MultiIndex.from_frame(blocks[GROUP])).to_numpy()
-    alive = (blocks["alloc_pos"] <= peak_pos) & ((blocks["free_pos"] == NO_ROW) | (blocks["free_pos"] > peak_pos))
-    live = blocks[alive.to_numpy()].copy()
-    step = at.set_index(GROUP)["step"]
-    live["peak_step"] = step.reindex(pd.MultiIndex.from_frame(live[GROUP])).to_numpy()
-    live = live.sort_values(GROUP + ["bytes", "alloc_pos"], ascending=[True, True, False, True], kind="stable")
-    return live.reset_index(drop=True)
+    pool = _pool_at(at, blocks)
+    peak_pos = at["pos"].to_numpy()[np.maximum(pool, 0)]
+    alloc, free = blocks["alloc_pos"].to_numpy(), blocks["free_pos"].to_numpy()
+    rows = np.flatnonzero((pool >= 0) & (alloc <= peak_pos) & ((free == NO_ROW) | (free > peak_pos)))
+    rank, device, size = (blocks[c].to_numpy()[rows] for c in ("rank", "device", "bytes"))
+    rows = rows[np.lexsort((alloc[rows], -size, device, rank))]  # by pool, the largest first (ties: allocated first)
+    live = blocks.iloc[rows].reset_index(drop=True)
+    live["peak_step"] = at["step"].to_numpy()[pool[rows]]
+    return live
+
+
+def _pool_at(pools: pd.DataFrame, table: pd.DataFrame) -> np.ndarray:
+    """Per row of a table: the position of its pool (rank and device) in ``pools`` (one row per pool, sorted by
+    pool), -1 where it has none."""
+    keys, mine = _pool_key(pools), _pool_key(table)
+    at = np.minimum(np.searchsorted(keys, mine), max(len(keys) - 1, 0))
+    return np.where(keys[at] == mine, at, -1) if len(keys) else np.full(len(mine), -1, dtype=np.int64)
+
+
+def _pool_key(table: pd.DataFrame) -> np.ndarray:
+    """Per row: its rank and device as one integer, in the order of (rank, device)."""
+    return table["rank"].to_numpy().astype(np.int64) * 2**32 + table["device"].to_numpy().astype(np.int64) + 2**31
 
 
 def _with_context(trace, blocks: pd.DataFrame, where: pd.DataFrame) -> pd.DataFrame:
@@ -402,12 +416,14 @@ def _runs_in_fp32(types_text: str) -> bool:
 
 def _with_live_totals(peaks: pd.DataFrame, live: pd.DataFrame) -> pd.DataFrame:
     """Peaks with the bytes of blocks seen allocated in the trace and of those allocated in the peak's step."""
-    idx = pd.MultiIndex.from_frame(peaks[GROUP].astype(np.int64))
-    total = live.groupby(GROUP)["bytes"].sum().reindex(idx, fill_value=0).to_numpy()
-    in_step = live[live["step"] == live["peak_step"]].groupby(GROUP)["bytes"].sum()
+    pool, size = _pool_at(peaks, live), live["bytes"].to_numpy()
+    in_step = (pool >= 0) & (live["step"].to_numpy() == live["peak_step"].to_numpy())
+    total, in_peak_step = np.zeros(len(peaks), dtype=np.int64), np.zeros(len(peaks), dtype=np.int64)
+    np.add.at(total, pool[pool >= 0], size[pool >= 0])
+    np.add.at(in_peak_step, pool[in_step], size[in_step])
     peaks = peaks.copy()
     peaks["live_traced_bytes"] = total
-    peaks["live_in_peak_step_bytes"] = in_step.reindex(idx, fill_value=0).to_numpy()
+    peaks["live_in_peak_step_bytes"] = in_peak_step
     peaks["allocated_before_trace_bytes"] = np.where(
         peaks["baseline_known"], peaks["peak_allocated_bytes"] - total, np.nan
     )
@@ -561,14 +577,19 @@ def _unfreed_groups(kept: pd.DataFrame) -> pd.DataFrame:
     """Unfreed blocks (with context) grouped by pool, op and annotation path, first seen first."""
     if not len(kept):
         return pd.DataFrame(columns=UNFREED_COLUMNS)
-    g = kept.groupby(GROUP + ["op_name", "path"], sort=False)
-    table = g.agg(
-        module=("module", "first"),
-        stack=("stack", "first"),
-        blocks=("bytes", "size"),
-        steps=("step", "nunique"),
-        unfreed_bytes=("bytes", "sum"),
-    ).reset_index()
+    keys = GROUP + ["op_name", "path"]
+    g = Groups([kept[key].array for key in keys])
+    group = np.empty(len(kept), dtype=np.int64)  # per block: its group
+    group[g.order] = np.repeat(np.arange(len(g)), g.sizes)
+    step = kept["step"].to_numpy()
+    table = pd.DataFrame(
+        {
+            **{key: kept[key].array.take(g.first) for key in keys + ["module", "stack"]},
+            "blocks": g.sizes,
+            "steps": np.bincount(group[Groups([group, step]).first], minlength=len(g)),
+            "unfreed_bytes": g.sum(kept["bytes"].to_numpy()),
+        }
+    )
     table["per_step_bytes"] = table["unfreed_bytes"] / table["steps"]
     return table[UNFREED_COLUMNS]
 
