@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from traceanalyzer.analyzers.attribution import is_one_of
+from traceanalyzer.groups import Groups
 from traceanalyzer.schema import NO_ROW, Kind
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
@@ -29,10 +30,11 @@ def blocked(trace: TraceData) -> pd.DataFrame:
     dur = events["dur"].to_numpy()
     held = is_one_of(events["name"], LAUNCH_CALLS) & (dur > LAUNCH_WAIT_NS)
     waits = runtime & (is_one_of(events["name"], SYNC_CALLS) | held)
-    frame = pd.DataFrame(
-        {"rank": events["rank"].to_numpy()[waits], "step": events["step"].to_numpy()[waits], "blocked_ns": dur[waits]}
-    )
-    return merged_blocked([frame.groupby(["rank", "step"], sort=True)["blocked_ns"].sum().reset_index()])
+    rank, step = events["rank"].to_numpy()[waits], events["step"].to_numpy()[waits]
+    order = np.lexsort((step, rank))
+    g = Groups([rank[order], step[order]])  # in (rank, step) order
+    frame = {"rank": rank[order][g.first], "step": step[order][g.first], "blocked_ns": g.sum(dur[waits][order])}
+    return merged_blocked([pd.DataFrame(frame)])
 
 
 def merged_blocked(tables: list[pd.DataFrame]) -> pd.DataFrame:

@@ -27,7 +27,7 @@ from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Finding
 from traceanalyzer.groups import Groups
 from traceanalyzer.memo import per_trace
-from traceanalyzer.schema import HOST, Kind
+from traceanalyzer.schema import HOST, Kind, category_text
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
 from traceanalyzer.vocabulary import DATA_LOADING, DTOH_COPY, PAGEABLE_COPY, SYNC_CALLS
@@ -95,10 +95,17 @@ def dtoh_copies(trace: TraceData) -> pd.DataFrame:
     """Device-to-host copies per rank and name (pageable ones flagged), the most copy time first."""
     events = trace.events
     memcpy = kind_rows(events, [Kind.MEMCPY.value])
-    copies = events.iloc[memcpy[name_hits(events["name"].iloc[memcpy], DTOH_COPY)]]
-    table = copies.groupby(["rank", "name"], observed=True)["dur"].agg(["size", "sum"]).reset_index()
-    table.columns = ["rank", "name", "count", "total_ns"]
-    table["name"] = table["name"].astype(str)
+    rows = memcpy[name_hits(events["name"].iloc[memcpy], DTOH_COPY)]
+    rank, name = events["rank"].to_numpy()[rows], events["name"].array.codes[rows]
+    g = Groups([rank, name])
+    table = pd.DataFrame(
+        {
+            "rank": rank[g.first],
+            "name": pd.array(category_text(events["name"])[name[g.first]], dtype="str"),
+            "count": g.sizes,
+            "total_ns": g.sum(events["dur"].to_numpy()[rows]),
+        }
+    )
     table["pageable"] = table["name"].str.contains(PAGEABLE_COPY)
     return merged_copies([table])
 

@@ -11,10 +11,11 @@ import pandas as pd
 from traceanalyzer import devices, humanize, intervals
 from traceanalyzer import findings as fnd
 from traceanalyzer.analyzers import advice
-from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits, rank_busy
+from traceanalyzer.analyzers.attribution import accelerator, in_step_rows, kind_rows, name_hits
 from traceanalyzer.analyzers.health.idle import cause_row, profiled_note, unprofiled_evidence
 from traceanalyzer.analyzers.health.part import Context, Part
 from traceanalyzer.findings import Claims, Finding
+from traceanalyzer.groups import Groups
 from traceanalyzer.intervals import Packed
 from traceanalyzer.memo import remember
 from traceanalyzer.schema import NO_ROW, NON_COPY_WORK, Kind
@@ -46,36 +47,29 @@ def _host_copies(trace: TraceData) -> tuple[pd.DataFrame, dict[int, Packed]]:
     rows = in_step_rows(trace, kind_rows(events, [Kind.MEMCPY.value]))
     htod, dtoh = (name_hits(events["name"], p)[rows] for p in (HTOD_COPY, DTOH_COPY))
     rows, direction = rows[htod | dtoh], np.where(htod, "HtoD", "DtoH")[htod | dtoh]
-    frame = pd.DataFrame(
+    rank, ts, dur, size = (events[c].to_numpy()[rows] for c in ("rank", "ts", "dur", "bytes"))
+    pageable = name_hits(events["name"], PAGEABLE_COPY)[rows]
+    exposed = _exposed(trace, rank, ts, dur)
+    order = np.lexsort((pageable, direction, rank))  # the groups sorted by their keys
+    g = Groups([rank[order], direction[order], pageable[order]])
+    table = pd.DataFrame(
         {
-            "rank": events["rank"].to_numpy()[rows],
-            "direction": direction,
-            "pageable": name_hits(events["name"], PAGEABLE_COPY)[rows],
-            "ts": events["ts"].to_numpy()[rows],
-            "dur": events["dur"].to_numpy()[rows],
-            "bytes": events["bytes"].to_numpy()[rows],
+            "rank": rank[order][g.first],
+            "direction": direction[order][g.first],
+            "pageable": pageable[order][g.first],
+            "count": g.sizes,
+            "bytes": g.sum(np.where(size != NO_ROW, size, 0)[order]),
+            "unknown_bytes": g.sum((size == NO_ROW)[order].astype(np.int64)),
+            "total_ns": g.sum(dur[order]),
+            "exposed_ns": g.sum(exposed[order]),
         }
     )
-    frame["exposed"] = _exposed(trace, frame)
-    frame["known"] = np.where(frame["bytes"] != NO_ROW, frame["bytes"], 0)
-    frame["unknown"] = frame["bytes"] == NO_ROW
-    table = (
-        frame.groupby(["rank", "direction", "pageable"], sort=True)
-        .agg(
-            count=("dur", "size"),
-            bytes=("known", "sum"),
-            unknown_bytes=("unknown", "sum"),
-            total_ns=("dur", "sum"),
-            exposed_ns=("exposed", "sum"),
-        )
-        .reset_index()
-    )
-    pageable = frame[frame["pageable"]]
     spans = {
-        int(rank): intervals.pack(*intervals.union(g["ts"].to_numpy(), (g["ts"] + g["dur"]).to_numpy()))
-        for rank, g in pageable.groupby("rank")
+        int(r): intervals.pack(*intervals.union(ts[mine], ts[mine] + dur[mine]))
+        for r in np.unique(rank[pageable]).tolist()
+        if (mine := pageable & (rank == r)).any()
     }
-    return merged_host_copies([table[COLUMNS]]), spans
+    return merged_host_copies([table]), spans
 
 
 def serial_copies(trace: TraceData) -> dict[int, tuple[Packed, Packed]]:
@@ -104,20 +98,18 @@ def _serial_copies(trace: TraceData) -> dict[int, tuple[Packed, Packed]]:
     return out
 
 
-def _exposed(trace: TraceData, copies: pd.DataFrame) -> np.ndarray:
-    """Per copy: its time with no other device work of its rank running (the other work: busy minus the copy)."""
+def _exposed(trace: TraceData, ranks: np.ndarray, ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """Per copy (its rank, start and duration): its time with no other device work of its rank running (the other
+    work: busy minus the copy)."""
     events = trace.events
-    out = np.zeros(len(copies), dtype=np.int64)
-    work = kind_rows(events, NON_COPY_WORK)
-    others = {
-        int(r): intervals.union(events["ts"].to_numpy()[work][m], (events["ts"] + events["dur"]).to_numpy()[work][m])
-        for r in rank_busy(trace)
-        if (m := events["rank"].to_numpy()[work] == r).any()
-    }
-    for rank in copies["rank"].unique().tolist():
-        mine = np.flatnonzero(copies["rank"].to_numpy() == rank)
-        ts, end = copies["ts"].to_numpy()[mine], (copies["ts"] + copies["dur"]).to_numpy()[mine]
-        out[mine] = (end - ts) - intervals.covered_within(others.get(int(rank), intervals.EMPTY), ts, end)
+    out = np.zeros(len(ts), dtype=np.int64)
+    work = kind_rows(events, NON_COPY_WORK) if len(ts) else np.zeros(0, dtype=np.int64)
+    work_rank, start = events["rank"].to_numpy()[work], events["ts"].to_numpy()[work]
+    end = start + events["dur"].to_numpy()[work]
+    for rank in pd.unique(ranks).tolist():
+        mine, theirs = np.flatnonzero(ranks == rank), work_rank == rank
+        other = intervals.union(start[theirs], end[theirs])
+        out[mine] = dur[mine] - intervals.covered_within(other, ts[mine], ts[mine] + dur[mine])
     return out
 
 
