@@ -130,14 +130,18 @@ def _per_op(calls: _Calls) -> pd.DataFrame:
     op, ops = calls.op, len(calls.first)
     first = np.flatnonzero(_firsts(_numbered(op, calls.shape)))  # each op's shapes' first calls
     rank, step = calls.rank[first], calls.step[first]
-    lowest = pd.Series(step).groupby(rank).transform("min").to_numpy()  # the rank's first step
+    ranks, of_rank = np.unique(rank, return_inverse=True)
+    lowest = np.full(len(ranks), np.iinfo(step.dtype).max, dtype=step.dtype)
+    np.minimum.at(lowest, of_rank.reshape(-1), step)
+    lowest = lowest[of_rank.reshape(-1)]  # the rank's first step
     new = step > lowest
     stall = np.zeros(len(first), dtype=np.float64)
     late = np.flatnonzero(new)
     stall[late] = np.clip(calls.dur[first[late]] - _medians(op, calls.dur, op[first[late]]), 0, None)
     stalled = np.flatnonzero(stall > 0)
-    nested = _nested(pd.DataFrame({c: getattr(calls, c)[first[stalled]] for c in ("rank", "pid", "tid", "ts", "dur")}))
-    stall[stalled[nested.sort_index().to_numpy()]] = 0
+    if len(stalled):
+        stalled_calls = {c: getattr(calls, c)[first[stalled]] for c in ("rank", "pid", "tid", "ts", "dur")}
+        stall[stalled[_nested(pd.DataFrame(stalled_calls)).sort_index().to_numpy()]] = 0
     op_steps = op[_firsts(_numbered(op, calls.step))]  # per op and step it runs in: the op
     return pd.DataFrame(
         {
