@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -30,8 +33,13 @@ OPTIONAL = {
 }
 """Analyses that may find nothing in a trace (or fail on it); pages show what they return, or why there is none."""
 
+DRAWN = 16
+"""Drawings (a page's figure for one set of picks) a view keeps, the latest used."""
 TABLE_ROWS = 500
 """Rows per section table the pages get (the CLI prints the top 15; the pages sort and filter more)."""
+
+
+T = TypeVar("T")
 
 
 class Place(NamedTuple):
@@ -68,6 +76,8 @@ class View:
         self.marks = lru_cache(maxsize=16)(self._marks)
         self.details = lru_cache(maxsize=256)(self._details)
         self.optional = lru_cache(maxsize=None)(self._optional)
+        self._drawn: OrderedDict[Hashable, object] = OrderedDict()
+        self._drawing = threading.Lock()
         self._report: Report | None = None
         self.notes: list[str] = []
         # analyzer failures met while building the report (the rest of it still shows)
@@ -81,6 +91,17 @@ class View:
             self.optional(name)
         if self.steps():
             self.marks(self.ranks()[0], self.steps()[0], timeline.LEVEL_CHOICES[0], False)  # and its segments
+
+    def drawn(self, key: Hashable, draw: Callable[[], T]) -> T:
+        """What a page drew from this view for key (its picks): drawn on first ask, the latest DRAWN kept; a
+        drawing asked for while it is being drawn waits for it."""
+        with self._drawing:
+            if key not in self._drawn:
+                self._drawn[key] = draw()
+            self._drawn.move_to_end(key)
+            while len(self._drawn) > DRAWN:
+                self._drawn.popitem(last=False)
+            return self._drawn[key]  # type: ignore[return-value]
 
     def report(self) -> Report:
         """The analyzers' report (sections and ranked findings, tables to TABLE_ROWS rows), with analyzer warnings

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 from html import unescape
+from typing import NamedTuple
 
 import dash
 import numpy as np
@@ -65,7 +66,8 @@ def rank_choices(view: View) -> list:
 
 def layout(view: View, query: dict[str, str]) -> list:
     """Step and rank pickers (a rank, or all stacked), how many host levels to show (Python frames collapsed or
-    not), a finding to show in place, the Perfetto download, and the step's Gantt."""
+    not), a finding to show in place, the Perfetto download, and the step's Gantt as the URL asks (drawn with the
+    page: its chart is drawn once, with no round trip after the page's)."""
     steps = view.steps()
     if not steps:
         return [unavailable("Timeline", "the trace has no step markers")]
@@ -74,14 +76,18 @@ def layout(view: View, query: dict[str, str]) -> list:
     if wrong:
         return wrong
     drawn = defaults(view)
+    rank = state.choice(query, "rank", ranks, drawn["rank"])
+    step = state.choice(query, "step", steps, drawn["step"])
+    span = state.choice(query, "span", SPANS, drawn["span"])
     levels = state.choice(query, "levels", timeline_lanes.LEVEL_CHOICES, drawn["levels"])
     frames = ["python"] if query.get("frames") == "python" else []
+    first = opened(view, rank, step, span, levels, frames, query.get("find", ""), state.encode(query), query.get("at"))
     return [
         html.Div(
             [
-                dropdown("tl-rank", ranks, state.choice(query, "rank", ranks, drawn["rank"]), "rank"),
-                dropdown("tl-step", steps, state.choice(query, "step", steps, drawn["step"]), "step"),
-                dropdown("tl-span", list(SPANS), state.choice(query, "span", SPANS, drawn["span"]), "steps shown"),
+                dropdown("tl-rank", ranks, rank, "rank"),
+                dropdown("tl-step", steps, step, "step"),
+                dropdown("tl-span", list(SPANS), span, "steps shown"),
                 dropdown("tl-levels", list(timeline_lanes.LEVEL_CHOICES), levels, "host levels per thread"),
                 dcc.Checklist(
                     id="tl-python",
@@ -99,7 +105,10 @@ def layout(view: View, query: dict[str, str]) -> list:
                     className="control",
                 ),
                 html.Label(
-                    ["show a finding in place", dcc.Dropdown(id="tl-goto", options=[], placeholder="finding…")],
+                    [
+                        "show a finding in place",
+                        dcc.Dropdown(id="tl-goto", options=first.drawn.options, placeholder="finding…"),
+                    ],
                     className="control wide",
                 ),
                 html.Div(
@@ -114,13 +123,19 @@ def layout(view: View, query: dict[str, str]) -> list:
             className="controls",
         ),
         html.P(TIMELINE_BASIS, className="note"),
-        html.P(id="tl-note"),
+        html.P(first.drawn.note, id="tl-note"),
         html.P(id="tl-selected", className="note"),
         dcc.Store(id="tl-focus", data=query.get("at")),
+        dcc.Store(id="tl-drawn", data=drawn_picks(view, rank, step, span, levels, frames, query.get("find", ""))),
         dcc.Store(id="tl-window"),
         dcc.Store(id="tl-picked"),
         dcc.Loading(
-            dcc.Graph(id="tl-graph", config={"scrollZoom": True}),
+            dcc.Graph(
+                id="tl-graph",
+                figure=first.drawn.figure,
+                config={"scrollZoom": True},
+                style=graph_style(first.drawn.figure),
+            ),
             delay_show=LOADING_DELAY_MS,
             overlay_style={"visibility": "visible", "opacity": 0.6},  # the graph stays in place while it redraws
         ),
@@ -224,6 +239,95 @@ def timeline_figure(
         many = "segments contain" if len(hits) != 1 else "segment contains"
         note += f" {len(hits):,} drawn {many} '{find.strip()}' (outlined; a merged one shows its first name)."
     return fig, note
+
+
+class Drawn(NamedTuple):
+    """The Gantt as sent to the browser (a figure's dict), the note under the pickers and the step's findings as
+    'show a finding in place' options."""
+
+    figure: dict
+    note: str
+    options: list[dict]
+
+
+def drawn(
+    view: View,
+    rank,
+    step,
+    span,
+    levels,
+    python,
+    find: str | None,
+    window: tuple[int, int] | None = None,
+    focus: str | None = None,
+    zoom: str | None = None,
+) -> Drawn:
+    """The Gantt for the pickers' values (timeline_figure; zoom: the URL's window, absolute ns, where no window is
+    given), drawn once per view and picks."""
+    rank, step, levels, python = picked(view, rank, step, span, levels, python)
+    if window is None and zoom:  # the URL's zoom on the drawn segments' clock
+        full = view.segments(rank, step, levels, python)
+        window = _place(zoom, full.attrs["origin_ns"]) if len(full) else None
+    find = find or ""
+
+    def draw() -> Drawn:
+        fig, note = timeline_figure(view, rank, step, levels, python, find, window, focus)
+        return Drawn(fig.to_plotly_json(), note, goto_options(view, rank, step, levels, python))
+
+    return view.drawn((TITLE, rank, step, levels, python, find, window, focus), draw)
+
+
+def drawn_picks(view: View, rank, step, span, levels, python, find: str | None) -> list:
+    """The pickers' values the chart is drawn for, as the page keeps them (JSON: the steps as a list)."""
+    rank, step, levels, python = picked(view, rank, step, span, levels, python)
+    return [rank, timeline_lanes.steps_of(step), levels, python, find or ""]
+
+
+def annotated(figure: dict, arrows: list[dict]) -> dict:
+    """A drawn figure with these annotations (the drawing itself, kept for others, unchanged)."""
+    return {**figure, "layout": {**figure["layout"], "annotations": arrows}}
+
+
+def graph_style(figure: dict) -> dict:
+    """The chart's box, as tall as its figure: the figure drawn into it, the box keeps its size and the chart is
+    not drawn again for a resize."""
+    return {"height": f"{figure['layout']['height']}px"}
+
+
+class Opened(NamedTuple):
+    """The Timeline as the pickers and the URL open it."""
+
+    drawn: Drawn
+    focus: str | None  # the URL's place, where it is in the step(s) drawn
+    selected: str  # the Selected line of the URL's slice
+    details: list  # its details panel
+    record: dict  # the URL's record (state.recorded)
+
+
+def url_picks(rank, step, span, levels, python, find: str | None) -> dict[str, object]:
+    """The pickers' values as the URL's keys."""
+    frames = "python" if python else None
+    return {"rank": rank, "step": step, "span": span, "levels": levels, "frames": frames, "find": find or None}
+
+
+def opened(
+    view: View, rank, step, span, levels, python, find: str | None, search: str | None, focus: str | None
+) -> Opened:
+    """The Timeline for the pickers' values and the URL (search: its zoom and slice; focus: its place): the Gantt
+    drawn at the URL's zoom or place when in the step(s) drawn, the URL's slice restored (its arrows, Selected line
+    and details panel) when on them, and the URL as recorded for it."""
+    query = state.parse(search)
+    picks = picked(view, rank, step, span, levels, python)
+    focus = in_step(view, picks[0], picks[1], focus)
+    zoom = in_step(view, picks[0], picks[1], query.get("zoom"))
+    row = url_slice(view, picks[0], picks[1], query.get("slice"))
+    shown = url_picks(rank, step, span, levels, python, find)
+    record = state.recorded(search, defaults(view), **shown, at=focus, zoom=zoom, slice=row)
+    drawing = drawn(view, rank, step, span, levels, python, find, focus=focus, zoom=zoom)
+    arrows, said, panel = restored_slice(view, picks, row, query.get("slice"))
+    if arrows:
+        drawing = drawing._replace(figure=annotated(drawing.figure, arrows))
+    return Opened(drawing, focus, said, panel, record)
 
 
 def memory_traces(view: View, rank: int | None, origin: int, lo: int, hi: int) -> tuple[list[dict], str]:
@@ -565,16 +669,11 @@ def register(app: dash.Dash, store: Store) -> None:
     """The step's Gantt for the pickers (written to the URL), redrawn finer on zoom, zoomed to a finding, the
     launch → kernel lines of a clicked bar, and the Perfetto download."""
 
-    def draw(key, rank, step, span, levels, python, find, window=None, focus=None, zoom=None):
+    def draw(key, rank, step, span, levels, python, find, window=None, focus=None):
         view = store.view(key)
         if view is None or rank is None or step is None:
             return no_update, no_update, no_update
-        rank, step, levels, python = picked(view, rank, step, span, levels, python)
-        if window is None and zoom:  # the URL's zoom (absolute ns) on the drawn segments' clock
-            full = view.segments(rank, step, levels, python)
-            window = _place(zoom, full.attrs["origin_ns"]) if len(full) else None
-        fig, note = timeline_figure(view, rank, step, levels, python, find or "", window, focus)
-        return fig, note, goto_options(view, rank, step, levels, python)
+        return drawn(view, rank, step, span, levels, python, find, window, focus)
 
     @app.callback(
         Output("tl-graph", "figure"),
@@ -583,6 +682,8 @@ def register(app: dash.Dash, store: Store) -> None:
         Output("tl-focus", "data"),
         Output("tl-selected", "children", allow_duplicate=True),
         Output("tl-details", "children", allow_duplicate=True),
+        Output("tl-graph", "style"),
+        Output("tl-drawn", "data"),
         state.URL,
         Input("tl-rank", "value"),
         Input("tl-step", "value"),
@@ -593,29 +694,31 @@ def register(app: dash.Dash, store: Store) -> None:
         State("trace", "value"),
         State("url", "search"),
         State("tl-focus", "data"),
-        prevent_initial_call="initial_duplicate",  # draws when the page opens
+        State("tl-drawn", "data"),
+        prevent_initial_call="initial_duplicate",  # the rest of the page when it opens (the chart is drawn)
     )
-    def timeline(rank, step, span, levels, python, find, key, search, focus):
+    def timeline(rank, step, span, levels, python, find, key, search, focus, shown):
         view = store.view(key)
-        linked = state.parse(search).get("slice")
-        row = None
-        if view is not None and rank is not None and step is not None:
-            shown, steps = picked(view, rank, step, span, levels, python)[:2]
-            focus = in_step(view, shown, steps, focus)
-            zoom = in_step(view, shown, steps, state.parse(search).get("zoom"))
-            row = url_slice(view, shown, steps, linked)
-        else:
-            focus = zoom = None
-        frames = "python" if python else None
-        picks = {"rank": rank, "step": step, "span": span, "levels": levels, "frames": frames, "find": find or None}
-        search = state.recorded(search, defaults(view), **picks, at=focus, zoom=zoom, slice=row)
-        fig, note, options = draw(key, rank, step, span, levels, python, find, focus=focus, zoom=zoom)
-        if fig is no_update or view is None:
-            return fig, note, options, focus, no_update, no_update, search
-        arrows, said, panel = restored_slice(view, picked(view, rank, step, span, levels, python), row, linked)
-        if arrows:
-            fig.update_layout(annotations=arrows)
-        return fig, note, options, focus, said, panel, search
+        if view is None or rank is None or step is None:
+            picks = url_picks(rank, step, span, levels, python, find)
+            record = state.recorded(search, defaults(view), **picks, at=None, zoom=None, slice=None)
+            return no_update, no_update, no_update, None, no_update, no_update, no_update, no_update, record
+        now = opened(view, rank, step, span, levels, python, find, search, focus)
+        these = drawn_picks(view, rank, step, span, levels, python, find)
+        if these == shown:  # the page was just drawn, its chart with it (layout): the rest of it
+            return (
+                no_update,
+                no_update,
+                no_update,
+                now.focus,
+                now.selected,
+                now.details,
+                no_update,
+                no_update,
+                now.record,
+            )
+        figure, note, options = now.drawn
+        return figure, note, options, now.focus, now.selected, now.details, graph_style(figure), these, now.record
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
@@ -637,7 +740,9 @@ def register(app: dash.Dash, store: Store) -> None:
     # relayout events (autosize when it is drawn or resized) would otherwise supersede the zoom's request.
     app.clientside_callback(ZOOM_FILTER, Output("tl-window", "data"), Input("tl-graph", "relayoutData"))
     # A box selection reaches the server as its x range only (not the thousands of bars it selects).
-    app.clientside_callback(SELECT_FILTER, Output("tl-picked", "data"), Input("tl-graph", "selectedData"))
+    app.clientside_callback(  # not when the chart is new: no selection yet, nothing to clear
+        SELECT_FILTER, Output("tl-picked", "data"), Input("tl-graph", "selectedData"), prevent_initial_call=True
+    )
 
     @app.callback(
         Output("tl-graph", "figure", allow_duplicate=True),
