@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import tempfile
 import threading
@@ -237,10 +238,25 @@ def _poll_callbacks(app: dash.Dash, store: Store) -> None:
         ready = _options(store)
         return _status(store, session), no_update if ready == (options or []) else ready, idle
 
-    @app.callback(*[Output(f"nav-{t.lower()}", "href") for t in routing.PAGES.values()], Input("url", "search"))
-    def nav_links(search):
-        links = state.updated(search, row=None, at=None)  # a finding's rows and place belong to the page it linked
-        return [f"{path}{links}" for path in routing.PAGES]
+    app.clientside_callback(  # in the browser: a URL's change redraws the menu with no round trip
+        NAV_LINKS.replace("KEYS", json.dumps(state.KEYS)).replace("PATHS", json.dumps(list(routing.PAGES))),
+        *[Output(f"nav-{t.lower()}", "href") for t in routing.PAGES.values()],
+        Input("url", "search"),
+    )
+
+
+NAV_LINKS = r"""function (search) {
+    const keys = KEYS;
+    const kept = {};
+    for (const [k, v] of new URLSearchParams(search || '')) { if (keys.includes(k) && v !== '') kept[k] = v; }
+    delete kept.row; delete kept.at;
+    const hex = (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase();
+    const quoted = (v) => encodeURIComponent(v).replace(/[!'()*]/g, hex).replace(/%20/g, '+');
+    const query = keys.filter((k) => k in kept).map((k) => k + '=' + quoted(kept[k])).join('&');
+    return PATHS.map((path) => path + (query ? '?' + query : ''));
+}"""
+"""Browser side of the menu: each page's link keeps the URL's picks (state.updated's query string: the known keys in
+their order, quoted as urlencode does), less a finding's rows and place, which belong to the page it linked."""
 
 
 def _status(store: Store, session: str) -> list[html.Div]:
