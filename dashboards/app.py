@@ -9,6 +9,7 @@ import re
 import tempfile
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import dash
@@ -17,6 +18,7 @@ from dash import ALL, Input, Output, State, dcc, html, no_update
 from traceanalyzer.dashboards import access, charts, routing, state
 from traceanalyzer.dashboards.blocks import LOADING_DELAY_MS
 from traceanalyzer.dashboards.store import Store
+from traceanalyzer.dashboards.views import View
 
 from traceanalyzer import humanize
 
@@ -31,6 +33,9 @@ UPLOAD_TOO_LARGE = (
 POLL_MS = 250
 """How often the page asks for load progress while a load runs (the poll stops once nothing loads): the lag
 between a trace being ready and its first page."""
+AHEAD_AFTER_S = 0.5
+"""Once the Overview is drawn for a trace (this long after its page is sent, so as not to slow its drawing), what
+the next page is likely to need is drawn in the background (routing.ahead)."""
 PAGE_DRAWN = {"page": "children"}
 """What the page's spinner waits for (hiding the page meanwhile): the page drawn, not a chart or table of it
 redrawn (each page's own spinners cover those, the rest of the page staying in view)."""
@@ -318,6 +323,8 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
         if shown and shown.get("at") == here and not (shown.get("waiting") and key in views):
             return no_update, no_update
         loading = {j.key for j in store.jobs() if j.state == "loading"}
+        if key in views and routing.ROUTES.get(path or "/") is routing.overview:
+            _in_background(AHEAD_AFTER_S, routing.ahead, views[key])
         return routing.render(path or "/", views, key, query, loading), {"at": here, "waiting": key not in views}
 
     app.clientside_callback(  # one callback: the URL and the trace picker set each other (no cycle across two)
@@ -335,6 +342,13 @@ def _page_callbacks(app: dash.Dash, store: Store) -> None:
     )
     app.clientside_callback(SCROLL_TO_ANCHOR, Output("scrolled", "data"), Input("page", "children"))
     routing.register(app, store)
+
+
+def _in_background(after_s: float, work: Callable[[View], None], view: View) -> None:
+    """Run work(view) in a daemon thread after some seconds (an exit does not wait for it)."""
+    timer = threading.Timer(after_s, work, (view,))
+    timer.daemon = True
+    timer.start()
 
 
 LOCATION = r"""function (record, _search, value, options, shown) {

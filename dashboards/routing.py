@@ -63,6 +63,12 @@ def render(
     return [html.H2(f"{page.TITLE} · {view.label}", className="page-title"), *page.layout(view, query)]
 
 
+def ahead(view: View) -> None:
+    """Draw ahead what the next page asked for is likely to need: the Timeline's chart of the first step (the
+    largest figure a page draws)."""
+    timeline.prepare(view)
+
+
 def register(app: dash.Dash, store: Store) -> None:
     """Add every page's callbacks to app."""
     for page in INTERACTIVE:

@@ -277,6 +277,14 @@ def drawn(
     return view.drawn((TITLE, rank, step, levels, python, find, window, focus), draw)
 
 
+def prepare(view: View) -> None:
+    """Draw the chart the page opens with when the URL names no picks (kept in the view: opening the page then only
+    sends it)."""
+    if view.steps():
+        picks = defaults(view)
+        drawn(view, picks["rank"], picks["step"], picks["span"], picks["levels"], False, "")
+
+
 def drawn_picks(view: View, rank, step, span, levels, python, find: str | None) -> list:
     """The pickers' values the chart is drawn for, as the page keeps them (JSON: the steps as a list)."""
     rank, step, levels, python = picked(view, rank, step, span, levels, python)
