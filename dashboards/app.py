@@ -150,6 +150,7 @@ def _layout(store: Store) -> html.Div:
             dcc.Location(id="url", refresh=False),
             dcc.Store(id="record"),  # a view's query string for the browser to write (state.record)
             dcc.Store(id="shown"),  # the location the page shows, and whether it waits for its trace to load
+            dcc.Store(id="asked"),  # a location the page is to be drawn for (PAGE_ASKED)
             dcc.Store(id="session", data=session),
             dcc.Store(id="scrolled"),
             dcc.Interval(id="poll", interval=POLL_MS, disabled=not loading),
@@ -305,23 +306,28 @@ def save_upload(contents: str | None, filename: str | None) -> Path:
 def _page_callbacks(app: dash.Dash, store: Store) -> None:
     """The page for the URL and trace, its scroll to a linked table, and each page's interactions."""
 
-    @app.callback(
-        Output("page", "children"),
-        Output("shown", "data"),
+    app.clientside_callback(  # in the browser: a location the page shows already asks the server for nothing
+        PAGE_ASKED,
+        Output("asked", "data"),
         Input("url", "pathname"),
         Input("url", "search"),
         Input("trace", "options"),
         State("shown", "data"),
     )
-    def page(path, search, _options, shown):
-        """The page for the location, drawn again only when the location is not the one it shows (Back, Forward, a
-        link, another trace picked) or when the trace it waited for has loaded."""
+
+    @app.callback(
+        Output("page", "children"),
+        Output("shown", "data"),
+        Input("asked", "data"),
+        State("url", "pathname"),
+        State("url", "search"),
+    )
+    def page(_asked, path, search):
+        """The page for the location (asked for by PAGE_ASKED)."""
         here = f"{path or '/'}{search or ''}"
         views = {j.key: j.view for j in store.ready()}
         query = state.parse(search)
         key = query.get("trace") or next(iter(views), None)
-        if shown and shown.get("at") == here and not (shown.get("waiting") and key in views):
-            return no_update, no_update
         loading = {j.key for j in store.jobs() if j.state == "loading"}
         if key in views and routing.ROUTES.get(path or "/") is routing.overview:
             _in_background(AHEAD_AFTER_S, routing.ahead, views[key])
@@ -350,6 +356,17 @@ def _in_background(after_s: float, work: Callable[[View], None], view: View) -> 
     timer.daemon = True
     timer.start()
 
+
+PAGE_ASKED = """function (path, search, options, shown) {
+    const here = (path || '/') + (search || '');
+    const keys = (options || []).map((o) => o.value);
+    const key = new URLSearchParams(search || '').get('trace') || keys[0];
+    const drawn = shown && shown.at === here && !(shown.waiting && keys.includes(key));
+    return drawn ? window.dash_clientside.no_update : here;
+}"""
+"""Browser side of the page: the page is drawn again only when the location is not the one it shows (Back, Forward,
+a link, another trace picked) or when the trace it waited for has loaded; a location recorded for the view it shows
+(a pick, a zoom) sends no request."""
 
 LOCATION = r"""function (record, _search, value, options, shown) {
     const none = window.dash_clientside.no_update;
