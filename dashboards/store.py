@@ -59,6 +59,7 @@ class Store:
         self._lock = threading.Lock()
         self._keys = itertools.count(1)
         self._comparisons: dict[tuple[str, str], comparison.Comparison] = {}
+        self._comparing: dict[tuple[str, str], threading.Lock] = {}  # one per pair: its comparison is made once
 
     def open(
         self,
@@ -178,17 +179,20 @@ class Store:
         return job.view if job and job.state == "ready" else None
 
     def comparison(self, left: str, right: str) -> comparison.Comparison | None:
-        """The comparison of two loaded traces (baseline left, candidate right), made once per pair; None unless
-        both are loaded."""
+        """The comparison of two loaded traces (baseline left, candidate right), made once per pair (requests for a
+        pair that arrive while it is made wait for it); None unless both are loaded."""
         a, b = self.view(left), self.view(right)
         if a is None or b is None:
             return None
         with self._lock:
-            made = self._comparisons.get((left, right))
-        if made is None:
-            made = comparison.compare(a.trace, b.trace)
+            pair = self._comparing.setdefault((left, right), threading.Lock())
+        with pair:  # a second request for the pair while it is being made waits for it (not a second computation)
             with self._lock:
-                self._comparisons[(left, right)] = made
+                made = self._comparisons.get((left, right))
+            if made is None:
+                made = comparison.compare(a.trace, b.trace)
+                with self._lock:
+                    self._comparisons[(left, right)] = made
         return made
 
     def busy(self) -> bool:

@@ -18,6 +18,8 @@ from tests.conftest import REPO, headless_chromium
 
 WAIT_S = 30
 FUSED = REPO / "sample_traces" / "fused_ops.json.gz"
+OVERLAP_S = 1.0
+"""How long a comparison is held open for a second request to arrive while it is made."""
 
 
 @pytest.fixture(scope="module")
@@ -248,3 +250,30 @@ def test_a_trace_is_keyed_by_its_contents_not_by_when_or_where_it_was_opened(tmp
     assert second.open([str(copy)], wait=True) == key  # opened second, from another path: the same key
     assert second.open([str(FUSED)], wait=True) == key and len(second.jobs()) == 2  # and not a second copy
     assert second.open(["/no/such/trace.json"], wait=True).startswith("failed-")  # no key a link could name
+
+
+def test_two_requests_for_one_comparison_while_it_is_made_make_it_once(monkeypatch):
+    """A threshold typed while Compare computes asks for the same pair again: it waits for the one being made."""
+    from traceanalyzer import comparison
+
+    store = Store()
+    left = store.open([str(FUSED)], wait=True)
+    right = store.open([str(REPO / "sample_traces" / "unfused_ops.json.gz")], wait=True)
+    real, made, again = comparison.compare, [], threading.Event()
+
+    def slow(baseline, candidate, *args, **kwargs):
+        made.append(candidate)
+        if len(made) == 1:
+            again.wait(OVERLAP_S)  # the first call waits for a second one to come (none with the pair's lock)
+        else:
+            again.set()
+        return real(baseline, candidate, *args, **kwargs)
+
+    monkeypatch.setattr(comparison, "compare", slow)
+    results: list = []
+    threads = [threading.Thread(target=lambda: results.append(store.comparison(left, right))) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(made) == 1 and len(results) == 2 and results[0] is results[1] is not None
