@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,6 +26,10 @@ from traceanalyzer.findings import Finding
 from traceanalyzer.options import DEFAULT, Options
 from traceanalyzer.section import Section
 from traceanalyzer.tracedata import TraceData
+
+# pytest imports this file as ``conftest``, most test modules as ``tests.conftest``: one module under both names, so
+# what is loaded once per session (``load_shared``, ``job_pair``, ``call_tree_scopes``) is, not once per name.
+sys.modules.setdefault("tests.conftest", sys.modules[__name__])
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "traces"
