@@ -74,6 +74,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def private_cache(tmp_path_factory):
     """The suite never writes to the user's cache folder, parses afresh unless a test asks for the cache, and prints
     progress only where a test asks for it (tests/test_cli.py), so stderr does not depend on the machine's load."""
+    root = tmp_path_factory.getbasetemp()
+    _RUN_CACHE["folder"] = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "shared-traces-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("TRACEANALYZER_CACHE_DIR", raising=False)
         mp.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
@@ -83,6 +85,9 @@ def private_cache(tmp_path_factory):
 
 
 _LOADED: dict = {}
+_RUN_CACHE: dict[str, Path] = {}
+"""The trace cache folder every process of this test run shares (``private_cache`` names it: beside the xdist
+workers' own temporary folders)."""
 
 
 def renamed_top_kernel(path: Path, name: str) -> Path:
@@ -100,11 +105,23 @@ def renamed_top_kernel(path: Path, name: str) -> Path:
 
 
 def load_shared(*parts: str) -> ta.Trace:
-    """Load a shared trace once per test session."""
+    """Load a shared trace once per test process and parse it once per test run: the first process to load it parses
+    it and keeps its tables in the cache folder all of this run's processes share (empty when the run starts); the
+    other xdist worker reads them from there instead of parsing again."""
     path = shared_path(*parts)
     if path not in _LOADED:
-        _LOADED[path] = ta.load(path)
+        with run_cache():
+            _LOADED[path] = ta.load(path, cache=True)
     return _LOADED[path]
+
+
+@contextlib.contextmanager
+def run_cache() -> Iterator[None]:
+    """Inside, a load asked to use the cache (``cache=True``) keeps and reads tables in the folder all of this run's
+    test processes share."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACEANALYZER_CACHE_DIR", str(_RUN_CACHE["folder"]))
+        yield
 
 
 @functools.cache
@@ -151,10 +168,13 @@ _JOBS: dict = {}
 
 
 def job_pair(name: str) -> tuple[perrank.Job, ta.Trace]:
-    """A job of ``JOBS`` (or "fsdp", the bundled sample) analysed rank by rank and loaded joined, once per session."""
+    """A job of ``JOBS`` (or "fsdp", the bundled sample) analysed rank by rank and loaded joined, once per session
+    (the ranks of a shared job parsed once per run: the rank-by-rank load reads what the joined one kept)."""
     path = REPO / "sample_traces" / "fsdp" if name == "fsdp" else shared_path(*JOBS[name])
     if name not in _JOBS:
-        _JOBS[name] = (perrank.load_job(path), load_shared(*JOBS[name]) if name in JOBS else ta.load(path))
+        joined = load_shared(*JOBS[name]) if name in JOBS else ta.load(path)
+        with run_cache():
+            _JOBS[name] = (perrank.load_job(path, cache=True), joined)
     return _JOBS[name]
 
 
@@ -163,7 +183,8 @@ def step_pair(name: str, index: int = 1) -> tuple[perrank.Job, ta.Trace]:
     joined job."""
     _, joined = job_pair(name)
     step = sorted(joined.steps_recorded())[index]
-    return perrank.load_job(shared_path(*JOBS[name]), step=step), joined.scoped(step=step)
+    with run_cache():
+        return perrank.load_job(shared_path(*JOBS[name]), step=step, cache=True), joined.scoped(step=step)
 
 
 def assert_same_data(got, want, where: str = "") -> None:
