@@ -60,6 +60,7 @@ def shared_path(*parts: str) -> Path:
     return path
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups into the test ids
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Keep a module's tests on one xdist worker when they share a module-scoped fixture (a served app, a set of
     loaded traces), so ``-n 2 --dist loadgroup`` builds each such fixture once, not once per worker."""
