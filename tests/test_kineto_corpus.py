@@ -13,6 +13,7 @@ import pytest
 
 import traceanalyzer as ta
 from tests.conftest import H200, LEGACY_2021, PUBLIC_TORCH, SHARED, assert_inside_the_trace, facts, load_shared
+from traceanalyzer.analyzers import fusion
 from traceanalyzer.cli import main
 from traceanalyzer.renderers import digest, text
 from traceanalyzer.schema import DEVICE_KINDS, NO_ROW, Kind, Platform
@@ -70,6 +71,7 @@ def test_every_kineto_trace_loads_via_cli_and_api(path, tmp_path, capsys):
         assert trace.meta.ranks == [0] and report["trace"]["rank_known"] is False
     assert digest.tokens(trace.digest()) <= digest.DEFAULT_BUDGET  # the agents' digest fits every real trace
     assert_inside_the_trace(trace)  # no step or finding past the trace's events (issue 23; the digest ran them)
+    assert list(trace.fusion().columns) == fusion.OPPORTUNITY_COLUMNS  # the table the findings' fusion analysis made
 
 
 def _assert_launch_links(ev) -> None:
