@@ -6,11 +6,13 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
+import multiprocessing
 import os
 import re
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ import numpy as np
 import pandas as pd
 from pandas.api.types import union_categoricals
 
-from traceanalyzer import allocator, cache, classify, cluster, footprint, lazy, linking, outputs, schema
+from traceanalyzer import allocator, cache, classify, cluster, footprint, linking, outputs, schema
 from traceanalyzer.classify import Rule
 from traceanalyzer.errors import TraceError
 from traceanalyzer.parsers import detect, sizes
@@ -29,10 +31,6 @@ from traceanalyzer.progress import SHOWN_FROM_BYTES, SHOWN_FROM_RANKS, Messages,
 from traceanalyzer.schema import NO_ROW, TraceMeta
 from traceanalyzer.tables import stack
 from traceanalyzer.tracedata import TraceData
-
-multiprocessing = lazy.Module("multiprocessing")
-pools = lazy.Module("concurrent.futures")
-"""Worker processes, imported when a load parses several ranks in them (``traceanalyzer.lazy``)."""
 
 Parsed = tuple[pd.DataFrame, pd.DataFrame, TraceMeta]
 _RANK_IN_NAME = re.compile(r"(?:rank|worker)[-_]?(\d{1,6})(?!\d)", re.IGNORECASE)  # below schema.MAX_RANKS
@@ -286,9 +284,9 @@ def _parse_many(units: list, plan: _Plan) -> list[Parsed | Skipped]:
             if counted:
                 plan.progress.count(plan.done_what, len(out), len(units), "ranks")
         return out
-    with pools.ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("fork")) as pool:
         futures = [pool.submit(fn, u, i, *args) for i, u in enumerate(units)]
-        for done, _ in enumerate(pools.as_completed(futures), 1):
+        for done, _ in enumerate(as_completed(futures), 1):
             if counted:
                 plan.progress.count(plan.done_what, done, len(units), "ranks")
         return [f.result() for f in futures]
