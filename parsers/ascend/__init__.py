@@ -10,20 +10,25 @@ no file is opened, no reader imported: a reader's module is imported by name, ``
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
 
 from traceanalyzer.parsers.ascend.outputs import OUTPUT_DIRS, TEXT_FILES, output
 from traceanalyzer.parsers.unit import Parse, Unit
 
+from traceanalyzer import lazy
+
 ANY_DB = re.compile(r"\.db$")
 _RUN_DIR = re.compile(r"(_ascend_pt|_ascend_ms)$|^PROF_")
 _SEARCH_DEPTH = 4
 
 
-_PARSERS = {"text": f"{__name__}.text", "db": f"{__name__}.db", "communication": f"{__name__}.summaries"}
-"""The module whose ``parse`` reads each kind of rank output (``outputs.output``), imported when a path holds one."""
+_PARSERS = {
+    "text": f"{__name__}.text.parse",
+    "db": f"{__name__}.db.parse",
+    "communication": f"{__name__}.summaries.parse",
+}
+"""The parse function of each kind of rank output (``outputs.output``), its module imported when a path holds one."""
 
 
 def units(path: Path) -> list[Unit]:
@@ -33,8 +38,8 @@ def units(path: Path) -> list[Unit]:
 
 
 def _parser(reader: str) -> Parse:
-    """The parse function of a reader (``_PARSERS``), its module imported now."""
-    parse: Parse = importlib.import_module(_PARSERS[reader]).parse
+    """The parse function of a reader (``_PARSERS``), its module imported now (``lazy.resolve``)."""
+    parse: Parse = lazy.resolve(_PARSERS[reader])
     return parse
 
 
