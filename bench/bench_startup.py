@@ -1,21 +1,21 @@
-"""What a user meets first: start-up of the package and the command, a small report end to end, and the load of a
-large trace, each in fresh processes, against the last recorded figures (``bench/startup_last.json``).
+"""What a user meets first: start-up of the package and the command, a small report end to end, and the load of a large
+trace, each in fresh processes, against the last recorded figures (``bench/startup_last.json``).
 
     python3 bench/bench_startup.py --runs 5                 # prints each figure and its ratio to the last recorded
     python3 bench/bench_startup.py --runs 5 --record        # and records these as the new last figures
 
-Wall seconds are the median of the runs, measured around the whole process (start-ups, the small report) or inside
-it around ``ta.load(path, cache=False)`` by ``bench/load_once.py`` (the load's own time: a small trace is loaded
-first, so the modules the load imports on first use, pandas among them, are not in it; figures recorded before
-load_once.py counted them; its MB/s is 10**6 JSON bytes over that time, ``cpu_mb_per_s`` over its CPU seconds); CPU
-seconds count the process and its threads; peak RSS is the process's ``ru_maxrss`` in MiB (largest of the runs), and
-``report_peak_x_json`` that peak over the JSON, both in bytes. The budget (issue #26, ``BUDGET_S``, printed beside
-each figure): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s (with pyarrow, which
-pandas imports where it is installed, and without, as a user who does not install it), the load 500 MB/s of JSON, a
-report's peak RSS 1.3x the JSON. The interpreter alone (``python -c pass``, its site included) and numpy with pandas
-are the floor under them. On a shared machine read the CPU column and the ratios. The children keep compiled modules
-as an installed package does (see ``child_env``); the load maps large blocks as the command does
-(``traceanalyzer.allocator``).
+Wall seconds are the median of the runs, measured around the whole process (start-ups, the small report) or inside it
+around ``ta.load(path, cache=False)`` by ``bench/load_once.py`` (the load's own time: a small trace is loaded first, so
+the modules the load imports on first use, pandas among them, are not in it; figures recorded before load_once.py
+counted them; its MB/s is 10**6 JSON bytes over that time, ``cpu_mb_per_s`` over its CPU seconds); CPU seconds count the
+process and its threads; peak RSS is the process's ``ru_maxrss`` in MiB (largest of the runs), and
+``report_peak_x_json`` that peak over the JSON, both in bytes. The budget (issue #26, ``BUDGET_S``, printed beside each
+figure): import and ``--help`` 0.3 s, ``--version`` 0.15 s, a 1 MB trace's report 0.8 s (pyarrow installed: the command
+keeps it out of its process, which pandas 3 would otherwise import), the load 500 MB/s of JSON, a report's peak RSS 1.3x
+the JSON; ``--with-pyarrow`` also loads big as a library caller's process does, with pyarrow. The interpreter alone
+(``python -c pass``, its site included) and numpy with pandas are the floor under them. On a shared machine read the CPU
+column and the ratios. The children keep compiled modules as an installed package does (see ``child_env``); the load's
+process is set up as the command's (``bench/load_once.py``).
 """
 
 from __future__ import annotations
@@ -49,18 +49,12 @@ STARTS = {
     "traceanalyze --version": [*COMMAND, "--version"],
     "traceanalyze --help": [*COMMAND, "--help"],
     SMALL_REPORT: [*COMMAND, str(SMALL), "--no-cache"],
-    f"{SMALL_REPORT} without pyarrow": [
-        sys.executable,
-        "-c",
-        NO_PYARROW + f"from traceanalyzer.cli import main; sys.exit(main([{str(SMALL)!r}, '--no-cache']))",
-    ],
 }
 BUDGET_S = {
     "import traceanalyzer": 0.3,
     "traceanalyze --version": 0.15,
     "traceanalyze --help": 0.3,
     SMALL_REPORT: 0.8,
-    f"{SMALL_REPORT} without pyarrow": 0.8,
 }
 """Issue #26's budget of wall seconds for each start-up (a 1 MB trace's report end to end)."""
 
@@ -90,8 +84,8 @@ def whole(argv: list[str]) -> dict:
 
 def load(path: Path, variant: str) -> dict:
     """One load and report of ``path`` in a fresh process (figures from inside it, ``load_once.py``: the load's own,
-    its first-use imports made before it), pyarrow importable or not."""
-    argv = [sys.executable, str(LOAD_ONCE), str(path), "--report"] + (["--without-pyarrow"] if variant else [])
+    its first-use imports made before it), as the command's process or with pyarrow as a library caller's."""
+    argv = [sys.executable, str(LOAD_ONCE), str(path), "--report"] + (["--with-pyarrow"] if variant else [])
     done = subprocess.run(argv, check=True, capture_output=True, text=True, env=child_env())
     figures = json.loads(done.stdout.splitlines()[-1])
     return {k: figures[k] for k in ("wall_s", "cpu_s", "peak_mb", "report_peak_mb")}
@@ -124,13 +118,13 @@ def main() -> None:
     p.add_argument("--no-starts", action="store_true", help="leave out the start-ups and the small report")
     p.add_argument("--no-big", action="store_true", help="leave out the load of big (172 MB)")
     p.add_argument("--big", type=Path, default=BIG, help="the large trace to load (default: h200/big)")
-    p.add_argument("--without-pyarrow", action="store_true", help="also load big with pyarrow kept out of the process")
+    p.add_argument("--with-pyarrow", action="store_true", help="also load big with pyarrow, as a library caller")
     args = p.parse_args()
     figures = {}
     for name, argv in {} if args.no_starts else STARTS.items():
         whole(argv)  # warm-up: the page cache and .pyc files
         figures[name] = summary([whole(argv) for _ in range(args.runs)])
-    variants = ("", "without pyarrow") if args.without_pyarrow else ("",)
+    variants = ("", "with pyarrow") if args.with_pyarrow else ("",)
     json_bytes = json_size(args.big) if args.big.exists() and not args.no_big else 0
     for variant in variants if json_bytes else ():
         big = summary([load(args.big, variant) for _ in range(args.runs)])

@@ -7,7 +7,9 @@ A small trace is loaded first, so that what the load imports on first use (panda
 before the clock starts; each load of PATH, ``ta.load(path, cache=False)``, then prints one JSON line: wall and CPU
 seconds (the process's, all its threads), MB/s of JSON (10**6 bytes over the wall seconds, ``cpu_mb_per_s`` over
 the CPU seconds), minor page faults, the process's peak RSS in MiB, and with ``--report`` its peak after the report.
-The process maps large blocks as the command does (``traceanalyzer.allocator``). On a shared machine compare CPU
+The process is set up as the command sets up its own (``cli._own_process``): large blocks mapped
+(``traceanalyzer.allocator``) and pyarrow kept out; ``--with-pyarrow`` leaves it importable, as in a library caller's
+process where pandas 3 imports it and backs text with it. On a shared machine compare CPU
 seconds, and old against new in turn, not one run against a figure from another hour.
 """
 
@@ -17,7 +19,6 @@ import argparse
 import gzip
 import json
 import resource
-import sys
 import time
 from pathlib import Path
 
@@ -36,13 +37,14 @@ def main() -> None:
     p.add_argument("path", type=Path)
     p.add_argument("--loads", type=int, default=1, help="loads of PATH in this process (default 1)")
     p.add_argument("--report", action="store_true", help="build the report after the last load (its peak RSS)")
-    p.add_argument("--without-pyarrow", action="store_true", help="keep pyarrow out, as if it were not installed")
+    p.add_argument("--with-pyarrow", action="store_true", help="leave pyarrow importable, as a library caller does")
     args = p.parse_args()
-    if args.without_pyarrow:
-        sys.modules["pyarrow"] = None  # pandas 3 then neither imports it nor backs str with it
     import traceanalyzer.allocator
+    import traceanalyzer.lazy
 
     traceanalyzer.allocator.map_large_blocks()  # as the command does, before pandas is imported
+    if not args.with_pyarrow:
+        traceanalyzer.lazy.keep_out("pyarrow")
     import traceanalyzer as ta
 
     size = json_bytes(args.path)

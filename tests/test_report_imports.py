@@ -14,6 +14,7 @@ import pytest
 import traceanalyzer as ta
 from tests.conftest import REPO, shared_path
 from traceanalyzer import analyzers
+from traceanalyzer.cli import main
 from traceanalyzer.renderers import json as json_renderer
 
 TRACE = REPO / "sample_traces" / "gpu_bound" / "gpu_bound.json.gz"
@@ -73,3 +74,41 @@ def test_report_is_the_one_of_every_analyzer(name, monkeypatch):
     shown = json_renderer.data(trace.build_report())
     monkeypatch.setattr(analyzers, "APPLIES", {})
     assert json_renderer.data(ta.load(path, cache=False).build_report()) == shown
+
+
+@pytest.mark.parametrize("name", ["gpu_bound", "fsdp"])
+def test_command_keeps_pyarrow_out_and_reports_the_same(name, tmp_path):
+    """pandas 3 imports pyarrow wherever it is installed; the command's report neither imports it nor differs from
+    the report of a process that has it (this one: a library caller's process is left as it is)."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed: nothing to keep out")
+    paths = {"gpu_bound": [TRACE], "fsdp": sorted(ONE_RANK_WITH_COMMUNICATION.parent.glob("fsdp_rank*.json.gz"))}[name]
+    if not paths or not paths[0].is_file():
+        pytest.skip(f"sample trace {name} absent")
+    args = [*map(str, paths), "--no-cache", "--format", "json", "-o"]
+    check = "import sys; assert sys.modules['pyarrow'] is None, 'pyarrow imported'"
+    lean = tmp_path / "lean.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"from traceanalyzer.cli import main; assert main({args + [str(lean)]!r}) == 0; {check}",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "pyarrow" in sys.modules and sys.modules["pyarrow"] is not None
+    full = tmp_path / "full.json"
+    assert main(args + [str(full)]) == 0
+    assert lean.read_bytes() == full.read_bytes()
+
+
+def test_library_caller_keeps_pyarrow(tmp_path):
+    """``ta.load`` in a caller's process leaves its imports alone: pandas there still has pyarrow."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed")
+    if not TRACE.is_file():
+        pytest.skip(f"sample trace {TRACE} absent")
+    assert "pyarrow.lib" in imported(
+        f"import traceanalyzer as ta; ta.load({str(TRACE)!r}, cache=False).build_report()", tmp_path
+    )

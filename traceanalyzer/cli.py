@@ -294,7 +294,7 @@ def guarded(run: Callable[[], int], debug: bool = False) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    allocator.map_large_blocks()  # before pandas and the rest are imported: their transients fragment the heap too
+    _own_process(args)
     _check_options(args, args.paths)
     budget = _budget(args.budget)
     per_rank = _per_rank(args)
@@ -312,6 +312,16 @@ def _report(args: argparse.Namespace) -> int:
     drawn = loaded.figures(report.scope) if args.format == "html" and not per_rank else []
     text = render(report, args.format, display(args), drawn, budget)
     return _write(text, args.output)
+
+
+def _own_process(args: argparse.Namespace) -> None:
+    """Before a report's or comparison's imports: the command owns its process, so its allocator maps large blocks
+    (their transients fragment the heap otherwise) and pyarrow is kept out, which pandas 3 imports wherever it is
+    installed and neither uses: 50-90 MB and 0.2-0.6 s a report (bench/RESULTS.md). Not with a Dask scheduler,
+    whose workers' tables may come back holding Arrow-backed text."""
+    allocator.map_large_blocks()
+    if cluster.scheduler_from(args.scheduler) is None:
+        lazy.keep_out("pyarrow")
 
 
 def _budget(tokens: int) -> int:
@@ -360,6 +370,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    _own_process(args)
     _check_options(args, [args.baseline, args.candidate])
     threshold = _threshold(args)
     confidence = comparison.DEFAULT_CONFIDENCE if args.confidence is None else args.confidence / 100

@@ -10,6 +10,7 @@ put off until it is used (not a way around an import cycle: the layers still poi
 from __future__ import annotations
 
 import importlib
+import sys
 from collections.abc import Callable, Mapping, MutableMapping
 from typing import Any
 
@@ -67,3 +68,13 @@ def resolve(path: str) -> Any:
     module, _, name = path.rpartition(".")
     value = getattr(importlib.import_module(module), name, _UNSET)
     return importlib.import_module(path) if value is _UNSET else value
+
+
+def keep_out(name: str) -> bool:
+    """Make module ``name`` unimportable in this process unless it is imported already; True if it is kept out. For
+    the command, which owns its process: pandas 3 imports pyarrow wherever it is installed, which a report does not
+    use; a library caller's process is left as it is."""
+    if name in sys.modules:
+        return sys.modules[name] is None
+    sys.modules[name] = None  # type: ignore[assignment]  # the import system's own mark of a blocked module
+    return True
