@@ -112,3 +112,16 @@ def test_library_caller_keeps_pyarrow(tmp_path):
     assert "pyarrow.lib" in imported(
         f"import traceanalyzer as ta; ta.load({str(TRACE)!r}, cache=False).build_report()", tmp_path
     )
+
+
+def test_dashboard_keeps_pyarrow_out(tmp_path):
+    """``traceanalyze dashboard`` imports pandas (its store) without pyarrow: a long-lived server 50 MB lighter."""
+    pytest.importorskip("pyarrow", reason="pyarrow is not installed: nothing to keep out")
+    absent = str(tmp_path / "absent")
+    code = (
+        f"from traceanalyzer.cli import main; assert main(['dashboard', '--allow', {absent!r}]) == 2; "
+        "import sys; assert 'pandas' in sys.modules and sys.modules['pyarrow'] is None, 'pyarrow imported'"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "--allow" in done.stderr

@@ -246,6 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console command."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "dashboard":
+        lazy.keep_out("pyarrow")  # before the dashboard imports pandas: see _own_process
         from traceanalyzer.dashboards.cli import main as dashboard_main
 
         return dashboard_main(argv[1:])
@@ -317,8 +318,8 @@ def _report(args: argparse.Namespace) -> int:
 def _own_process(args: argparse.Namespace) -> None:
     """Before a report's or comparison's imports: the command owns its process, so its allocator maps large blocks
     (their transients fragment the heap otherwise) and pyarrow is kept out, which pandas 3 imports wherever it is
-    installed and neither uses: 50-90 MB and 0.2-0.6 s a report (bench/RESULTS.md). Not with a Dask scheduler,
-    whose workers' tables may come back holding Arrow-backed text."""
+    installed and neither uses (nor does the dashboard): 50-60 MB and 0.1-0.2 s a report (bench/RESULTS.md). Not
+    with a Dask scheduler, whose workers' tables may come back holding Arrow-backed text."""
     allocator.map_large_blocks()
     if cluster.scheduler_from(args.scheduler) is None:
         lazy.keep_out("pyarrow")
