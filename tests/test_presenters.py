@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from argparse import Namespace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -113,9 +114,8 @@ def test_version_top_and_choices(capsys):
             cli.main([str(SAMPLES / "unfused_ops.json.gz"), "--top", top])
         assert exit_.value.code == 2
         assert "--top: must be at least 1" in capsys.readouterr().err
-    helps = {
-        subprocess.run(["traceanalyze", "--help"], capture_output=True, text=True, check=True).stdout for _ in range(2)
-    }
+    command = [str(Path(sys.executable).parent / "traceanalyze"), "--help"]  # this interpreter's, not PATH's
+    helps = {subprocess.run(command, capture_output=True, text=True, check=True).stdout for _ in range(2)}
     (help_text,) = helps  # the same on every run: choices in a fixed order
     assert "{communication,kernel,memcpy,memset,sync}" in help_text
     assert "{text,json,markdown,html,digest}" in help_text

@@ -25,7 +25,15 @@ def test_mann_whitney_p_values_are_scipys(m, n, ties):
         for alternative in ("two-sided", "less", "greater"):
             u, p = rankstats.mann_whitney(x, y, alternative)
             expected = mannwhitneyu(x, y, alternative=alternative)
-            assert (u, p) == (pytest.approx(expected.statistic), pytest.approx(expected.pvalue, abs=1e-12))
+            assert (u, p) == (pytest.approx(expected.statistic), pytest.approx(_scipy_p(expected, x, y), abs=1e-12))
+
+
+def _scipy_p(expected, x: np.ndarray, y: np.ndarray) -> float:
+    """scipy's p-value; where every value is the same one, scipy 1.17's 1.0 (scipy 1.18 gives nan there, the
+    statistic having no variance), which is what we keep: nothing tells such samples apart."""
+    if math.isnan(expected.pvalue) and len(np.unique(np.concatenate((x, y)))) == 1:
+        return 1.0
+    return float(expected.pvalue)
 
 
 @pytest.mark.parametrize("m, n", [(1, 1), (3, 4), (6, 6), (10, 25), (30, 30)])
