@@ -13,6 +13,7 @@ import io
 import os
 import shutil
 import sqlite3
+import sys
 import tempfile
 from pathlib import Path
 
@@ -88,8 +89,8 @@ def _rows(path: Path) -> list[list[str]]:
 
 
 def _write_rows(path: Path, rows: list[list[str]]) -> None:
-    with open(path, "w", newline="") as f:
-        csv.writer(f).writerows(rows)
+    with open(path, "w", newline="") as f:  # Python 3.10's csv writes a NUL only with an escape character
+        csv.writer(f, **({"escapechar": "\\"} if sys.version_info < (3, 11) else {})).writerows(rows)
 
 
 def _damage_csv(path: Path, how: str, data: st.DataObject) -> None:

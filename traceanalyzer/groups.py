@@ -14,7 +14,7 @@ class Groups:
     pandas leaves it out."""
 
     def __init__(self, keys: Sequence[np.ndarray | pd.api.extensions.ExtensionArray | pd.Series]) -> None:
-        codes = [pd.factorize(key)[0] for key in keys]
+        codes = [pd.factorize(_plain(key))[0] for key in keys]
         rows = np.flatnonzero(np.logical_and.reduce([c >= 0 for c in codes]))
         ids = np.zeros(len(rows), dtype=np.int64)
         for c in codes:
@@ -49,3 +49,9 @@ class Groups:
     def median(self, values: np.ndarray) -> np.ndarray:
         """Per group: the median of its rows' values, as a float."""
         return np.array(self.each(values.astype(np.float64), np.median), dtype=np.float64)
+
+
+def _plain(key: np.ndarray | pd.api.extensions.ExtensionArray | pd.Series) -> object:
+    """``key`` as factorize takes it on every supported pandas: a numpy-backed array as its ndarray (pandas 2 warns
+    on a ``NumpyExtensionArray``, which ``Series.array`` gives for numpy columns), anything else as it is."""
+    return key.to_numpy() if isinstance(key, pd.arrays.NumpyExtensionArray) else key
